@@ -1,0 +1,975 @@
+"""Topic-level configuration: Kafka's topic config keys, their types, defaults, validators and broker synonyms.
+
+Facts (names, types, defaults, ranges, synonym order) follow Kafka 4.1's ``LogConfig`` /
+``ServerTopicConfigSynonyms``; the documentation strings are moldau's own words.
+
+Resolution of a topic config's effective value, highest priority first (Kafka's order):
+
+1. the topic override (``DYNAMIC_TOPIC_CONFIG``, source 1),
+2. each broker synonym in order, looked up as a per-broker dynamic config (source 2), then as a
+   cluster-wide dynamic default (source 3), then as a static broker config set in the file / flags (source 4),
+3. the broker synonyms' defaults (``DEFAULT_CONFIG``, source 5), else the topic config's own default.
+
+Broker synonyms with a unit (``log.retention.hours``) are converted to the topic unit (milliseconds).
+
+Public API::
+
+    TOPIC_CONFIGS: dict[str, TopicConfigDef]
+    validate_topic_configs(configs)                       # KafkaError(INVALID_CONFIG, msg)
+    effective_topic_configs(topic_configs, broker_config) # name -> typed value
+    log_config_for(topic_configs, broker_config) -> moldau.log.LogConfig
+    describe_topic_config(topic_configs, broker_config, name) -> (value, source, is_default, synonyms)
+    describe_topic_configs(topic_configs, broker_config, names=None) -> list[ConfigEntry]
+    apply_incremental_ops(current, ops, broker_config) -> new dict (SET/DELETE/APPEND/SUBTRACT)
+    DynamicBrokerConfigs: runtime broker-level overrides (per broker / cluster default)
+
+``broker_config`` may be ``None`` (Kafka defaults only), a plain ``dict`` of static broker keys (tests), a
+``moldau.broker.config.BrokerConfig`` (``.get(key)``, ``.source(key)``), or a :class:`BrokerConfigView`
+combining a static config with :class:`DynamicBrokerConfigs`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 9223372036854775807
+LONG_MIN = -9223372036854775808
+INT_MAX = 2147483647
+INT_MIN = -2147483648
+
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigsResponse ConfigType (v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigsResponse ConfigSource (v1+)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterConfigOp(enum.IntEnum):
+    """IncrementalAlterConfigs operation types."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+# --------------------------------------------------------------------------------------------------------------
+# errors
+
+
+class ConfigValidationError(ValueError):
+    """Raised when a config name or value is refused. ``code`` is the Kafka error code (INVALID_CONFIG)."""
+
+    def __init__(self, message: str, code: int = INVALID_CONFIG) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def config_error(message: str, code: int = INVALID_CONFIG) -> Exception:
+    """The exception to raise for a refused config: moldau's KafkaError when available (the router and the
+    handlers turn it into the error code + message), else :class:`ConfigValidationError`."""
+    try:
+        from moldau.protocol.errors import KafkaError  # type: ignore[attr-defined]
+    except ImportError:
+        return ConfigValidationError(message, code)
+    for args in ((code, message),):
+        try:
+            exc = KafkaError(*args)
+        except Exception:  # noqa: BLE001 - signature not what we expect; fall back
+            continue
+        return exc
+    return ConfigValidationError(message, code)
+
+
+def error_code_of(exc: BaseException) -> int:
+    """The Kafka error code carried by ``exc`` (KafkaError or ConfigValidationError)."""
+    code = getattr(exc, "code", None)
+    if code is None:
+        code = getattr(exc, "error_code", None)
+    if code is not None and not isinstance(code, int):  # an ErrorCode-like object
+        code = getattr(code, "code", None)
+    return int(code) if code is not None else INVALID_CONFIG
+
+
+def error_message_of(exc: BaseException) -> str:
+    msg = getattr(exc, "message", None)
+    if isinstance(msg, str) and msg:
+        return msg
+    return str(exc.args[-1]) if exc.args and isinstance(exc.args[-1], str) else str(exc)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# parsing and printing values (Kafka's ConfigDef rules)
+
+
+def _invalid(name: str, value: object, why: str) -> Exception:
+    return config_error(f"Invalid value {value} for configuration {name}: {why}")
+
+
+def parse_value(ctype: ConfigType, name: str, value: object) -> Any:
+    """Parse ``value`` (normally a string) as Kafka's ConfigDef would for ``ctype``."""
+    if value is None:
+        return None
+    if ctype == ConfigType.LIST:
+        if isinstance(value, (list, tuple)):
+            return [str(v).strip() for v in value]
+        text = str(value).strip()
+        if not text:
+            return []
+        return [part.strip() for part in text.split(",")]
+    if not isinstance(value, str):
+        if ctype == ConfigType.BOOLEAN and isinstance(value, bool):
+            return value
+        if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT) and isinstance(value, int) \
+                and not isinstance(value, bool):
+            text = str(value)
+        elif ctype == ConfigType.DOUBLE and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        else:
+            text = to_kafka_string(value)
+    else:
+        text = value.strip()
+    if ctype in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.CLASS):
+        return text
+    if ctype == ConfigType.BOOLEAN:
+        low = text.lower()
+        if low == "true":
+            return True
+        if low == "false":
+            return False
+        raise _invalid(name, value, "Expected value to be either true or false")
+    if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+        kind = {ConfigType.INT: "32-bit integer", ConfigType.LONG: "64-bit integer",
+                ConfigType.SHORT: "16-bit integer"}[ctype]
+        try:
+            num = int(text, 10)
+        except ValueError:
+            raise _invalid(name, value, f"Not a number of type {ctype.name}") from None
+        lo, hi = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX),
+                  ConfigType.SHORT: (-32768, 32767)}[ctype]
+        if not lo <= num <= hi:
+            raise _invalid(name, value, f"Not a number of type {ctype.name} ({kind})")
+        return num
+    if ctype == ConfigType.DOUBLE:
+        try:
+            num_f = float(text)
+        except ValueError:
+            raise _invalid(name, value, "Not a number of type DOUBLE") from None
+        if math.isnan(num_f):
+            raise _invalid(name, value, "Not a number of type DOUBLE")
+        return num_f
+    return text
+
+
+def to_kafka_string(value: object) -> str | None:
+    """Kafka's ConfigDef.convertToString: lists comma-joined, booleans lower case, doubles like Java."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# validators: callables (name, parsed value) -> None, raising the config error
+
+
+Validator = Callable[[str, Any], None]
+
+
+def at_least(minimum: float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise _invalid(name, to_kafka_string(value), f"Value must be at least {minimum}")
+    check.__doc__ = f"[{minimum},...]"
+    return check
+
+
+def between(lo: float, hi: float) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        if value < lo:
+            raise _invalid(name, to_kafka_string(value), f"Value must be at least {lo}")
+        if value > hi:
+            raise _invalid(name, to_kafka_string(value), f"Value must be no more than {hi}")
+    check.__doc__ = f"[{lo},...,{hi}]"
+    return check
+
+
+def one_of(*allowed: str, case_insensitive: bool = False) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        ok = value.lower() in {a.lower() for a in allowed} if case_insensitive else value in allowed
+        if not ok:
+            raise _invalid(name, value, f"String must be one of: {', '.join(allowed)}")
+    check.__doc__ = "[" + ", ".join(allowed) + "]"
+    return check
+
+
+def list_of(*allowed: str) -> Validator:
+    def check(name: str, value: Any) -> None:
+        if value is None:
+            return
+        for item in value:
+            if item not in allowed:
+                raise _invalid(name, to_kafka_string(value), f"String must be one of: {', '.join(allowed)}")
+        if len(set(value)) != len(value):
+            raise _invalid(name, to_kafka_string(value), "Values must not be duplicated")
+    check.__doc__ = "[" + ", ".join(allowed) + "]"
+    return check
+
+
+def level_or_default(lo: int, hi: int, default: int) -> Validator:
+    """Compression level validators: a level in [lo, hi] or the codec's default marker."""
+    def check(name: str, value: Any) -> None:
+        if value is None or value == default or lo <= value <= hi:
+            return
+        raise _invalid(name, value, f"Value must be between {lo} and {hi}" +
+                       (f" or equal to {default}" if not lo <= default <= hi else ""))
+    check.__doc__ = f"[{lo},...,{hi}]"
+    return check
+
+
+def throttled_replicas(name: str, value: Any) -> None:
+    """``*`` or a list of ``partition:broker`` pairs."""
+    if not value or value == ["*"]:
+        return
+    for item in value:
+        parts = item.split(":")
+        if len(parts) != 2 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
+            raise _invalid(name, to_kafka_string(value),
+                           "must be the literal '*' or a list of replicas in the following format: "
+                           "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the table
+
+
+@dataclass(slots=True, frozen=True)
+class Synonym:
+    """A broker key that supplies a topic config's default; ``multiplier`` converts its unit (hours -> ms)."""
+
+    name: str
+    multiplier: int = 1
+
+
+@dataclass(slots=True, frozen=True)
+class TopicConfigDef:
+    name: str
+    type: ConfigType
+    default: Any                         # typed default (None = no default)
+    broker_synonyms: tuple[Synonym, ...]
+    validator: Validator | None = None
+    doc: str = ""
+    sensitive: bool = False
+    internal: bool = False               # accepted but never described (Kafka's defineInternal)
+    log_fields: tuple[str, ...] = ()     # candidate moldau.log.LogConfig field names
+    honoured: bool = True                # False: stored and described, no effect on a single node
+
+    @property
+    def broker_synonym(self) -> str | None:
+        return self.broker_synonyms[0].name if self.broker_synonyms else None
+
+    def parse(self, value: object) -> Any:
+        return parse_value(self.type, self.name, value)
+
+    def validate(self, value: Any) -> None:
+        if self.validator is not None:
+            self.validator(self.name, value)
+
+
+HOURS = 3_600_000
+MINUTES = 60_000
+
+_SEVEN_DAYS_MS = 7 * 24 * HOURS
+_ONE_DAY_MS = 24 * HOURS
+
+
+def _s(*names: str | tuple[str, int]) -> tuple[Synonym, ...]:
+    return tuple(Synonym(n) if isinstance(n, str) else Synonym(n[0], n[1]) for n in names)
+
+
+def _build() -> dict[str, TopicConfigDef]:
+    T = ConfigType
+    defs = [
+        TopicConfigDef(
+            "cleanup.policy", T.LIST, ["delete"], _s("log.cleanup.policy"), list_of("compact", "delete"),
+            "How old log segments are cleaned: 'delete' removes segments past the retention time or size, "
+            "'compact' keeps the latest record for each key; both may be given.",
+            log_fields=("cleanup_policy",)),
+        TopicConfigDef(
+            "compression.type", T.STRING, "producer", _s("compression.type"),
+            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+            "Codec of the stored batches: 'producer' keeps what the producer sent, 'uncompressed' or a codec "
+            "name recompresses on append.",
+            log_fields=("compression_type",)),
+        TopicConfigDef(
+            "compression.gzip.level", T.INT, -1, _s("compression.gzip.level"), level_or_default(1, 9, -1),
+            "Level used when compression.type is gzip.", log_fields=("compression_gzip_level",)),
+        TopicConfigDef(
+            "compression.lz4.level", T.INT, 9, _s("compression.lz4.level"), level_or_default(1, 17, 9),
+            "Level used when compression.type is lz4.", log_fields=("compression_lz4_level",)),
+        TopicConfigDef(
+            "compression.zstd.level", T.INT, 3, _s("compression.zstd.level"), level_or_default(-131072, 22, 3),
+            "Level used when compression.type is zstd.", log_fields=("compression_zstd_level",)),
+        TopicConfigDef(
+            "delete.retention.ms", T.LONG, _ONE_DAY_MS, _s("log.cleaner.delete.retention.ms"), at_least(0),
+            "How long tombstones (records with a null value) are kept on a compacted topic.",
+            log_fields=("delete_retention_ms",)),
+        TopicConfigDef(
+            "file.delete.delay.ms", T.LONG, 60_000, _s("log.segment.delete.delay.ms"), at_least(0),
+            "Time to wait before a deleted segment's files are removed from disk.",
+            log_fields=("file_delete_delay_ms",)),
+        TopicConfigDef(
+            "flush.messages", T.LONG, LONG_MAX, _s("log.flush.interval.messages"), at_least(1),
+            "Force an fsync after this many records were appended (default: leave it to the OS).",
+            log_fields=("flush_interval_messages", "flush_messages")),
+        TopicConfigDef(
+            "flush.ms", T.LONG, LONG_MAX, _s("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+            at_least(0),
+            "Force an fsync when the oldest unflushed record is this old (default: leave it to the OS).",
+            log_fields=("flush_interval_ms", "flush_ms")),
+        TopicConfigDef(
+            "follower.replication.throttled.replicas", T.LIST, [], (), throttled_replicas,
+            "Replicas whose follower fetches are throttled (no effect on a single broker).", honoured=False),
+        TopicConfigDef(
+            "index.interval.bytes", T.INT, 4096, _s("log.index.interval.bytes"), at_least(0),
+            "Bytes appended between two offset index entries.", log_fields=("index_interval_bytes",)),
+        TopicConfigDef(
+            "leader.replication.throttled.replicas", T.LIST, [], (), throttled_replicas,
+            "Replicas whose leader side is throttled (no effect on a single broker).", honoured=False),
+        TopicConfigDef(
+            "local.retention.bytes", T.LONG, -2, _s("log.local.retention.bytes"), at_least(-2),
+            "Tiered storage: local retention size (-2: same as retention.bytes). Stored, not used.",
+            honoured=False),
+        TopicConfigDef(
+            "local.retention.ms", T.LONG, -2, _s("log.local.retention.ms"), at_least(-2),
+            "Tiered storage: local retention time (-2: same as retention.ms). Stored, not used.",
+            honoured=False),
+        TopicConfigDef(
+            "max.compaction.lag.ms", T.LONG, LONG_MAX, _s("log.cleaner.max.compaction.lag.ms"), at_least(1),
+            "Longest time a record may stay uncompacted in a compacted log.",
+            log_fields=("max_compaction_lag_ms",)),
+        TopicConfigDef(
+            "max.message.bytes", T.INT, 1_048_588, _s("message.max.bytes"), at_least(0),
+            "Largest record batch (after compression) the topic accepts.", log_fields=("max_message_bytes",)),
+        TopicConfigDef(
+            "message.downconversion.enable", T.BOOLEAN, True, _s("log.message.downconversion.enable"), None,
+            "Whether batches are down-converted for fetch requests of old versions (message format v0/v1).",
+            log_fields=("message_downconversion_enable",)),
+        TopicConfigDef(
+            "message.timestamp.after.max.ms", T.LONG, 3_600_000, _s("log.message.timestamp.after.max.ms"),
+            at_least(0),
+            "How far in the future a CreateTime record timestamp may be relative to the broker clock.",
+            log_fields=("message_timestamp_after_max_ms",)),
+        TopicConfigDef(
+            "message.timestamp.before.max.ms", T.LONG, LONG_MAX, _s("log.message.timestamp.before.max.ms"),
+            at_least(0),
+            "How far in the past a CreateTime record timestamp may be relative to the broker clock.",
+            log_fields=("message_timestamp_before_max_ms",)),
+        TopicConfigDef(
+            "message.timestamp.type", T.STRING, "CreateTime", _s("log.message.timestamp.type"),
+            one_of("CreateTime", "LogAppendTime"),
+            "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).",
+            log_fields=("message_timestamp_type",)),
+        TopicConfigDef(
+            "min.cleanable.dirty.ratio", T.DOUBLE, 0.5, _s("log.cleaner.min.cleanable.ratio"), between(0, 1),
+            "Fraction of the log that must be uncompacted before the cleaner compacts it.",
+            log_fields=("min_cleanable_dirty_ratio", "min_cleanable_ratio")),
+        TopicConfigDef(
+            "min.compaction.lag.ms", T.LONG, 0, _s("log.cleaner.min.compaction.lag.ms"), at_least(0),
+            "Shortest time a record stays uncompacted.", log_fields=("min_compaction_lag_ms",)),
+        TopicConfigDef(
+            "min.insync.replicas", T.INT, 1, _s("min.insync.replicas"), at_least(1),
+            "Replicas that must have a write for an acks=all produce to succeed.",
+            log_fields=("min_insync_replicas",)),
+        TopicConfigDef(
+            "preallocate", T.BOOLEAN, False, _s("log.preallocate"), None,
+            "Whether a new segment file is preallocated to its full size.", log_fields=("preallocate",)),
+        TopicConfigDef(
+            "remote.log.copy.disable", T.BOOLEAN, False, (), None,
+            "Tiered storage: stop copying segments to remote storage. Stored, not used.", honoured=False),
+        TopicConfigDef(
+            "remote.log.delete.on.disable", T.BOOLEAN, False, (), None,
+            "Tiered storage: delete remote data when tiered storage is turned off. Stored, not used.",
+            honoured=False),
+        TopicConfigDef(
+            "remote.storage.enable", T.BOOLEAN, False, (), _no_remote_storage,
+            "Tiered storage for this topic. moldau has no remote storage, so only false is accepted.",
+            honoured=False),
+        TopicConfigDef(
+            "retention.bytes", T.LONG, -1, _s("log.retention.bytes"), None,
+            "Largest size a partition may grow to before old segments are deleted (-1: no limit).",
+            log_fields=("retention_bytes",)),
+        TopicConfigDef(
+            "retention.ms", T.LONG, _SEVEN_DAYS_MS,
+            _s("log.retention.ms", ("log.retention.minutes", MINUTES), ("log.retention.hours", HOURS)),
+            at_least(-1),
+            "How long a segment is kept before it is deleted (-1: forever).", log_fields=("retention_ms",)),
+        TopicConfigDef(
+            "segment.bytes", T.INT, 1_073_741_824, _s("log.segment.bytes"), at_least(1024 * 1024),
+            "Size at which the active segment is rolled.", log_fields=("segment_bytes",)),
+        TopicConfigDef(
+            "segment.index.bytes", T.INT, 10_485_760, _s("log.index.size.max.bytes"), at_least(4),
+            "Size of the offset and time index files of a segment.",
+            log_fields=("segment_index_bytes", "max_index_size", "index_size_max_bytes")),
+        TopicConfigDef(
+            "segment.jitter.ms", T.LONG, 0, _s("log.roll.jitter.ms", ("log.roll.jitter.hours", HOURS)),
+            at_least(0),
+            "Random jitter subtracted from segment.ms, so segments of many partitions do not roll together.",
+            log_fields=("segment_jitter_ms",)),
+        TopicConfigDef(
+            "segment.ms", T.LONG, _SEVEN_DAYS_MS, _s("log.roll.ms", ("log.roll.hours", HOURS)), at_least(1),
+            "Age at which the active segment is rolled even when not full.", log_fields=("segment_ms",)),
+        TopicConfigDef(
+            "unclean.leader.election.enable", T.BOOLEAN, False, _s("unclean.leader.election.enable"), None,
+            "Whether a replica outside the ISR may become leader (no effect on a single broker).",
+            log_fields=("unclean_leader_election_enable",)),
+        # Kafka's test-only override of segment.bytes without the 1 MiB minimum (defineInternal).
+        TopicConfigDef(
+            "internal.segment.bytes", T.INT, None, (), at_least(1),
+            "Testing only: segment size overriding segment.bytes, without its minimum.", internal=True),
+    ]
+    return {d.name: d for d in defs}
+
+
+def _no_remote_storage(name: str, value: Any) -> None:
+    if value:
+        raise config_error("Tiered Storage functionality is disabled in the broker. "
+                           "Topic cannot be configured with remote log storage.")
+
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = _build()
+
+#: Kafka's static defaults of the broker synonym keys (None = the key has no default). Used when the broker
+#: config object does not define a key itself.
+BROKER_SYNONYM_DEFAULTS: dict[str, Any] = {
+    "log.cleanup.policy": ["delete"],
+    "compression.type": "producer",
+    "compression.gzip.level": -1,
+    "compression.lz4.level": 9,
+    "compression.zstd.level": 3,
+    "log.cleaner.delete.retention.ms": _ONE_DAY_MS,
+    "log.segment.delete.delay.ms": 60_000,
+    "log.flush.interval.messages": LONG_MAX,
+    "log.flush.interval.ms": None,
+    "log.flush.scheduler.interval.ms": LONG_MAX,
+    "log.index.interval.bytes": 4096,
+    "log.local.retention.bytes": -2,
+    "log.local.retention.ms": -2,
+    "log.cleaner.max.compaction.lag.ms": LONG_MAX,
+    "message.max.bytes": 1_048_588,
+    "log.message.downconversion.enable": True,
+    "log.message.timestamp.after.max.ms": 3_600_000,
+    "log.message.timestamp.before.max.ms": LONG_MAX,
+    "log.message.timestamp.type": "CreateTime",
+    "log.cleaner.min.cleanable.ratio": 0.5,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "min.insync.replicas": 1,
+    "log.preallocate": False,
+    "log.retention.bytes": -1,
+    "log.retention.ms": None,
+    "log.retention.minutes": None,
+    "log.retention.hours": 168,
+    "log.segment.bytes": 1_073_741_824,
+    "log.index.size.max.bytes": 10_485_760,
+    "log.roll.jitter.ms": None,
+    "log.roll.jitter.hours": 0,
+    "log.roll.ms": None,
+    "log.roll.hours": 168,
+    "unclean.leader.election.enable": False,
+}
+
+#: broker key -> (topic config def, multiplier): the inverse of the synonym table.
+BROKER_KEY_TO_TOPIC: dict[str, tuple[TopicConfigDef, int]] = {
+    syn.name: (d, syn.multiplier) for d in TOPIC_CONFIGS.values() for syn in d.broker_synonyms
+}
+
+#: Broker keys moldau applies at runtime through IncrementalAlterConfigs / AlterConfigs on a BROKER resource:
+#: the topic configs' broker synonyms (new defaults for every log without a topic override).
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(BROKER_KEY_TO_TOPIC)
+
+
+def broker_key_type(key: str) -> ConfigType:
+    """Type of a broker synonym key (the ``*.hours`` / ``*.minutes`` keys are INT in Kafka)."""
+    d, mult = BROKER_KEY_TO_TOPIC[key]
+    if mult != 1:
+        return ConfigType.INT
+    if key == "log.flush.scheduler.interval.ms" or key.endswith(".ms"):
+        return ConfigType.LONG if d.type in (ConfigType.LONG, ConfigType.INT) else d.type
+    return d.type
+
+
+# --------------------------------------------------------------------------------------------------------------
+# broker config access
+
+
+@dataclass(slots=True)
+class DynamicBrokerConfigs:
+    """Broker-level configs changed at runtime: ``per_broker`` (resource name = this node id, source 2) and
+    ``cluster_default`` (resource name "", source 3). Values are Kafka strings."""
+
+    per_broker: dict[str, str] = field(default_factory=dict)
+    cluster_default: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {"per_broker": dict(self.per_broker), "cluster_default": dict(self.cluster_default)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "DynamicBrokerConfigs":
+        data = data or {}
+        return cls(dict(data.get("per_broker") or {}), dict(data.get("cluster_default") or {}))
+
+
+@dataclass(slots=True)
+class BrokerConfigView:
+    """A static broker config plus the dynamic broker-level overrides."""
+
+    static: Any
+    dynamic: DynamicBrokerConfigs = field(default_factory=DynamicBrokerConfigs)
+
+    def lookup(self, key: str) -> list[tuple[str | None, int]]:
+        out: list[tuple[str | None, int]] = []
+        if key in self.dynamic.per_broker:
+            out.append((self.dynamic.per_broker[key], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if key in self.dynamic.cluster_default:
+            out.append((self.dynamic.cluster_default[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        out.extend(_static_lookup(self.static, key))
+        return out
+
+
+# Dynamic broker configs attached to a static config object (one per broker process), so that a plain
+# BrokerConfig passed to log_config_for() still sees runtime changes. Keyed by id(); entries hold the object.
+_ATTACHED: dict[int, tuple[Any, DynamicBrokerConfigs]] = {}
+
+
+def attach_dynamic_configs(broker_config: Any, dynamic: DynamicBrokerConfigs) -> None:
+    """Make ``dynamic`` visible to every lookup through ``broker_config``."""
+    _ATTACHED[id(broker_config)] = (broker_config, dynamic)
+
+
+def dynamic_configs_of(broker_config: Any) -> DynamicBrokerConfigs:
+    """The dynamic configs attached to ``broker_config`` (attaching an empty set when none)."""
+    if isinstance(broker_config, BrokerConfigView):
+        return broker_config.dynamic
+    entry = _ATTACHED.get(id(broker_config))
+    if entry is None or entry[0] is not broker_config:
+        dyn = DynamicBrokerConfigs()
+        attach_dynamic_configs(broker_config, dyn)
+        return dyn
+    return entry[1]
+
+
+def _source_int(src: object) -> int:
+    if src is None:
+        return ConfigSource.DEFAULT_CONFIG
+    if isinstance(src, int):
+        return int(src)
+    name = getattr(src, "name", None) or str(src)
+    name = name.upper()
+    for s in ConfigSource:
+        if s.name == name or name.endswith(s.name):
+            return int(s)
+    if "STATIC" in name or "FILE" in name or "OVERRIDE" in name or "FLAG" in name or "ENV" in name:
+        return ConfigSource.STATIC_BROKER_CONFIG
+    if "DEFAULT" in name:
+        return ConfigSource.DEFAULT_CONFIG
+    return ConfigSource.STATIC_BROKER_CONFIG
+
+
+def _static_lookup(cfg: Any, key: str) -> list[tuple[str | None, int]]:
+    """[(value, source)] of a broker key in a static config: the set value (source 4) and/or the default
+    (source 5). Values are Kafka strings."""
+    if cfg is None:
+        default = BROKER_SYNONYM_DEFAULTS.get(key)
+        return [] if default is None else [(to_kafka_string(default), ConfigSource.DEFAULT_CONFIG)]
+    if isinstance(cfg, Mapping):
+        out: list[tuple[str | None, int]] = []
+        if key in cfg and cfg[key] is not None:
+            out.append((to_kafka_string(cfg[key]), ConfigSource.STATIC_BROKER_CONFIG))
+        default = BROKER_SYNONYM_DEFAULTS.get(key)
+        if default is not None:
+            out.append((to_kafka_string(default), ConfigSource.DEFAULT_CONFIG))
+        return out
+    # a BrokerConfig-like object
+    try:
+        value = cfg.get(key)
+        known = True
+    except Exception:  # noqa: BLE001 - key unknown to this BrokerConfig
+        value, known = None, False
+    if not known:
+        default = BROKER_SYNONYM_DEFAULTS.get(key)
+        return [] if default is None else [(to_kafka_string(default), ConfigSource.DEFAULT_CONFIG)]
+    try:
+        source = _source_int(cfg.source(key))
+    except Exception:  # noqa: BLE001
+        source = ConfigSource.DEFAULT_CONFIG
+    if value is None:
+        return []
+    text = to_kafka_string(value)
+    if source == ConfigSource.DEFAULT_CONFIG:
+        return [(text, ConfigSource.DEFAULT_CONFIG)]
+    out = [(text, source)]
+    default = _broker_default(cfg, key)
+    if default is not None:
+        out.append((default, ConfigSource.DEFAULT_CONFIG))
+    return out
+
+
+def _broker_default(cfg: Any, key: str) -> str | None:
+    defs = None
+    try:
+        from moldau.broker import config as broker_config_mod  # type: ignore[attr-defined]
+        defs = getattr(broker_config_mod, "BROKER_CONFIGS", None)
+    except Exception:  # noqa: BLE001
+        defs = None
+    if defs and key in defs:
+        return to_kafka_string(getattr(defs[key], "default", None))
+    return to_kafka_string(BROKER_SYNONYM_DEFAULTS.get(key))
+
+
+def broker_lookup(broker_config: Any, key: str) -> list[tuple[str | None, int]]:
+    """All the places a broker key has a value, highest priority first: [(value string, ConfigSource)]."""
+    if isinstance(broker_config, BrokerConfigView):
+        return broker_config.lookup(key)
+    entry = _ATTACHED.get(id(broker_config)) if broker_config is not None else None
+    if entry is not None and entry[0] is broker_config:
+        return BrokerConfigView(broker_config, entry[1]).lookup(key)
+    return _static_lookup(broker_config, key)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# validation
+
+
+def validate_topic_config(name: str, value: object) -> Any:
+    """Check one topic config; return its parsed value. Raises the INVALID_CONFIG error."""
+    d = TOPIC_CONFIGS.get(name)
+    if d is None:
+        raise config_error(f"Unknown topic config name: {name}")
+    if value is None:
+        raise config_error(f"Null value not supported for topic configs: {name}")
+    parsed = d.parse(value)
+    d.validate(parsed)
+    return parsed
+
+
+def validate_topic_configs(configs: Mapping[str, object]) -> None:
+    """Validate a topic's overrides (names, values, and cross-config rules). Raises KafkaError(INVALID_CONFIG)."""
+    parsed = {name: validate_topic_config(name, value) for name, value in configs.items()}
+    lo = parsed.get("min.compaction.lag.ms", TOPIC_CONFIGS["min.compaction.lag.ms"].default)
+    hi = parsed.get("max.compaction.lag.ms", TOPIC_CONFIGS["max.compaction.lag.ms"].default)
+    if lo > hi:
+        raise config_error(f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+                           f"max.compaction.lag.ms ({hi})")
+
+
+def normalize_topic_configs(configs: Mapping[str, object]) -> dict[str, str]:
+    """Validated overrides as Kafka strings (``"compact,delete"``, ``"true"``), ready to persist."""
+    validate_topic_configs(configs)
+    return {name: to_kafka_string(TOPIC_CONFIGS[name].parse(value)) or "" for name, value in configs.items()}
+
+
+def validate_broker_config(key: str, value: object) -> Any:
+    """Check a dynamic broker-level key (only the topic synonyms are dynamic in moldau)."""
+    if key not in DYNAMIC_BROKER_KEYS:
+        raise config_error(f"Cannot update these configs dynamically: {key}", INVALID_REQUEST)
+    if value is None:
+        raise config_error(f"Null value not supported for broker config: {key}")
+    d, mult = BROKER_KEY_TO_TOPIC[key]
+    parsed = parse_value(broker_key_type(key), key, value)
+    if mult == 1:
+        try:
+            d.validate(parsed)
+        except Exception as exc:  # re-word with the broker key's name
+            raise config_error(error_message_of(exc).replace(f"configuration {d.name}",
+                                                             f"configuration {key}")) from None
+    elif parsed is not None and parsed < (-1 if "retention" in key else 0):
+        raise _invalid(key, value, f"Value must be at least {-1 if 'retention' in key else 0}")
+    return parsed
+
+
+# --------------------------------------------------------------------------------------------------------------
+# effective values and describe
+
+
+@dataclass(slots=True)
+class ConfigSynonymEntry:
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    read_only: bool
+    sensitive: bool
+    synonyms: list[ConfigSynonymEntry]
+    config_type: int
+    documentation: str | None
+
+
+def _synonym_chain(d: TopicConfigDef, broker_config: Any) -> list[tuple[str, str | None, int, int]]:
+    """[(broker key, value, source, multiplier)] in Kafka's order: all dynamic-broker values of all synonyms,
+    then dynamic-default, then static, then defaults."""
+    found: list[tuple[str, str | None, int, int]] = []
+    for syn in d.broker_synonyms:
+        for value, source in broker_lookup(broker_config, syn.name):
+            found.append((syn.name, value, source, syn.multiplier))
+    order = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
+             ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
+    found.sort(key=lambda t: order.get(t[2], 2))
+    return found
+
+
+def _resolve(d: TopicConfigDef, topic_configs: Mapping[str, object],
+             broker_config: Any) -> tuple[Any, int, list[ConfigSynonymEntry]]:
+    """(typed value, source, synonyms incl. the topic override)."""
+    synonyms: list[ConfigSynonymEntry] = []
+    value: Any = None
+    source: int | None = None
+    raw = topic_configs.get(d.name) if topic_configs else None
+    if raw is not None:
+        value = d.parse(raw)
+        source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+        synonyms.append(ConfigSynonymEntry(d.name, None if d.sensitive else to_kafka_string(value), source))
+    for key, text, src, mult in _synonym_chain(d, broker_config):
+        synonyms.append(ConfigSynonymEntry(key, None if d.sensitive else text, src))
+        if source is None and text is not None:
+            try:
+                parsed = parse_value(broker_key_type(key) if mult != 1 else d.type, key, text)
+            except Exception:  # noqa: BLE001 - a bad broker value: skip to the next synonym
+                log.warning("ignoring invalid broker value %s=%r for topic config %s", key, text, d.name)
+                continue
+            value = parsed * mult if (mult != 1 and parsed is not None and parsed >= 0) else parsed
+            source = src
+    if source is None:
+        value = d.default
+        source = ConfigSource.DEFAULT_CONFIG
+    return value, int(source), synonyms
+
+
+def effective_topic_configs(topic_configs: Mapping[str, object] | None,
+                            broker_config: Any = None) -> dict[str, Any]:
+    """Every (non-internal) topic config's effective typed value for a topic."""
+    topic_configs = topic_configs or {}
+    out = {}
+    for d in TOPIC_CONFIGS.values():
+        if d.internal:
+            if topic_configs.get(d.name) is not None:
+                out[d.name] = d.parse(topic_configs[d.name])
+            continue
+        out[d.name] = _resolve(d, topic_configs, broker_config)[0]
+    return out
+
+
+def describe_topic_config(topic_configs: Mapping[str, object] | None, broker_config: Any,
+                          name: str) -> tuple[str | None, int, bool, list[ConfigSynonymEntry]]:
+    """(value as Kafka string, ConfigSource, is_default, synonyms) of one topic config."""
+    d = TOPIC_CONFIGS[name]
+    value, source, synonyms = _resolve(d, topic_configs or {}, broker_config)
+    text = None if d.sensitive else to_kafka_string(value)
+    return text, source, source == ConfigSource.DEFAULT_CONFIG, synonyms
+
+
+def describe_topic_configs(topic_configs: Mapping[str, object] | None, broker_config: Any,
+                           names: Iterable[str] | None = None, *, include_synonyms: bool = True,
+                           include_documentation: bool = True) -> list[ConfigEntry]:
+    """ConfigEntry objects for the requested names (None = all non-internal configs, sorted by name).
+    Unknown names are skipped, as Kafka does."""
+    if names is None:
+        selected = sorted(n for n, d in TOPIC_CONFIGS.items() if not d.internal)
+    else:
+        selected = [n for n in dict.fromkeys(names) if n in TOPIC_CONFIGS]
+    out = []
+    for name in selected:
+        d = TOPIC_CONFIGS[name]
+        value, source, is_default, synonyms = describe_topic_config(topic_configs, broker_config, name)
+        out.append(ConfigEntry(
+            name=name, value=value, source=source, is_default=is_default, read_only=False,
+            sensitive=d.sensitive, synonyms=synonyms if include_synonyms else [],
+            config_type=int(d.type), documentation=d.doc if include_documentation else None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# LogConfig
+
+
+def _coerce_for_field(value: Any, example: Any, fname: str) -> Any:
+    """Convert a topic config value to the type a LogConfig field uses (judged by the field's default)."""
+    if example is None or value is None:
+        return value
+    if isinstance(example, bool):
+        return bool(value)
+    if isinstance(example, int) and not isinstance(example, bool):
+        if isinstance(value, str):          # e.g. message_timestamp_type as 0/1
+            return {"CreateTime": 0, "LogAppendTime": 1}.get(value, value)
+        return int(value)
+    if isinstance(example, float):
+        return float(value)
+    if isinstance(example, str):
+        return to_kafka_string(value)
+    if isinstance(example, (tuple, list, frozenset, set)):
+        seq = value if isinstance(value, (list, tuple)) else [value]
+        return type(example)(seq)
+    if isinstance(example, enum.Enum):
+        enum_type = type(example)
+        for member in enum_type:
+            if member.name.lower() == str(value).lower() or member.value == value or \
+                    str(member.value).lower() == str(value).lower():
+                return member
+        raise ValueError(f"cannot map {value!r} onto {enum_type.__name__} for LogConfig.{fname}")
+    return value
+
+
+def log_config_kwargs(topic_configs: Mapping[str, object] | None, broker_config: Any,
+                      field_names: Mapping[str, Any]) -> dict[str, Any]:
+    """kwargs for a LogConfig whose fields (name -> default) are ``field_names``."""
+    values = effective_topic_configs(topic_configs, broker_config)
+    if values.get("internal.segment.bytes") is not None:
+        values["segment.bytes"] = values["internal.segment.bytes"]
+    kwargs: dict[str, Any] = {}
+    for d in TOPIC_CONFIGS.values():
+        for fname in d.log_fields:
+            if fname in field_names:
+                kwargs[fname] = _coerce_for_field(values[d.name], field_names[fname], fname)
+                break
+    policy = values["cleanup.policy"]
+    for fname, flag in (("compact", "compact"), ("delete", "delete")):
+        if fname in field_names and fname not in kwargs:
+            kwargs[fname] = flag in policy
+    return kwargs
+
+
+def log_config_for(topic_configs: Mapping[str, object] | None, broker_config: Any = None):
+    """The moldau.log.LogConfig for a topic with overrides ``topic_configs`` on a broker configured by
+    ``broker_config``. Fields of LogConfig that have no topic config keep LogConfig's own defaults."""
+    from moldau.log import LogConfig  # local import: moldau.log must not be needed to validate configs
+
+    field_defaults: dict[str, Any] = {}
+    if dataclasses.is_dataclass(LogConfig):
+        for f in dataclasses.fields(LogConfig):
+            if f.default is not dataclasses.MISSING:
+                field_defaults[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                field_defaults[f.name] = f.default_factory()  # type: ignore[misc]
+            else:
+                field_defaults[f.name] = None
+    else:  # a plain class: use its instance attributes
+        field_defaults = dict(vars(LogConfig()))
+    return LogConfig(**log_config_kwargs(topic_configs, broker_config, field_defaults))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# AlterConfigs / IncrementalAlterConfigs
+
+
+def _split_list(value: str | None) -> list[str]:
+    if value is None:
+        return []
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def apply_incremental_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]],
+                          broker_config: Any = None) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations to a topic's overrides; return the new overrides (validated,
+    as Kafka strings). APPEND/SUBTRACT work on LIST configs only and start from the current override, or the
+    effective broker-level value when the topic has none. Raises the INVALID_CONFIG / INVALID_REQUEST error."""
+    new: dict[str, str] = dict(current)
+    seen: set[str] = set()
+    for name, op, value in ops:
+        if name in seen:
+            raise config_error(f"Error due to duplicate config keys: {name}", INVALID_REQUEST)
+        seen.add(name)
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise config_error(f"Unknown topic config name: {name}")
+        try:
+            op = AlterConfigOp(op)
+        except ValueError:
+            raise config_error(f"Unknown alter config operation type {op} for {name}", INVALID_REQUEST) from None
+        if op == AlterConfigOp.SET:
+            if value is None:
+                raise config_error(f"Null value not supported for topic configs: {name}")
+            new[name] = value
+        elif op == AlterConfigOp.DELETE:
+            new.pop(name, None)
+        else:
+            if d.type != ConfigType.LIST:
+                raise config_error(f"Can only {op.name} to configurations of type LIST, but {name} is not of "
+                                   f"type LIST.")
+            if name in new:
+                parts = _split_list(new[name])
+            else:
+                parts = list(_resolve(d, {}, broker_config)[0] or [])
+            for item in _split_list(value):
+                if op == AlterConfigOp.APPEND:
+                    if item not in parts:
+                        parts.append(item)
+                else:
+                    while item in parts:
+                        parts.remove(item)
+            new[name] = ",".join(parts)
+    return normalize_topic_configs(new)
+
+
+def replace_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Legacy AlterConfigs: the given set replaces every override. Validated, as Kafka strings."""
+    return normalize_topic_configs(dict(configs))
+
+
+__all__ = [
+    "AlterConfigOp", "BROKER_KEY_TO_TOPIC", "BROKER_SYNONYM_DEFAULTS", "BrokerConfigView", "ConfigEntry",
+    "ConfigSource", "ConfigSynonymEntry", "ConfigType", "ConfigValidationError", "DYNAMIC_BROKER_KEYS",
+    "DynamicBrokerConfigs", "TOPIC_CONFIGS", "TopicConfigDef", "apply_incremental_ops",
+    "attach_dynamic_configs", "broker_lookup", "config_error", "describe_topic_config",
+    "describe_topic_configs", "dynamic_configs_of", "effective_topic_configs", "error_code_of",
+    "error_message_of", "log_config_for", "log_config_kwargs", "normalize_topic_configs", "parse_value",
+    "replace_configs", "to_kafka_string", "validate_broker_config", "validate_topic_config",
+    "validate_topic_configs",
+]
