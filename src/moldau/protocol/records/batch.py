@@ -1,0 +1,831 @@
+"""RecordBatch v2 (magic 2): header parsing, validation, in-place patching, records, builder.
+
+Layout of the 61-byte header (big endian)::
+
+    0  base_offset            int64    (outside the CRC: the broker writes it)
+    8  batch_length           int32    (bytes after this field: total size - 12)
+    12 partition_leader_epoch int32    (outside the CRC)
+    16 magic                  int8     (= 2; offset 16 holds the magic in every format)
+    17 crc                    uint32   CRC-32C of bytes 21..end
+    21 attributes             int16    bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+                                       6 delete horizon set
+    23 last_offset_delta      int32
+    27 base_timestamp         int64
+    35 max_timestamp          int64
+    43 producer_id            int64
+    51 producer_epoch         int16
+    53 base_sequence          int32
+    57 records_count          int32
+    61 records...            (compressed as one block when codec != 0)
+
+Record (inside the records section)::
+
+    length varint, attributes int8, timestamp_delta varlong, offset_delta varint,
+    key_length varint (-1 = null), key, value_length varint (-1 = null), value,
+    header_count varint, [header_key_length varint, header_key (utf-8), header_value_length varint, value]
+
+All varints are zig-zag encoded (protobuf style).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .codecs import DEFAULT_MAX_DECOMPRESSED, compress, decompress
+from .crc import crc32c
+from .exceptions import CorruptRecordError, InvalidRecordError
+
+__all__ = [
+    "BatchHeader",
+    "Record",
+    "BatchBuilder",
+    "parse_batch_header",
+    "split_batches",
+    "detect_magic",
+    "check_crc",
+    "compute_crc",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+    "set_log_append_time",
+    "decode_batch",
+    "decode_records",
+    "parse_control_record",
+    "build_control_batch",
+    "encode_varint",
+    "decode_varint",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MIN_BATCH_LENGTH",
+    "MAGIC_OFFSET",
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "NO_TIMESTAMP",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+]
+
+# --------------------------------------------------------------------------------------------------------------
+# layout constants
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+assert HEADER_SIZE == 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: bytes not counted by batch_length
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PARTITION_LEADER_EPOCH_OFFSET = 12
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_FLAG = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_TIMESTAMP = -1
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+_Buf = bytes | bytearray | memoryview
+
+
+# --------------------------------------------------------------------------------------------------------------
+# header
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of a v2 RecordBatch, decoded."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_FLAG else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        """Total size in bytes of the batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence number of the last record (wraps at 2**31 like Kafka); -1 when not idempotent."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+
+def _magic_error(magic: int, pos: int) -> Exception:
+    if magic in (0, 1):
+        return InvalidRecordError(f"record batch at position {pos} has magic {magic}, expected 2")
+    return CorruptRecordError(f"invalid magic {magic} at position {pos}")
+
+
+def parse_batch_header(buf: _Buf, pos: int = 0) -> BatchHeader:
+    """Decode the 61-byte v2 header at ``pos``.
+
+    Raises CorruptRecordError when fewer than 61 bytes remain or the magic is unknown, InvalidRecordError
+    when the magic is 0/1 (a legacy message, not a v2 batch). Does not check batch_length or the CRC.
+    """
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"truncated record batch header at position {pos}")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != 2:
+        raise _magic_error(header.magic, pos)
+    return header
+
+
+def detect_magic(buf: _Buf, pos: int = 0) -> int:
+    """Magic byte of the batch/message at ``pos`` (offset 16 in every format): 0, 1 or 2.
+
+    Lets the broker route a produce payload: 2 -> ``split_batches``; 0/1 -> ``legacy_to_v2``.
+    Raises CorruptRecordError when the buffer is too short or the magic is unknown.
+    """
+    if len(buf) - pos < MAGIC_OFFSET + 1:
+        raise CorruptRecordError(f"record data too short to hold a magic byte ({len(buf) - pos} bytes)")
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic > 2:
+        raise CorruptRecordError(f"unknown magic {magic} at position {pos}")
+    return magic
+
+
+def split_batches(buf: _Buf, *, allow_truncated: bool = False) -> list[tuple[int, BatchHeader]]:
+    """Split a v2 record set into (position, header) pairs without decoding records.
+
+    Validates that batches tile the buffer exactly, that every batch_length is >= 49 and fits, that the magic
+    is 2 and records_count >= 0. The CRC is *not* checked here (see ``check_crc``).
+
+    ``allow_truncated=True`` is for fetch responses, where the broker may cut the last batch short: an
+    incomplete trailing batch is silently dropped instead of raising.
+
+    Raises CorruptRecordError (bad sizes, truncation, unknown magic) or InvalidRecordError (magic 0/1).
+    An empty buffer gives an empty list; deciding whether that is acceptable is the caller's job.
+    """
+    out: list[tuple[int, BatchHeader]] = []
+    n = len(buf)
+    pos = 0
+    unpack = _HEADER.unpack_from
+    while pos < n:
+        remaining = n - pos
+        if remaining < HEADER_SIZE:
+            if allow_truncated:
+                break
+            raise CorruptRecordError(
+                f"truncated record batch at position {pos}: {remaining} bytes, header needs {HEADER_SIZE}"
+            )
+        fields = unpack(buf, pos)
+        batch_length = fields[1]
+        magic = fields[3]
+        if magic != 2:
+            raise _magic_error(magic, pos)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch at position {pos} has invalid length {batch_length}")
+        if batch_length > remaining - LOG_OVERHEAD:
+            if allow_truncated:
+                break
+            raise CorruptRecordError(
+                f"record batch at position {pos} has length {batch_length} but only "
+                f"{remaining - LOG_OVERHEAD} bytes remain"
+            )
+        if fields[12] < 0:
+            raise CorruptRecordError(f"record batch at position {pos} has negative records count {fields[12]}")
+        out.append((pos, BatchHeader(*fields)))
+        pos += batch_length + LOG_OVERHEAD
+    return out
+
+
+def compute_crc(buf: _Buf, pos: int, size: int) -> int:
+    """CRC-32C over attributes..end of the batch occupying buf[pos:pos+size]."""
+    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+
+
+def check_crc(buf: _Buf, pos: int, header: BatchHeader) -> None:
+    """Raise CorruptRecordError unless the stored CRC matches the bytes."""
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if end > len(buf) or header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"record batch at position {pos} is truncated")
+    computed = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end])
+    if computed != header.crc:
+        raise CorruptRecordError(
+            f"Record is corrupt (stored crc = {header.crc}, computed crc = {computed}) at position {pos}"
+        )
+
+
+def crc_ok(buf: _Buf, pos: int, header: BatchHeader) -> bool:
+    """Like check_crc, but returns a bool."""
+    end = pos + header.batch_length + LOG_OVERHEAD
+    if end > len(buf):
+        return False
+    return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]) == header.crc
+
+
+# --------------------------------------------------------------------------------------------------------------
+# in-place patching (broker side)
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int, header: BatchHeader | None = None) -> None:
+    """Write base_offset into the first 8 bytes of the batch at ``pos`` (outside the CRC)."""
+    _I64.pack_into(buf, pos, base_offset)
+    if header is not None:
+        header.base_offset = base_offset
+
+
+def set_partition_leader_epoch(
+    buf: bytearray | memoryview, pos: int, epoch: int, header: BatchHeader | None = None
+) -> None:
+    """Write the partition leader epoch (bytes 12..16, outside the CRC)."""
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    if header is not None:
+        header.partition_leader_epoch = epoch
+
+
+def set_log_append_time(
+    buf: bytearray | memoryview, pos: int, timestamp: int, header: BatchHeader | None = None
+) -> int:
+    """Mark the batch LogAppendTime with max_timestamp = ``timestamp`` and recompute the CRC.
+
+    Consumers then report ``timestamp`` for every record of the batch (Kafka semantics). Returns the new CRC;
+    updates ``header`` in place when given.
+    """
+    (batch_length,) = _I32.unpack_from(buf, pos + 8)
+    (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    attributes |= TIMESTAMP_TYPE_FLAG
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + batch_length + LOG_OVERHEAD])
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc)
+    if header is not None:
+        header.attributes = attributes
+        header.max_timestamp = timestamp
+        header.crc = crc
+    return crc
+
+
+# --------------------------------------------------------------------------------------------------------------
+# varints
+
+
+def _build_varint_table(count: int) -> tuple[bytes, ...]:
+    table = []
+    for u in range(count):
+        out = bytearray()
+        while u > 0x7F:
+            out.append((u & 0x7F) | 0x80)
+            u >>= 7
+        out.append(u)
+        table.append(bytes(out))
+    return tuple(table)
+
+
+_VARINT_TABLE_SIZE = 1 << 14  # every zig-zag value with a 1- or 2-byte encoding
+_VARINT_TABLE = _build_varint_table(_VARINT_TABLE_SIZE)
+
+
+def encode_varint(n: int) -> bytes:
+    """Zig-zag varint/varlong encoding of a signed 64-bit integer."""
+    u = (n << 1) ^ (n >> 63)
+    if 0 <= u < _VARINT_TABLE_SIZE:
+        return _VARINT_TABLE[u]
+    u &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while u > 0x7F:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def decode_varint(buf: _Buf, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varlong at ``pos``; returns (value, new_pos). Raises InvalidRecordError."""
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise InvalidRecordError("truncated varint") from None
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _decode_varint_slow(buf, pos, 10)
+
+
+def _decode_varint_slow(buf: _Buf, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Zig-zag varint of at most ``max_bytes`` bytes (5: int32 varint, 10: int64 varlong)."""
+    u = 0
+    shift = 0
+    n = len(buf)
+    limit = pos + max_bytes
+    while True:
+        if pos >= n:
+            raise InvalidRecordError("truncated varint")
+        if pos >= limit:
+            raise InvalidRecordError("varint too long")
+        b = buf[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    if u >> (32 if max_bytes == 5 else 64):
+        raise InvalidRecordError("varint overflows its type")
+    return (u >> 1) ^ -(u & 1), pos
+
+
+# --------------------------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record. ``headers`` is a list of (key, value-or-None)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _decode_records_section(
+    data: _Buf,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    """Decode ``count`` records that exactly fill ``data``."""
+    out: list[Record] = []
+    n = len(data)
+    pos = 0
+    if count * 7 > n:  # a record takes at least 7 bytes: refuse impossible counts before looping
+        raise InvalidRecordError(f"records count {count} does not fit in {n} bytes")
+    vslow = _decode_varint_slow
+    append = out.append
+    for _ in range(count):
+        # length
+        if pos >= n:
+            raise InvalidRecordError("record data ends before records count is reached")
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = vslow(data, pos, 5)
+        if length < 6 or length > n - pos:
+            raise InvalidRecordError(f"invalid record length {length}")
+        end = pos + length
+        # attributes (unused), then timestamp delta (varlong)
+        pos += 1
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = vslow(data, pos, 10)
+        if pos >= end:
+            raise InvalidRecordError("record truncated")
+        b = data[pos]
+        if b < 0x80:
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            offset_delta, pos = vslow(data, pos, 5)
+        # key
+        if pos >= end:
+            raise InvalidRecordError("record truncated")
+        b = data[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = vslow(data, pos, 5)
+        if klen < 0:
+            if klen != -1:
+                raise InvalidRecordError(f"invalid key length {klen}")
+            key = None
+        else:
+            if klen > end - pos:
+                raise InvalidRecordError(f"key length {klen} exceeds record")
+            key = bytes(data[pos : pos + klen])
+            pos += klen
+        # value
+        if pos >= end:
+            raise InvalidRecordError("record truncated")
+        b = data[pos]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            vlen, pos = vslow(data, pos, 5)
+        if vlen < 0:
+            if vlen != -1:
+                raise InvalidRecordError(f"invalid value length {vlen}")
+            value = None
+        else:
+            if vlen > end - pos:
+                raise InvalidRecordError(f"value length {vlen} exceeds record")
+            value = bytes(data[pos : pos + vlen])
+            pos += vlen
+        # headers
+        if pos >= end:
+            raise InvalidRecordError("record truncated")
+        b = data[pos]
+        if b < 0x80:
+            hcount = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            hcount, pos = vslow(data, pos, 5)
+        if hcount < 0:
+            raise InvalidRecordError(f"invalid header count {hcount}")
+        headers: list[tuple[str, bytes | None]] = []
+        if hcount:
+            if hcount > (end - pos) // 2:
+                raise InvalidRecordError(f"header count {hcount} exceeds record")
+            for _h in range(hcount):
+                if pos >= end:
+                    raise InvalidRecordError("record header truncated")
+                hklen, pos = decode_varint(data, pos)
+                if hklen < 0 or hklen > end - pos:
+                    raise InvalidRecordError(f"invalid header key length {hklen}")
+                try:
+                    hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InvalidRecordError("header key is not valid UTF-8") from None
+                pos += hklen
+                if pos >= end:
+                    raise InvalidRecordError("record header truncated")
+                hvlen, pos = decode_varint(data, pos)
+                if hvlen < 0:
+                    if hvlen != -1:
+                        raise InvalidRecordError(f"invalid header value length {hvlen}")
+                    hval = None
+                else:
+                    if hvlen > end - pos:
+                        raise InvalidRecordError(f"header value length {hvlen} exceeds record")
+                    hval = bytes(data[pos : pos + hvlen])
+                    pos += hvlen
+                headers.append((hkey, hval))
+        if pos != end:
+            raise InvalidRecordError(f"record length mismatch: record ends at {pos}, declared end {end}")
+        ts = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+        append(Record(base_offset + offset_delta, ts, key, value, headers))
+    if pos != n:
+        raise InvalidRecordError(f"{n - pos} bytes left over after {count} records")
+    return out
+
+
+def decode_batch(
+    buf: _Buf,
+    pos: int = 0,
+    *,
+    header: BatchHeader | None = None,
+    verify_crc: bool = False,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> list[Record]:
+    """Decode every record of the v2 batch at ``pos`` (decompressing when needed).
+
+    Timestamps: CreateTime batches give base_timestamp + delta; LogAppendTime batches give max_timestamp for
+    every record (Kafka semantics). Control batches decode like any other (see ``parse_control_record``).
+    Raises CorruptRecordError (framing, CRC when ``verify_crc``) or InvalidRecordError (record contents);
+    never IndexError/struct.error.
+    """
+    if header is None:
+        header = parse_batch_header(buf, pos)
+    size = header.batch_length + LOG_OVERHEAD
+    if header.batch_length < MIN_BATCH_LENGTH or pos + size > len(buf):
+        raise CorruptRecordError(f"record batch at position {pos} is truncated or has a bad length")
+    if verify_crc:
+        check_crc(buf, pos, header)
+    count = header.records_count
+    if count < 0:
+        raise InvalidRecordError(f"negative records count {count}")
+    section: _Buf = memoryview(buf)[pos + HEADER_SIZE : pos + size]
+    codec = header.attributes & COMPRESSION_MASK
+    if codec:
+        section = decompress(codec, section, max_bytes=max_decompressed)
+    lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_FLAG else None
+    try:
+        return _decode_records_section(section, count, header.base_offset, header.base_timestamp, lat)
+    except (IndexError, struct.error) as exc:  # defensive: every path above bounds-checks
+        raise InvalidRecordError(f"malformed record data: {exc}") from None
+
+
+def decode_records(buf: _Buf, *, allow_truncated: bool = True, skip_control: bool = True) -> list[Record]:
+    """Decode every record in a fetched v2 record set (convenience; consumers needing batch metadata should
+    use ``split_batches`` + ``decode_batch``)."""
+    out: list[Record] = []
+    for pos, header in split_batches(buf, allow_truncated=allow_truncated):
+        if skip_control and header.attributes & CONTROL_FLAG:
+            continue
+        out.extend(decode_batch(buf, pos, header=header))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# control records (transaction markers)
+
+
+def parse_control_record(key: _Buf | None) -> tuple[int, int]:
+    """Decode a control record key -> (version, type); type 0 = ABORT, 1 = COMMIT."""
+    if key is None or len(key) < 4:
+        raise InvalidRecordError("control record key too short")
+    version, ctype = _CONTROL_KEY.unpack_from(key, 0)
+    if version < 0:
+        raise InvalidRecordError(f"invalid control record version {version}")
+    return version, ctype
+
+
+def parse_control_value(value: _Buf | None) -> tuple[int, int]:
+    """Decode an end-transaction marker value -> (version, coordinator_epoch)."""
+    if value is None or len(value) < 6:
+        raise InvalidRecordError("end transaction marker value too short")
+    return _CONTROL_VALUE.unpack_from(value, 0)
+
+
+def build_control_batch(
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    timestamp: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transactional control batch holding one end-transaction marker (COMMIT or ABORT)."""
+    builder = BatchBuilder(
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    builder.append(timestamp, key, value)
+    return builder.build(base_offset)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# builder
+
+
+def _nbytes(data: _Buf) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
+
+
+class BatchBuilder:
+    """Accumulates records and builds a record batch.
+
+    ``magic=2`` builds a v2 RecordBatch; ``magic=0/1`` builds a legacy message set (a single compressed
+    wrapper message when ``compression`` is set). Timestamps are ints in ms (the caller supplies the clock;
+    for magic 0 they are ignored). ``append`` returns None; ``build(base_offset)`` returns bytes and may be
+    called more than once. ``size_estimate`` is the uncompressed size the batch would have.
+    """
+
+    __slots__ = (
+        "magic",
+        "compression",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "is_transactional",
+        "is_control",
+        "timestamp_type",
+        "partition_leader_epoch",
+        "compression_level",
+        "_body",
+        "_count",
+        "_base_ts",
+        "_max_ts",
+        "_legacy",
+    )
+
+    def __init__(
+        self,
+        magic: int = 2,
+        compression: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        timestamp_type: int = CREATE_TIME,
+        *,
+        is_control: bool = False,
+        partition_leader_epoch: int = -1,
+        compression_level: int | None = None,
+    ) -> None:
+        if magic not in (0, 1, 2):
+            raise ValueError(f"unsupported magic {magic}")
+        if not 0 <= compression <= 4:
+            raise ValueError(f"unknown compression codec {compression}")
+        if magic < 2 and compression == 4:
+            raise ValueError("zstd requires magic 2")
+        self.magic = magic
+        self.compression = compression
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.timestamp_type = timestamp_type
+        self.partition_leader_epoch = partition_leader_epoch
+        self.compression_level = compression_level
+        self._body = bytearray()
+        self._count = 0
+        self._base_ts = NO_TIMESTAMP
+        self._max_ts = NO_TIMESTAMP
+        self._legacy = None
+        if magic < 2:
+            from .legacy import LegacyBuilder
+
+            self._legacy = LegacyBuilder(magic, compression, timestamp_type, compression_level)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def records_count(self) -> int:
+        return self._count
+
+    @property
+    def size_estimate(self) -> int:
+        """Bytes of the built batch if uncompressed (an upper-bound-ish estimate when compressed)."""
+        if self._legacy is not None:
+            return self._legacy.size_estimate
+        return HEADER_SIZE + len(self._body)
+
+    def append(
+        self,
+        timestamp: int,
+        key: _Buf | None,
+        value: _Buf | None,
+        headers: Sequence[tuple[str | bytes, _Buf | None]] | None = None,
+    ) -> None:
+        """Add one record. ``headers`` are (key str, value bytes-or-None) pairs (ignored by magic 0/1)."""
+        count = self._count
+        if self._legacy is not None:
+            self._legacy.append(count, timestamp, key, value)
+            self._count = count + 1
+            return
+        if count == 0:
+            self._base_ts = timestamp
+            self._max_ts = timestamp
+        elif timestamp > self._max_ts:
+            self._max_ts = timestamp
+        table = _VARINT_TABLE
+        tsize = _VARINT_TABLE_SIZE
+        u = ((timestamp - self._base_ts) << 1) ^ ((timestamp - self._base_ts) >> 63)
+        ts_b = table[u] if 0 <= u < tsize else encode_varint(timestamp - self._base_ts)
+        off_b = table[count << 1] if count < 8192 else encode_varint(count)
+        if key is None:
+            klen = 0
+            klen_b = b"\x01"
+        else:
+            klen = _nbytes(key)
+            klen_b = table[klen << 1] if klen < 8192 else encode_varint(klen)
+        if value is None:
+            vlen = 0
+            vlen_b = b"\x01"
+        else:
+            vlen = _nbytes(value)
+            vlen_b = table[vlen << 1] if vlen < 8192 else encode_varint(vlen)
+        if headers:
+            hbuf = bytearray(encode_varint(len(headers)))
+            for hk, hv in headers:
+                hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+                hbuf += encode_varint(len(hkb))
+                hbuf += hkb
+                if hv is None:
+                    hbuf += b"\x01"
+                else:
+                    hbuf += encode_varint(_nbytes(hv))
+                    hbuf += hv
+            hdr_b: _Buf = hbuf
+        else:
+            hdr_b = b"\x00"
+        length = 1 + len(ts_b) + len(off_b) + len(klen_b) + klen + len(vlen_b) + vlen + len(hdr_b)
+        body = self._body
+        body += table[length << 1] if length < 8192 else encode_varint(length)
+        body += b"\x00"
+        body += ts_b
+        body += off_b
+        body += klen_b
+        if key is not None:
+            body += key
+        body += vlen_b
+        if value is not None:
+            body += value
+        body += hdr_b
+        self._count = count + 1
+
+    @property
+    def attributes(self) -> int:
+        attrs = self.compression & COMPRESSION_MASK
+        if self.timestamp_type == LOG_APPEND_TIME:
+            attrs |= TIMESTAMP_TYPE_FLAG
+        if self.is_transactional:
+            attrs |= TRANSACTIONAL_FLAG
+        if self.is_control:
+            attrs |= CONTROL_FLAG
+        return attrs
+
+    def build(self, base_offset: int = 0) -> bytes:
+        """Serialize the batch with ``base_offset`` (the broker overwrites it on append)."""
+        if self._legacy is not None:
+            return self._legacy.build(base_offset)
+        records: _Buf = self._body
+        if self.compression:
+            records = compress(self.compression, records, level=self.compression_level)
+        size = HEADER_SIZE + len(records)
+        buf = bytearray(HEADER_SIZE)
+        buf += records
+        count = self._count
+        _HEADER.pack_into(
+            buf,
+            0,
+            base_offset,
+            size - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            2,
+            0,
+            self.attributes,
+            count - 1 if count else 0,
+            self._base_ts,
+            self._max_ts,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            count,
+        )
+        _U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+        return bytes(buf)
+
+
+def build_batch(
+    records: Iterable[tuple[int, _Buf | None, _Buf | None] | tuple[int, _Buf | None, _Buf | None, list]],
+    *,
+    base_offset: int = 0,
+    **kwargs: object,
+) -> bytes:
+    """Convenience: build one batch from (timestamp, key, value[, headers]) tuples."""
+    builder = BatchBuilder(**kwargs)  # type: ignore[arg-type]
+    for rec in records:
+        builder.append(*rec)
+    return builder.build(base_offset)
