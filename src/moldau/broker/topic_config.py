@@ -475,8 +475,8 @@ def _build() -> dict[str, TopicConfigDef]:
 
 def _no_remote_storage(name: str, value: Any) -> None:
     if value:
-        raise config_error("Tiered Storage functionality is disabled in the broker. "
-                           "Topic cannot be configured with remote log storage.")
+        raise _invalid(name, "true", "Tiered Storage functionality is disabled in the broker. "
+                       "Topic cannot be configured with remote log storage.")
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = _build()
