@@ -46,6 +46,7 @@ from .codecs import (
     compress,
     decompress,
 )
+from .legacy import LegacyBuilder, LegacyRecord, decode_message_set, legacy_to_v2, v2_to_legacy
 from .exceptions import CorruptRecordError, InvalidRecordError, RecordError, UnsupportedCompressionError
 
 __all__ = [
@@ -84,6 +85,12 @@ __all__ = [
     "NO_TIMESTAMP",
     "CONTROL_ABORT",
     "CONTROL_COMMIT",
+    # legacy
+    "LegacyRecord",
+    "LegacyBuilder",
+    "decode_message_set",
+    "legacy_to_v2",
+    "v2_to_legacy",
     # codecs
     "NONE",
     "GZIP",
