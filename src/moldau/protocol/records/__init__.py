@@ -33,6 +33,7 @@ from .batch import (
     set_log_append_time,
     set_partition_leader_epoch,
     split_batches,
+    validate_batch,
 )
 from .codecs import (
     CODEC_NAMES,
@@ -71,6 +72,7 @@ __all__ = [
     "set_log_append_time",
     "decode_batch",
     "decode_records",
+    "validate_batch",
     "parse_control_record",
     "parse_control_value",
     "build_control_batch",

@@ -51,6 +51,7 @@ __all__ = [
     "set_log_append_time",
     "decode_batch",
     "decode_records",
+    "validate_batch",
     "parse_control_record",
     "build_control_batch",
     "encode_varint",
@@ -563,6 +564,37 @@ def decode_batch(
         return _decode_records_section(section, count, header.base_offset, header.base_timestamp, lat)
     except (IndexError, struct.error) as exc:  # defensive: every path above bounds-checks
         raise InvalidRecordError(f"malformed record data: {exc}") from None
+
+
+def validate_batch(
+    buf: _Buf,
+    pos: int,
+    header: BatchHeader,
+    *,
+    require_keys: bool = False,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> list[Record]:
+    """Broker-side deep validation of a produced v2 batch (what Kafka's LogValidator checks per record).
+
+    Decodes the records and checks: at least one record, last_offset_delta == records_count - 1, offset
+    deltas 0..n-1 in order, and (``require_keys``, for compacted topics) no null keys. Returns the records.
+    Raises InvalidRecordError / CorruptRecordError. The CRC is not checked here (see ``check_crc``).
+    """
+    count = header.records_count
+    if count <= 0:
+        raise InvalidRecordError(f"record batch at position {pos} has no records")
+    if header.last_offset_delta != count - 1:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range: last_offset_delta {header.last_offset_delta}, {count} records"
+        )
+    records = decode_batch(buf, pos, header=header, max_decompressed=max_decompressed)
+    base = header.base_offset
+    for i, r in enumerate(records):
+        if r.offset - base != i:
+            raise InvalidRecordError(f"record {i} has offset delta {r.offset - base}, expected {i}")
+        if require_keys and r.key is None:
+            raise InvalidRecordError("compacted topic cannot accept a record without a key")
+    return records
 
 
 def decode_records(buf: _Buf, *, allow_truncated: bool = True, skip_control: bool = True) -> list[Record]:
