@@ -249,7 +249,9 @@ def test_replace_configs_is_whole_set() -> None:
 
 def test_dynamic_broker_key_validation() -> None:
     assert tc.validate_broker_config("log.retention.ms", "1000") == 1000
-    assert tc.validate_broker_config("log.retention.hours", "2") == 2
+    with pytest.raises(Exception) as info:      # as Kafka: only the first synonym is dynamic
+        tc.validate_broker_config("log.retention.hours", "2")
+    assert _code(info.value) == 42 and "log.retention.hours" in tc.error_message_of(info.value)
     assert tc.validate_broker_config("log.cleanup.policy", "compact,delete") == ["compact", "delete"]
     with pytest.raises(Exception) as info:
         tc.validate_broker_config("num.partitions", "3")
@@ -287,3 +289,34 @@ def test_log_config_for_builds_real_log_config() -> None:
     assert cfg.segment_bytes == 2097152
     if dataclasses.is_dataclass(cfg) and hasattr(cfg, "max_message_bytes"):
         assert cfg.max_message_bytes == 1_048_588
+
+
+def test_broker_ops_and_describe() -> None:
+    view = tc.BrokerConfigView({"log.retention.hours": "24"}, tc.DynamicBrokerConfigs())
+    new = tc.apply_broker_ops({}, [("log.retention.ms", Op.SET, "5000"),
+                                   ("log.cleanup.policy", Op.APPEND, "compact")], view)
+    assert new == {"log.retention.ms": "5000", "log.cleanup.policy": "delete,compact"}
+    with pytest.raises(Exception) as info:
+        tc.apply_broker_ops({}, [("log.retention.ms", Op.APPEND, "1")], view)
+    assert _code(info.value) == 40
+    with pytest.raises(Exception) as info:
+        tc.apply_broker_ops({}, [("log.cleanup.policy", Op.APPEND, "bogus")], view)
+    assert _code(info.value) == 40
+    view.dynamic.per_broker.update(new)
+    entries = {e.name: e for e in tc.describe_broker_configs(
+        view, ["log.retention.ms", "log.retention.hours", "log.cleanup.policy", "log.segment.bytes"])}
+    assert (entries["log.retention.ms"].value, entries["log.retention.ms"].source) == (
+        "5000", Src.DYNAMIC_BROKER_CONFIG)
+    assert not entries["log.retention.ms"].read_only and entries["log.retention.hours"].read_only
+    # log.retention.hours: its own synonyms only (Kafka drops the higher-priority ones)
+    assert [s.name for s in entries["log.retention.hours"].synonyms] == ["log.retention.hours"] * 2
+    assert entries["log.retention.hours"].source == Src.STATIC_BROKER_CONFIG
+    assert entries["log.segment.bytes"].is_default
+    # the topic level sees the dynamic broker value
+    assert tc.describe_topic_config({}, view, "retention.ms")[:2] == ("5000", Src.DYNAMIC_BROKER_CONFIG)
+    assert tc.describe_topic_config({}, view, "cleanup.policy")[:2] == ("delete,compact", Src.DYNAMIC_BROKER_CONFIG)
+    # resource name "": the cluster-wide dynamic defaults only
+    view.dynamic.cluster_default["log.segment.bytes"] = "2097152"
+    only = tc.describe_broker_configs(view, cluster_default_only=True)
+    assert [(e.name, e.value, e.source) for e in only] == [
+        ("log.segment.bytes", "2097152", Src.DYNAMIC_DEFAULT_BROKER_CONFIG)]

@@ -526,8 +526,15 @@ BROKER_KEY_TO_TOPIC: dict[str, tuple[TopicConfigDef, int]] = {
 }
 
 #: Broker keys moldau applies at runtime through IncrementalAlterConfigs / AlterConfigs on a BROKER resource:
-#: the topic configs' broker synonyms (new defaults for every log without a topic override).
-DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(BROKER_KEY_TO_TOPIC)
+#: as Kafka (DynamicLogConfig), the highest-priority broker synonym of each topic config (``log.retention.ms``
+#: but not ``log.retention.hours``); they become new defaults for every log without a topic override.
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
+    d.broker_synonyms[0].name for d in TOPIC_CONFIGS.values() if d.broker_synonyms)
+
+#: Broker keys that are synonyms of each other, highest priority first (Kafka's brokerConfigSynonyms).
+BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
+    syn.name: tuple(s.name for s in d.broker_synonyms) for d in TOPIC_CONFIGS.values() for syn in d.broker_synonyms
+}
 
 
 def broker_key_type(key: str) -> ConfigType:
@@ -574,7 +581,9 @@ class BrokerConfigView:
             out.append((self.dynamic.per_broker[key], ConfigSource.DYNAMIC_BROKER_CONFIG))
         if key in self.dynamic.cluster_default:
             out.append((self.dynamic.cluster_default[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-        out.extend(_static_lookup(self.static, key))
+        # The static config may mirror dynamic values (BrokerConfig.set_dynamic); ours are the truth.
+        out.extend(e for e in _static_lookup(self.static, key)
+                   if e[1] not in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         return out
 
 
@@ -631,7 +640,17 @@ def _static_lookup(cfg: Any, key: str) -> list[tuple[str | None, int]]:
         if default is not None:
             out.append((to_kafka_string(default), ConfigSource.DEFAULT_CONFIG))
         return out
-    # a BrokerConfig-like object
+    # moldau.broker.config.BrokerConfig: explicitly set values and their sources are kept apart
+    vals, srcs = getattr(cfg, "values", None), getattr(cfg, "sources", None)
+    if isinstance(vals, dict) and isinstance(srcs, dict):
+        out = []
+        if key in vals and vals[key] is not None:
+            out.append((to_kafka_string(vals[key]), _source_int(srcs.get(key))))
+        default = _broker_default(cfg, key)
+        if default is not None:
+            out.append((default, ConfigSource.DEFAULT_CONFIG))
+        return out
+    # another BrokerConfig-like object: get() + source()
     try:
         value = cfg.get(key)
         known = True
@@ -657,13 +676,8 @@ def _static_lookup(cfg: Any, key: str) -> list[tuple[str | None, int]]:
 
 
 def _broker_default(cfg: Any, key: str) -> str | None:
-    defs = None
-    try:
-        from moldau.broker import config as broker_config_mod  # type: ignore[attr-defined]
-        defs = getattr(broker_config_mod, "BROKER_CONFIGS", None)
-    except Exception:  # noqa: BLE001
-        defs = None
-    if defs and key in defs:
+    defs = _broker_defs()
+    if key in defs:
         return to_kafka_string(getattr(defs[key], "default", None))
     return to_kafka_string(BROKER_SYNONYM_DEFAULTS.get(key))
 
@@ -710,10 +724,21 @@ def normalize_topic_configs(configs: Mapping[str, object]) -> dict[str, str]:
     return {name: to_kafka_string(TOPIC_CONFIGS[name].parse(value)) or "" for name, value in configs.items()}
 
 
+def _broker_defs() -> Mapping[str, Any]:
+    try:
+        from moldau.broker import config as broker_config_mod
+    except Exception:  # noqa: BLE001
+        return {}
+    return getattr(broker_config_mod, "BROKER_CONFIGS", {}) or {}
+
+
 def validate_broker_config(key: str, value: object) -> Any:
-    """Check a dynamic broker-level key (only the topic synonyms are dynamic in moldau)."""
+    """Check a dynamic broker-level key (only the topic synonyms are dynamic in moldau): INVALID_REQUEST for
+    a known key moldau cannot change at runtime, INVALID_CONFIG for an unknown key or a bad value."""
     if key not in DYNAMIC_BROKER_KEYS:
-        raise config_error(f"Cannot update these configs dynamically: {key}", INVALID_REQUEST)
+        if key in _broker_defs() or key in BROKER_KEY_TO_TOPIC:
+            raise config_error(f"Cannot update these configs dynamically: Set({key})", INVALID_REQUEST)
+        raise config_error(f"Unknown broker config name: {key}")
     if value is None:
         raise config_error(f"Null value not supported for broker config: {key}")
     d, mult = BROKER_KEY_TO_TOPIC[key]
@@ -963,6 +988,248 @@ def replace_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return normalize_topic_configs(dict(configs))
 
 
+# --------------------------------------------------------------------------------------------------------------
+# broker-level describe
+
+
+_TYPE_BY_NAME = {t.name.lower(): t for t in ConfigType}
+
+
+def _broker_key_meta(key: str) -> tuple[ConfigType, bool, bool, str]:
+    """(type, dynamic-in-moldau, sensitive, doc) of a broker key."""
+    defn = _broker_defs().get(key)
+    if defn is not None:
+        ctype = _TYPE_BY_NAME.get(str(getattr(defn, "type", "")).lower(), ConfigType.UNKNOWN)
+        sensitive = bool(getattr(defn, "sensitive", False)) or ctype == ConfigType.PASSWORD
+        return ctype, key in DYNAMIC_BROKER_KEYS, sensitive, str(getattr(defn, "doc", "") or "")
+    if key in BROKER_KEY_TO_TOPIC:
+        d = BROKER_KEY_TO_TOPIC[key][0]
+        return broker_key_type(key), key in DYNAMIC_BROKER_KEYS, False, d.doc
+    return ConfigType.UNKNOWN, False, False, ""
+
+
+def broker_config_keys(broker_config: Any) -> list[str]:
+    """Every broker key to describe: the broker's own table plus the topic synonyms, sorted."""
+    keys = set(_broker_defs())
+    keys.update(BROKER_KEY_TO_TOPIC)
+    if isinstance(broker_config, Mapping):
+        keys.update(broker_config)
+    return sorted(keys)
+
+
+def describe_broker_configs(broker_config: Any, names: Iterable[str] | None = None, *,
+                            include_synonyms: bool = True, include_documentation: bool = True,
+                            cluster_default_only: bool = False) -> list[ConfigEntry]:
+    """ConfigEntry objects for the broker resource (this node). ``cluster_default_only``: the resource name ""
+    (only the cluster-wide dynamic defaults, as Kafka answers)."""
+    dyn = dynamic_configs_of(broker_config) if broker_config is not None else DynamicBrokerConfigs()
+    if cluster_default_only:
+        selected = sorted(dyn.cluster_default) if names is None else [n for n in names if n in dyn.cluster_default]
+        out = []
+        for key in selected:
+            ctype, dynamic, sensitive, doc = _broker_key_meta(key)
+            value = None if sensitive else dyn.cluster_default[key]
+            syn = [ConfigSynonymEntry(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+            out.append(ConfigEntry(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False, not dynamic,
+                                   sensitive, syn if include_synonyms else [], int(ctype),
+                                   doc if include_documentation else None))
+        return out
+    all_keys = broker_config_keys(broker_config)
+    selected = all_keys if names is None else [n for n in dict.fromkeys(names) if n in set(all_keys)]
+    out = []
+    for key in selected:
+        ctype, dynamic, sensitive, doc = _broker_key_meta(key)
+        group = BROKER_SYNONYM_GROUPS.get(key, (key,))
+        found: list[tuple[str, str | None, int]] = []
+        for syn in group:
+            for value, source in broker_lookup(broker_config, syn):
+                found.append((syn, value, source))
+        order = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
+                 ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
+        found.sort(key=lambda t: order.get(t[2], 2))
+        while found and found[0][0] != key:      # Kafka: drop synonyms ranked above the key itself
+            found.pop(0)
+        own = [f for f in found if f[0] == key]
+        value = own[0][1] if own else None
+        source = found[0][2] if found else ConfigSource.DEFAULT_CONFIG
+        if sensitive:
+            value = None
+        synonyms = [ConfigSynonymEntry(n, None if sensitive else v, src) for n, v, src in found]
+        out.append(ConfigEntry(key, value, int(source), source == ConfigSource.DEFAULT_CONFIG, not dynamic,
+                               sensitive, synonyms if include_synonyms else [], int(ctype),
+                               (doc or None) if include_documentation else None))
+    return out
+
+
+def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]],
+                     broker_config: Any = None) -> dict[str, str]:
+    """IncrementalAlterConfigs on one level of dynamic broker configs; returns the new level (validated)."""
+    new = dict(current)
+    seen: set[str] = set()
+    for key, op, value in ops:
+        if key in seen:
+            raise config_error(f"Error due to duplicate config keys: {key}", INVALID_REQUEST)
+        seen.add(key)
+        try:
+            op = AlterConfigOp(op)
+        except ValueError:
+            raise config_error(f"Unknown alter config operation type {op} for {key}", INVALID_REQUEST) from None
+        if op == AlterConfigOp.DELETE:
+            if key not in DYNAMIC_BROKER_KEYS:
+                validate_broker_config(key, "")     # raises with the right code and message
+            new.pop(key, None)
+            continue
+        if op == AlterConfigOp.SET:
+            if value is None:
+                raise config_error(f"Null value not supported for broker config: {key}")
+            validate_broker_config(key, value)
+            new[key] = to_kafka_string(parse_value(broker_key_type(key), key, value)) or ""
+            continue
+        if key not in DYNAMIC_BROKER_KEYS:
+            validate_broker_config(key, "")     # raises, naming the key
+        if broker_key_type(key) != ConfigType.LIST:
+            raise config_error(f"Can only {op.name} to configurations of type LIST, but {key} is not of type LIST.")
+        if key in new:
+            parts = _split_list(new[key])
+        else:
+            entries = broker_lookup(broker_config, key)
+            parts = _split_list(entries[0][0]) if entries else []
+        for item in _split_list(value):
+            if op == AlterConfigOp.APPEND:
+                if item not in parts:
+                    parts.append(item)
+            else:
+                while item in parts:
+                    parts.remove(item)
+        validate_broker_config(key, ",".join(parts))
+        new[key] = ",".join(parts)
+    return new
+
+
+# --------------------------------------------------------------------------------------------------------------
+# runtime: dynamic broker configs of a running broker, persistence, applying changes to open logs
+
+DYNAMIC_CONFIGS_FILE = "__moldau_dynamic_configs.json"
+
+
+def _data_dir_of(broker: Any) -> str | None:
+    md = getattr(broker, "metadata", None)
+    d = getattr(md, "data_dir", None)
+    if d:
+        return str(d)
+    cfg = getattr(broker, "config", None)
+    dirs = getattr(cfg, "log_dirs", None)
+    if dirs:
+        return str(dirs[0])
+    return None
+
+
+def load_dynamic_broker_configs(broker: Any) -> DynamicBrokerConfigs:
+    """Read the persisted dynamic broker configs (once) and attach them to ``broker.config``. The broker core
+    should call this before opening logs so persisted defaults apply from the start; admin handlers call it
+    too (idempotent)."""
+    import json
+    import os
+
+    cfg = broker.config
+    entry = _ATTACHED.get(id(cfg))
+    if entry is not None and entry[0] is cfg and _is_loaded(entry[1]):
+        return entry[1]
+    dyn = DynamicBrokerConfigs()
+    data_dir = _data_dir_of(broker)
+    if data_dir:
+        path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                dyn = DynamicBrokerConfigs.from_json(json.load(f))
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            log.error("cannot read %s: %s (dynamic broker configs ignored)", path, exc)
+    _LOADED.add(id(dyn))
+    attach_dynamic_configs(cfg, dyn)
+    _mirror_into_broker_config(cfg, dyn, set(dyn.per_broker) | set(dyn.cluster_default))
+    return dyn
+
+
+_LOADED: set[int] = set()
+
+
+def _is_loaded(dyn: DynamicBrokerConfigs) -> bool:
+    return id(dyn) in _LOADED
+
+
+def broker_dynamic_configs(broker: Any) -> DynamicBrokerConfigs:
+    """The running broker's dynamic configs, loading them from disk on first use."""
+    entry = _ATTACHED.get(id(broker.config))
+    if entry is not None and entry[0] is broker.config and _is_loaded(entry[1]):
+        return entry[1]
+    return load_dynamic_broker_configs(broker)
+
+
+def save_dynamic_broker_configs(broker: Any, dyn: DynamicBrokerConfigs) -> None:
+    """Persist atomically next to the metadata file."""
+    import json
+    import os
+
+    data_dir = _data_dir_of(broker)
+    if not data_dir:
+        return
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
+    tmp = path + ".tmp"
+    data = json.dumps(dyn.to_json(), indent=1, sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _mirror_into_broker_config(cfg: Any, dyn: DynamicBrokerConfigs, keys: Iterable[str]) -> None:
+    """Reflect the effective dynamic value of ``keys`` in BrokerConfig.set_dynamic, so code reading
+    ``broker.config.get(key)`` sees runtime changes too. Keys the BrokerConfig refuses are skipped."""
+    setter = getattr(cfg, "set_dynamic", None)
+    if setter is None:
+        return
+    for key in keys:
+        value = dyn.per_broker.get(key, dyn.cluster_default.get(key))
+        try:
+            setter(key, value)
+        except Exception as exc:  # noqa: BLE001 - not dynamic in BrokerConfig: our lookups still apply it
+            log.debug("BrokerConfig.set_dynamic(%s) refused: %s", key, exc)
+
+
+def set_dynamic_broker_level(broker: Any, *, cluster_default: bool, configs: Mapping[str, str]) -> None:
+    """Replace one level of dynamic broker configs, persist, and apply to every open log."""
+    dyn = broker_dynamic_configs(broker)
+    target = dyn.cluster_default if cluster_default else dyn.per_broker
+    changed = set(target) | set(configs)
+    target.clear()
+    target.update(configs)
+    save_dynamic_broker_configs(broker, dyn)
+    _mirror_into_broker_config(broker.config, dyn, changed)
+    refresh_all_topic_logs(broker)
+
+
+def refresh_topic_logs(broker: Any, topic: Any) -> None:
+    """Tell the metadata listeners (the replica manager) that a topic's effective configs changed, so each
+    PartitionLog gets a new LogConfig."""
+    md = getattr(broker, "metadata", None)
+    for listener in list(getattr(md, "listeners", []) or []):
+        fn = getattr(listener, "on_topic_configs_changed", None)
+        if fn is not None:
+            fn(topic)
+
+
+def refresh_all_topic_logs(broker: Any) -> None:
+    md = getattr(broker, "metadata", None)
+    for topic in list(getattr(md, "topics", {}).values()):
+        refresh_topic_logs(broker, topic)
+
+
 __all__ = [
     "AlterConfigOp", "BROKER_KEY_TO_TOPIC", "BROKER_SYNONYM_DEFAULTS", "BrokerConfigView", "ConfigEntry",
     "ConfigSource", "ConfigSynonymEntry", "ConfigType", "ConfigValidationError", "DYNAMIC_BROKER_KEYS",
@@ -971,5 +1238,7 @@ __all__ = [
     "describe_topic_configs", "dynamic_configs_of", "effective_topic_configs", "error_code_of",
     "error_message_of", "log_config_for", "log_config_kwargs", "normalize_topic_configs", "parse_value",
     "replace_configs", "to_kafka_string", "validate_broker_config", "validate_topic_config",
-    "validate_topic_configs",
+    "validate_topic_configs", "describe_broker_configs", "apply_broker_ops", "load_dynamic_broker_configs",
+    "broker_dynamic_configs", "save_dynamic_broker_configs", "set_dynamic_broker_level", "refresh_topic_logs",
+    "refresh_all_topic_logs", "BROKER_SYNONYM_GROUPS", "broker_config_keys",
 ]
