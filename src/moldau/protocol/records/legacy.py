@@ -179,10 +179,11 @@ def _expand(entry: _Entry, *, verify_crc: bool, max_decompressed: int) -> list[L
     if not inner:
         raise InvalidRecordError(f"compressed message at offset {entry.offset} holds no messages")
     out: list[LegacyRecord] = []
+    base = 0  # magic 0: inner offsets are absolute
     if entry.magic == 1:
-        base = entry.offset - inner[-1].offset  # wrapper offset = absolute offset of the last inner message
-    else:
-        base = 0  # inner offsets are absolute
+        # wrapper offset = absolute offset of the last inner message; like Kafka, a negative base (a wrapper
+        # whose offset was never assigned, e.g. 0 from a producer) leaves the inner offsets as they are
+        base = max(entry.offset - inner[-1].offset, 0)
     for e in inner:
         if e.attributes & _CODEC_MASK:
             raise InvalidRecordError(
