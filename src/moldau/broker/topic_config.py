@@ -99,19 +99,13 @@ class ConfigValidationError(ValueError):
 
 
 def config_error(message: str, code: int = INVALID_CONFIG) -> Exception:
-    """The exception to raise for a refused config: moldau's KafkaError when available (the router and the
-    handlers turn it into the error code + message), else :class:`ConfigValidationError`."""
+    """The exception to raise for a refused config: moldau's KafkaError for ``code`` (INVALID_CONFIG by
+    default) carrying ``message``."""
     try:
-        from moldau.protocol.errors import KafkaError  # type: ignore[attr-defined]
-    except ImportError:
+        from moldau.protocol.errors import KafkaError
+    except ImportError:  # pragma: no cover - protocol package always present in the broker
         return ConfigValidationError(message, code)
-    for args in ((code, message),):
-        try:
-            exc = KafkaError(*args)
-        except Exception:  # noqa: BLE001 - signature not what we expect; fall back
-            continue
-        return exc
-    return ConfigValidationError(message, code)
+    return KafkaError.for_code(code, message)
 
 
 def error_code_of(exc: BaseException) -> int:
@@ -125,10 +119,13 @@ def error_code_of(exc: BaseException) -> int:
 
 
 def error_message_of(exc: BaseException) -> str:
+    """The message a KafkaError / ConfigValidationError carries (without the code prefix)."""
     msg = getattr(exc, "message", None)
     if isinstance(msg, str) and msg:
         return msg
-    return str(exc.args[-1]) if exc.args and isinstance(exc.args[-1], str) else str(exc)
+    if exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return str(exc)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1230,6 +1227,29 @@ def refresh_all_topic_logs(broker: Any) -> None:
         refresh_topic_logs(broker, topic)
 
 
+def alter_topic_configs(broker: Any, name: str, new_configs: Mapping[str, str], *,
+                        validate_only: bool = False) -> None:
+    """Replace a topic's overrides with ``new_configs`` (already validated / normalized) through the metadata
+    store, which persists them and tells its listeners, so the open logs get the new LogConfig."""
+    md = broker.metadata
+    if validate_only:
+        return
+    md.alter_topic_configs(name, dict(new_configs), replace=True)
+
+
+def topic_for_alter(broker: Any, name: str) -> Any:
+    """The TopicInfo for an AlterConfigs / IncrementalAlterConfigs TOPIC resource, or the Kafka error."""
+    from moldau.protocol.errors import ErrorCode
+
+    from .metadata import validate_topic_name
+
+    validate_topic_name(name)
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        raise config_error(f"The topic '{name}' does not exist.", int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return info
+
+
 __all__ = [
     "AlterConfigOp", "BROKER_KEY_TO_TOPIC", "BROKER_SYNONYM_DEFAULTS", "BrokerConfigView", "ConfigEntry",
     "ConfigSource", "ConfigSynonymEntry", "ConfigType", "ConfigValidationError", "DYNAMIC_BROKER_KEYS",
@@ -1240,5 +1260,6 @@ __all__ = [
     "replace_configs", "to_kafka_string", "validate_broker_config", "validate_topic_config",
     "validate_topic_configs", "describe_broker_configs", "apply_broker_ops", "load_dynamic_broker_configs",
     "broker_dynamic_configs", "save_dynamic_broker_configs", "set_dynamic_broker_level", "refresh_topic_logs",
-    "refresh_all_topic_logs", "BROKER_SYNONYM_GROUPS", "broker_config_keys",
+    "refresh_all_topic_logs", "BROKER_SYNONYM_GROUPS", "broker_config_keys", "alter_topic_configs",
+    "topic_for_alter",
 ]

@@ -1,0 +1,153 @@
+"""CreateTopics (key 19), v0-7 (Kafka 4.1: 2-7; moldau keeps v0-1 for old clients).
+
+* v1+: validate_only; error messages.  v4: num_partitions / replication_factor -1 = broker defaults
+  (accepted in every version here).  v5+: the response carries num_partitions, replication_factor and the
+  topic's configs (name, value, read_only, config_source, is_sensitive).  v7+: topic_id.
+* Replica assignments may name only this broker's node id (INVALID_REPLICA_ASSIGNMENT otherwise); when
+  assignments are given, num_partitions and replication_factor must be -1 (INVALID_REQUEST).
+* Topic configs are validated by moldau.broker.topic_config (INVALID_CONFIG with a message naming the key).
+* A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, as Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+from .. import topic_config as tc
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+REQ = m.CreateTopicsRequest
+RESP = m.CreateTopicsResponse
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _err(code: ErrorCode, message: str) -> KafkaError:
+    return KafkaError.for_code(int(code), message)
+
+
+def _broker_count(ctx: Any) -> int:
+    return 1
+
+
+def _check_assignments(ctx: Any, topic: Any) -> tuple[int, int]:
+    """Validate manual replica assignments; return (num_partitions, replication_factor) they imply."""
+    if topic.replication_factor != -1:
+        raise _err(ErrorCode.INVALID_REQUEST,
+                   "A manual partition assignment was specified, but replication factor was not set to -1.")
+    if topic.num_partitions != -1:
+        raise _err(ErrorCode.INVALID_REQUEST,
+                   "A manual partition assignment was specified, but numPartitions was not set to -1.")
+    node_id = ctx.broker.node_id
+    rf: int | None = None
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                   "Partitions should be a consecutive 0-based integer sequence.")
+    for a in sorted(topic.assignments, key=lambda a: a.partition_index):
+        brokers = list(a.broker_ids or [])
+        if not brokers:
+            raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       "The manual partition assignment includes an empty replica list.")
+        seen: set[int] = set()
+        for b in brokers:
+            if b in seen:
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes the broker {b} more than once.")
+            seen.add(b)
+            if b != node_id:
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes broker {b}, but no such broker is "
+                           "registered.")
+        if rf is None:
+            rf = len(brokers)
+        elif rf != len(brokers):
+            raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       f"The manual partition assignment includes a partition with {len(brokers)} replica(s), "
+                       f"but this is not consistent with previous partitions, which have {rf} replica(s).")
+    return len(indexes), rf or 1
+
+
+def _configs_of(topic: Any) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for c in topic.configs or []:
+        out[c.name] = c.value
+    return out
+
+
+def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
+    from ..metadata import validate_topic_name
+
+    md = ctx.broker.metadata
+    name = topic.name
+    validate_topic_name(name)
+    if name in md.topics:
+        raise _err(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
+    if topic.assignments:
+        num_partitions, replication_factor = _check_assignments(ctx, topic)
+    else:
+        if num_partitions == 0 or num_partitions < -1:
+            raise _err(ErrorCode.INVALID_PARTITIONS,
+                       "Number of partitions was set to an invalid non-positive value.")
+        if replication_factor == 0 or replication_factor < -1:
+            raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
+                       "Replication factor must be larger than 0, or -1 to use the default value.")
+    if replication_factor == -1:
+        replication_factor = int(ctx.broker.config.get("default.replication.factor"))
+    if replication_factor > _broker_count(ctx):
+        raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
+                   f"Unable to replicate the partition {replication_factor} time(s): The target replication "
+                   f"factor of {replication_factor} cannot be reached because only {_broker_count(ctx)} "
+                   "broker(s) are registered.")
+    configs = tc.normalize_topic_configs(_configs_of(topic))
+    tc.broker_dynamic_configs(ctx.broker)
+    info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only)
+    return info, configs
+
+
+def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | None = None,
+            exc: BaseException | None = None) -> Any:
+    if exc is not None:
+        return RESP.CreatableTopicResult(
+            name=name, topic_id=ZERO_UUID, error_code=tc.error_code_of(exc),
+            error_message=tc.error_message_of(exc), num_partitions=-1, replication_factor=-1, configs=[])
+    entries = tc.describe_topic_configs(configs or {}, ctx.broker.config, include_synonyms=False,
+                                       include_documentation=False)
+    return RESP.CreatableTopicResult(
+        name=name, topic_id=info.topic_id, error_code=0, error_message=None,
+        num_partitions=info.num_partitions, replication_factor=getattr(info, "replication_factor", 1),
+        configs=[RESP.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                            config_source=e.source, is_sensitive=e.sensitive)
+                 for e in entries])
+
+
+@handler(19, REQ.min_version, REQ.max_version)
+async def create_topics(ctx: Any, req: Any) -> Any:
+    validate_only = bool(getattr(req, "validate_only", False))
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    duplicates: list[str] = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            if t.name not in duplicates:
+                duplicates.append(t.name)
+            continue
+        try:
+            info, configs = _create_one(ctx, t, validate_only)
+        except KafkaError as exc:
+            log.info("create topic %s refused: %s", t.name, exc)
+            results.append(_result(ctx, t.name, exc=exc))
+            continue
+        results.append(_result(ctx, t.name, info, configs))
+    for name in duplicates:
+        results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))
+    return RESP.new(throttle_time_ms=0, topics=results)

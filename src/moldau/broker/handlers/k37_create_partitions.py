@@ -1,0 +1,99 @@
+"""CreatePartitions (key 37), v0-3.
+
+* ``count`` is the new total: INVALID_PARTITIONS when it is not above the current count.
+* ``assignments`` (nullable): one broker list per new partition; only this broker's node id, with the
+  topic's replication factor, no duplicates (INVALID_REPLICA_ASSIGNMENT otherwise).
+* ``validate_only``: checks only.  Otherwise the metadata store grows the topic and its listeners (replica
+  manager) create the new partition logs at once, so they can be produced to right away.
+* A topic named twice: INVALID_REQUEST "Duplicate topic name.", as Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+from .. import topic_config as tc
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+REQ = m.CreatePartitionsRequest
+RESP = m.CreatePartitionsResponse
+
+
+def _err(code: ErrorCode, message: str) -> KafkaError:
+    return KafkaError.for_code(int(code), message)
+
+
+def _check(ctx: Any, topic: Any) -> Any:
+    md = ctx.broker.metadata
+    info = md.topics.get(topic.name)
+    if info is None:
+        raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist.")
+    current = info.num_partitions
+    if topic.count < current:
+        raise _err(ErrorCode.INVALID_PARTITIONS,
+                   f"Topic currently has {current} partitions, which is higher than the requested "
+                   f"{topic.count}.")
+    if topic.count == current:
+        raise _err(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+    if topic.assignments is not None:
+        added = topic.count - current
+        if len(topic.assignments) != added:
+            raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                       f"Attempted to add {added} additional partition(s), but only "
+                       f"{len(topic.assignments)} assignment(s) were specified.")
+        rf = getattr(info, "replication_factor", 1) or 1
+        node_id = ctx.broker.node_id
+        for a in topic.assignments:
+            brokers = list(a.broker_ids or [])
+            if not brokers:
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           "The manual partition assignment includes an empty replica list.")
+            if len(set(brokers)) != len(brokers):
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           "The manual partition assignment includes a broker more than once.")
+            for b in brokers:
+                if b != node_id:
+                    raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"The manual partition assignment includes broker {b}, but no such broker is "
+                               "registered.")
+            if len(brokers) != rf:
+                raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           f"The manual partition assignment includes a partition with {len(brokers)} "
+                           f"replica(s), but this is not consistent with previous partitions, which have "
+                           f"{rf} replica(s).")
+    return info
+
+
+@handler(37, REQ.min_version, REQ.max_version)
+async def create_partitions(ctx: Any, req: Any) -> Any:
+    md = ctx.broker.metadata
+    validate_only = bool(req.validate_only)
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    duplicates: list[str] = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            if t.name not in duplicates:
+                duplicates.append(t.name)
+            continue
+        try:
+            _check(ctx, t)
+            md.create_partitions(t.name, t.count, validate_only=validate_only)
+        except KafkaError as exc:
+            log.info("create partitions for %s refused: %s", t.name, exc)
+            results.append(RESP.CreatePartitionsTopicResult(
+                name=t.name, error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc)))
+            continue
+        results.append(RESP.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
+    for name in duplicates:
+        results.append(RESP.CreatePartitionsTopicResult(
+            name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name."))
+    return RESP.new(throttle_time_ms=0, results=results)

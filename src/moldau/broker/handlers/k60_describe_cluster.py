@@ -1,0 +1,99 @@
+"""DescribeCluster (key 60), v0-2.
+
+* cluster id, controller id (this node: moldau is a single combined node), the broker with the host and
+  port advertised for the listener the request came in on (rack null).
+* v1+: endpoint_type 1 (BROKER) answered; 2 (CONTROLLER) gets MISMATCHED_ENDPOINT_TYPE, as a Kafka broker
+  does (moldau has no separate controller listener).
+* v2+: is_fenced false; include_fenced_brokers changes nothing (no fenced brokers).
+* include_cluster_authorized_operations: without an authorizer every cluster operation is allowed, so the
+  bit set of Kafka's supported cluster operations; otherwise INT32_MIN (not requested).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
+
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+REQ = m.DescribeClusterRequest
+RESP = m.DescribeClusterResponse
+
+ENDPOINT_BROKER = 1
+ENDPOINT_CONTROLLER = 2
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+# AclOperation codes Kafka supports on the CLUSTER resource: CREATE 5, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
+
+
+def cluster_authorized_operations() -> int:
+    bits = 0
+    for op in CLUSTER_OPERATIONS:
+        bits |= 1 << op
+    return bits
+
+
+def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
+    """(host, port, rack) this broker advertises on the request's listener."""
+    broker = ctx.broker
+    listener = getattr(ctx.connection, "listener_name", None)
+    fn = getattr(broker, "advertised_endpoint", None)
+    if callable(fn):
+        ep = fn(listener)
+        if ep is not None:
+            host, port = ep[0], ep[1]
+            return str(host), int(port), _rack(broker)
+    candidates = []
+    for attr in ("advertised_listeners", "listeners"):
+        value = getattr(broker, attr, None)
+        if value:
+            candidates = list(value)
+            break
+    if not candidates:
+        candidates = list(broker.config.advertised_listeners)
+    chosen = next((c for c in candidates if getattr(c, "name", None) == listener), candidates[0])
+    host, port = chosen.host, chosen.port
+    if port == 0 or not host or host == "0.0.0.0":
+        sock = getattr(getattr(ctx.connection, "transport", None), "get_extra_info", None)
+        local = sock("sockname") if callable(sock) else None
+        if local:
+            host = host if host and host != "0.0.0.0" else local[0]
+            port = port or local[1]
+    return str(host), int(port), _rack(broker)
+
+
+def _rack(broker: Any) -> str | None:
+    try:
+        rack = broker.config.get("broker.rack")
+    except Exception:  # noqa: BLE001
+        return None
+    return rack or None
+
+
+@handler(60, REQ.min_version, REQ.max_version)
+async def describe_cluster(ctx: Any, req: Any) -> Any:
+    endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKER) if ctx.version >= 1 else ENDPOINT_BROKER
+    cluster_id = str(ctx.broker.cluster_id)
+    node_id = ctx.broker.node_id
+    if endpoint_type != ENDPOINT_BROKER:
+        return RESP.new(
+            throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                          "type CONTROLLER",
+            endpoint_type=ENDPOINT_BROKER, cluster_id=cluster_id, controller_id=-1, brokers=[],
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    host, port, rack = advertised_endpoint(ctx)
+    ops = cluster_authorized_operations() if req.include_cluster_authorized_operations \
+        else AUTHORIZED_OPERATIONS_OMITTED
+    return RESP.new(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,
+        cluster_id=cluster_id, controller_id=node_id,
+        brokers=[RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)],
+        cluster_authorized_operations=ops)
