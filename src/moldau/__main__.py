@@ -1,0 +1,7 @@
+"""``python -m moldau`` = the ``moldau`` command."""
+
+import sys
+
+from moldau.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,292 @@
+"""One client connection: size-prefixed framing on an asyncio BufferedProtocol.
+
+* Bytes are received into a reusable buffer; a frame larger than the free space gets a buffer of its own,
+  allocated once its size is known and checked (``size <= 0`` or ``> socket.request.max.bytes``: one log line,
+  close, nothing allocated), and the socket reads straight into it.
+* Frames are queued and handled strictly in order by one task per connection while reading continues
+  (pipelining). Responses are written in order with ``transport.writelines``.
+* Back-pressure: reading pauses when too many requests are queued (or too many bytes), and request
+  processing waits while the transport's write buffer is over its high-water mark.
+* Idle connections (no reads, no writes, nothing in flight) close after ``connections.max.idle.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .router import Router
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_RECV_BUFFER = 256 * 1024
+_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+
+
+class Connection(asyncio.BufferedProtocol):
+    __slots__ = (
+        "broker", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
+        "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
+        "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
+        "_max_queued", "_loop", "client_id", "client_software", "_eof",
+    )
+
+    def __init__(self, broker: "Broker", router: "Router", listener_name: str) -> None:
+        self.broker = broker
+        self.router = router
+        self.listener_name = listener_name
+        self.principal = "User:ANONYMOUS"
+        self.peer: tuple[str, int] = ("?", 0)
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray(_RECV_BUFFER)
+        self._view = memoryview(self._buf)
+        self._start = 0  # first unparsed byte in _buf
+        self._end = 0    # end of received bytes in _buf
+        self._big: bytearray | None = None  # dedicated buffer of a frame too large for _buf
+        self._big_view: memoryview | None = None
+        self._big_pos = 0
+        self._queue: collections.deque[bytearray] = collections.deque()
+        self._queued_bytes = 0
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._reading_paused = False
+        self._write_ok: asyncio.Event | None = None
+        self._last_activity = time.monotonic()
+        cfg = broker.config
+        self._idle_ms = int(cfg.get("connections.max.idle.ms"))
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._max_request = int(cfg.get("socket.request.max.bytes"))
+        self._max_queued = int(cfg.get("queued.max.requests"))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.client_id: str | None = None
+        self.client_software: tuple[str, str] | None = None
+        self._eof = False
+
+    # ------------------------------------------------------------------------------ protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.broker.connection_opened(self)
+        if self._idle_ms > 0:
+            self._idle_handle = self._loop.call_later(self._idle_ms / 1000.0, self._check_idle)
+        log.debug("connection from %s:%d on %s", self.peer[0], self.peer[1], self.listener_name)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        self._queue.clear()
+        if self._write_ok is not None:
+            self._write_ok.set()
+        self.broker.connection_closed(self)
+        log.debug("connection from %s:%d closed%s", self.peer[0], self.peer[1], f" ({exc})" if exc else "")
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big_view[self._big_pos:]  # type: ignore[index]
+        if self._end == len(self._buf):
+            self._compact()
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._last_activity = time.monotonic()
+        if self._big is not None:
+            self._big_pos += nbytes
+            if self._big_pos == len(self._big):
+                frame = self._big
+                self._big = None
+                self._big_view = None
+                self._enqueue(frame)
+            return
+        self._end += nbytes
+        self._parse()
+
+    def eof_received(self) -> bool | None:
+        # The peer closed its side: finish what is queued, then close. Returning False closes the
+        # transport now; True keeps it half-open so queued responses can still be written.
+        self._eof = True
+        if not self._queue and self._task is None:
+            return False
+        return True
+
+    def pause_writing(self) -> None:
+        if self._write_ok is None:
+            self._write_ok = asyncio.Event()
+        self._write_ok.clear()
+
+    def resume_writing(self) -> None:
+        if self._write_ok is not None:
+            self._write_ok.set()
+
+    # ------------------------------------------------------------------------------ framing
+    def _compact(self) -> None:
+        start, end = self._start, self._end
+        if start == 0:
+            # a full buffer without a complete frame never happens: larger frames go to _big
+            return
+        n = end - start
+        if n:
+            self._buf[0:n] = self._view[start:end]
+        self._start = 0
+        self._end = n
+
+    def _parse(self) -> None:
+        view = self._view
+        while not self._closed:
+            avail = self._end - self._start
+            if avail < 4:
+                break
+            size = _SIZE.unpack_from(view, self._start)[0]
+            if size <= 0 or size > self._max_request:
+                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0], self.peer[1],
+                            size, "not positive" if size <= 0 else
+                            f"larger than socket.request.max.bytes ({self._max_request})")
+                self.close()
+                return
+            body_start = self._start + 4
+            if avail - 4 >= size:
+                frame = bytearray(view[body_start:body_start + size])
+                self._start = body_start + size
+                self._enqueue(frame)
+                continue
+            if size > len(self._buf) - body_start:
+                # Does not fit behind its header: give it its own buffer, read the rest straight into it.
+                big = bytearray(size)
+                have = avail - 4
+                big[0:have] = view[body_start:self._end]
+                self._start = self._end = 0
+                if have == size:  # pragma: no cover - handled above
+                    self._enqueue(big)
+                    continue
+                self._big = big
+                self._big_view = memoryview(big)
+                self._big_pos = have
+                return
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._start > len(self._buf) // 2:
+            self._compact()
+
+    # ------------------------------------------------------------------------------ processing
+    def _enqueue(self, frame: bytearray) -> None:
+        if self._closed:
+            return
+        self._queue.append(frame)
+        self._queued_bytes += len(frame)
+        if not self._reading_paused and (len(self._queue) >= self._max_queued
+                                         or self._queued_bytes >= _MAX_QUEUED_BYTES):
+            self._reading_paused = True
+            try:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            except RuntimeError:  # pragma: no cover
+                pass
+        if self._task is None:
+            self._task = self._loop.create_task(self._process())  # type: ignore[union-attr]
+
+    async def _process(self) -> None:
+        queue = self._queue
+        router = self.router
+        try:
+            while queue and not self._closed:
+                if self._write_ok is not None and not self._write_ok.is_set():
+                    await self._write_ok.wait()
+                    if self._closed:
+                        break
+                frame = queue.popleft()
+                self._queued_bytes -= len(frame)
+                if self._reading_paused and len(queue) <= self._max_queued // 2 \
+                        and self._queued_bytes < _MAX_QUEUED_BYTES // 2:
+                    self._reading_paused = False
+                    try:
+                        self.transport.resume_reading()  # type: ignore[union-attr]
+                    except RuntimeError:  # pragma: no cover
+                        pass
+                try:
+                    parts = await router.dispatch(self, frame)
+                except Exception:  # never let a request kill the server
+                    log.exception("unexpected error handling a request from %s:%d; closing connection",
+                                  self.peer[0], self.peer[1])
+                    self.close()
+                    break
+                if parts is None:
+                    continue
+                if parts is False:
+                    self.close()
+                    break
+                if not self._closed:
+                    self.transport.writelines(parts)  # type: ignore[union-attr]
+                    self._last_activity = time.monotonic()
+        finally:
+            self._task = None
+            if self._closed:
+                queue.clear()
+            elif queue:
+                # something was enqueued while the last handler finished; keep going
+                self._task = self._loop.create_task(self._process())  # type: ignore[union-attr]
+            elif self._eof:
+                self.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue) + (1 if self._task is not None else 0)
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def _check_idle(self) -> None:
+        self._idle_handle = None
+        if self._closed:
+            return
+        idle_for = time.monotonic() - self._last_activity
+        remaining = self._idle_ms / 1000.0 - idle_for
+        if remaining <= 0 and self.in_flight == 0:
+            log.info("closing idle connection from %s:%d (idle for %d ms)", self.peer[0], self.peer[1],
+                     int(idle_for * 1000))
+            self.close()
+            return
+        delay = max(remaining, 0.05) if remaining > 0 else self._idle_ms / 1000.0
+        self._idle_handle = self._loop.call_later(delay, self._check_idle)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until queued requests are handled (used by a clean shutdown)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._task is not None and not self._closed:
+            t = self._task
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            try:
+                await asyncio.wait_for(asyncio.shield(t), remaining)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                return
+            except Exception:  # pragma: no cover
+                return
+
+    def stop_reading(self) -> None:
+        if self.transport is not None and not self._closed:
+            try:
+                self.transport.pause_reading()
+            except RuntimeError:  # pragma: no cover
+                pass
+            self._reading_paused = True
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.peer[0]}:{self.peer[1]} on {self.listener_name}>"

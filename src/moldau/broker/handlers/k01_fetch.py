@@ -1,0 +1,265 @@
+"""Fetch (key 1), v0-18.
+
+* Long poll: the answer is computed; while it holds fewer than min_bytes, no partition has an error and
+  max_wait_ms has not passed, the request waits on a future woken by appends to any requested partition
+  (never a sleep loop), then recomputes.
+* Limits (KIP-74): partitions are read in request order, each up to min(partition_max_bytes, what is left of
+  max_bytes (v3+)); the first batch of the first partition that returns data comes whole even when larger than
+  both limits, so a consumer always progresses. A fetch offset inside a batch returns that whole batch (the
+  client skips the records before its offset).
+* Offsets outside [log start, log end]: OFFSET_OUT_OF_RANGE. Offsets between the high watermark and the log
+  end: empty. read_committed (v4+) reads up to the last stable offset (= the high watermark until
+  transactions exist) and gets an aborted_transactions list (else null).
+* Errors: UNKNOWN_TOPIC_OR_PARTITION; UNKNOWN_TOPIC_ID (v13+, topics by id); FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH when current_leader_epoch (v9+) is older / newer than the partition's.
+* Fetch sessions (KIP-227, v7+): epoch -1 = sessionless full fetch (closes session_id if given); epoch 0 =
+  full fetch that opens a new session when it names partitions; epoch > 0 = incremental fetch: the request's
+  partitions are added/updated, forgotten_topics_data removed, and the answer carries only partitions with
+  records or a changed high watermark / last stable offset / log start offset, or an error. Unknown session:
+  FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH; switching between topic names and ids
+  inside a session: FETCH_SESSION_TOPIC_ID_ERROR.
+* v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3).
+* Records go out as the log's chunks (a list), which the encoder writes without copying.
+* preferred_read_replica (v11+) -1; follower fetches (replica_id >= 0) are served like consumer fetches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import handler
+from ..replica_manager import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    FetchSessionError,
+    Partition,
+    ReadInfo,
+)
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_TOPIC_ID = 100
+FETCH_SESSION_TOPIC_ID_ERROR = 106
+INT_MAX = 2147483647
+
+
+class _Item:
+    """One partition of this fetch."""
+
+    __slots__ = ("topic", "topic_id", "index", "offset", "max_bytes", "leader_epoch", "partition", "error",
+                 "cached", "info")
+
+    def __init__(self, topic: str | None, topic_id: Any, index: int, offset: int, max_bytes: int,
+                 leader_epoch: int, cached: CachedPartition | None = None) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.offset = offset
+        self.max_bytes = max_bytes
+        self.leader_epoch = leader_epoch
+        self.partition: Partition | None = None
+        self.error = NONE
+        self.cached = cached
+        self.info: ReadInfo | None = None
+
+
+def _resolve(ctx: Any, items: list[_Item], by_id: bool) -> None:
+    store = ctx.broker.metadata
+    rm = ctx.broker.replica_manager
+    for it in items:
+        if by_id:
+            t = store.get_by_id(it.topic_id)
+            if t is None:
+                it.error = UNKNOWN_TOPIC_ID
+                continue
+            it.topic = t.name
+        else:
+            t = store.get(it.topic) if it.topic is not None else None
+            if t is None:
+                it.error = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            it.topic_id = t.topic_id
+        p = rm.get_partition(t.name, it.index)
+        if p is None:
+            it.error = UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if it.leader_epoch >= 0 and it.leader_epoch != p.leader_epoch:
+            it.error = FENCED_LEADER_EPOCH if it.leader_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+            continue
+        it.partition = p
+
+
+def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int) -> tuple[int, bool]:
+    remaining = max_bytes
+    first = True
+    total = 0
+    has_error = False
+    for it in items:
+        p = it.partition
+        if p is None or p.deleted:
+            if p is not None:
+                it.error = UNKNOWN_TOPIC_OR_PARTITION
+            it.info = None
+            has_error = True
+            continue
+        limit = min(it.max_bytes, remaining)
+        info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation)
+        it.info = info
+        if info.error:
+            has_error = True
+            continue
+        if info.size:
+            first = False
+            remaining = max(0, remaining - info.size)
+            total += info.size
+    return total, has_error
+
+
+@handler(api_key=1, min_version=0, max_version=18)
+async def fetch(ctx: Any, req: Any) -> Any:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    v = ctx.version
+    msg = m.FetchResponse
+    by_id = v >= 13
+    isolation = req.isolation_level if v >= 4 else 0
+    max_bytes = req.max_bytes if v >= 3 else INT_MAX
+    if max_bytes <= 0:
+        max_bytes = INT_MAX if v < 3 else 0
+    cache = rm.fetch_sessions
+
+    # ------------------------------------------------------------------ session handling
+    session = None
+    session_id_out = 0
+    incremental = False
+    new_session_wanted = False
+    if v >= 7:
+        sid, epoch = req.session_id, req.session_epoch
+        if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
+            if sid != 0:
+                cache.remove(sid)
+            new_session_wanted = epoch == INITIAL_EPOCH
+        else:
+            try:
+                session = cache.get(sid, epoch)
+                if session.uses_topic_ids != by_id:
+                    raise FetchSessionError(FETCH_SESSION_TOPIC_ID_ERROR)
+            except FetchSessionError as e:
+                return msg.new(throttle_time_ms=0, error_code=e.code, session_id=0, responses=[])
+            incremental = True
+
+    items: list[_Item] = []
+    if incremental:
+        assert session is not None
+        parts = session.partitions
+        for ft in req.topics:
+            tkey = ft.topic_id if by_id else ft.topic
+            for fp in ft.partitions:
+                key = (tkey, fp.partition)
+                cp = parts.get(key)
+                if cp is None:
+                    parts[key] = CachedPartition(None if by_id else ft.topic, ft.topic_id if by_id else None,
+                                                 fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                                                 fp.current_leader_epoch if v >= 9 else -1)
+                else:
+                    cp.fetch_offset = fp.fetch_offset
+                    cp.max_bytes = fp.partition_max_bytes
+                    cp.current_leader_epoch = fp.current_leader_epoch if v >= 9 else -1
+        for fg in req.forgotten_topics_data:
+            tkey = fg.topic_id if by_id else fg.topic
+            for idx in fg.partitions:
+                parts.pop((tkey, idx), None)
+        cache.next_epoch(session)
+        session_id_out = session.session_id
+        for cp in parts.values():
+            items.append(_Item(cp.topic, cp.topic_id, cp.partition_index, cp.fetch_offset, cp.max_bytes,
+                               cp.current_leader_epoch, cp))
+    else:
+        for ft in req.topics:
+            for fp in ft.partitions:
+                items.append(_Item(None if by_id else ft.topic, ft.topic_id if by_id else None, fp.partition,
+                                   fp.fetch_offset, fp.partition_max_bytes,
+                                   fp.current_leader_epoch if v >= 9 else -1))
+        if new_session_wanted and items:
+            cps = [CachedPartition(it.topic, it.topic_id, it.index, it.offset, it.max_bytes, it.leader_epoch)
+                   for it in items]
+            session = cache.create(by_id, cps)
+            if session is not None:
+                session_id_out = session.session_id
+                for it, cp in zip(items, cps):
+                    it.cached = cp
+
+    _resolve(ctx, items, by_id)
+
+    # ------------------------------------------------------------------ read, long poll
+    total, has_error = _read_all(rm, items, max_bytes, isolation)
+    max_wait = req.max_wait_ms
+    if max_wait > 0 and total < req.min_bytes and not has_error and items:
+        deadline = time.monotonic() + max_wait / 1000.0
+        waitable = [it.partition for it in items if it.partition is not None]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or ctx.connection._closed:
+                break
+            await rm.wait_for_data(waitable, remaining)
+            total, has_error = _read_all(rm, items, max_bytes, isolation)
+            if total >= req.min_bytes or has_error:
+                break
+
+    # ------------------------------------------------------------------ response
+    magic = 0 if v <= 1 else (1 if v <= 3 else 2)
+    PD = msg.PartitionData
+    topics_out: list[Any] = []
+    current = None
+    current_key: Any = object()
+    for it in items:
+        info = it.info
+        error = it.error if it.error else (info.error if info is not None else UNKNOWN_TOPIC_OR_PARTITION)
+        if error:
+            hw = lso = lstart = -1
+            if info is not None and error not in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID):
+                hw, lso, lstart = info.high_watermark, info.last_stable_offset, info.log_start_offset
+            records: Any = b""
+            aborted = None
+        else:
+            assert info is not None
+            hw, lso, lstart = info.high_watermark, info.last_stable_offset, info.log_start_offset
+            records = info.records if info.records is not None else b""
+            aborted = info.aborted_transactions if isolation == 1 else None
+            if magic < 2 and info.size:
+                records = _down_convert(records, magic)
+        if it.cached is not None:
+            respond = it.cached.must_respond(error, bool(info is not None and info.size), hw, lso, lstart)
+            if incremental and not respond:
+                continue
+        pd = PD(partition_index=it.index, error_code=error, high_watermark=hw, last_stable_offset=lso,
+                log_start_offset=lstart, aborted_transactions=aborted, preferred_read_replica=-1,
+                records=records)
+        key = it.topic_id if by_id else it.topic
+        if current is None or key != current_key:
+            current = msg.FetchableTopicResponse(partitions=[])
+            if by_id:
+                current.topic_id = it.topic_id
+            else:
+                current.topic = it.topic
+            topics_out.append(current)
+            current_key = key
+        current.partitions.append(pd)
+
+    return msg.new(throttle_time_ms=0, error_code=0, session_id=session_id_out, responses=topics_out)
+
+
+def _down_convert(chunks: Any, magic: int) -> bytes:
+    from moldau.protocol.records import v2_to_legacy
+
+    buf = b"".join(bytes(c) for c in chunks) if isinstance(chunks, (list, tuple)) else bytes(chunks)
+    return v2_to_legacy(buf, magic)

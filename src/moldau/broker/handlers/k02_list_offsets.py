@@ -1,0 +1,131 @@
+"""ListOffsets (key 2), v0-11.
+
+Timestamps:
+* -1 LATEST: the high watermark (read_committed, v2+: the last stable offset);
+* -2 EARLIEST: the log start offset;
+* -3 MAX_TIMESTAMP (v7+): the offset and timestamp of the record with the largest timestamp;
+* -4 EARLIEST_LOCAL (v8+): the log start offset (no tiered storage, local = whole log);
+* -5 LATEST_TIERED (v9+) / -6 EARLIEST_PENDING_UPLOAD (v11): offset -1, as Kafka without tiered storage;
+* t >= 0: the first offset whose record timestamp is >= t (the time index), below the high watermark /
+  last stable offset; none: offset -1, timestamp -1.
+v0 answers old_style_offsets (the latest / earliest offset; up to max_num_offsets for LATEST: the high
+watermark followed by the segment base offsets, newest first). leader_epoch (v4+) is the partition's epoch.
+current_leader_epoch (v4+) older / newer than the partition's: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+UNKNOWN_SERVER_ERROR = -1
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+
+def _code(exc: BaseException) -> int:
+    code = getattr(exc, "code", None)
+    code = getattr(code, "code", code)
+    try:
+        return int(code) if code is not None else UNKNOWN_SERVER_ERROR
+    except (TypeError, ValueError):
+        return UNKNOWN_SERVER_ERROR
+
+
+def lookup(rm: Any, p: Any, ts: int, isolation: int) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query."""
+    if ts == LATEST:
+        return (p.last_stable_offset if isolation == 1 else p.high_watermark), -1
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return p.log_start_offset, -1
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1
+    limit = p.last_stable_offset if isolation == 1 else p.high_watermark
+    if ts == MAX_TIMESTAMP:
+        fn = getattr(p.log, "max_timestamp_and_offset", None)
+        if fn is None:
+            return -1, -1
+        r = fn()
+        if r is None:
+            return -1, -1
+        off, t = (r if isinstance(r, tuple) else (getattr(r, "offset"), getattr(r, "timestamp")))
+        if off < 0 or off >= limit:
+            return -1, -1
+        return int(off), int(t)
+    if ts < 0:
+        return -1, -1
+    found = rm.offset_for_timestamp(p, ts)
+    if found is None or found[0] >= limit:
+        return -1, -1
+    return found
+
+
+def _old_style(p: Any, ts: int, max_num: int, rm: Any) -> list[int]:
+    if ts == LATEST:
+        offsets = [p.high_watermark]
+        bases = getattr(p.log, "segment_base_offsets", None)
+        if callable(bases):
+            bases = bases()
+        for b in sorted(bases or [p.log_start_offset], reverse=True):
+            if b < offsets[-1]:
+                offsets.append(b)
+        return offsets[:max(max_num, 1)]
+    if ts == EARLIEST:
+        return [p.log_start_offset]
+    off, _t = lookup(rm, p, ts, 0)
+    return [off] if off >= 0 else []
+
+
+@handler(api_key=2, min_version=0, max_version=11)
+async def list_offsets(ctx: Any, req: Any) -> Any:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    v = ctx.version
+    msg = m.ListOffsetsResponse
+    isolation = req.isolation_level if v >= 2 else 0
+    topics_out = []
+    for t in req.topics:
+        parts_out = []
+        topic = broker.metadata.get(t.name)
+        for q in t.partitions:
+            pr = msg.ListOffsetsPartitionResponse(partition_index=q.partition_index, error_code=0,
+                                                  old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
+            parts_out.append(pr)
+            p = rm.get_partition(topic.name, q.partition_index) if topic is not None else None
+            if p is None:
+                pr.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            cle = q.current_leader_epoch if v >= 4 else -1
+            if cle >= 0 and cle != p.leader_epoch:
+                pr.error_code = FENCED_LEADER_EPOCH if cle < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                continue
+            try:
+                if v == 0:
+                    pr.old_style_offsets = _old_style(p, q.timestamp, q.max_num_offsets, rm)
+                    continue
+                off, ts = lookup(rm, p, q.timestamp, isolation)
+            except Exception as e:
+                code = _code(e)
+                if code == UNKNOWN_SERVER_ERROR:
+                    log.exception("ListOffsets on %s-%d failed", p.topic, p.index)
+                pr.error_code = code
+                continue
+            pr.offset = off
+            pr.timestamp = ts
+            pr.leader_epoch = p.leader_epoch if off >= 0 else -1
+        topics_out.append(msg.ListOffsetsTopicResponse(name=t.name, partitions=parts_out))
+    return msg.new(throttle_time_ms=0, topics=topics_out)

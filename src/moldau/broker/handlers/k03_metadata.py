@@ -1,0 +1,157 @@
+"""Metadata (key 3), v0-13.
+
+* Brokers: this node, with the host/port of the advertised listener of the listener the client connected
+  on (rack from ``broker.rack``, v1+).
+* cluster_id (v2+), controller_id (v1+) = this node.
+* Topics: v0 an empty list means all topics; v1+ null means all topics and an empty list none. v10+ may name
+  topics by id (name null): unknown id -> UNKNOWN_TOPIC_ID; v12+ answers such topics with their name.
+* Unknown topic: auto-created with ``num.partitions`` / ``default.replication.factor`` when
+  ``auto.create.topics.enable`` and the request allows it (``allow_auto_topic_creation``, v4+; always before
+  v4); a freshly created topic is answered at once with its partitions (one node: the leader is known), no
+  LEADER_NOT_AVAILABLE round trip. Otherwise UNKNOWN_TOPIC_OR_PARTITION; bad names INVALID_TOPIC_EXCEPTION.
+* Partitions: leader = this node, leader_epoch (v7+), replicas = isr = [node], offline_replicas [] (v5+).
+* topic_authorized_operations (v8+) / cluster_authorized_operations (v8-10): -2147483648 unless requested;
+  when requested, every operation the resource type supports (there is no authorizer yet, as Kafka without
+  one).
+* v13: top-level error_code 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import KafkaError
+
+from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+UNKNOWN_TOPIC_ID = 100
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def _code(exc: BaseException) -> int:
+    code = getattr(exc, "code", None)
+    code = getattr(code, "code", code)
+    return int(code) if code is not None else -1
+
+
+def broker_entries(ctx: Any, msg: Any) -> list[Any]:
+    broker = ctx.broker
+    lst = broker.advertised_listener(ctx.connection.listener_name)
+    return [msg.MetadataResponseBroker(node_id=broker.node_id, host=lst.host, port=lst.port,
+                                       rack=broker.config.get("broker.rack"))]
+
+
+def _auto_create(ctx: Any, name: str) -> Any:
+    broker = ctx.broker
+    cfg = broker.config
+    if name == OFFSETS_TOPIC:
+        return broker.metadata.create_topic(name, int(cfg.get("offsets.topic.num.partitions")),
+                                            int(cfg.get("offsets.topic.replication.factor")),
+                                            {"cleanup.policy": "compact", "compression.type": "producer",
+                                             "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
+    if name == TRANSACTION_STATE_TOPIC:
+        return broker.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
+                                            int(cfg.get("transaction.state.log.replication.factor")),
+                                            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                                             "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                                             "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
+    return broker.metadata.create_topic(name, -1, -1, {})
+
+
+def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
+    broker = ctx.broker
+    node = broker.node_id
+    rm = broker.replica_manager
+    parts = []
+    for i in range(topic.num_partitions):
+        p = rm.get_partition(topic.name, i)
+        if p is None:
+            parts.append(msg.MetadataResponsePartition(error_code=5, partition_index=i, leader_id=-1,
+                                                       leader_epoch=-1, replica_nodes=[node], isr_nodes=[],
+                                                       offline_replicas=[]))
+            continue
+        parts.append(msg.MetadataResponsePartition(
+            error_code=NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
+    return msg.MetadataResponseTopic(
+        error_code=NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+        partitions=parts,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
+
+
+@handler(api_key=3, min_version=0, max_version=13)
+async def metadata(ctx: Any, req: Any) -> Any:
+    broker = ctx.broker
+    msg = m.MetadataResponse
+    v = ctx.version
+    include_topic_ops = bool(v >= 8 and req.include_topic_authorized_operations)
+    include_cluster_ops = bool(8 <= v <= 10 and req.include_cluster_authorized_operations)
+    store = broker.metadata
+    topics_out: list[Any] = []
+
+    requested = req.topics
+    if requested is None or (v == 0 and not requested):
+        for t in sorted(store.topics.values(), key=lambda t: t.name):
+            topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+    else:
+        allow_auto = bool(broker.config.get("auto.create.topics.enable")) and (
+            v < 4 or bool(req.allow_auto_topic_creation))
+        seen: set[Any] = set()
+        for rt in requested:
+            name = rt.name
+            if name is None and v >= 10:
+                tid = rt.topic_id
+                if tid in seen:
+                    continue
+                seen.add(tid)
+                t = store.get_by_id(tid)
+                if t is None:
+                    topics_out.append(msg.MetadataResponseTopic(
+                        error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
+                        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                else:
+                    topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+                continue
+            if name in seen:
+                continue
+            seen.add(name)
+            t = store.get(name)
+            if t is None:
+                error = UNKNOWN_TOPIC_OR_PARTITION
+                if allow_auto:
+                    try:
+                        t = _auto_create(ctx, name)
+                    except KafkaError as e:
+                        error = _code(e)
+                        if error == 36:  # created concurrently
+                            t = store.get(name)
+                elif not is_valid_topic_name(name):
+                    error = INVALID_TOPIC_EXCEPTION
+                if t is None:
+                    topics_out.append(msg.MetadataResponseTopic(
+                        error_code=error, name=name, is_internal=False, partitions=[],
+                        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                    continue
+            topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+
+    return msg.new(
+        throttle_time_ms=0,
+        brokers=broker_entries(ctx, msg),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics_out,
+        cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        error_code=0,
+    )

@@ -1,0 +1,47 @@
+"""ApiVersions (key 18), v0-4.
+
+* The answer lists exactly the registered handlers and their version ranges (moldau.broker.registry).
+* v3+ requests carry the client's software name and version (KIP-511); they are validated like Kafka does
+  (``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``, INVALID_REQUEST otherwise) and kept on the connection.
+* v3+ responses: supported features and finalized features are empty (a single-node broker has no feature
+  levels to negotiate), FinalizedFeaturesEpoch -1.
+* An unsupported version (librdkafka may send a newer one) is answered by the router with
+  UNSUPPORTED_VERSION and a v0 body carrying the supported ranges.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import HANDLERS, handler
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_cache: tuple[int, list[Any]] | None = None
+INVALID_REQUEST = 42
+
+
+def _api_keys() -> list[Any]:
+    global _cache
+    n = len(HANDLERS)
+    if _cache is None or _cache[0] != n:
+        mk = m.ApiVersionsResponse.ApiVersion
+        keys = [mk(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+                for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+        _cache = (n, keys)
+    return _cache[1]
+
+
+@handler(api_key=18, min_version=0, max_version=4)
+async def api_versions(ctx: Any, req: Any) -> Any:
+    error = 0
+    if ctx.version >= 3:
+        name = req.client_software_name or ""
+        version = req.client_software_version or ""
+        if not (_SOFTWARE.match(name) and _SOFTWARE.match(version)):
+            error = INVALID_REQUEST
+        else:
+            ctx.connection.client_software = (name, version)
+    return m.ApiVersionsResponse.new(error_code=error, api_keys=[] if error else _api_keys(), throttle_time_ms=0)

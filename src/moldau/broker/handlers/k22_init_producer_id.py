@@ -1,0 +1,49 @@
+"""InitProducerId (key 22), v0-6.
+
+* Without a transactional id (idempotent producers; aiokafka sends v0, kafka-python 3 and the Java client by
+  default too): a fresh producer id from the broker's ProducerIdManager (ids are handed out from blocks
+  persisted in the data directory, so they are never reused after a restart), epoch 0. As in Kafka, a v3+
+  request that names its current producer id/epoch (KIP-360) also gets a fresh id.
+* transaction_timeout_ms above ``transaction.max.timeout.ms``: INVALID_TRANSACTION_TIMEOUT (50), like Kafka.
+* With a transactional id: handed to ``broker.transaction_coordinator`` when one exists. Until then the answer
+  is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
+  ("Transactional Id authorization failed") instead of retrying for minutes as it would with the retriable
+  COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR; the broker logs a line saying transactions are not supported.
+* v6 fields (2PC, ongoing txn producer id/epoch) answered with -1.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+INVALID_TRANSACTION_TIMEOUT = 50
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+
+
+@handler(api_key=22, min_version=0, max_version=6)
+async def init_producer_id(ctx: Any, req: Any) -> Any:
+    broker = ctx.broker
+    resp = m.InitProducerIdResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1,
+                                        ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)
+    if req.transactional_id is not None:
+        coordinator = getattr(broker, "transaction_coordinator", None)
+        if coordinator is not None:
+            return await coordinator.init_producer_id(ctx, req)
+        max_timeout = int(broker.config.get("transaction.max.timeout.ms"))
+        if req.transaction_timeout_ms <= 0 or req.transaction_timeout_ms > max_timeout:
+            resp.error_code = INVALID_TRANSACTION_TIMEOUT
+            return resp
+        log.warning("InitProducerId for transactional id %r from %s refused: transactions are not supported "
+                    "by this broker yet", req.transactional_id, ctx.client_id)
+        resp.error_code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return resp
+    resp.producer_id = broker.producer_ids.next_id()
+    resp.producer_epoch = 0
+    return resp

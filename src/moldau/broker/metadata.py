@@ -1,0 +1,273 @@
+"""Topic metadata: names, ids, partition counts, topic configs, persisted in one JSON file.
+
+``<data-dir>/__moldau_metadata.json`` is rewritten atomically (write tmp, fsync, rename, fsync dir) on every
+change. Listeners (the replica manager) are told about changes so partition logs follow the metadata.
+Cluster id and node id are not stored here: they live in moldau.log's meta.properties.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "__moldau_metadata.json"
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+def kafka_error(code_name: str, message: str | None = None) -> KafkaError:
+    """Build a KafkaError for the named error code with an optional message."""
+    return KafkaError.for_code(getattr(ErrorCode, code_name), message)
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    is_internal: bool = False
+    replication_factor: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "topic_id": str(self.topic_id), "num_partitions": self.num_partitions,
+                "replication_factor": self.replication_factor, "configs": dict(self.configs),
+                "is_internal": self.is_internal}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TopicInfo":
+        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]), dict(d.get("configs") or {}),
+                   bool(d.get("is_internal", False)), int(d.get("replication_factor", 1)))
+
+
+class MetadataListener(Protocol):
+    def on_topic_created(self, topic: TopicInfo) -> None: ...
+    def on_topic_deleted(self, topic: TopicInfo) -> None: ...
+    def on_partitions_created(self, topic: TopicInfo, old_count: int) -> None: ...
+    def on_topic_configs_changed(self, topic: TopicInfo) -> None: ...
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's topic name rules; raises KafkaError(INVALID_TOPIC_EXCEPTION)."""
+    if name is None or name == "":
+        raise kafka_error("INVALID_TOPIC_EXCEPTION", "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise kafka_error("INVALID_TOPIC_EXCEPTION", "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise kafka_error("INVALID_TOPIC_EXCEPTION",
+                          f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
+                          f"topic name: {name}")
+    if not _LEGAL.fullmatch(name):
+        raise kafka_error("INVALID_TOPIC_EXCEPTION",
+                          f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+                          "alphanumerics, '.', '_' and '-'")
+
+
+def is_valid_topic_name(name: str | None) -> bool:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+class MetadataStore:
+    """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
+
+    def __init__(self, data_dir: str, *, broker_config: Any = None,
+                 config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, METADATA_FILE)
+        self.broker_config = broker_config
+        self.config_validator = config_validator
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._collisions: dict[str, str] = {}
+        self.listeners: list[MetadataListener] = []
+
+    # ----------------------------------------------------------------------------------- persistence
+    def load(self) -> None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return
+        for d in doc.get("topics", []):
+            self._index(TopicInfo.from_json(d))
+        log.debug("loaded metadata: %d topics", len(self.topics))
+
+    def save(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)]}
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        tmp = self.path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        try:
+            dfd = os.open(self.data_dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:  # pragma: no cover - platforms without directory fsync
+            pass
+
+    def _index(self, t: TopicInfo) -> None:
+        self.topics[t.name] = t
+        self.by_id[t.topic_id] = t
+        self._collisions[_collision_key(t.name)] = t.name
+
+    def _unindex(self, t: TopicInfo) -> None:
+        self.topics.pop(t.name, None)
+        self.by_id.pop(t.topic_id, None)
+        if self._collisions.get(_collision_key(t.name)) == t.name:
+            del self._collisions[_collision_key(t.name)]
+
+    # ----------------------------------------------------------------------------------- queries
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.by_id.get(topic_id)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.topics
+
+    # ----------------------------------------------------------------------------------- mutations
+    def _default(self, key: str, fallback: int) -> int:
+        if self.broker_config is None:
+            return fallback
+        return int(self.broker_config.get(key))
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                     topic_id: uuid.UUID | None = None, is_internal: bool | None = None) -> TopicInfo:
+        """Create a topic. num_partitions / replication_factor -1 = broker defaults."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        other = self._collisions.get(_collision_key(name))
+        if other is not None:
+            raise kafka_error("INVALID_TOPIC_EXCEPTION",
+                              f"Topic '{name}' collides with existing topic: {other}")
+        if num_partitions == -1:
+            num_partitions = self._default("num.partitions", 1)
+        if replication_factor == -1:
+            replication_factor = self._default("default.replication.factor", 1)
+        if num_partitions <= 0:
+            raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise kafka_error("INVALID_REPLICATION_FACTOR",
+                              f"Unable to replicate the partition {replication_factor} time(s): "
+                              "The target replication factor of "
+                              f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
+        cfg = dict(configs or {})
+        if self.config_validator is not None:
+            self.config_validator(cfg)
+        clean = {k: v for k, v in cfg.items() if v is not None}
+        internal = (name in INTERNAL_TOPICS) if is_internal is None else is_internal
+        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean, internal,
+                      replication_factor)
+        if validate_only:
+            return t
+        self._index(t)
+        self.save()
+        log.info("created topic %s (%d partitions, id %s)", name, num_partitions, t.topic_id)
+        for lst in self.listeners:
+            lst.on_topic_created(t)
+        return t
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        t = self.topics.get(name)
+        if t is None:
+            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if self.broker_config is not None and not self.broker_config.get("delete.topic.enable"):
+            raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        self._unindex(t)
+        self.save()
+        log.info("deleted topic %s (id %s)", name, t.topic_id)
+        for lst in self.listeners:
+            lst.on_topic_deleted(t)
+        return t
+
+    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        t = self.topics.get(name)
+        if t is None:
+            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        if new_total < t.num_partitions:
+            raise kafka_error("INVALID_PARTITIONS",
+                              f"Topic currently has {t.num_partitions} partitions, which is higher than the "
+                              f"requested {new_total}.")
+        if new_total == t.num_partitions:
+            raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+        if validate_only:
+            return t
+        old = t.num_partitions
+        t.num_partitions = new_total
+        self.save()
+        log.info("topic %s: partitions %d -> %d", name, old, new_total)
+        for lst in self.listeners:
+            lst.on_partitions_created(t, old)
+        return t
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None], *, replace: bool = False,
+                            validate_only: bool = False) -> TopicInfo:
+        """Set (value) or delete (None) topic configs; replace=True drops keys not given (AlterConfigs)."""
+        t = self.topics.get(name)
+        if t is None:
+            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+        new = {} if replace else dict(t.configs)
+        for k, v in configs.items():
+            if v is None:
+                new.pop(k, None)
+            else:
+                new[k] = v
+        if self.config_validator is not None:
+            self.config_validator(dict(new))
+        if validate_only:
+            return t
+        t.configs = new
+        self.save()
+        for lst in self.listeners:
+            lst.on_topic_configs_changed(t)
+        return t
+
+    def adopt(self, name: str, num_partitions: int, topic_id: uuid.UUID | None) -> TopicInfo:
+        """Register a topic found on disk but missing from the metadata file (no listeners called)."""
+        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, {}, name in INTERNAL_TOPICS)
+        self._index(t)
+        self.save()
+        log.warning("adopted topic %s from the log directory (%d partitions)", name, num_partitions)
+        return t
+
+
+def _new_topic_id(existing: dict[uuid.UUID, Any]) -> uuid.UUID:
+    while True:
+        u = uuid.uuid4()
+        # Kafka never hands out the zero UUID, nor ids whose url-safe base64 form starts with '-'.
+        if u.int != 0 and u not in existing and (u.bytes[0] >> 2) != 62:
+            return u

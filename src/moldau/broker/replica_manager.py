@@ -1,0 +1,634 @@
+"""Partitions of this broker: append (produce) and read (fetch) with long-poll waiters, flush policy,
+background log maintenance, and the fetch session cache (KIP-227).
+
+Single node, but the data model is a cluster's: every partition has a leader epoch, a high watermark kept
+apart from the log end offset, and replicas / ISR lists (of this node). On one node the ISR is this node, so
+the high watermark advances to the log end offset right after each local append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from moldau.protocol.records import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordError,
+    check_crc,
+    detect_magic,
+    set_log_append_time,
+    split_batches,
+    validate_batch,
+)
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .metadata import TopicInfo
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+NOT_ENOUGH_REPLICAS = 19
+INVALID_TIMESTAMP = 32
+KAFKA_STORAGE_ERROR = 56
+INVALID_RECORD = 87
+UNKNOWN_SERVER_ERROR = -1
+REQUEST_TIMED_OUT = 7
+
+LONG_MAX = 9223372036854775807
+
+
+def _code_of(exc: BaseException) -> int:
+    code = getattr(exc, "code", None)
+    code = getattr(code, "code", code)
+    try:
+        return int(code) if code is not None else UNKNOWN_SERVER_ERROR
+    except (TypeError, ValueError):
+        return UNKNOWN_SERVER_ERROR
+
+
+# ------------------------------------------------------------------------------------------------- partition
+
+class Partition:
+    """One topic partition led by this broker."""
+
+    __slots__ = ("topic", "index", "topic_id", "log", "leader_id", "leader_epoch", "replicas", "isr",
+                 "high_watermark", "waiters", "config", "flush_each", "deleted")
+
+    def __init__(self, topic: str, index: int, topic_id: Any, plog: Any, node_id: int, config: Any) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = plog
+        self.leader_id = node_id
+        self.leader_epoch = 0
+        self.replicas = [node_id]
+        self.isr = [node_id]
+        self.waiters: list[asyncio.Future[None]] = []
+        self.config = config
+        self.flush_each = int(getattr(config, "flush_interval_messages", LONG_MAX)) == 1
+        self.deleted = False
+        # One node: everything in the local log is replicated to the whole ISR.
+        self.high_watermark = plog.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        lso = getattr(self.log, "last_stable_offset", None)
+        if lso is None:
+            return self.high_watermark
+        return min(int(lso), self.high_watermark)
+
+    def wake(self) -> None:
+        waiters = self.waiters
+        if waiters:
+            self.waiters = []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+    def __repr__(self) -> str:
+        return f"<Partition {self.topic}-{self.index} hw={self.high_watermark}>"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: int = NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    error_message: str | None = None
+    flush: asyncio.Future[None] | None = None  # set when the flush policy requires an fsync before the ack
+
+
+@dataclass(slots=True)
+class ReadInfo:
+    error: int = NONE
+    records: Any = None           # list of chunks (bytes-like) or None
+    size: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: list[Any] | None = None
+
+
+# ------------------------------------------------------------------------------------------------- group fsync
+
+class GroupFlusher:
+    """Group commit: one fsync round (in a worker thread) serves every append waiting when it starts."""
+
+    def __init__(self) -> None:
+        self._pending: set[Partition] = set()
+        self._pending_future: asyncio.Future[None] | None = None
+        self._running = False
+
+    def request(self, p: Partition) -> asyncio.Future[None]:
+        self._pending.add(p)
+        if self._pending_future is None:
+            self._pending_future = asyncio.get_running_loop().create_future()
+        fut = self._pending_future
+        if not self._running:
+            self._start_round()
+        return fut
+
+    def _start_round(self) -> None:
+        parts, fut = self._pending, self._pending_future
+        self._pending, self._pending_future = set(), None
+        if fut is None:
+            return
+        self._running = True
+        loop = asyncio.get_running_loop()
+        logs = [p.log for p in parts if not p.deleted]
+
+        def work() -> None:
+            for lg in logs:
+                lg.flush()
+
+        task = loop.run_in_executor(None, work)
+
+        def done(t: asyncio.Future[None]) -> None:
+            self._running = False
+            exc = t.exception()
+            if not fut.done():
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(None)
+            if self._pending_future is not None:
+                self._start_round()
+
+        task.add_done_callback(done)
+
+    async def drain(self) -> None:
+        while self._running or self._pending_future is not None:
+            fut = self._pending_future
+            if fut is None:
+                await asyncio.sleep(0.005)
+                continue
+            try:
+                await fut
+            except Exception:  # pragma: no cover
+                pass
+
+
+# ------------------------------------------------------------------------------------------------- replica manager
+
+class ReplicaManager:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.flusher = GroupFlusher()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.fetch_sessions = FetchSessionCache(int(broker.config.get("max.incremental.fetch.session.cache.slots")))
+
+    # ------------------------------------------------------------------------------------------ setup
+    def _log_config(self, topic: "TopicInfo") -> Any:
+        from .topic_config import log_config_for
+
+        return log_config_for(topic.configs, self.broker.config)
+
+    def _open_log(self, topic: "TopicInfo", index: int, config: Any) -> Any:
+        lm = self.broker.log_manager
+        return lm.get_or_create_log(topic.name, index, config, topic_id=topic.topic_id)
+
+    def load(self) -> None:
+        """Partitions for every topic in the metadata; topics found on disk only are adopted."""
+        store = self.broker.metadata
+        lm = self.broker.log_manager
+        on_disk: dict[str, int] = {}
+        for (tname, idx) in list(lm.partitions()):
+            on_disk[tname] = max(on_disk.get(tname, 0), idx + 1)
+        for tname, count in sorted(on_disk.items()):
+            if tname not in store.topics:
+                tid = lm.topic_id(tname) if hasattr(lm, "topic_id") else None
+                store.adopt(tname, count, tid)
+            elif store.topics[tname].num_partitions < count:  # pragma: no cover - inconsistent metadata
+                log.warning("topic %s has %d partitions on disk but %d in metadata", tname, count,
+                            store.topics[tname].num_partitions)
+        for t in store.topics.values():
+            self._create_partitions(t, 0)
+
+    def _create_partitions(self, topic: "TopicInfo", start: int) -> None:
+        cfg = self._log_config(topic)
+        for i in range(start, topic.num_partitions):
+            plog = self._open_log(topic, i, cfg)
+            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._maintenance()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        await self.flusher.drain()
+        for p in self.partitions.values():
+            p.wake()
+
+    async def _maintenance(self) -> None:
+        """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is due)."""
+        lm = self.broker.log_manager
+        clock = self.broker.clock
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                lm.tick(clock.time_ms())
+            except Exception:  # never let maintenance die
+                log.exception("log maintenance failed")
+            # retention may have moved log start offsets: nothing else to update (HW >= log start holds)
+
+    # ------------------------------------------------------------------------------------------ metadata events
+    def on_topic_created(self, topic: "TopicInfo") -> None:
+        self._create_partitions(topic, 0)
+
+    def on_partitions_created(self, topic: "TopicInfo", old_count: int) -> None:
+        self._create_partitions(topic, old_count)
+
+    def on_topic_deleted(self, topic: "TopicInfo") -> None:
+        lm = self.broker.log_manager
+        for i in range(topic.num_partitions):
+            p = self.partitions.pop((topic.name, i), None)
+            if p is not None:
+                p.deleted = True
+                p.wake()
+        lm.delete_topic(topic.name)
+        self.fetch_sessions.topic_deleted(topic.name, topic.topic_id)
+
+    def on_topic_configs_changed(self, topic: "TopicInfo") -> None:
+        cfg = self._log_config(topic)
+        for i in range(topic.num_partitions):
+            p = self.partitions.get((topic.name, i))
+            if p is not None:
+                p.config = cfg
+                p.flush_each = int(getattr(cfg, "flush_interval_messages", LONG_MAX)) == 1
+                p.log.update_config(cfg)
+
+    # ------------------------------------------------------------------------------------------ lookups
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    # ------------------------------------------------------------------------------------------ append
+    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None
+               ) -> AppendResult:
+        """Validate and append one partition's produce data (bytes-like, writable preferred).
+
+        Errors are per partition and leave the log untouched. A successful append advances the high watermark,
+        wakes fetchers waiting on the partition and, when the flush policy requires it, carries a future that
+        completes once the data is fsynced (group commit)."""
+        res = AppendResult()
+        cfg = p.config
+        if now_ms is None:
+            now_ms = self.broker.clock.time_ms()
+        if records is None:
+            res.error = INVALID_RECORD
+            res.error_message = "Produce request without records"
+            return res
+        n = records.nbytes if isinstance(records, memoryview) else len(records)
+        if n == 0:
+            res.error = INVALID_RECORD
+            res.error_message = "Produce request with empty records"
+            return res
+        min_isr = int(getattr(cfg, "min_insync_replicas", 1))
+        try:
+            magic = detect_magic(records, 0)
+            if magic != 2:
+                from moldau.protocol.records import legacy_to_v2
+
+                converted = legacy_to_v2(records)
+                buf = bytearray(b"".join(converted))
+            elif isinstance(records, bytearray):
+                buf = records
+            elif isinstance(records, memoryview) and not records.readonly:
+                buf = records
+            else:
+                buf = bytearray(records)
+            batches = split_batches(buf)
+            if not batches:
+                res.error = INVALID_RECORD
+                res.error_message = "Produce request without record batches"
+                return res
+            max_bytes = int(getattr(cfg, "max_message_bytes", 1048588))
+            compacted = bool(getattr(cfg, "compact_enabled", False))
+            for pos, h in batches:
+                if h.size > max_bytes:
+                    res.error = MESSAGE_TOO_LARGE
+                    res.error_message = (f"The request included a message larger than the max message size the "
+                                         f"server will accept ({h.size} > {max_bytes}).")
+                    return res
+                check_crc(buf, pos, h)
+                if h.is_control and not internal:
+                    res.error = INVALID_RECORD
+                    res.error_message = "Control batches cannot be produced by clients"
+                    return res
+                if compacted:
+                    try:
+                        validate_batch(buf, pos, h, require_keys=True)
+                    except InvalidRecordError as e:
+                        res.error = INVALID_RECORD
+                        res.error_message = (f"Compacted topic cannot accept message without key in topic "
+                                             f"partition {p.topic}-{p.index}.")
+                        res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
+                        return res
+            err = self._check_timestamps(cfg, batches, now_ms)
+            if err is not None:
+                res.error, res.error_message = INVALID_TIMESTAMP, err
+                return res
+            if min_isr > len(p.isr):
+                res.error = NOT_ENOUGH_REPLICAS
+                res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
+                                     f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
+                return res
+            log_append_time = -1
+            if getattr(cfg, "log_append_time", False):
+                for pos, h in batches:
+                    set_log_append_time(buf, pos, now_ms, h)
+                log_append_time = now_ms
+            info = p.log.append(buf, batches, now_ms)
+        except RecordError as e:
+            res.error = _code_of(e)
+            if res.error not in (CORRUPT_MESSAGE, INVALID_RECORD, 76):
+                res.error = CORRUPT_MESSAGE if isinstance(e, CorruptRecordError) else INVALID_RECORD
+            res.error_message = str(e)
+            return res
+        except Exception as e:  # LogError and friends carry a Kafka code
+            code = _code_of(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("append to %s-%d failed", p.topic, p.index)
+            res.error = code
+            res.error_message = str(e)
+            return res
+        res.base_offset = _first_offset(info, batches)
+        res.log_append_time = log_append_time
+        res.log_start_offset = p.log.log_start_offset
+        # one node: the ISR (this node) has everything the log has
+        p.high_watermark = p.log.log_end_offset
+        p.wake()
+        if p.flush_each:
+            res.flush = self.flusher.request(p)
+        return res
+
+    @staticmethod
+    def _check_timestamps(cfg: Any, batches: list[Any], now_ms: int) -> str | None:
+        if getattr(cfg, "log_append_time", False):
+            return None
+        before = int(getattr(cfg, "message_timestamp_before_max_ms", LONG_MAX))
+        after = int(getattr(cfg, "message_timestamp_after_max_ms", LONG_MAX))
+        diff = int(getattr(cfg, "message_timestamp_difference_max_ms", LONG_MAX))
+        before = min(before, diff)
+        after = min(after, diff)
+        if before >= LONG_MAX and after >= LONG_MAX:
+            return None
+        for _pos, h in batches:
+            for ts in (h.base_timestamp, h.max_timestamp):
+                if ts < 0:
+                    continue
+                if now_ms - ts > before or ts - now_ms > after:
+                    return (f"Timestamp {ts} of message is out of range. The timestamp should be within "
+                            f"[{now_ms - before}, {now_ms + after}]")
+        return None
+
+    # ------------------------------------------------------------------------------------------ read
+    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0
+             ) -> ReadInfo:
+        """Records from ``offset`` up to the high watermark (read_committed: last stable offset)."""
+        hw = p.high_watermark
+        lso = p.last_stable_offset
+        lso_field = lso
+        start = p.log.log_start_offset
+        info = ReadInfo(NONE, None, 0, hw, lso_field, start)
+        leo = p.log.log_end_offset
+        if offset < start or offset > leo:
+            info.error = OFFSET_OUT_OF_RANGE
+            return info
+        limit = lso if isolation_level == 1 else hw
+        if offset >= limit or max_bytes <= 0 and not min_one:
+            info.records = None
+            return info
+        try:
+            rr = p.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+        except Exception as e:
+            code = _code_of(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("read from %s-%d at %d failed", p.topic, p.index, offset)
+            info.error = code
+            return info
+        chunks = rr.chunks
+        size = getattr(rr, "size", None)
+        if size is None:
+            size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
+        info.records = chunks if size else None
+        info.size = size
+        if isolation_level == 1:
+            aborted = getattr(rr, "aborted_transactions", None)
+            info.aborted_transactions = list(aborted) if aborted else []
+        return info
+
+    def offset_for_timestamp(self, p: Partition, ts: int) -> tuple[int, int] | None:
+        r = p.log.offset_for_timestamp(ts)
+        if r is None:
+            return None
+        if isinstance(r, tuple):
+            return int(r[0]), int(r[1])
+        off = getattr(r, "offset", None)
+        if off is not None:
+            return int(off), int(getattr(r, "timestamp", -1))
+        return int(r), -1
+
+    # ------------------------------------------------------------------------------------------ long poll
+    async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> bool:
+        """Wait until an append to any of ``partitions`` or ``timeout`` seconds. True if woken."""
+        if timeout <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        parts = list(partitions)
+        for p in parts:
+            p.waiters.append(fut)
+        handle = loop.call_later(timeout, _timeout_future, fut)
+        try:
+            await fut
+            return fut.result() is None
+        finally:
+            handle.cancel()
+            for p in parts:
+                try:
+                    p.waiters.remove(fut)
+                except ValueError:
+                    pass
+
+
+def _timeout_future(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+def _first_offset(info: Any, batches: list[Any]) -> int:
+    for name in ("first_offset", "base_offset"):
+        v = getattr(info, name, None)
+        if v is not None:
+            return int(v)
+    return int(batches[0][1].base_offset)
+
+
+def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]:
+    from moldau.protocol.records import decode_batch
+
+    try:
+        recs = decode_batch(buf, pos, header=h)
+    except Exception:  # pragma: no cover
+        return []
+    return [(i, "Compacted topic cannot accept message without key.") for i, r in enumerate(recs) if r.key is None]
+
+
+# ------------------------------------------------------------------------------------------------- fetch sessions
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+
+
+class CachedPartition:
+    __slots__ = ("fetch_offset", "max_bytes", "current_leader_epoch", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "partition_index", "topic", "topic_id")
+
+    def __init__(self, topic: str | None, topic_id: Any, partition_index: int, fetch_offset: int, max_bytes: int,
+                 current_leader_epoch: int = -1) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition_index = partition_index
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+
+    def must_respond(self, error: int, has_records: bool, hw: int, lso: int, log_start: int) -> bool:
+        """Whether an incremental response includes this partition; updates the cached values (Kafka's
+        CachedPartition.maybeUpdateResponseData)."""
+        respond = error != NONE or has_records
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            respond = True
+        if lso != self.last_stable_offset:
+            self.last_stable_offset = lso
+            respond = True
+        if log_start != self.log_start_offset:
+            self.log_start_offset = log_start
+            respond = True
+        return respond
+
+
+class FetchSession:
+    __slots__ = ("session_id", "epoch", "partitions", "last_used", "created", "uses_topic_ids")
+
+    def __init__(self, session_id: int, uses_topic_ids: bool, now: float) -> None:
+        self.session_id = session_id
+        self.epoch = 1  # the next expected epoch
+        self.partitions: OrderedDict[tuple[Any, int], CachedPartition] = OrderedDict()
+        self.last_used = now
+        self.created = now
+        self.uses_topic_ids = uses_topic_ids
+
+
+class FetchSessionError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class FetchSessionCache:
+    """Incremental fetch sessions (KIP-227), bounded; least recently used sessions idle for longer than
+    ``eviction_s`` (or smaller than a new one) make room for new sessions."""
+
+    def __init__(self, max_sessions: int = 1000, *, eviction_s: float = 120.0, clock: Any = time.monotonic,
+                 rng: random.Random | None = None) -> None:
+        self.max_sessions = max_sessions
+        self.eviction_s = eviction_s
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()  # LRU order: oldest first
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def _new_id(self) -> int:
+        while True:
+            sid = self.rng.randint(1, 2**31 - 1)
+            if sid not in self.sessions:
+                return sid
+
+    def create(self, uses_topic_ids: bool, partitions: list[CachedPartition]) -> FetchSession | None:
+        """A new session holding ``partitions`` (None when the cache is full and nothing may be evicted)."""
+        if self.max_sessions <= 0:
+            return None
+        now = self.clock()
+        if len(self.sessions) >= self.max_sessions and not self._evict_one(now, len(partitions)):
+            return None
+        s = FetchSession(self._new_id(), uses_topic_ids, now)
+        for cp in partitions:
+            s.partitions[(cp.topic_id if uses_topic_ids else cp.topic, cp.partition_index)] = cp
+        self.sessions[s.session_id] = s
+        return s
+
+    def _evict_one(self, now: float, new_size: int) -> bool:
+        for sid, s in self.sessions.items():
+            if now - s.last_used > self.eviction_s:
+                del self.sessions[sid]
+                return True
+        # no stale session: evict the least recently used smaller session, if any
+        for sid, s in self.sessions.items():
+            if len(s.partitions) < new_size:
+                del self.sessions[sid]
+                return True
+        return False
+
+    def remove(self, session_id: int) -> None:
+        self.sessions.pop(session_id, None)
+
+    def get(self, session_id: int, epoch: int) -> FetchSession:
+        """The session for an incremental fetch; raises FetchSessionError(70/71)."""
+        s = self.sessions.get(session_id)
+        if s is None:
+            raise FetchSessionError(FETCH_SESSION_ID_NOT_FOUND)
+        if epoch != s.epoch:
+            raise FetchSessionError(INVALID_FETCH_SESSION_EPOCH)
+        s.last_used = self.clock()
+        self.sessions.move_to_end(session_id)
+        return s
+
+    @staticmethod
+    def next_epoch(s: FetchSession) -> None:
+        s.epoch = s.epoch + 1 if s.epoch < 2**31 - 1 else 1
+
+    def topic_deleted(self, name: str, topic_id: Any) -> None:
+        for s in self.sessions.values():
+            for key in [k for k in s.partitions if k[0] == name or k[0] == topic_id]:
+                # kept: the next fetch answers UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for it
+                s.partitions[key].high_watermark = -2

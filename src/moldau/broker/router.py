@@ -1,0 +1,138 @@
+"""Request routing: frame -> header -> handler -> response parts.
+
+* The api key, version and correlation id sit at fixed offsets in every request header version, so they
+  are read before the header is decoded: an unknown api key closes the connection (as Kafka does), an
+  unsupported version of ApiVersions is answered with UNSUPPORTED_VERSION (35) and the supported ranges in a
+  v0 body (clients then retry with a version we know), an unsupported version of any other API closes the
+  connection.
+* A request that does not decode: one log line, close.
+* A handler raising KafkaError: the message's top-level error response when the response has a top-level
+  error_code at that version, otherwise log + close.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from moldau.protocol import frame as _frame
+from moldau.protocol import messages as m
+from moldau.protocol.errors import KafkaError
+
+from . import handlers as _handlers  # noqa: F401  (imports register every handler)
+from .context import RequestContext
+from .registry import HANDLERS
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+_PEEK = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+UNSUPPORTED_VERSION = 35
+
+
+def _error_code(exc: BaseException) -> int:
+    code = getattr(exc, "code", None)
+    if code is None:
+        code = getattr(exc, "error_code", None)
+    code = getattr(code, "code", code)  # ErrorCode member -> int
+    return int(code) if code is not None else -1
+
+
+def _error_message(exc: BaseException) -> str | None:
+    if exc.args and isinstance(exc.args[0], str):
+        return exc.args[0]
+    return None
+
+
+def frame_response(correlation_id: int, api_key: int, version: int, body_parts: list[Any]) -> list[Any]:
+    """[size, header, *body] ready for transport.writelines."""
+    header = _frame.encode_response_header(correlation_id, api_key, version)
+    size = len(header)
+    for p in body_parts:
+        size += p.nbytes if isinstance(p, memoryview) else len(p)
+    return [_SIZE.pack(size) + header, *body_parts]
+
+
+def api_versions_keys() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every registered handler, sorted by key."""
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+
+
+def _top_level_error_field(msg: Any, version: int) -> bool:
+    """Whether the response message has a top-level error_code at ``version``."""
+    for f in msg.fields:
+        if f.attr == "error_code":
+            return bool(f.present(version))
+    return False
+
+
+def _has_field(msg: Any, attr: str, version: int) -> bool:
+    for f in msg.fields:
+        if f.attr == attr:
+            return bool(f.present(version))
+    return False
+
+
+class Router:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
+        """Handle one request frame. Returns response parts, None (no response) or False (close)."""
+        if len(frame) < 8:
+            log.warning("closing connection from %s:%d: request of %d bytes is too short for a header",
+                        conn.peer[0], conn.peer[1], len(frame))
+            return False
+        api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
+        spec = HANDLERS.get(api_key)
+        if spec is None:
+            log.warning("closing connection from %s:%d: unknown api key %d (version %d)", conn.peer[0],
+                        conn.peer[1], api_key, version)
+            return False
+        if not spec.min_version <= version <= spec.max_version:
+            if api_key == API_VERSIONS:
+                return self._api_versions_unsupported(correlation_id)
+            log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
+                        conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
+            return False
+        view = memoryview(frame)
+        try:
+            header, offset = _frame.decode_request_header(view)
+            req_msg = m.REQUESTS[api_key]
+            req, _end = req_msg.decode(view, version, offset)
+        except Exception as e:
+            log.warning("closing connection from %s:%d: cannot decode %s v%d request: %s", conn.peer[0],
+                        conn.peer[1], spec.name, version, e)
+            return False
+        client_id = getattr(header, "client_id", None)
+        if client_id is not None:
+            conn.client_id = client_id
+        ctx = RequestContext(self.broker, api_key, version, correlation_id, client_id, conn, header)
+        try:
+            resp = await spec.fn(ctx, req)
+        except KafkaError as e:
+            resp_msg = m.RESPONSES[api_key]
+            if not _top_level_error_field(resp_msg, version):
+                log.warning("closing connection from %s:%d: %s v%d failed: %s", conn.peer[0], conn.peer[1],
+                            spec.name, version, e)
+                return False
+            resp = resp_msg.new()
+            resp.error_code = _error_code(e)
+            if _has_field(resp_msg, "error_message", version):
+                resp.error_message = _error_message(e)
+        if resp is None:
+            return None
+        body = m.RESPONSES[api_key].encode_parts(resp, version)
+        return frame_response(correlation_id, api_key, version, body)
+
+    def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
+        msg = m.RESPONSES[API_VERSIONS]
+        resp = msg.new(error_code=UNSUPPORTED_VERSION, api_keys=[
+            msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()])
+        body = msg.encode_parts(resp, 0)
+        return frame_response(correlation_id, API_VERSIONS, 0, body)

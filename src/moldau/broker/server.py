@@ -1,0 +1,104 @@
+"""Listeners and the process entry point: asyncio (uvloop when installed), signals, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+from typing import TYPE_CHECKING, Any
+
+from .connection import Connection
+from .router import Router
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .config import BrokerConfig, Listener
+
+log = logging.getLogger(__name__)
+
+
+class Server:
+    """The listening sockets of one broker."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.router = Router(broker)
+        self.servers: list[asyncio.AbstractServer] = []
+        self.bound: list["Listener"] = []  # listeners with their actual ports
+
+    async def start(self) -> None:
+        from .config import Listener
+
+        loop = asyncio.get_running_loop()
+        cfg = self.broker.config
+        backlog = int(cfg.get("socket.listen.backlog.size"))
+        sndbuf = int(cfg.get("socket.send.buffer.bytes"))
+        rcvbuf = int(cfg.get("socket.receive.buffer.bytes"))
+        for lst in cfg.listeners:
+            name = lst.name
+            host = lst.host or None
+            srv = await loop.create_server(
+                lambda name=name: Connection(self.broker, self.router, name), host, lst.port,
+                backlog=backlog, reuse_address=True)
+            for sock in srv.sockets:
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    if sndbuf > 0:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+                    if rcvbuf > 0:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+                except OSError:  # pragma: no cover
+                    pass
+            port = srv.sockets[0].getsockname()[1] if srv.sockets else lst.port
+            self.servers.append(srv)
+            self.bound.append(Listener(name, lst.host, port, lst.security_protocol))
+
+    def stop_accepting(self) -> None:
+        for srv in self.servers:
+            srv.close()
+
+    async def wait_closed(self) -> None:
+        for srv in self.servers:
+            try:
+                await asyncio.wait_for(srv.wait_closed(), 1.0)
+            except (asyncio.TimeoutError, Exception):  # pragma: no cover
+                pass
+
+
+def install_uvloop() -> bool:
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
+
+
+async def serve(config: "BrokerConfig", *, ready_callback: Any = None) -> None:
+    """Run a broker until SIGINT/SIGTERM, then stop cleanly."""
+    from .broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread / platform
+            pass
+    if ready_callback is not None:
+        ready_callback(broker)
+    try:
+        await stop.wait()
+    finally:
+        log.info("moldau broker stopping")
+        await broker.stop()
+        log.info("moldau broker stopped")
+
+
+def run(config: "BrokerConfig") -> None:
+    """Blocking entry point used by ``moldau broker``."""
+    install_uvloop()
+    asyncio.run(serve(config))
