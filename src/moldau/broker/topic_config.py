@@ -586,6 +586,8 @@ class BrokerConfigView:
 
 # Dynamic broker configs attached to a static config object (one per broker process), so that a plain
 # BrokerConfig passed to log_config_for() still sees runtime changes. Keyed by id(); entries hold the object.
+# A BrokerConfig with ``log_dirs`` gets its persisted dynamic configs loaded on first use (so the broker's own
+# log_config_for() calls at startup already see them).
 _ATTACHED: dict[int, tuple[Any, DynamicBrokerConfigs]] = {}
 
 
@@ -594,16 +596,38 @@ def attach_dynamic_configs(broker_config: Any, dynamic: DynamicBrokerConfigs) ->
     _ATTACHED[id(broker_config)] = (broker_config, dynamic)
 
 
-def dynamic_configs_of(broker_config: Any) -> DynamicBrokerConfigs:
-    """The dynamic configs attached to ``broker_config`` (attaching an empty set when none)."""
+def _attached(broker_config: Any) -> DynamicBrokerConfigs | None:
+    entry = _ATTACHED.get(id(broker_config))
+    if entry is not None and entry[0] is broker_config:
+        return entry[1]
+    return None
+
+
+def _config_data_dir(broker_config: Any) -> str | None:
+    try:
+        dirs = getattr(broker_config, "log_dirs", None)
+    except Exception:  # noqa: BLE001 - a property that cannot be computed
+        return None
+    if isinstance(dirs, (list, tuple)) and dirs and isinstance(dirs[0], str):
+        import os
+
+        return os.path.abspath(dirs[0])
+    return None
+
+
+def dynamic_configs_of(broker_config: Any, data_dir: str | None = None) -> DynamicBrokerConfigs:
+    """The dynamic configs attached to ``broker_config``; on first use they are read from
+    ``<data_dir or log_dirs[0]>/__moldau_dynamic_configs.json`` (empty when there is none)."""
     if isinstance(broker_config, BrokerConfigView):
         return broker_config.dynamic
-    entry = _ATTACHED.get(id(broker_config))
-    if entry is None or entry[0] is not broker_config:
-        dyn = DynamicBrokerConfigs()
-        attach_dynamic_configs(broker_config, dyn)
+    dyn = _attached(broker_config)
+    if dyn is not None:
         return dyn
-    return entry[1]
+    data_dir = data_dir or _config_data_dir(broker_config)
+    dyn = _read_dynamic_file(data_dir) if data_dir else DynamicBrokerConfigs()
+    attach_dynamic_configs(broker_config, dyn)
+    _mirror_into_broker_config(broker_config, dyn, set(dyn.per_broker) | set(dyn.cluster_default))
+    return dyn
 
 
 def _source_int(src: object) -> int:
@@ -683,9 +707,13 @@ def broker_lookup(broker_config: Any, key: str) -> list[tuple[str | None, int]]:
     """All the places a broker key has a value, highest priority first: [(value string, ConfigSource)]."""
     if isinstance(broker_config, BrokerConfigView):
         return broker_config.lookup(key)
-    entry = _ATTACHED.get(id(broker_config)) if broker_config is not None else None
-    if entry is not None and entry[0] is broker_config:
-        return BrokerConfigView(broker_config, entry[1]).lookup(key)
+    if broker_config is None or isinstance(broker_config, Mapping):
+        return _static_lookup(broker_config, key)
+    dyn = _attached(broker_config)
+    if dyn is None and _config_data_dir(broker_config) is not None:
+        dyn = dynamic_configs_of(broker_config)
+    if dyn is not None:
+        return BrokerConfigView(broker_config, dyn).lookup(key)
     return _static_lookup(broker_config, key)
 
 
@@ -905,7 +933,22 @@ def log_config_kwargs(topic_configs: Mapping[str, object] | None, broker_config:
     for fname, flag in (("compact", "compact"), ("delete", "delete")):
         if fname in field_names and fname not in kwargs:
             kwargs[fname] = flag in policy
+    # LogConfig fields that only have a broker key
+    for fname, bkey in _BROKER_ONLY_LOG_FIELDS.items():
+        if fname in field_names and fname not in kwargs and broker_config is not None:
+            entries = broker_lookup(broker_config, bkey)
+            if entries and entries[0][0] is not None:
+                try:
+                    kwargs[fname] = _coerce_for_field(int(entries[0][0]), field_names[fname], fname)
+                except ValueError:
+                    log.warning("ignoring invalid broker value %s=%r", bkey, entries[0][0])
     return kwargs
+
+
+_BROKER_ONLY_LOG_FIELDS = {
+    "producer_id_expiration_ms": "producer.id.expiration.ms",
+    "message_timestamp_difference_max_ms": "log.message.timestamp.difference.max.ms",
+}
 
 
 def log_config_for(topic_configs: Mapping[str, object] | None, broker_config: Any = None):
@@ -1110,58 +1153,39 @@ DYNAMIC_CONFIGS_FILE = "__moldau_dynamic_configs.json"
 
 
 def _data_dir_of(broker: Any) -> str | None:
-    md = getattr(broker, "metadata", None)
-    d = getattr(md, "data_dir", None)
+    d = getattr(broker, "data_dir", None) or getattr(getattr(broker, "metadata", None), "data_dir", None)
     if d:
         return str(d)
-    cfg = getattr(broker, "config", None)
-    dirs = getattr(cfg, "log_dirs", None)
-    if dirs:
-        return str(dirs[0])
-    return None
+    return _config_data_dir(getattr(broker, "config", None))
 
 
-def load_dynamic_broker_configs(broker: Any) -> DynamicBrokerConfigs:
-    """Read the persisted dynamic broker configs (once) and attach them to ``broker.config``. The broker core
-    should call this before opening logs so persisted defaults apply from the start; admin handlers call it
-    too (idempotent)."""
+def _read_dynamic_file(data_dir: str) -> DynamicBrokerConfigs:
     import json
     import os
 
-    cfg = broker.config
-    entry = _ATTACHED.get(id(cfg))
-    if entry is not None and entry[0] is cfg and _is_loaded(entry[1]):
-        return entry[1]
-    dyn = DynamicBrokerConfigs()
-    data_dir = _data_dir_of(broker)
-    if data_dir:
-        path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
-        try:
-            with open(path, encoding="utf-8") as f:
-                dyn = DynamicBrokerConfigs.from_json(json.load(f))
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            log.error("cannot read %s: %s (dynamic broker configs ignored)", path, exc)
-    _LOADED.add(id(dyn))
-    attach_dynamic_configs(cfg, dyn)
-    _mirror_into_broker_config(cfg, dyn, set(dyn.per_broker) | set(dyn.cluster_default))
+    path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            dyn = DynamicBrokerConfigs.from_json(json.load(f))
+    except FileNotFoundError:
+        return DynamicBrokerConfigs()
+    except (OSError, ValueError) as exc:
+        log.error("cannot read %s: %s (dynamic broker configs ignored)", path, exc)
+        return DynamicBrokerConfigs()
+    log.info("dynamic broker configs from %s: per broker %s, cluster default %s", path, dyn.per_broker,
+             dyn.cluster_default)
     return dyn
 
 
-_LOADED: set[int] = set()
-
-
-def _is_loaded(dyn: DynamicBrokerConfigs) -> bool:
-    return id(dyn) in _LOADED
+def load_dynamic_broker_configs(broker: Any) -> DynamicBrokerConfigs:
+    """Read the persisted dynamic broker configs (once) and attach them to ``broker.config``. Happens by itself
+    on the first lookup through a BrokerConfig with ``log_dirs``; calling it at startup is harmless."""
+    return dynamic_configs_of(broker.config, _data_dir_of(broker))
 
 
 def broker_dynamic_configs(broker: Any) -> DynamicBrokerConfigs:
     """The running broker's dynamic configs, loading them from disk on first use."""
-    entry = _ATTACHED.get(id(broker.config))
-    if entry is not None and entry[0] is broker.config and _is_loaded(entry[1]):
-        return entry[1]
-    return load_dynamic_broker_configs(broker)
+    return dynamic_configs_of(broker.config, _data_dir_of(broker))
 
 
 def save_dynamic_broker_configs(broker: Any, dyn: DynamicBrokerConfigs) -> None:

@@ -44,12 +44,11 @@ def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
     """(host, port, rack) this broker advertises on the request's listener."""
     broker = ctx.broker
     listener = getattr(ctx.connection, "listener_name", None)
-    fn = getattr(broker, "advertised_endpoint", None)
+    fn = getattr(broker, "advertised_listener", None)
     if callable(fn):
         ep = fn(listener)
-        if ep is not None:
-            host, port = ep[0], ep[1]
-            return str(host), int(port), _rack(broker)
+        if ep is not None and getattr(ep, "port", 0):
+            return str(ep.host), int(ep.port), _rack(broker)
     candidates = []
     for attr in ("advertised_listeners", "listeners"):
         value = getattr(broker, attr, None)
