@@ -1,0 +1,73 @@
+"""DeleteRecords (key 21), v0-2.
+
+For each partition the log start offset advances to ``offset`` (-1 = the high watermark); records below it
+are no longer readable, whole segments below it are deleted.  The response's ``low_watermark`` is the new
+log start offset (unchanged when ``offset`` is below it).
+* offset above the high watermark, or negative other than -1: OFFSET_OUT_OF_RANGE.
+* unknown topic / partition: UNKNOWN_TOPIC_OR_PARTITION; internal topics: INVALID_TOPIC_EXCEPTION
+  ("Cannot delete records of internal topic"), as Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode, KafkaError
+
+from .. import topic_config as tc
+from ..registry import handler
+
+log = logging.getLogger(__name__)
+
+REQ = m.DeleteRecordsRequest
+RESP = m.DeleteRecordsResponse
+
+HIGH_WATERMARK = -1
+
+
+def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
+    """Advance the log start offset of ``topic``-``index``; return the new low watermark."""
+    md = ctx.broker.metadata
+    info = md.topics.get(topic)
+    p = ctx.broker.replica_manager.get_partition(topic, index) if info is not None else None
+    if p is None:
+        raise KafkaError.for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    if info.is_internal:
+        raise KafkaError.for_code(int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+                                  f"Cannot delete records of internal topic {topic}")
+    hw = p.high_watermark
+    target = hw if offset == HIGH_WATERMARK else offset
+    if target < 0 or target > hw:
+        raise KafkaError.for_code(int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                                  f"Cannot increment the log start offset to {offset} of partition "
+                                  f"{topic}-{index} since it is larger than the high watermark {hw}")
+    if target > p.log_start_offset:
+        p.log.delete_records_before(target)
+        log.info("deleted records of %s-%d before offset %d", topic, index, target)
+    return int(p.log_start_offset)
+
+
+@handler(21, REQ.min_version, REQ.max_version)
+async def delete_records_handler(ctx: Any, req: Any) -> Any:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for pr in t.partitions:
+            try:
+                low = delete_records(ctx, t.name, pr.partition_index, pr.offset)
+            except KafkaError as exc:
+                parts.append(RESP.DeleteRecordsPartitionResult(
+                    partition_index=pr.partition_index, low_watermark=-1, error_code=tc.error_code_of(exc)))
+                continue
+            except OSError as exc:
+                log.error("delete records %s-%d failed: %s", t.name, pr.partition_index, exc)
+                parts.append(RESP.DeleteRecordsPartitionResult(
+                    partition_index=pr.partition_index, low_watermark=-1,
+                    error_code=int(ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
+            parts.append(RESP.DeleteRecordsPartitionResult(
+                partition_index=pr.partition_index, low_watermark=low, error_code=0))
+        topics.append(RESP.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return RESP.new(throttle_time_ms=0, topics=topics)
