@@ -44,7 +44,19 @@ def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
                                   f"Cannot increment the log start offset to {offset} of partition "
                                   f"{topic}-{index} since it is larger than the high watermark {hw}")
     if target > p.log_start_offset:
-        p.log.delete_records_before(target)
+        plog = p.log
+        # The partition's high watermark is the replica manager's; the log checks against its own copy.
+        if getattr(plog, "high_watermark", hw) < hw:
+            plog.high_watermark = hw
+        try:
+            plog.delete_records_before(target)
+        except KafkaError:
+            raise
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            if isinstance(code, int) and code > 0:
+                raise KafkaError.for_code(code, str(exc)) from exc
+            raise
         log.info("deleted records of %s-%d before offset %d", topic, index, target)
     return int(p.log_start_offset)
 
