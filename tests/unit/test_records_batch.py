@@ -494,3 +494,20 @@ def test_property_round_trip(records, codec, base_offset):
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == [
         (base_offset + i, ts, k, v, list(hs)) for i, (ts, k, v, hs) in enumerate(records)
     ]
+
+
+def test_set_producer_state_and_build_mutable():
+    from moldau.protocol.records import set_producer_state
+
+    b = BatchBuilder()
+    b.append(1, b"k", b"v")
+    b.append(2, b"k", b"v")
+    buf = b.build_mutable(0)
+    assert isinstance(buf, bytearray) and bytes(buf) == b.build(0)
+    h = parse_batch_header(buf)
+    set_producer_state(buf, 0, 4242, 3, 2**31 - 1, h)
+    fresh = parse_batch_header(buf)
+    assert fresh == h and (fresh.producer_id, fresh.producer_epoch, fresh.base_sequence) == (4242, 3, 2**31 - 1)
+    assert fresh.last_sequence == 0  # wraps like Kafka
+    check_crc(buf, 0, fresh)
+    assert DefaultRecordBatch(bytes(buf)).validate_crc()

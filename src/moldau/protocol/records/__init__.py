@@ -32,6 +32,7 @@ from .batch import (
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    set_producer_state,
     split_batches,
     validate_batch,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "set_base_offset",
     "set_partition_leader_epoch",
     "set_log_append_time",
+    "set_producer_state",
     "decode_batch",
     "decode_records",
     "validate_batch",

@@ -49,6 +49,7 @@ __all__ = [
     "set_base_offset",
     "set_partition_leader_epoch",
     "set_log_append_time",
+    "set_producer_state",
     "decode_batch",
     "decode_records",
     "validate_batch",
@@ -316,6 +317,34 @@ def set_log_append_time(
     if header is not None:
         header.attributes = attributes
         header.max_timestamp = timestamp
+        header.crc = crc
+    return crc
+
+
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at offset 43
+
+
+def set_producer_state(
+    buf: bytearray | memoryview,
+    pos: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    header: BatchHeader | None = None,
+) -> int:
+    """Rewrite producer id / epoch / base sequence (inside the CRC) and recompute the CRC; returns it.
+
+    For a producer that assigns sequence numbers only when a built batch is first sent (or re-sent after an
+    epoch bump).
+    """
+    (batch_length,) = _I32.unpack_from(buf, pos + 8)
+    _PRODUCER_FIELDS.pack_into(buf, pos + 43, producer_id, producer_epoch, base_sequence)
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + batch_length + LOG_OVERHEAD])
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc)
+    if header is not None:
+        header.producer_id = producer_id
+        header.producer_epoch = producer_epoch
+        header.base_sequence = base_sequence
         header.crc = crc
     return crc
 
@@ -820,8 +849,12 @@ class BatchBuilder:
 
     def build(self, base_offset: int = 0) -> bytes:
         """Serialize the batch with ``base_offset`` (the broker overwrites it on append)."""
+        return bytes(self.build_mutable(base_offset))
+
+    def build_mutable(self, base_offset: int = 0) -> bytearray:
+        """Like ``build`` but returns a fresh bytearray (no extra copy), ready for in-place patching."""
         if self._legacy is not None:
-            return self._legacy.build(base_offset)
+            return bytearray(self._legacy.build(base_offset))
         records: _Buf = self._body
         if self.compression:
             records = compress(self.compression, records, level=self.compression_level)
@@ -847,7 +880,7 @@ class BatchBuilder:
             count,
         )
         _U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-        return bytes(buf)
+        return buf
 
 
 def build_batch(

@@ -1,11 +1,15 @@
 """Exceptions raised by the record-format code.
 
-Each carries the Kafka error ``code`` a broker answers with (CORRUPT_MESSAGE = 2, INVALID_RECORD = 87,
-UNSUPPORTED_COMPRESSION_TYPE = 76), so a handler can map any of them straight to a partition error.
-They derive from ``ValueError`` so callers that only know "bad input" still catch them.
+Each is a ``moldau.protocol.errors.KafkaError`` carrying the Kafka error ``code`` a broker answers with
+(CORRUPT_MESSAGE = 2, INVALID_RECORD = 87, UNSUPPORTED_COMPRESSION_TYPE = 76) and also a subclass of the
+generated per-code class (``errors.CorruptMessageError`` ...), so ``except`` on either works. They derive from
+``ValueError`` too, so callers that only know "bad input" still catch them.
 """
 
 from __future__ import annotations
+
+from moldau.protocol import errors as _errors
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "RecordError",
@@ -15,31 +19,25 @@ __all__ = [
 ]
 
 
-class RecordError(ValueError):
+class RecordError(KafkaError, ValueError):
     """Base class: malformed or unacceptable record data."""
 
-    code: int = -1  # UNKNOWN_SERVER_ERROR
-    name: str = "UNKNOWN_SERVER_ERROR"
-    retriable: bool = False
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
-class CorruptRecordError(RecordError):
-    """CORRUPT_MESSAGE (2): the bytes do not frame / checksum correctly."""
+class CorruptRecordError(RecordError, _errors.CorruptMessageError):  # type: ignore[misc,name-defined]
+    """CORRUPT_MESSAGE (2): the bytes do not frame / checksum / decompress correctly. Retriable."""
 
-    code = 2
-    name = "CORRUPT_MESSAGE"
-    retriable = True  # Kafka marks CorruptRecordException retriable
+    code = ErrorCode.CORRUPT_MESSAGE
 
 
-class InvalidRecordError(RecordError):
+class InvalidRecordError(RecordError, _errors.InvalidRecordError):  # type: ignore[misc,name-defined]
     """INVALID_RECORD (87): well-framed, but the contents break the format's rules."""
 
-    code = 87
-    name = "INVALID_RECORD"
+    code = ErrorCode.INVALID_RECORD
 
 
-class UnsupportedCompressionError(RecordError):
-    """UNSUPPORTED_COMPRESSION_TYPE (76): unknown codec id in the attributes."""
+class UnsupportedCompressionError(RecordError, _errors.UnsupportedCompressionTypeError):  # type: ignore[misc,name-defined]
+    """UNSUPPORTED_COMPRESSION_TYPE (76): unknown codec id, or a codec the message format cannot carry."""
 
-    code = 76
-    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
