@@ -1,0 +1,40 @@
+"""Where the coordinator's records go: the partitions of ``__consumer_offsets``.
+
+    class OffsetsStorage(Protocol):
+        async def append(partition, records: list[(key bytes, value bytes | None)]) -> None   # durable on return
+        def read(partition) -> Iterable[(key, value)]                                        # for loading
+
+``MemoryOffsetsStorage`` keeps the records in lists (unit tests, and the "restart" of a coordinator over
+the same storage). The broker's storage, ``LogOffsetsStorage`` (in ``coordinator.py``'s neighbour
+``broker_storage.py``), writes record batches through the replica manager into the real log.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+Record = tuple[bytes, "bytes | None"]
+
+
+class OffsetsStorage(Protocol):
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...
+
+    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]: ...
+
+
+class MemoryOffsetsStorage:
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.fail_next: Exception | None = None  # tests: make the next append fail
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.fail_next is not None:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        self.partitions.setdefault(partition, []).extend(records)
+
+    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
+        return list(self.partitions.get(partition, []))
+
+    def all_records(self) -> list[tuple[int, bytes, bytes | None]]:
+        return [(p, k, v) for p, recs in sorted(self.partitions.items()) for k, v in recs]
