@@ -1,0 +1,223 @@
+"""Kafka's small text files in log directories.
+
+* offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``replication-offset-checkpoint``): a version line ``0``, a count line, then ``<topic> <partition> <offset>``
+  lines;
+* ``leader-epoch-checkpoint`` (per partition): version ``0``, count, ``<epoch> <start offset>`` lines;
+* ``partition.metadata`` (per partition): ``version: 0`` / ``topic_id: <base64url UUID>``;
+* ``meta.properties`` (per log dir): Java properties with ``version=1``, ``cluster.id``, ``node.id``,
+  ``directory.id``.
+
+Every write goes to ``<file>.tmp``, is fsynced, renamed over the old file, and the directory is fsynced, so a
+crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+import uuid
+from typing import Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "RECOVERY_POINT_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "LEADER_EPOCH_CHECKPOINT",
+    "CLEAN_SHUTDOWN_FILE",
+    "META_PROPERTIES",
+    "PARTITION_METADATA",
+    "write_offset_checkpoint",
+    "read_offset_checkpoint",
+    "write_epoch_checkpoint",
+    "read_epoch_checkpoint",
+    "write_partition_metadata",
+    "read_partition_metadata",
+    "write_meta_properties",
+    "read_meta_properties",
+    "uuid_to_base64",
+    "base64_to_uuid",
+    "new_kafka_uuid",
+    "CorruptCheckpointError",
+]
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+
+
+class CorruptCheckpointError(ValueError):
+    pass
+
+
+def fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def _write_lines(path: str, rows: list[str]) -> None:
+    text = "0\n" + f"{len(rows)}\n" + "".join(r + "\n" for r in rows)
+    atomic_write(path, text.encode("utf-8"))
+
+
+def _read_rows(path: str, width: int) -> list[list[str]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    if len(lines) < 2:
+        raise CorruptCheckpointError(f"{path}: missing version/count lines")
+    if lines[0].strip() != "0":
+        raise CorruptCheckpointError(f"{path}: unsupported checkpoint version {lines[0]!r}")
+    try:
+        count = int(lines[1].strip())
+    except ValueError:
+        raise CorruptCheckpointError(f"{path}: bad count line {lines[1]!r}") from None
+    rows = [ln.split() for ln in lines[2:] if ln.strip()]
+    if len(rows) != count:
+        raise CorruptCheckpointError(f"{path}: expected {count} entries, found {len(rows)}")
+    for r in rows:
+        if len(r) != width:
+            raise CorruptCheckpointError(f"{path}: malformed line {' '.join(r)!r}")
+    return rows
+
+
+def write_offset_checkpoint(path: str, entries: Mapping[tuple[str, int], int] | Iterable[tuple[str, int, int]]) -> None:
+    items = (
+        [(t, p, o) for (t, p), o in entries.items()] if isinstance(entries, Mapping) else list(entries)
+    )
+    _write_lines(path, [f"{t} {p} {o}" for t, p, o in items])
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """{(topic, partition): offset}; {} when the file is missing. Raises CorruptCheckpointError."""
+    out: dict[tuple[str, int], int] = {}
+    for topic, part, off in _read_rows(path, 3):
+        try:
+            out[(topic, int(part))] = int(off)
+        except ValueError:
+            raise CorruptCheckpointError(f"{path}: malformed line {topic} {part} {off}") from None
+    return out
+
+
+def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]]) -> None:
+    _write_lines(path, [f"{e} {o}" for e, o in entries])
+
+
+def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
+    out = []
+    for epoch, off in _read_rows(path, 2):
+        try:
+            out.append((int(epoch), int(off)))
+        except ValueError:
+            raise CorruptCheckpointError(f"{path}: malformed line {epoch} {off}") from None
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- ids
+
+
+def uuid_to_base64(u: uuid.UUID | str | bytes) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding (22 characters)."""
+    if isinstance(u, str):
+        if len(u) == 22:
+            return u
+        u = uuid.UUID(u)
+    raw = u.bytes if isinstance(u, uuid.UUID) else bytes(u)
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def base64_to_uuid(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+def new_kafka_uuid() -> str:
+    """A random id in Kafka's form (Uuid.randomUuid: never the reserved ZERO/METADATA ids, never starts with
+    '-' so it can be a command-line argument)."""
+    while True:
+        s = uuid_to_base64(uuid.uuid4())
+        if not s.startswith("-") and s not in ("AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"):
+            return s
+
+
+# ------------------------------------------------------------------------------------------------- files
+
+
+def write_partition_metadata(directory: str, topic_id: uuid.UUID | str | bytes) -> None:
+    text = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n"
+    atomic_write(os.path.join(directory, PARTITION_METADATA), text.encode("ascii"))
+
+
+def read_partition_metadata(directory: str) -> str | None:
+    """The topic id (base64 form) or None when the file is missing or unreadable."""
+    try:
+        with open(os.path.join(directory, PARTITION_METADATA), encoding="ascii") as f:
+            text = f.read()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    fields = {}
+    for line in text.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            fields[k.strip()] = v.strip()
+    if fields.get("version") != "0":
+        log.warning("%s/%s: unsupported version %r", directory, PARTITION_METADATA, fields.get("version"))
+        return None
+    return fields.get("topic_id")
+
+
+def write_meta_properties(directory: str, props: Mapping[str, str]) -> None:
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    lines = ["#", f"#{stamp}"] + [f"{k}={v}" for k, v in sorted(props.items())]
+    atomic_write(os.path.join(directory, META_PROPERTIES), ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def read_meta_properties(directory: str) -> dict[str, str] | None:
+    try:
+        with open(os.path.join(directory, META_PROPERTIES), encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                k, v = line.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+    return out

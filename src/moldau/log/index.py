@@ -1,0 +1,324 @@
+"""Sparse segment indexes in Kafka's on-disk format.
+
+* ``.index`` (``OffsetIndex``): entries of 8 bytes, big endian: relative offset int32 (offset - segment base),
+  physical position int32. As in Kafka, the offset of an entry is the *last* offset of the batch that starts
+  at the position, and an entry is added when more than ``index.interval.bytes`` were appended since the
+  previous one.
+* ``.timeindex`` (``TimeIndex``): entries of 12 bytes: timestamp int64, relative offset int32; an entry is
+  added (at the same moments) only when the segment's max timestamp grew, plus a final entry when the
+  segment stops being active (roll, close), so the last entry always holds the segment's largest timestamp.
+
+moldau's choice: index files are *appended*, never preallocated to ``segment.index.bytes`` (Kafka preallocates
+and mmaps them, then trims to the used size on roll/close; the files end up identical once the segment is
+inactive). Entries live in memory (``array``) and are written to the file in batches by ``persist()`` (on
+flush, roll, close and checkpoint), so appends cost no extra system call. After a crash, missing entries are
+rebuilt by recovery (segments past the recovery point) or by the load-time sanity check. ``segment.index.bytes``
+still bounds the entry count: a full index rolls the segment, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OffsetIndex", "TimeIndex", "OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE"]
+
+OFFSET_ENTRY_SIZE = 8
+TIME_ENTRY_SIZE = 12
+_LITTLE = sys.byteorder == "little"
+_TIME_ENTRY = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class OffsetIndex:
+    """Relative offset -> position, in memory with write-behind to ``path``."""
+
+    __slots__ = ("path", "base_offset", "max_entries", "rel", "pos", "_written", "_file_entries", "_unsynced")
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // OFFSET_ENTRY_SIZE)
+        self.rel = array("i")
+        self.pos = array("i")
+        self._written = 0  # entries known to be in the file
+        self._file_entries = 0  # entries the file holds (may exceed _written after truncation)
+        self._unsynced = False
+
+    # ------------------------------------------------------------------------------------------------ load
+    def load(self, segment_size: int) -> bool:
+        """Read the file. Returns False (and leaves the index empty) when it is missing or fails the sanity
+        check, so the caller rebuilds it from the log."""
+        self.rel = array("i")
+        self.pos = array("i")
+        self._written = self._file_entries = 0
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        n, extra = divmod(len(data), OFFSET_ENTRY_SIZE)
+        if extra:
+            log.warning("index %s has a partial entry (size %d); rebuilding", self.path, len(data))
+            return False
+        if n == 0:
+            self._file_entries = 0
+            return segment_size == 0 or segment_size is None
+        both = array("i")
+        both.frombytes(data)
+        if _LITTLE:
+            both.byteswap()
+        rel = both[0::2]
+        pos = both[1::2]
+        ok = rel[0] >= 0 and pos[0] >= 0 and pos[-1] < max(segment_size, 1)
+        if ok and n > 1:
+            ok = all(map(int.__lt__, rel, rel[1:])) and all(map(int.__lt__, pos, pos[1:]))
+        if not ok:
+            log.warning("index %s failed the sanity check; rebuilding", self.path)
+            return False
+        self.rel = rel
+        self.pos = pos
+        self._written = self._file_entries = n
+        return True
+
+    def reset(self) -> None:
+        """Forget every entry (the file is emptied on the next persist)."""
+        self.rel = array("i")
+        self.pos = array("i")
+        self._written = 0
+
+    # ------------------------------------------------------------------------------------------------ use
+    def __len__(self) -> int:
+        return len(self.rel)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.rel) >= self.max_entries
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if self.rel and rel <= self.rel[-1]:
+            return
+        self.rel.append(rel)
+        self.pos.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry whose offset is <= ``offset``; (base, 0) if none."""
+        i = bisect_right(self.rel, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self.rel[i], self.pos[i]
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self.rel:
+            return self.base_offset, 0
+        return self.base_offset + self.rel[-1], self.pos[-1]
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries at or past ``position`` (the log is being cut there)."""
+        i = bisect_right(self.pos, position - 1)
+        if i < len(self.rel):
+            del self.rel[i:]
+            del self.pos[i:]
+            self._written = min(self._written, i)
+
+    def entries(self) -> list[tuple[int, int]]:
+        return [(self.base_offset + r, p) for r, p in zip(self.rel, self.pos)]
+
+    # ------------------------------------------------------------------------------------------------ disk
+    @property
+    def dirty(self) -> bool:
+        return self._written != len(self.rel) or self._file_entries != self._written
+
+    def persist(self) -> bool:
+        """Write pending entries (and cut stale ones). Returns True when the file changed."""
+        n = len(self.rel)
+        if self._written == n and self._file_entries == n:
+            return False
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if self._file_entries != self._written:
+                os.ftruncate(fd, self._written * OFFSET_ENTRY_SIZE)
+            if n > self._written:
+                both = array("i", bytes(8 * (n - self._written)))
+                both[0::2] = self.rel[self._written :]
+                both[1::2] = self.pos[self._written :]
+                if _LITTLE:
+                    both.byteswap()
+                os.pwrite(fd, both.tobytes(), self._written * OFFSET_ENTRY_SIZE)
+        finally:
+            os.close(fd)
+        self._written = self._file_entries = n
+        self._unsynced = True
+        return True
+
+    def fsync(self) -> None:
+        if self._unsynced:
+            self._unsynced = False
+            _fsync_path(self.path)
+
+    def can_unload(self) -> bool:
+        return not self.dirty
+
+    def mark_file_entries(self, n: int) -> None:
+        """The file is known to hold ``n`` entries (used when a fresh empty file is created)."""
+        self._file_entries = n
+
+
+class TimeIndex:
+    """Timestamp -> relative offset, in memory with write-behind to ``path``."""
+
+    __slots__ = ("path", "base_offset", "max_entries", "ts", "rel", "_written", "_file_entries", "_unsynced")
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // TIME_ENTRY_SIZE)
+        self.ts = array("q")
+        self.rel = array("i")
+        self._written = 0
+        self._file_entries = 0
+        self._unsynced = False
+
+    def load(self, next_offset: int | None = None) -> bool:
+        self.ts = array("q")
+        self.rel = array("i")
+        self._written = self._file_entries = 0
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        n, extra = divmod(len(data), TIME_ENTRY_SIZE)
+        if extra:
+            log.warning("time index %s has a partial entry (size %d); rebuilding", self.path, len(data))
+            return False
+        ts = array("q")
+        rel = array("i")
+        for t, r in _TIME_ENTRY.iter_unpack(data):
+            ts.append(t)
+            rel.append(r)
+        ok = True
+        if n:
+            ok = rel[0] >= 0 and (next_offset is None or self.base_offset + rel[-1] < next_offset)
+            if ok and n > 1:
+                ok = all(map(int.__lt__, ts, ts[1:])) and all(map(int.__le__, rel, rel[1:]))
+        if not ok:
+            log.warning("time index %s failed the sanity check; rebuilding", self.path)
+            return False
+        self.ts = ts
+        self.rel = rel
+        self._written = self._file_entries = n
+        return True
+
+    @staticmethod
+    def read_last_entry(path: str) -> tuple[int, int] | None:
+        """(timestamp, relative offset) of the file's last entry without loading it."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            n = size // TIME_ENTRY_SIZE
+            if n == 0:
+                return None
+            data = os.pread(fd, TIME_ENTRY_SIZE, (n - 1) * TIME_ENTRY_SIZE)
+            if len(data) < TIME_ENTRY_SIZE:
+                return None
+            t, r = _TIME_ENTRY.unpack(data)
+            return t, r
+        finally:
+            os.close(fd)
+
+    def reset(self) -> None:
+        self.ts = array("q")
+        self.rel = array("i")
+        self._written = 0
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.ts) >= self.max_entries
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append (timestamp, offset) only if the timestamp grew (Kafka's rule)."""
+        if self.ts and timestamp <= self.ts[-1]:
+            return
+        rel = offset - self.base_offset
+        if self.rel and rel < self.rel[-1]:
+            return
+        self.ts.append(timestamp)
+        self.rel.append(rel)
+
+    def lookup(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the entry with the largest timestamp <= ``timestamp``; None if none."""
+        i = bisect_right(self.ts, timestamp) - 1
+        if i < 0:
+            return None
+        return self.ts[i], self.base_offset + self.rel[i]
+
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self.ts:
+            return None
+        return self.ts[-1], self.base_offset + self.rel[-1]
+
+    def truncate_to_offset(self, next_offset: int) -> None:
+        """Drop entries whose offset is >= ``next_offset``."""
+        rel = next_offset - self.base_offset
+        i = len(self.rel)
+        while i > 0 and self.rel[i - 1] >= rel:
+            i -= 1
+        if i < len(self.ts):
+            del self.ts[i:]
+            del self.rel[i:]
+            self._written = min(self._written, i)
+
+    def entries(self) -> list[tuple[int, int]]:
+        return [(t, self.base_offset + r) for t, r in zip(self.ts, self.rel)]
+
+    @property
+    def dirty(self) -> bool:
+        return self._written != len(self.ts) or self._file_entries != self._written
+
+    def persist(self) -> bool:
+        n = len(self.ts)
+        if self._written == n and self._file_entries == n:
+            return False
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if self._file_entries != self._written:
+                os.ftruncate(fd, self._written * TIME_ENTRY_SIZE)
+            if n > self._written:
+                pack = _TIME_ENTRY.pack
+                data = b"".join(pack(self.ts[i], self.rel[i]) for i in range(self._written, n))
+                os.pwrite(fd, data, self._written * TIME_ENTRY_SIZE)
+        finally:
+            os.close(fd)
+        self._written = self._file_entries = n
+        self._unsynced = True
+        return True
+
+    def fsync(self) -> None:
+        if self._unsynced:
+            self._unsynced = False
+            _fsync_path(self.path)
+
+    def mark_file_entries(self, n: int) -> None:
+        self._file_entries = n

@@ -1,0 +1,406 @@
+"""``LogManager``: the log directories of a broker, their partitions, checkpoints and background work.
+
+Per log directory (Kafka's files)::
+
+    meta.properties                    version=1, cluster.id, node.id, directory.id
+    .lock                              flock'ed while a manager owns the directory
+    .kafka_cleanshutdown               present only between a clean close and the next start
+    recovery-point-offset-checkpoint   offsets up to which each partition is known to be fsynced
+    log-start-offset-checkpoint        log start offsets (DeleteRecords, retention)
+    replication-offset-checkpoint      high watermarks
+    <topic>-<partition>/               one PartitionLog each
+
+At start (``load``): when ``.kafka_cleanshutdown`` is absent every partition is recovered from its recovery
+point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close`` flushes
+every partition, writes the checkpoints and the marker.
+
+``tick(now_ms)`` (the broker calls it about every second) rolls segments older than ``segment.ms``, applies
+retention every ``log.retention.check.interval.ms``, flushes partitions due by ``flush.ms`` or after a roll,
+and writes the checkpoints every ``log.flush.offset.checkpoint.interval.ms``. Flushes go to ``flush_executor``
+when one is given (a ``concurrent.futures.Executor``), inline otherwise.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import time
+from concurrent.futures import Executor
+from typing import Any, Iterator
+
+from .checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    fsync_dir,
+    new_kafka_uuid,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from .config import LogConfig
+from .errors import InvalidTopicError, StorageError
+from .partition_log import PartitionLog, parse_partition_dir_name
+from .segment import SegmentCache
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LogManager"]
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+
+def validate_topic_name(topic: str) -> None:
+    if not topic or topic in (".", "..") or len(topic) > MAX_TOPIC_LENGTH or not _LEGAL_TOPIC.match(topic):
+        raise InvalidTopicError(f"illegal topic name {topic!r}")
+
+
+def _default_cache_size() -> int:
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft > 0:
+            return max(16, min(4096, soft // 4))
+    except Exception:  # pragma: no cover
+        pass
+    return 256
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str] | str,
+        default_config: LogConfig | None = None,
+        clock: Any = time,
+        *,
+        node_id: int | None = None,
+        cluster_id: str | None = None,
+        max_open_segments: int | None = None,
+        flush_executor: Executor | None = None,
+        retention_check_interval_ms: int = 300000,
+        checkpoint_interval_ms: int = 60000,
+        load: bool = True,
+    ) -> None:
+        if isinstance(log_dirs, str):
+            log_dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs: list[str] = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.clock = clock
+        self.node_id: int = 1 if node_id is None else node_id
+        self._requested_node_id = node_id
+        self.cluster_id: str | None = cluster_id
+        self.cache = SegmentCache(max_open_segments or _default_cache_size())
+        self.flush_executor = flush_executor
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dir_of: dict[tuple[str, int], str] = {}
+        self._locks: dict[str, int] = {}
+        self._loaded = False
+        self._closed = False
+        self._last_retention_ms: int | None = None
+        self._last_checkpoint_ms: int | None = None
+        if load:
+            self.load()
+
+    def _now_ms(self) -> int:
+        return int(self.clock.time() * 1000)
+
+    # ================================================================================================ load
+    def load(self) -> None:
+        """Lock the directories, read/write meta.properties, open (and if needed recover) every partition."""
+        if self._loaded:
+            return
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock_dir(d)
+        self._init_meta()
+        for d in self.log_dirs:
+            self._load_dir(d)
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            if os.path.exists(marker):
+                os.unlink(marker)
+                fsync_dir(d)
+        self._loaded = True
+        self._closed = False
+        log.info("loaded %d partitions from %s", len(self._logs), ", ".join(self.log_dirs))
+
+    def _lock_dir(self, d: str) -> None:
+        if d in self._locks:
+            return
+        fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StorageError(f"log directory {d} is in use by another process") from None
+        self._locks[d] = fd
+
+    def _init_meta(self) -> None:
+        metas = {d: read_meta_properties(d) for d in self.log_dirs}
+        cluster_ids = {m["cluster.id"] for m in metas.values() if m and m.get("cluster.id")}
+        if len(cluster_ids) > 1:
+            raise StorageError(f"log directories belong to different clusters: {sorted(cluster_ids)}")
+        if cluster_ids:
+            stored = cluster_ids.pop()
+            if self.cluster_id and self.cluster_id != stored:
+                raise StorageError(
+                    f"cluster.id {self.cluster_id} does not match the cluster.id {stored} in meta.properties"
+                )
+            self.cluster_id = stored
+        elif not self.cluster_id:
+            self.cluster_id = new_kafka_uuid()
+        node_ids = {m["node.id"] for m in metas.values() if m and m.get("node.id")}
+        if node_ids:
+            try:
+                stored_node = int(sorted(node_ids)[0])
+            except ValueError:
+                stored_node = self.node_id
+            if self._requested_node_id is not None and stored_node != self._requested_node_id:
+                log.warning(
+                    "node.id %d differs from node.id %d in meta.properties; keeping the stored one",
+                    self._requested_node_id, stored_node,
+                )
+            self.node_id = stored_node
+        for d, m in metas.items():
+            want = {
+                "version": "1",
+                "cluster.id": str(self.cluster_id),
+                "node.id": str(self.node_id),
+                "directory.id": (m or {}).get("directory.id") or new_kafka_uuid(),
+            }
+            if m != want and not (m and all(m.get(k) == v for k, v in want.items())):
+                merged = dict(m or {})
+                merged.update(want)
+                write_meta_properties(d, merged)
+
+    def _read_checkpoint(self, path: str) -> dict[tuple[str, int], int]:
+        try:
+            return read_offset_checkpoint(path)
+        except CorruptCheckpointError as e:
+            log.warning("%s; ignoring it", e)
+            return {}
+
+    def _load_dir(self, d: str) -> None:
+        clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+        rps = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+        starts = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+        hws = self._read_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+        warned = clean
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                log.info("removing %s (deleted before the last shutdown)", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(("-future", "-stray")):
+                log.warning("ignoring %s", path)
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                continue
+            if not warned:
+                log.warning("%s: no clean shutdown marker; recovering partitions from their recovery points", d)
+                warned = True
+            if parsed in self._logs:
+                raise StorageError(f"partition {name} exists in both {self._dir_of[parsed]} and {d}")
+            try:
+                plog = PartitionLog(
+                    path,
+                    self.default_config,
+                    topic=parsed[0],
+                    partition=parsed[1],
+                    cache=self.cache,
+                    clock=self.clock,
+                    recovery_point=rps.get(parsed, 0),
+                    log_start_offset=starts.get(parsed, 0),
+                    high_watermark=hws.get(parsed),
+                    clean_shutdown=clean,
+                )
+            except OSError as e:
+                raise StorageError(f"cannot load {path}: {e}") from e
+            self._logs[parsed] = plog
+            self._dir_of[parsed] = d
+
+    # ================================================================================================ partitions
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def create(
+        self, topic: str, partition: int, config: LogConfig | None = None, topic_id: Any = None
+    ) -> PartitionLog:
+        """Create the partition's log (in the directory holding the fewest partitions), or return the existing
+        one with ``config`` applied. ``topic_id`` (UUID or Kafka's base64 form) goes to partition.metadata."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            if config is not None:
+                existing.update_config(config)
+            if topic_id is not None and existing.topic_id is None:
+                from .checkpoint import read_partition_metadata, write_partition_metadata
+
+                write_partition_metadata(existing.dir, topic_id)
+                existing.topic_id = read_partition_metadata(existing.dir)
+            return existing
+        validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"invalid partition {partition}")
+        counts = {d: 0 for d in self.log_dirs}
+        for k, d in self._dir_of.items():
+            counts[d] = counts.get(d, 0) + 1
+        d = min(self.log_dirs, key=lambda x: counts[x])
+        plog = PartitionLog(
+            os.path.join(d, f"{topic}-{partition}"),
+            config or self.default_config,
+            topic=topic,
+            partition=partition,
+            cache=self.cache,
+            clock=self.clock,
+            topic_id=topic_id,
+            clean_shutdown=True,
+        )
+        self._logs[key] = plog
+        self._dir_of[key] = d
+        return plog
+
+    get_or_create_log = create
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Delete the partition's directory. Returns False when it did not exist."""
+        plog = self._logs.pop((topic, partition), None)
+        self._dir_of.pop((topic, partition), None)
+        if plog is None:
+            return False
+        plog.delete()
+        return True
+
+    def delete_topic(self, topic: str) -> int:
+        keys = [k for k in self._logs if k[0] == topic]
+        for t, p in keys:
+            self.delete(t, p)
+        return len(keys)
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    def logs(self) -> Iterator[PartitionLog]:
+        return iter(list(self._logs.values()))
+
+    def topic_id(self, topic: str) -> str | None:
+        for (t, _p), plog in self._logs.items():
+            if t == topic and plog.topic_id:
+                return plog.topic_id
+        return None
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for (t, _p), plog in self._logs.items():
+            if t == topic:
+                plog.update_config(config)
+
+    # ================================================================================================ background
+    def tick(self, now_ms: int | None = None) -> None:
+        """Periodic work: time-based roll, retention, flushes due, checkpoints."""
+        if self._closed:
+            return
+        if now_ms is None:
+            now_ms = self._now_ms()
+        if self._last_retention_ms is None:
+            self._last_retention_ms = now_ms - self.retention_check_interval_ms  # first tick checks at once
+        if self._last_checkpoint_ms is None:
+            self._last_checkpoint_ms = now_ms
+        retention_due = now_ms - self._last_retention_ms >= self.retention_check_interval_ms
+        for plog in list(self._logs.values()):
+            if plog.closed:
+                continue
+            try:
+                plog.maybe_roll_by_time(now_ms)
+                if retention_due:
+                    plog.enforce_retention(now_ms)
+                if plog.flush_due(now_ms):
+                    self._flush(plog)
+            except Exception:
+                log.exception("background work on %s-%d failed", plog.topic, plog.partition)
+        if retention_due:
+            self._last_retention_ms = now_ms
+        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self.checkpoint()
+            self._last_checkpoint_ms = now_ms
+
+    def _flush(self, plog: PartitionLog) -> None:
+        if self.flush_executor is not None:
+            self.flush_executor.submit(plog.flush)
+        else:
+            plog.flush()
+
+    def checkpoint(self) -> None:
+        """Write the three offset checkpoint files of every directory."""
+        for d in self.log_dirs:
+            keys = sorted(k for k, dd in self._dir_of.items() if dd == d)
+            logs = [(k, self._logs[k]) for k in keys if k in self._logs]
+            try:
+                write_offset_checkpoint(
+                    os.path.join(d, RECOVERY_POINT_CHECKPOINT), [(t, p, lg.recovery_point) for (t, p), lg in logs]
+                )
+                write_offset_checkpoint(
+                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT), [(t, p, lg.log_start_offset) for (t, p), lg in logs]
+                )
+                write_offset_checkpoint(
+                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), [(t, p, lg.high_watermark) for (t, p), lg in logs]
+                )
+            except OSError as e:
+                log.error("cannot write checkpoints in %s: %s", d, e)
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown marker."""
+        if self._closed or not self._loaded:
+            self._release_locks()
+            return
+        ok = True
+        for plog in list(self._logs.values()):
+            try:
+                plog.close()
+            except Exception:
+                ok = False
+                log.exception("closing %s-%d failed", plog.topic, plog.partition)
+        self.checkpoint()
+        if ok:
+            for d in self.log_dirs:
+                fd = os.open(os.path.join(d, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
+                os.fsync(fd)
+                os.close(fd)
+                fsync_dir(d)
+        self._closed = True
+        self._loaded = False
+        self._logs.clear()
+        self._dir_of.clear()
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks.clear()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
