@@ -19,6 +19,7 @@ from moldau.protocol.records import (
     RecordError,
     decode_batch,
     decode_message_set,
+    decode_records,
     decompress,
     legacy_to_v2,
     split_batches,
@@ -75,6 +76,7 @@ def test_decode_batch_mutated(seed, edits, cut):
     _only_record_errors(split_batches, data)
     _only_record_errors(split_batches, data, allow_truncated=True)
     _only_record_errors(v2_to_legacy, data, 1, max_decompressed=LIMIT)
+    _only_record_errors(decode_records, data, max_decompressed=LIMIT)
 
 
 @FUZZ
@@ -95,6 +97,7 @@ def test_decode_batch_random_bytes(data):
     _only_record_errors(split_batches, data)
     _only_record_errors(decode_message_set, data, max_decompressed=LIMIT)
     _only_record_errors(legacy_to_v2, data, max_decompressed=LIMIT)
+    _only_record_errors(decode_records, data, allow_truncated=False, max_decompressed=LIMIT)
 
 
 @FUZZ
@@ -110,6 +113,7 @@ def test_legacy_mutated(seed, edits, cut, verify):
     data = _mutate(seed, edits, cut)
     _only_record_errors(decode_message_set, data, verify_crc=verify, max_decompressed=LIMIT)
     _only_record_errors(legacy_to_v2, data, max_decompressed=LIMIT)
+    _only_record_errors(decode_records, data, max_decompressed=LIMIT)
 
 
 @FUZZ

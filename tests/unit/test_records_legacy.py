@@ -281,3 +281,20 @@ def test_round_trip_through_v2(magic, codec):
     assert tuples(decode_message_set(back)) == tuples(decode_message_set(raw))
     if codec == NONE:
         assert back == raw
+
+
+def test_decode_records_mixed_formats():
+    from moldau.protocol.records import decode_records
+
+    v0 = ours(0, NONE, base_offset=0)
+    v1 = ours(1, GZIP, base_offset=len(ROWS))
+    b = BatchBuilder(compression=LZ4)
+    b.append(5, b"k", b"v", [("h", b"x")])
+    v2 = b.build(2 * len(ROWS))
+    buf = v0 + v1 + v2
+    recs = decode_records(buf)
+    assert [r.offset for r in recs] == list(range(2 * len(ROWS) + 1))
+    assert recs[-1].headers == [("h", b"x")] and recs[0].timestamp == -1
+    assert decode_records(buf + v1[:40]) == recs  # partial trailing entry dropped
+    with pytest.raises(CorruptRecordError):
+        decode_records(buf + v1[:40], allow_truncated=False)

@@ -626,14 +626,50 @@ def validate_batch(
     return records
 
 
-def decode_records(buf: _Buf, *, allow_truncated: bool = True, skip_control: bool = True) -> list[Record]:
-    """Decode every record in a fetched v2 record set (convenience; consumers needing batch metadata should
-    use ``split_batches`` + ``decode_batch``)."""
+def decode_records(
+    buf: _Buf,
+    *,
+    allow_truncated: bool = True,
+    skip_control: bool = True,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> list[Record]:
+    """Decode every record of a fetched record set, whatever its format: v2 batches and legacy magic 0/1
+    messages may be mixed (old data in a log); offsets are absolute, control batches skipped by default.
+
+    A convenience for simple consumers and tests; consumers needing batch metadata (producer ids for
+    read_committed, control markers) should use ``split_batches`` + ``decode_batch``.
+    """
     out: list[Record] = []
-    for pos, header in split_batches(buf, allow_truncated=allow_truncated):
-        if skip_control and header.attributes & CONTROL_FLAG:
-            continue
-        out.extend(decode_batch(buf, pos, header=header))
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if n - pos < MAGIC_OFFSET + 1:
+            if allow_truncated:
+                break
+            raise CorruptRecordError(f"truncated record data at position {pos}")
+        (length,) = _I32.unpack_from(buf, pos + 8)
+        magic = buf[pos + MAGIC_OFFSET]
+        end = pos + LOG_OVERHEAD + length
+        if magic > 2:
+            raise CorruptRecordError(f"invalid magic {magic} at position {pos}")
+        if length < (MIN_BATCH_LENGTH if magic == 2 else 14):
+            raise CorruptRecordError(f"invalid length {length} at position {pos}")
+        if end > n:
+            if allow_truncated:
+                break
+            raise CorruptRecordError(f"record data at position {pos} runs past the end of the buffer")
+        if magic == 2:
+            header = parse_batch_header(buf, pos)
+            if not (skip_control and header.attributes & CONTROL_FLAG):
+                out.extend(decode_batch(buf, pos, header=header, max_decompressed=max_decompressed))
+        else:
+            from .legacy import decode_message_set
+
+            legacy = decode_message_set(
+                memoryview(buf)[pos:end], allow_truncated=False, max_decompressed=max_decompressed
+            )
+            out.extend(r.to_record() for r in legacy)
+        pos = end
     return out
 
 
