@@ -396,7 +396,8 @@ class ClassicGroup(GroupBase):
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         if self.subscribed_topics is None:
-            return True
+            # unknown subscriptions: assume subscribed only for consumer-protocol groups (Kafka's rule)
+            return self.protocol_type == CONSUMER_PROTOCOL_TYPE
         return topic in self.subscribed_topics
 
     def init_next_generation(self, now_ms: int) -> None:
