@@ -113,7 +113,7 @@ class PartitionLog:
         self.topic: str = topic
         self.partition: int = partition
         self.config = config or LogConfig()
-        self._cache = cache or SegmentCache()
+        self._cache = cache if cache is not None else SegmentCache()
         self._clock = clock
         self._lock = threading.RLock()
         self.producer_state = ProducerStateManager(self.config.producer_id_expiration_ms)

@@ -178,7 +178,7 @@ class Segment:
         fd = self._fd
         if fd is None:
             try:
-                fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.log_path, os.O_RDWR)
             except OSError as e:
                 raise StorageError(f"cannot open {self.log_path}: {e}") from e
             self._fd = fd
