@@ -622,3 +622,44 @@ def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in res.topics] == [(name, [1])]
     everything = raw.call(35, 4, M.new(topics=None)).results[0]
     assert name in {t.name for t in everything.topics}
+
+
+# ------------------------------------------------------------------------------------------------ every version
+
+
+def test_every_declared_version_answers(raw, broker):
+    """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every version
+    moldau declares, old ones included (what old clients send)."""
+    CT, CP, DR, IA, DT = (m.CreateTopicsRequest, m.CreatePartitionsRequest, m.DeleteRecordsRequest,
+                          m.IncrementalAlterConfigsRequest, m.DeleteTopicsRequest)
+    base = unique_topic("versions")
+    names = []
+    for v in range(CT.min_version, CT.max_version + 1):
+        name = f"{base}-{v}"
+        r = raw.call(19, v, CT.new(timeout_ms=5000, validate_only=False, topics=[CT.CreatableTopic(
+            name=name, num_partitions=1, replication_factor=1, assignments=[],
+            configs=[CT.CreatableTopicConfig(name="segment.ms", value=str(100000 + v))])]))
+        assert r.topics[0].error_code == 0, (v, r)
+        names.append(name)
+    for i, v in enumerate(range(CP.min_version, CP.max_version + 1)):
+        r = raw.call(37, v, CP.new(timeout_ms=5000, validate_only=False, topics=[
+            CP.CreatePartitionsTopic(name=names[i], count=2, assignments=None)]))
+        assert r.results[0].error_code == 0, (v, r)
+    for i, v in enumerate(range(IA.min_version, IA.max_version + 1)):
+        r = raw.call(44, v, IA.new(validate_only=False, resources=[IA.AlterConfigsResource(
+            resource_type=2, resource_name=names[i], configs=[
+                IA.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])]))
+        assert r.responses[0].error_code == 0, (v, r)
+        assert describe_topic_configs(broker.bootstrap, names[i])["cleanup.policy"].value == "delete,compact"
+    for v in range(DR.min_version, DR.max_version + 1):
+        r = raw.call(21, v, DR.new(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(
+            name=names[0], partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=-1)])]))
+        assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].low_watermark) == (0, 0), (v, r)
+    for i, v in enumerate(range(DT.min_version, DT.max_version + 1)):
+        if v >= 6:
+            req = DT.new(timeout_ms=5000, topics=[DT.DeleteTopicState(name=names[i], topic_id=ZERO_UUID)])
+        else:
+            req = DT.new(timeout_ms=5000, topic_names=[names[i]])
+        r = raw.call(20, v, req)
+        assert [(x.name, x.error_code) for x in r.responses] == [(names[i], 0)], (v, r)
+        assert not topic_exists(broker.bootstrap, names[i])
