@@ -663,3 +663,31 @@ def test_every_declared_version_answers(raw, broker):
         r = raw.call(20, v, req)
         assert [(x.name, x.error_code) for x in r.responses] == [(names[i], 0)], (v, r)
         assert not topic_exists(broker.bootstrap, names[i])
+
+
+def test_kafka_python_configs(kp_admin, broker, make_topic):
+    from kafka.admin import AlterConfigOp
+    from kafka.admin import ConfigResource as KPConfigResource
+    from kafka.admin import ConfigResourceType
+
+    name = make_topic(1, config={"retention.ms": "86400000"})
+    res = KPConfigResource(ConfigResourceType.TOPIC, name)
+    got = kp_admin.describe_configs([res], include_synonyms=True)["topic"][name]
+    assert set(got) == {"retention.ms"}                       # default filter: modified only
+    assert got["retention.ms"]["value"] == "86400000"
+    assert got["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert [s["name"] for s in got["retention.ms"]["synonyms"]][:2] == ["retention.ms", "log.retention.hours"]
+    kp_admin.alter_configs([KPConfigResource(ConfigResourceType.TOPIC, name, {
+        "cleanup.policy": (AlterConfigOp.APPEND, "compact"),
+        "retention.ms": (AlterConfigOp.DELETE, None),
+        "min.compaction.lag.ms": "1000"})])
+    got = kp_admin.describe_configs([res])["topic"][name]
+    assert {k: v["value"] for k, v in got.items()} == {"cleanup.policy": "delete,compact",
+                                                        "min.compaction.lag.ms": "1000"}
+    everything = kp_admin.describe_configs([res], config_filter="all")["topic"][name]
+    assert everything["retention.ms"]["config_source"] == "DEFAULT_CONFIG"
+    me = node_id(broker.bootstrap)
+    bres = KPConfigResource(ConfigResourceType.BROKER, str(me))
+    bcfg = kp_admin.describe_configs([bres], config_filter="all")["broker"][str(me)]
+    assert bcfg["log.segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
+    assert bcfg["log.segment.bytes"]["read_only"] is False
