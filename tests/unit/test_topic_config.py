@@ -320,3 +320,9 @@ def test_broker_ops_and_describe() -> None:
     only = tc.describe_broker_configs(view, cluster_default_only=True)
     assert [(e.name, e.value, e.source) for e in only] == [
         ("log.segment.bytes", "2097152", Src.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+
+
+def test_invalid_stored_override_falls_back() -> None:
+    value, source, _, _ = tc.describe_topic_config({"retention.ms": "junk"}, None, "retention.ms")
+    assert (value, source) == ("604800000", Src.DEFAULT_CONFIG)
+    assert tc.effective_topic_configs({"segment.bytes": "x"})["segment.bytes"] == 1073741824

@@ -824,9 +824,13 @@ def _resolve(d: TopicConfigDef, topic_configs: Mapping[str, object],
     source: int | None = None
     raw = topic_configs.get(d.name) if topic_configs else None
     if raw is not None:
-        value = d.parse(raw)
-        source = ConfigSource.DYNAMIC_TOPIC_CONFIG
-        synonyms.append(ConfigSynonymEntry(d.name, None if d.sensitive else to_kafka_string(value), source))
+        try:
+            value = d.parse(raw)
+            source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+        except Exception:  # noqa: BLE001 - a stored value that no longer parses: ignore it, never fail a log
+            log.warning("ignoring invalid stored topic config %s=%r", d.name, raw)
+        else:
+            synonyms.append(ConfigSynonymEntry(d.name, None if d.sensitive else to_kafka_string(value), source))
     for key, text, src, mult in _synonym_chain(d, broker_config):
         synonyms.append(ConfigSynonymEntry(key, None if d.sensitive else text, src))
         if source is None and text is not None:
