@@ -855,7 +855,10 @@ def effective_topic_configs(topic_configs: Mapping[str, object] | None,
     for d in TOPIC_CONFIGS.values():
         if d.internal:
             if topic_configs.get(d.name) is not None:
-                out[d.name] = d.parse(topic_configs[d.name])
+                try:
+                    out[d.name] = d.parse(topic_configs[d.name])
+                except Exception:  # noqa: BLE001
+                    log.warning("ignoring invalid stored topic config %s=%r", d.name, topic_configs[d.name])
             continue
         out[d.name] = _resolve(d, topic_configs, broker_config)[0]
     return out
