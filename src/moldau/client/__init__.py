@@ -1,0 +1,68 @@
+"""moldau's Kafka client: asyncio core with a synchronous facade.
+
+Async: ``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin``. Sync (a private event loop in a background
+thread, blocking methods, ``concurrent.futures`` futures): ``Producer``, ``Consumer``, ``Admin``.
+Configuration uses Kafka's names: keyword arguments with underscores or a dict with dots.
+"""
+
+from .config import ConfigError
+from .consumer import AsyncConsumer, ConsumerRebalanceListener
+from .errors import (
+    BootstrapError,
+    BufferExhaustedError,
+    ClientError,
+    CommitFailedError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from .partitioner import DefaultPartitioner, murmur2
+from .producer import AsyncProducer, RecordTooLargeError
+from .sync import Consumer, Producer
+from .types import (
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ConsumerRecord,
+    NewPartitions,
+    NewTopic,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
+
+__all__ = [
+    "AsyncProducer",
+    "AsyncConsumer",
+    "Producer",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "TopicPartition",
+    "RecordMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "NewTopic",
+    "NewPartitions",
+    "ConfigResource",
+    "ConfigEntry",
+    "AlterConfigOp",
+    "ConfigError",
+    "ClientError",
+    "BootstrapError",
+    "KafkaConnectionError",
+    "KafkaTimeoutError",
+    "RequestTimedOutError",
+    "UnsupportedVersionError",
+    "BufferExhaustedError",
+    "CommitFailedError",
+    "IllegalStateError",
+    "NoOffsetForPartitionError",
+    "RecordTooLargeError",
+    "DefaultPartitioner",
+    "murmur2",
+]

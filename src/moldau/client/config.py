@@ -1,0 +1,283 @@
+"""Client configuration: Kafka's own config names and defaults.
+
+Every client class takes its configuration either as keyword arguments with underscores
+(``bootstrap_servers="h:9092", linger_ms=5``) or as a dict with Kafka's dotted names
+(``{"bootstrap.servers": "h:9092", "linger.ms": 5}``), or both (keywords win). Values may be given as
+Python values or as strings the way a ``.properties`` file or librdkafka would take them (``"all"``,
+``"true"``, ``"5"``). Unknown names are refused with an error naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ConfigError",
+    "ConfigDef",
+    "COMMON",
+    "PRODUCER",
+    "CONSUMER",
+    "ADMIN",
+    "resolve_config",
+    "parse_bootstrap",
+]
+
+
+class ConfigError(ValueError):
+    """An unknown config name or a value that cannot be used."""
+
+
+def _bool(name: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return bool(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("true", "1", "yes", "on"):
+            return True
+        if s in ("false", "0", "no", "off"):
+            return False
+    raise ConfigError(f"{name}: expected a boolean, got {v!r}")
+
+
+def _int(name: str, v: Any) -> int:
+    if isinstance(v, bool):
+        raise ConfigError(f"{name}: expected an integer, got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{name}: expected an integer, got {v!r}")
+
+
+def _str(name: str, v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    raise ConfigError(f"{name}: expected a string, got {v!r}")
+
+
+def _list(name: str, v: Any) -> list[Any]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [p.strip() for p in v.split(",") if p.strip()]
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+def _any(name: str, v: Any) -> Any:
+    return v
+
+
+def _callable(name: str, v: Any) -> Any:
+    if v is None or callable(v):
+        return v
+    raise ConfigError(f"{name}: expected a callable, got {v!r}")
+
+
+def _acks(name: str, v: Any) -> int:
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s == "all":
+            return -1
+        v = _int(name, s)
+    v = _int(name, v)
+    if v not in (-1, 0, 1):
+        raise ConfigError(f"{name}: expected 0, 1, -1 or 'all', got {v!r}")
+    return v
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def check(name: str, v: Any) -> str:
+        if not isinstance(v, str) or v.strip().lower() not in choices:
+            raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {v!r}")
+        return v.strip().lower()
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    default: Any
+    parse: Callable[[str, Any], Any]
+    doc: str = ""
+
+
+def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in items}
+
+
+COMMON = _defs(
+    ConfigDef("bootstrap.servers", "localhost:9092", _list, "host:port list, comma separated or a list"),
+    ConfigDef("client.id", "moldau", _str),
+    ConfigDef("request.timeout.ms", 30000, _int, "time to wait for one response"),
+    ConfigDef("metadata.max.age.ms", 300000, _int, "refresh metadata at least this often"),
+    ConfigDef("reconnect.backoff.ms", 50, _int),
+    ConfigDef("reconnect.backoff.max.ms", 1000, _int),
+    ConfigDef("retry.backoff.ms", 100, _int),
+    ConfigDef("retry.backoff.max.ms", 1000, _int),
+    ConfigDef("socket.connection.setup.timeout.ms", 10000, _int),
+    ConfigDef("connections.max.idle.ms", 540000, _int),
+    ConfigDef("send.buffer.bytes", 131072, _int),
+    ConfigDef("receive.buffer.bytes", 65536, _int),
+    ConfigDef("security.protocol", "plaintext", _choice("plaintext")),
+    ConfigDef("client.software.name", "moldau", _str),
+    ConfigDef("client.software.version", None, _str),
+    ConfigDef("default.api.timeout.ms", 60000, _int, "bound for blocking calls without an explicit timeout"),
+    ConfigDef("use.uvloop", True, _bool, "run the sync facade's private loop on uvloop when installed"),
+)
+
+PRODUCER = _defs(
+    ConfigDef("acks", -1, _acks, "0, 1 or all/-1"),
+    ConfigDef("batch.size", 16384, _int),
+    ConfigDef("linger.ms", 5, _int),
+    ConfigDef("buffer.memory", 33554432, _int),
+    ConfigDef("max.block.ms", 60000, _int),
+    ConfigDef("compression.type", "none", _choice("none", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("compression.level", None, _any, "codec-specific level; None = codec default"),
+    ConfigDef("retries", 2147483647, _int),
+    ConfigDef("delivery.timeout.ms", 120000, _int),
+    ConfigDef("max.in.flight.requests.per.connection", 5, _int),
+    ConfigDef("enable.idempotence", True, _bool),
+    ConfigDef("max.request.size", 1048576, _int),
+    ConfigDef("key.serializer", None, _callable),
+    ConfigDef("value.serializer", None, _callable),
+    ConfigDef("partitioner", None, _callable, "callable(key_bytes, all_partitions, available) -> partition"),
+    ConfigDef("partitioner.ignore.keys", False, _bool),
+    ConfigDef("transactional.id", None, _str),
+    ConfigDef("transaction.timeout.ms", 60000, _int),
+)
+
+CONSUMER = _defs(
+    ConfigDef("group.id", None, _str),
+    ConfigDef("group.instance.id", None, _str),
+    ConfigDef("group.protocol", "classic", _choice("classic")),
+    ConfigDef("session.timeout.ms", 45000, _int),
+    ConfigDef("heartbeat.interval.ms", 3000, _int),
+    ConfigDef("max.poll.interval.ms", 300000, _int),
+    ConfigDef("max.poll.records", 500, _int),
+    ConfigDef("enable.auto.commit", True, _bool),
+    ConfigDef("auto.commit.interval.ms", 5000, _int),
+    ConfigDef("auto.offset.reset", "latest", _choice("earliest", "latest", "none")),
+    ConfigDef("fetch.min.bytes", 1, _int),
+    ConfigDef("fetch.max.wait.ms", 500, _int),
+    ConfigDef("fetch.max.bytes", 52428800, _int),
+    ConfigDef("max.partition.fetch.bytes", 1048576, _int),
+    ConfigDef("isolation.level", "read_uncommitted", _choice("read_uncommitted", "read_committed")),
+    ConfigDef(
+        "partition.assignment.strategy",
+        ["range", "cooperative-sticky"],
+        _list,
+        "assignor names (range, roundrobin, cooperative-sticky) or assignor objects, in preference order",
+    ),
+    ConfigDef("key.deserializer", None, _callable),
+    ConfigDef("value.deserializer", None, _callable),
+    ConfigDef("check.crcs", True, _bool),
+    ConfigDef("client.rack", None, _str),
+    ConfigDef("exclude.internal.topics", True, _bool),
+    ConfigDef("allow.auto.create.topics", True, _bool),
+)
+
+ADMIN: dict[str, ConfigDef] = {}
+
+_KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN}
+
+# Names accepted for compatibility but without effect, so configs written for other clients still load.
+_IGNORED = {"api.version.request", "socket.keepalive.enable", "enable.ssl.certificate.verification"}
+
+
+def _normalize(key: str) -> str:
+    return key.replace("_", ".")
+
+
+def resolve_config(kind: str, config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge a dotted dict and underscore keywords into {dotted name: parsed value} with defaults.
+
+    ``kind`` is "producer", "consumer" or "admin". Raises ConfigError naming any unknown key.
+    """
+    defs = dict(COMMON)
+    defs.update(_KINDS[kind])
+    given: dict[str, Any] = {}
+    for source in (config or {}, kwargs):
+        for key, value in source.items():
+            name = _normalize(key) if key not in defs else key
+            if name not in defs:
+                if name in _IGNORED:
+                    continue
+                close = [d for d in defs if d.split(".")[-1] == name.split(".")[-1]]
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown {kind} config {key!r}{hint}")
+            given[name] = value
+    out: dict[str, Any] = {}
+    for name, d in defs.items():
+        if name in given:
+            out[name] = d.parse(name, given[name])
+        else:
+            out[name] = list(d.default) if isinstance(d.default, list) else d.default
+    _validate(kind, out)
+    return out
+
+
+def _validate(kind: str, c: dict[str, Any]) -> None:
+    if not c["bootstrap.servers"]:
+        raise ConfigError("bootstrap.servers: at least one host:port is needed")
+    for addr in c["bootstrap.servers"]:
+        parse_bootstrap(addr)
+    if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
+        c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
+    if kind == "producer":
+        if c["enable.idempotence"]:
+            if c["acks"] != -1:
+                raise ConfigError("enable.idempotence=true needs acks=all (set enable.idempotence=false)")
+            if c["max.in.flight.requests.per.connection"] > 5:
+                raise ConfigError("enable.idempotence=true needs max.in.flight.requests.per.connection <= 5")
+            if c["retries"] == 0:
+                raise ConfigError("enable.idempotence=true needs retries > 0")
+        if c["max.in.flight.requests.per.connection"] < 1:
+            raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
+        if c["transactional.id"] is not None:
+            raise ConfigError("transactional.id: transactions are not supported by the moldau client yet")
+        if c["batch.size"] < 0 or c["linger.ms"] < 0:
+            raise ConfigError("batch.size and linger.ms must be >= 0")
+    if kind == "consumer":
+        if c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
+            raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+        if c["max.poll.records"] < 1:
+            raise ConfigError("max.poll.records must be >= 1")
+
+
+def parse_bootstrap(addr: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port', or 'PLAINTEXT://host:port') -> (host, port)."""
+    if not isinstance(addr, str):
+        raise ConfigError(f"bootstrap.servers: expected 'host:port', got {addr!r}")
+    s = addr.strip()
+    if "://" in s:
+        s = s.split("://", 1)[1]
+    if s.startswith("["):
+        host, _, rest = s[1:].partition("]")
+        port_s = rest.lstrip(":")
+    else:
+        host, sep, port_s = s.rpartition(":")
+        if not sep:
+            host, port_s = s, "9092"
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ConfigError(f"bootstrap.servers: bad port in {addr!r}") from None
+    if not host or not 0 < port < 65536:
+        raise ConfigError(f"bootstrap.servers: bad address {addr!r}")
+    return host, port

@@ -1,0 +1,605 @@
+"""The consumer's fetcher: per-partition positions, Fetch requests with prefetching, lazy batch decoding.
+
+Every assigned partition has a ``PartitionState``: ``position`` (next offset handed to the user) and
+``fetch_offset`` (next offset to ask the broker for, ahead of ``position`` while fetched data waits in the
+partition's buffer). One Fetch request per broker is in flight; the next one goes out as soon as the
+previous answer is buffered, so records are on their way while the application processes the last ones
+(prefetch bounded by ``max.partition.fetch.bytes`` per partition).
+
+A fetched record set stays the bytes the connection read (a memoryview); only batch headers are parsed on
+arrival (to know the next fetch offset). Batches are decompressed and decoded when ``poll()`` reaches them.
+A seek or reset bumps the partition's ``epoch``: buffered or in-flight data of an older epoch is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import Any, Callable, Iterable
+
+from moldau.protocol import messages as m
+from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
+
+from .errors import Codes, KafkaConnectionError, NoOffsetForPartitionError, broker_error
+from .types import ConsumerRecord, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PartitionState", "Fetcher", "EARLIEST", "LATEST"]
+
+_FETCH = 1
+_LIST_OFFSETS = 2
+EARLIEST = -2
+LATEST = -1
+
+_LEADER_ERRORS = frozenset({
+    Codes.NOT_LEADER_OR_FOLLOWER, Codes.UNKNOWN_TOPIC_OR_PARTITION, Codes.LEADER_NOT_AVAILABLE,
+    Codes.FENCED_LEADER_EPOCH, Codes.UNKNOWN_LEADER_EPOCH, Codes.KAFKA_STORAGE_ERROR,
+    Codes.REPLICA_NOT_AVAILABLE, Codes.BROKER_NOT_AVAILABLE, Codes.OFFSET_NOT_AVAILABLE,
+    Codes.UNKNOWN_TOPIC_ID, Codes.INCONSISTENT_TOPIC_ID,
+})
+
+_new_record = tuple.__new__
+
+
+class PartitionState:
+    __slots__ = ("tp", "topic", "partition", "position", "fetch_offset", "epoch", "paused", "buffer",
+                 "buffered_bytes", "high_watermark", "last_stable_offset", "log_start_offset", "error",
+                 "next_attempt", "awaiting_committed", "reset_strategy", "leader_epoch", "in_flight")
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.topic = tp.topic
+        self.partition = tp.partition
+        self.position: int | None = None
+        self.fetch_offset = -1
+        self.epoch = 0
+        self.paused = False
+        self.buffer: collections.deque[_CompletedFetch] = collections.deque()
+        self.buffered_bytes = 0
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.error: BaseException | None = None
+        self.next_attempt = 0.0
+        self.awaiting_committed = False
+        self.reset_strategy: int | None = None  # EARLIEST/LATEST, or a timestamp, when a reset is pending
+        self.leader_epoch = -1
+        self.in_flight = False
+
+    def seek(self, offset: int) -> None:
+        self.position = offset
+        self.fetch_offset = offset
+        self.epoch += 1
+        self.buffer.clear()
+        self.buffered_bytes = 0
+        self.error = None
+        self.reset_strategy = None
+        self.awaiting_committed = False
+
+    def request_reset(self, strategy: int | None) -> None:
+        self.position = None
+        self.epoch += 1
+        self.buffer.clear()
+        self.buffered_bytes = 0
+        self.reset_strategy = strategy
+
+    @property
+    def has_position(self) -> bool:
+        return self.position is not None
+
+    def __repr__(self) -> str:
+        return f"<PartitionState {self.topic}-{self.partition} pos={self.position} fetch={self.fetch_offset}>"
+
+
+class _CompletedFetch:
+    __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes", "header",
+                 "ts_type")
+
+    def __init__(self, state: PartitionState, epoch: int, data: Any, batches: list, aborted: Any,
+                 nbytes: int) -> None:
+        self.state = state
+        self.epoch = epoch
+        self.data = data
+        self.batches = batches
+        self.bi = 0
+        self.records: list | None = None
+        self.ri = 0
+        self.aborted = aborted  # read_committed: {producer_id: [first offsets]} or None
+        self.nbytes = nbytes
+        self.header: Any = None
+        self.ts_type = 0
+
+
+class Fetcher:
+    """Owned by a consumer; runs one background task on the consumer's loop."""
+
+    def __init__(self, consumer: Any) -> None:
+        c = consumer.config
+        self.consumer = consumer
+        self.cluster = consumer._cluster
+        self.states: dict[TopicPartition, PartitionState] = consumer._states
+        self.max_wait_ms = c["fetch.max.wait.ms"]
+        self.min_bytes = c["fetch.min.bytes"]
+        self.max_bytes = c["fetch.max.bytes"]
+        self.partition_max_bytes = c["max.partition.fetch.bytes"]
+        self.isolation = 1 if c["isolation.level"] == "read_committed" else 0
+        self.check_crcs = c["check.crcs"]
+        self.reset_default = {"earliest": EARLIEST, "latest": LATEST, "none": None}[c["auto.offset.reset"]]
+        self.retry_backoff = c["retry.backoff.ms"] / 1000.0
+        self.request_timeout_ms = c["request.timeout.ms"]
+        self.key_deserializer: Callable[[Any], Any] | None = c["key.deserializer"]
+        self.value_deserializer: Callable[[Any], Any] | None = c["value.deserializer"]
+        self.wakeup = asyncio.Event()
+        self.data_ready = asyncio.Event()
+        self.in_flight_nodes: set[int] = set()
+        self.node_backoff: dict[int, float] = {}
+        self._task: asyncio.Task | None = None
+        self._rotate = 0
+        self.running = False
+        self._reset_in_flight = False
+        self._resetter: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.running = True
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="moldau-fetcher")
+
+    async def stop(self) -> None:
+        self.running = False
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        if self._resetter is not None:
+            self._resetter.cancel()
+
+    # ------------------------------------------------------------------------------------------------
+    # background loop
+
+    async def _run(self) -> None:
+        while self.running:
+            delay: float | None = None
+            try:
+                delay = await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("fetcher iteration failed")
+                delay = self.retry_backoff
+            if delay is None or delay > 0:
+                try:
+                    await asyncio.wait_for(self.wakeup.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            self.wakeup.clear()
+
+    async def _step(self) -> float | None:
+        now = time.monotonic()
+        delay: float | None = None
+        needs_position = False
+        for st in self.states.values():
+            if st.position is None and st.error is None:
+                needs_position = True
+                break
+        if needs_position and not self._reset_in_flight:
+            self._reset_in_flight = True
+            self._resetter = asyncio.get_running_loop().create_task(self._update_positions())
+        per_node: dict[int, list[PartitionState]] = {}
+        unknown_leader = False
+        cluster = self.cluster
+        limit = self.partition_max_bytes
+        for st in self.states.values():
+            if st.paused or st.position is None or st.in_flight or st.error is not None:
+                continue
+            if st.buffered_bytes >= limit:
+                continue
+            if st.next_attempt > now:
+                d = st.next_attempt - now
+                delay = d if delay is None or d < delay else delay
+                continue
+            node = cluster.leader(st.topic, st.partition)
+            if node < 0:
+                unknown_leader = True
+                continue
+            if node in self.in_flight_nodes:
+                continue
+            nb = self.node_backoff.get(node, 0.0)
+            if nb > now:
+                d = nb - now
+                delay = d if delay is None or d < delay else delay
+                continue
+            per_node.setdefault(node, []).append(st)
+        if unknown_leader:
+            cluster.request_update()
+            delay = self.retry_backoff if delay is None else min(delay, self.retry_backoff)
+        for node, states in per_node.items():
+            conn = cluster.connected(node)
+            if conn is None:
+                self.in_flight_nodes.add(node)
+                asyncio.get_running_loop().create_task(self._connect_then_wake(node))
+                continue
+            self._send_fetch(conn, node, states)
+        return delay
+
+    async def _connect_then_wake(self, node: int) -> None:
+        try:
+            await self.cluster.connection(node)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("fetcher: cannot connect to node %d: %s", node, exc)
+            self.node_backoff[node] = time.monotonic() + self.retry_backoff
+        finally:
+            self.in_flight_nodes.discard(node)
+            self.wakeup.set()
+
+    def _send_fetch(self, conn: Any, node: int, states: list[PartitionState]) -> None:
+        R = m.FetchRequest
+        topics: dict[str, list[Any]] = {}
+        sent: list[tuple[PartitionState, int, int]] = []
+        for st in states:
+            topics.setdefault(st.topic, []).append(R.FetchPartition(
+                partition=st.partition,
+                current_leader_epoch=self.cluster.leader_epoch(st.topic, st.partition),
+                fetch_offset=st.fetch_offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=self.partition_max_bytes,
+            ))
+            st.in_flight = True
+            sent.append((st, st.epoch, st.fetch_offset))
+        req = R.new(
+            replica_id=-1,
+            max_wait_ms=self.max_wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            isolation_level=self.isolation,
+            session_id=0,
+            session_epoch=-1,
+            topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id=self.consumer.config["client.rack"] or "",
+        )
+        try:
+            fut = conn.send(_FETCH, req, timeout_ms=self.request_timeout_ms + self.max_wait_ms)
+        except Exception as exc:  # noqa: BLE001
+            for st, _e, _o in sent:
+                st.in_flight = False
+                st.error = exc
+            self.data_ready.set()
+            return
+        self.in_flight_nodes.add(node)
+        fut.add_done_callback(lambda f: self._on_fetch(node, sent, f))
+
+    def _on_fetch(self, node: int, sent: list[tuple[PartitionState, int, int]], fut: asyncio.Future) -> None:
+        self.in_flight_nodes.discard(node)
+        self.wakeup.set()
+        for st, _e, _o in sent:
+            st.in_flight = False
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.debug("fetch from node %d failed: %s", node, exc)
+            self.node_backoff[node] = time.monotonic() + self.retry_backoff
+            self.cluster.request_update()
+            return
+        resp = fut.result()
+        if getattr(resp, "error_code", 0):
+            log.debug("fetch from node %d: top-level error %d", node, resp.error_code)
+            self.node_backoff[node] = time.monotonic() + self.retry_backoff
+            return
+        by_tp: dict[tuple[str, int], Any] = {}
+        for t in resp.responses:
+            for pd in t.partitions:
+                by_tp[(t.topic, pd.partition_index)] = pd
+        got_data = False
+        for st, epoch, offset in sent:
+            pd = by_tp.get((st.topic, st.partition))
+            if pd is None or self.states.get(st.tp) is not st or st.epoch != epoch or st.fetch_offset != offset:
+                continue  # stale: unassigned, seeked or reset since the request went out
+            code = pd.error_code
+            if code == 0:
+                st.high_watermark = pd.high_watermark
+                st.last_stable_offset = pd.last_stable_offset
+                st.log_start_offset = pd.log_start_offset
+                data = pd.records
+                if data is None or len(data) == 0:
+                    continue
+                batches = split_batches(data, allow_truncated=True)
+                if not batches:
+                    if len(data) >= self.partition_max_bytes:
+                        st.error = broker_error(Codes.MESSAGE_TOO_LARGE,
+                                                f"a batch at offset {offset} of {st.topic}-{st.partition} is larger "
+                                                f"than max.partition.fetch.bytes ({self.partition_max_bytes})")
+                        got_data = True
+                    continue
+                last = batches[-1][1]
+                st.fetch_offset = last.base_offset + last.last_offset_delta + 1
+                aborted = None
+                if self.isolation and pd.aborted_transactions:
+                    aborted = {}
+                    for a in pd.aborted_transactions:
+                        aborted.setdefault(a.producer_id, []).append(a.first_offset)
+                    for v in aborted.values():
+                        v.sort()
+                nbytes = len(data)
+                st.buffer.append(_CompletedFetch(st, epoch, data, batches, aborted, nbytes))
+                st.buffered_bytes += nbytes
+                got_data = True
+            elif code == Codes.OFFSET_OUT_OF_RANGE:
+                if self.reset_default is None:
+                    st.error = broker_error(code, f"offset {offset} of {st.topic}-{st.partition} is out of range "
+                                                  "and auto.offset.reset is none")
+                    got_data = True
+                else:
+                    log.info("fetch offset %d of %s-%d out of range; resetting", offset, st.topic, st.partition)
+                    if st.position == offset or not st.buffer:
+                        st.request_reset(self.reset_default)
+            elif code in _LEADER_ERRORS:
+                self.cluster.request_update()
+                st.next_attempt = time.monotonic() + self.retry_backoff
+                leader = getattr(pd, "current_leader", None)
+                if leader is not None and getattr(leader, "leader_id", -1) >= 0:
+                    self.cluster.update_leader(st.topic, st.partition, leader.leader_id, leader.leader_epoch)
+            else:
+                st.error = broker_error(code, f"fetch {st.topic}-{st.partition}")
+                got_data = True
+        if got_data:
+            self.data_ready.set()
+
+    # ------------------------------------------------------------------------------------------------
+    # positions
+
+    async def _update_positions(self) -> None:
+        try:
+            awaiting = [st for st in self.states.values() if st.position is None and st.awaiting_committed]
+            if awaiting:
+                await self.consumer._load_committed(awaiting)
+            todo = [st for st in self.states.values() if st.position is None and st.error is None]
+            for st in todo:
+                if st.reset_strategy is None and not st.awaiting_committed:
+                    if self.reset_default is None:
+                        st.error = NoOffsetForPartitionError(
+                            f"no committed offset for {st.topic}-{st.partition} and auto.offset.reset is none")
+                        self.data_ready.set()
+                    else:
+                        st.reset_strategy = self.reset_default
+            todo = [st for st in todo if st.position is None and st.reset_strategy is not None]
+            if todo:
+                await self._reset_offsets(todo)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.info("resetting positions failed: %s", exc)
+            await asyncio.sleep(self.retry_backoff)
+        finally:
+            self._reset_in_flight = False
+            self.wakeup.set()
+
+    async def _reset_offsets(self, states: list[PartitionState]) -> None:
+        by_tp = {st.tp: st for st in states}
+        targets = {st.tp: (st.reset_strategy, st.epoch) for st in states}
+        offsets = await self.list_offsets({tp: ts for tp, (ts, _e) in targets.items()})
+        for tp, (offset, _ts, _le) in offsets.items():
+            st = by_tp[tp]
+            if self.states.get(tp) is not st or st.epoch != targets[tp][1] or st.position is not None:
+                continue
+            if offset < 0:
+                offset = st.high_watermark if st.high_watermark >= 0 else 0
+                if targets[tp][0] != LATEST:
+                    # offsets_for_times found nothing at or after the timestamp: go to the end
+                    pass
+            st.seek(offset)
+            log.debug("reset %s-%d to %d", tp.topic, tp.partition, offset)
+
+    async def list_offsets(self, timestamps: dict[TopicPartition, int],
+                           timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int, int]]:
+        """ListOffsets per leader: {tp: timestamp|-1 latest|-2 earliest} -> {tp: (offset, timestamp, epoch)}."""
+        result: dict[TopicPartition, tuple[int, int, int]] = {}
+        pending = dict(timestamps)
+        deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+        while pending:
+            by_node: dict[int, list[TopicPartition]] = {}
+            missing = False
+            for tp in pending:
+                node = self.cluster.leader(tp.topic, tp.partition)
+                if node < 0:
+                    missing = True
+                    continue
+                by_node.setdefault(node, []).append(tp)
+            if missing:
+                self.cluster.add_topics({tp.topic for tp in pending})
+            R = m.ListOffsetsRequest
+            calls = []
+            for node, tps in by_node.items():
+                topics: dict[str, list[Any]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append(R.ListOffsetsPartition(
+                        partition_index=tp.partition,
+                        current_leader_epoch=self.cluster.leader_epoch(tp.topic, tp.partition),
+                        timestamp=pending[tp], max_num_offsets=1))
+                req = R.new(replica_id=-1, isolation_level=self.isolation,
+                            topics=[R.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+                            timeout_ms=self.request_timeout_ms)
+                calls.append(self.cluster.send(node, _LIST_OFFSETS, req))
+            retry = False
+            for res in await asyncio.gather(*calls, return_exceptions=True):
+                if isinstance(res, BaseException):
+                    if isinstance(res, (KafkaConnectionError, asyncio.TimeoutError)) or getattr(res, "retriable", False):
+                        retry = True
+                        continue
+                    raise res
+                for t in res.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if tp not in pending:
+                            continue
+                        if p.error_code == 0:
+                            offset = p.offset
+                            if getattr(p, "old_style_offsets", None):
+                                offset = p.old_style_offsets[0]
+                            result[tp] = (offset, p.timestamp, p.leader_epoch)
+                            del pending[tp]
+                        elif p.error_code in _LEADER_ERRORS or p.error_code == Codes.OFFSET_NOT_AVAILABLE:
+                            retry = True
+                        else:
+                            raise broker_error(p.error_code, f"ListOffsets {tp.topic}-{tp.partition}")
+            if pending:
+                if time.monotonic() >= deadline:
+                    from .errors import KafkaTimeoutError
+
+                    raise KafkaTimeoutError(f"ListOffsets for {sorted(pending)} did not complete in time")
+                if retry or missing:
+                    await self.cluster.refresh(timeout_ms=max(int((deadline - time.monotonic()) * 1000), 1))
+                    await asyncio.sleep(self.retry_backoff)
+        return result
+
+    # ------------------------------------------------------------------------------------------------
+    # handing records to the user
+
+    def has_data(self) -> bool:
+        for st in self.states.values():
+            if (st.buffer and not st.paused) or st.error is not None:
+                return True
+        return False
+
+    def drain(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records, round-robin over partitions with buffered data."""
+        out: list[ConsumerRecord] = []
+        states = [st for st in self.states.values() if (st.buffer or st.error is not None) and not st.paused]
+        if not states:
+            return out
+        n = len(states)
+        start = self._rotate % n
+        self._rotate += 1
+        freed = False
+        for i in range(n):
+            st = states[(start + i) % n]
+            if st.error is not None:
+                if out:
+                    break  # hand out what we have; the error comes with the next poll
+                err, st.error = st.error, None
+                raise err
+            while st.buffer and len(out) < max_records:
+                cf = st.buffer[0]
+                if cf.epoch != st.epoch:
+                    st.buffer.popleft()
+                    st.buffered_bytes -= cf.nbytes
+                    freed = True
+                    continue
+                if self._take(cf, out, max_records):
+                    st.buffer.popleft()
+                    st.buffered_bytes -= cf.nbytes
+                    freed = True
+            if len(out) >= max_records:
+                break
+        if freed:
+            self.wakeup.set()
+        return out
+
+    def _take(self, cf: _CompletedFetch, out: list, max_records: int) -> bool:
+        """Move records of ``cf`` into ``out``; True when ``cf`` is used up."""
+        st = cf.state
+        topic = st.topic
+        partition = st.partition
+        kd = self.key_deserializer
+        vd = self.value_deserializer
+        data = cf.data
+        position = st.position
+        assert position is not None
+        while len(out) < max_records:
+            recs = cf.records
+            if recs is None or cf.ri >= len(recs):
+                h = cf.header
+                if h is not None:
+                    nxt = h.base_offset + h.last_offset_delta + 1
+                    if nxt > position:
+                        position = nxt
+                    cf.header = None
+                    cf.records = None
+                if cf.bi >= len(cf.batches):
+                    st.position = position
+                    return True
+                pos, h = cf.batches[cf.bi]
+                cf.bi += 1
+                if h.base_offset + h.last_offset_delta < position:
+                    continue  # batch wholly before the position (fetch in the middle of a batch)
+                cf.header = h
+                attrs = h.attributes
+                if attrs & 0x20:  # control batch: transaction marker
+                    if cf.aborted is not None:
+                        self._on_control(cf, data, pos, h)
+                    cf.records = []
+                    cf.ri = 0
+                    continue
+                if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf, h):
+                    cf.records = []
+                    cf.ri = 0
+                    continue
+                if self.check_crcs:
+                    check_crc(data, pos, h)
+                cf.records = recs = decode_batch(data, pos, header=h)
+                cf.ri = 0
+                cf.ts_type = 1 if attrs & 0x08 else 0
+                le = h.partition_leader_epoch
+                # take from this batch
+            ri = cf.ri
+            n = len(recs)
+            ts_type = cf.ts_type
+            le = cf.header.partition_leader_epoch
+            room = max_records - len(out)
+            end = n if n - ri <= room else ri + room
+            append = out.append
+            while ri < end:
+                r = recs[ri]
+                ri += 1
+                off = r.offset
+                if off < position:
+                    continue
+                key = r.key
+                value = r.value
+                if kd is not None:
+                    key = kd(key)
+                if vd is not None:
+                    value = vd(value)
+                append(_new_record(ConsumerRecord, (topic, partition, off, r.timestamp, ts_type, key, value,
+                                                    r.headers, le)))
+                position = off + 1
+            cf.ri = ri
+        st.position = position
+        if cf.records is not None and cf.ri >= len(cf.records) and cf.bi >= len(cf.batches):
+            h = cf.header
+            if h is not None:
+                nxt = h.base_offset + h.last_offset_delta + 1
+                if nxt > position:
+                    st.position = nxt
+            return True
+        return False
+
+    def _is_aborted(self, cf: _CompletedFetch, h: Any) -> bool:
+        firsts = cf.aborted.get(h.producer_id)
+        if not firsts:
+            return False
+        # aborted when an aborted transaction of this producer started at or before this batch
+        return firsts[0] <= h.base_offset
+
+    def _on_control(self, cf: _CompletedFetch, data: Any, pos: int, h: Any) -> None:
+        try:
+            recs = decode_batch(data, pos, header=h)
+        except Exception:  # noqa: BLE001
+            return
+        for r in recs:
+            try:
+                _version, ctype = parse_control_record(r.key)
+            except Exception:  # noqa: BLE001
+                continue
+            if ctype == 0:  # ABORT marker ends the aborted transaction of this producer
+                firsts = cf.aborted.get(h.producer_id)
+                if firsts:
+                    firsts.pop(0)
+
+
+_ = Iterable

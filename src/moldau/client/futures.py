@@ -1,0 +1,260 @@
+"""Per-record futures that cost almost nothing until someone waits on them.
+
+One ``BatchResult`` per produced batch carries the outcome (base offset, log-append time or an error).
+``send()`` returns a ``RecordFuture``: three slots (the batch result, the record's index in the batch, its
+timestamp). It is a ``concurrent.futures.Future`` (``result(timeout)``, ``add_done_callback``,
+``concurrent.futures.wait``/``as_completed`` work; the condition and waiter list those helpers use are made
+only when they ask for them) and it is awaitable on the producer's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import threading
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED, FINISHED, PENDING  # type: ignore[attr-defined]
+from typing import Any, Callable
+
+from .types import RecordMetadata
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BatchResult", "RecordFuture", "completed_future", "failed_future"]
+
+_LOCK = threading.Lock()  # guards lazy creation of events/waiter lists across threads
+
+
+class BatchResult:
+    """The outcome of one batch, shared by the futures of its records."""
+
+    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "done", "_event", "_aio",
+                 "_callbacks", "_cf_futures")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.done = False
+        self._event: threading.Event | None = None
+        self._aio: asyncio.Future | None = None
+        self._callbacks: list[tuple[Any, Callable[[Any], Any]]] | None = None
+        self._cf_futures: list[RecordFuture] | None = None
+
+    def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
+        """Record the outcome (called once, on the producer's loop) and wake every waiter."""
+        with _LOCK:
+            if self.done:
+                return
+            self.base_offset = base_offset
+            self.log_append_time = log_append_time
+            self.error = error
+            self.done = True
+            event, callbacks, cfs = self._event, self._callbacks, self._cf_futures
+            self._callbacks = None
+            self._cf_futures = None
+        if event is not None:
+            event.set()
+        aio = self._aio
+        if aio is not None and not aio.done():
+            aio.set_result(None)
+        if cfs:
+            for f in cfs:
+                f._notify()
+        if callbacks:
+            for fut, fn in callbacks:
+                try:
+                    fn(fut)
+                except Exception:  # noqa: BLE001 - a user callback must not break the producer
+                    log.exception("exception calling callback for %r", fut)
+
+    def wait(self, timeout: float | None) -> bool:
+        if self.done:
+            return True
+        with _LOCK:
+            if self.done:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
+
+    def aio_future(self) -> asyncio.Future:
+        """An asyncio future on the running loop resolved with the batch (for ``await``)."""
+        fut = self._aio
+        if fut is None:
+            fut = self._aio = asyncio.get_running_loop().create_future()
+            if self.done:
+                fut.set_result(None)
+        return fut
+
+    def add_callback(self, fut: Any, fn: Callable[[Any], Any]) -> bool:
+        """Register fn(fut) for completion; False when already done (the caller runs it)."""
+        with _LOCK:
+            if self.done:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append((fut, fn))
+            return True
+
+    def _register_cf(self, fut: "RecordFuture") -> bool:
+        """Notify ``fut``'s concurrent.futures waiters on completion; False when already done."""
+        with _LOCK:
+            if self.done:
+                return False
+            if self._cf_futures is None:
+                self._cf_futures = []
+            self._cf_futures.append(fut)
+            return True
+
+
+class RecordFuture(cf.Future):
+    """Future of one record's RecordMetadata (also awaitable on the producer's loop)."""
+
+    # concurrent.futures.Future has no __slots__, so instances have a __dict__ anyway; keep it small.
+
+    def __init__(self, batch: BatchResult, index: int, timestamp: int) -> None:  # noqa: D107
+        # Deliberately not calling cf.Future.__init__: its Condition is made lazily (see _condition).
+        d = self.__dict__
+        d["_batch"] = batch
+        d["_index"] = index
+        d["_timestamp"] = timestamp
+
+    # -- the outcome ------------------------------------------------------------------------------
+    def _metadata(self) -> RecordMetadata:
+        b = self._batch
+        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(b.topic, b.partition, offset, ts)
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def running(self) -> bool:
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self) -> bool:
+        return False
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        b = self._batch
+        if not b.done and not b.wait(timeout):
+            raise cf.TimeoutError()
+        if b.error is not None:
+            raise b.error
+        return self._metadata()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        b = self._batch
+        if not b.done and not b.wait(timeout):
+            raise cf.TimeoutError()
+        return b.error
+
+    def add_done_callback(self, fn: Callable[[Any], Any]) -> None:
+        if not self._batch.add_callback(self, fn):
+            try:
+                fn(self)
+            except Exception:  # noqa: BLE001
+                log.exception("exception calling callback for %r", self)
+
+    def __await__(self) -> Any:
+        b = self._batch
+        if not b.done:
+            yield from b.aio_future().__await__()
+        if b.error is not None:
+            raise b.error
+        return self._metadata()
+
+    def set_result(self, result: Any) -> None:  # pragma: no cover - producer-owned
+        raise RuntimeError("RecordFuture is completed by the producer")
+
+    def set_exception(self, exception: BaseException | None) -> None:  # pragma: no cover
+        raise RuntimeError("RecordFuture is completed by the producer")
+
+    def set_running_or_notify_cancel(self) -> bool:  # pragma: no cover
+        return True
+
+    # -- what concurrent.futures.wait / as_completed touch ------------------------------------------
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
+        c = self.__dict__.get("_cond")
+        if c is None:
+            with _LOCK:
+                c = self.__dict__.get("_cond")
+                if c is None:
+                    c = self.__dict__["_cond"] = threading.Condition()
+        return c
+
+    @property
+    def _state(self) -> str:  # type: ignore[override]
+        return FINISHED if self._batch.done else PENDING
+
+    @property
+    def _waiters(self) -> list:  # type: ignore[override]
+        w = self.__dict__.get("_wl")
+        if w is None:
+            w = self.__dict__["_wl"] = _WaiterList(self)
+            if not self._batch._register_cf(self):
+                w.immediate = True  # completed meanwhile: waiters added from now on are told at once
+        return w
+
+    @property
+    def _result(self) -> Any:  # type: ignore[override]
+        b = self._batch
+        return self._metadata() if b.done and b.error is None else None
+
+    @property
+    def _exception(self) -> BaseException | None:  # type: ignore[override]
+        return self._batch.error
+
+    def _notify(self) -> None:
+        with self._condition:
+            for waiter in self.__dict__.get("_wl") or ():
+                if self._batch.error is not None:
+                    waiter.add_exception(self)
+                else:
+                    waiter.add_result(self)
+            self._condition.notify_all()
+
+    def __repr__(self) -> str:
+        b = self._batch
+        state = "pending" if not b.done else ("error" if b.error else "finished")
+        return f"<RecordFuture {b.topic}-{b.partition} #{self._index} {state}>"
+
+
+class _WaiterList(list):
+    """concurrent.futures waiters of one RecordFuture."""
+
+    def __init__(self, fut: RecordFuture) -> None:
+        super().__init__()
+        self.fut = fut
+        self.immediate = False
+
+    def append(self, waiter: Any) -> None:
+        super().append(waiter)
+        if self.immediate:
+            if self.fut._batch.error is not None:
+                waiter.add_exception(self.fut)
+            else:
+                waiter.add_result(self.fut)
+
+
+_ = CANCELLED_AND_NOTIFIED  # imported for readers: the states concurrent.futures checks
+
+
+def completed_future(value: Any) -> cf.Future:
+    f: cf.Future = cf.Future()
+    f.set_result(value)
+    return f
+
+
+def failed_future(exc: BaseException) -> cf.Future:
+    f: cf.Future = cf.Future()
+    f.set_exception(exc)
+    return f

@@ -1,0 +1,498 @@
+"""Consumer group membership (classic protocol) and offset commits.
+
+``GroupCoordinator`` finds the group's coordinator (FindCoordinator), commits and fetches offsets
+(OffsetCommit/OffsetFetch: also for a consumer that only uses ``assign()``, with generation -1), and for a
+subscribed consumer runs the JoinGroup/SyncGroup cycle: the member chosen as leader computes the assignment
+with the protocol the group agreed on (range, roundrobin, cooperative-sticky). Heartbeats run in a
+background task; a rebalance is carried out by the next ``poll()`` (like the Java client), which also runs
+the rebalance listener's callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+from moldau.protocol import messages as m
+
+from .assignors import (
+    MemberSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    get_assignor,
+)
+from .errors import (
+    Codes,
+    CommitFailedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    RequestTimedOutError,
+    broker_error,
+    error_name,
+)
+from .types import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import AsyncConsumer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GroupCoordinator"]
+
+_FIND_COORDINATOR = 10
+_JOIN = 11
+_HEARTBEAT = 12
+_LEAVE = 13
+_SYNC = 14
+_OFFSET_COMMIT = 8
+_OFFSET_FETCH = 9
+
+_COORDINATOR_ERRORS = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE})
+_RETRY_ERRORS = frozenset({Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT,
+                           Codes.UNSTABLE_OFFSET_COMMIT, Codes.NETWORK_EXCEPTION})
+_MEMBER_ERRORS = frozenset({Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, Codes.REBALANCE_IN_PROGRESS,
+                            Codes.FENCED_INSTANCE_ID})
+
+
+class GroupCoordinator:
+    def __init__(self, consumer: "AsyncConsumer") -> None:
+        c = consumer.config
+        self.consumer = consumer
+        self.cluster = consumer._cluster
+        self.group_id: str = c["group.id"]
+        self.group_instance_id: str | None = c["group.instance.id"]
+        self.session_timeout_ms = c["session.timeout.ms"]
+        self.rebalance_timeout_ms = c["max.poll.interval.ms"]
+        self.heartbeat_interval = c["heartbeat.interval.ms"] / 1000.0
+        self.max_poll_interval = c["max.poll.interval.ms"] / 1000.0
+        self.retry_backoff = c["retry.backoff.ms"] / 1000.0
+        self.request_timeout_ms = c["request.timeout.ms"]
+        self.rack_id = c["client.rack"]
+        self.assignors = [get_assignor(s) for s in c["partition.assignment.strategy"]]
+        if not self.assignors:
+            raise ValueError("partition.assignment.strategy is empty")
+        self.coordinator_id: int | None = None
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.rejoin_needed = True
+        self.joined_topics: dict[str, int] = {}  # partition counts the current assignment was made with
+        self.rejoin_event = asyncio.Event()
+        self.last_poll = time.monotonic()
+        self._find_lock = asyncio.Lock()
+        self._join_task: asyncio.Task | None = None
+        self._hb_task: asyncio.Task | None = None
+        self._closing = False
+        self._joining = False
+
+    # ------------------------------------------------------------------------------------------------
+    # coordinator discovery
+
+    async def ensure_coordinator(self, timeout_ms: int | None = None) -> int:
+        if self.coordinator_id is not None and self.coordinator_id in self.cluster.brokers:
+            return self.coordinator_id
+        async with self._find_lock:
+            if self.coordinator_id is not None:
+                return self.coordinator_id
+            deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+            last: Exception | None = None
+            while time.monotonic() < deadline:
+                try:
+                    conn = await self.cluster.any_connection()
+                    version = conn.api_version(_FIND_COORDINATOR)
+                    R = m.FindCoordinatorRequest
+                    if version >= 4:
+                        req = R.new(key_type=0, coordinator_keys=[self.group_id])
+                    else:
+                        req = R.new(key=self.group_id, key_type=0)
+                    resp = await conn.send(_FIND_COORDINATOR, req)
+                    if version >= 4:
+                        c = resp.coordinators[0]
+                        code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+                    else:
+                        code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                    if code == 0:
+                        if node_id not in self.cluster.brokers:
+                            from .types import BrokerMetadata
+
+                            self.cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
+                        self.coordinator_id = node_id
+                        log.debug("group %s: coordinator is node %d (%s:%d)", self.group_id, node_id, host, port)
+                        return node_id
+                    last = broker_error(code, f"FindCoordinator for group {self.group_id!r}")
+                    if code not in (Codes.COORDINATOR_NOT_AVAILABLE, Codes.COORDINATOR_LOAD_IN_PROGRESS,
+                                    Codes.NOT_COORDINATOR):
+                        raise last
+                except (KafkaConnectionError, RequestTimedOutError) as exc:
+                    last = exc
+                await asyncio.sleep(self.retry_backoff)
+            raise KafkaTimeoutError(f"no coordinator found for group {self.group_id!r}: {last}")
+
+    def coordinator_dead(self, why: str) -> None:
+        if self.coordinator_id is not None:
+            log.info("group %s: coordinator %d unusable (%s); looking it up again", self.group_id,
+                     self.coordinator_id, why)
+        self.coordinator_id = None
+
+    async def _send(self, api_key: int, req: Any, timeout_ms: int | None = None) -> Any:
+        node = await self.ensure_coordinator()
+        try:
+            return await self.cluster.send(node, api_key, req, timeout_ms=timeout_ms)
+        except KafkaConnectionError:
+            self.coordinator_dead("connection failed")
+            raise
+
+    async def _version(self, api_key: int) -> int:
+        node = await self.ensure_coordinator()
+        conn = await self.cluster.connection(node)
+        return conn.api_version(api_key)
+
+    # ------------------------------------------------------------------------------------------------
+    # offsets
+
+    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
+        """OffsetCommit; retries coordinator moves; CommitFailedError when the group rebalanced."""
+        if not offsets:
+            return
+        deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+        R = m.OffsetCommitRequest
+        while True:
+            subscribed = self.consumer._subscribed
+            generation = self.generation if subscribed else -1
+            member_id = self.member_id if subscribed else ""
+            topics: dict[str, list[Any]] = {}
+            for tp, om in offsets.items():
+                if not isinstance(om, OffsetAndMetadata):
+                    om = OffsetAndMetadata(int(om))  # type: ignore[arg-type]
+                topics.setdefault(tp.topic, []).append(R.OffsetCommitRequestPartition(
+                    partition_index=tp.partition, committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch, commit_timestamp=-1,
+                    committed_metadata=om.metadata or ""))
+            req = R.new(group_id=self.group_id, generation_id_or_member_epoch=generation, member_id=member_id,
+                        group_instance_id=self.group_instance_id if subscribed else None, retention_time_ms=-1,
+                        topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            retry: str | None = None
+            try:
+                resp = await self._send(_OFFSET_COMMIT, req)
+            except (KafkaConnectionError, RequestTimedOutError) as exc:
+                retry = str(exc)
+            else:
+                failed: list[tuple[TopicPartition, int]] = []
+                for t in resp.topics:
+                    for p in t.partitions:
+                        if p.error_code:
+                            failed.append((TopicPartition(t.name, p.partition_index), p.error_code))
+                if not failed:
+                    return
+                codes = {c for _tp, c in failed}
+                if codes & _COORDINATOR_ERRORS:
+                    self.coordinator_dead(error_name(next(iter(codes & _COORDINATOR_ERRORS))))
+                    retry = "coordinator moved"
+                elif codes & _RETRY_ERRORS:
+                    retry = error_name(next(iter(codes & _RETRY_ERRORS)))
+                elif codes & _MEMBER_ERRORS:
+                    code = next(iter(codes & _MEMBER_ERRORS))
+                    if code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION):
+                        self.reset_generation(lost=code == Codes.UNKNOWN_MEMBER_ID)
+                    self.request_rejoin()
+                    raise CommitFailedError(
+                        f"commit of group {self.group_id!r} failed ({error_name(code)}): the group rebalanced "
+                        "and the partitions may now belong to another member")
+                else:
+                    tp, code = failed[0]
+                    raise broker_error(code, f"OffsetCommit {tp.topic}-{tp.partition}")
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"commit for group {self.group_id!r} did not complete in time ({retry})")
+            await asyncio.sleep(self.retry_backoff)
+
+    async def fetch_committed(self, tps: Iterable[TopicPartition],
+                              timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+        R = m.OffsetFetchRequest
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        while True:
+            retry: str | None = None
+            try:
+                version = await self._version(_OFFSET_FETCH)
+                req = R.new(group_id=self.group_id,
+                            topics=[R.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                                    for t, ps in by_topic.items()],
+                            require_stable=True)
+                resp = await self._send(_OFFSET_FETCH, req)
+            except (KafkaConnectionError, RequestTimedOutError) as exc:
+                retry = str(exc)
+            else:
+                top = getattr(resp, "error_code", 0) if version >= 2 else 0
+                if top in _COORDINATOR_ERRORS:
+                    self.coordinator_dead(error_name(top))
+                    retry = error_name(top)
+                elif top in _RETRY_ERRORS:
+                    retry = error_name(top)
+                elif top:
+                    raise broker_error(top, f"OffsetFetch for group {self.group_id!r}")
+                else:
+                    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+                    for t in resp.topics:
+                        for p in t.partitions:
+                            tp = TopicPartition(t.name, p.partition_index)
+                            if p.error_code in _RETRY_ERRORS or p.error_code in _COORDINATOR_ERRORS:
+                                retry = error_name(p.error_code)
+                                break
+                            if p.error_code:
+                                raise broker_error(p.error_code, f"OffsetFetch {tp.topic}-{tp.partition}")
+                            out[tp] = (OffsetAndMetadata(p.committed_offset, p.metadata or "",
+                                                         getattr(p, "committed_leader_epoch", -1))
+                                       if p.committed_offset >= 0 else None)
+                    if retry is None:
+                        for tp in tps:
+                            out.setdefault(tp, None)
+                        return out
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(f"fetching committed offsets of group {self.group_id!r} timed out ({retry})")
+            await asyncio.sleep(self.retry_backoff)
+
+    # ------------------------------------------------------------------------------------------------
+    # membership
+
+    def request_rejoin(self) -> None:
+        self.rejoin_needed = True
+        self.rejoin_event.set()
+
+    def reset_generation(self, lost: bool = False) -> None:
+        self.generation = -1
+        if lost:
+            self.member_id = ""
+        self.rejoin_needed = True
+
+    @property
+    def cooperative(self) -> bool:
+        for a in self.assignors:
+            if a.name == self.protocol:
+                return a.cooperative
+        return all(a.cooperative for a in self.assignors)
+
+    def ensure_heartbeat(self) -> None:
+        if self._hb_task is None or self._hb_task.done():
+            self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="moldau-heartbeat")
+
+    async def ensure_active(self, deadline: float) -> None:
+        """Called by poll(): start a rebalance when one is needed and wait for it until ``deadline``."""
+        if self.rejoin_needed and (self._join_task is None or self._join_task.done()):
+            self._join_task = asyncio.get_running_loop().create_task(self._join(), name="moldau-join")
+        task = self._join_task
+        if task is not None and not task.done():
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                await asyncio.wait([task], timeout=remaining)
+        if task is not None and task.done():
+            self._join_task = None
+            exc = task.exception() if not task.cancelled() else None
+            if exc is not None:
+                raise exc
+
+    async def _join(self) -> None:
+        consumer = self.consumer
+        self._joining = True
+        try:
+            await self.ensure_coordinator()
+            owned = set(consumer._group_assignment)
+            if consumer._partitions_lost_pending:
+                consumer._partitions_lost_pending = False
+                if owned:
+                    await consumer._lose(owned)
+                    owned = set()
+            if owned and not self.cooperative:
+                # eager: commit and give everything up before joining
+                await consumer._maybe_auto_commit_sync()
+                await consumer._revoke(owned)
+                owned = set()
+            while True:
+                if self._closing:
+                    return
+                self.rejoin_needed = False
+                self.rejoin_event.clear()
+                topics = consumer._subscribed_topics()
+                if not topics and consumer._pattern is not None:
+                    await self.cluster.refresh()
+                    topics = consumer._subscribed_topics()
+                ok = await self._join_once(topics, owned)
+                if ok:
+                    break
+                await asyncio.sleep(self.retry_backoff)
+            self.ensure_heartbeat()
+        finally:
+            self._joining = False
+
+    async def _join_once(self, topics: set[str], owned: set[TopicPartition]) -> bool:
+        consumer = self.consumer
+        protocols = [m.JoinGroupRequest.JoinGroupRequestProtocol(
+            name=a.name,
+            metadata=encode_subscription(topics, owned if a.cooperative else (), self.generation, self.rack_id),
+        ) for a in self.assignors]
+        req = m.JoinGroupRequest.new(
+            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+            group_instance_id=self.group_instance_id, protocol_type="consumer", protocols=protocols,
+            reason=None)
+        timeout = max(self.request_timeout_ms, self.rebalance_timeout_ms + 5000)
+        try:
+            resp = await self._send(_JOIN, req, timeout_ms=timeout)
+        except (KafkaConnectionError, RequestTimedOutError) as exc:
+            log.info("group %s: JoinGroup failed: %s", self.group_id, exc)
+            return False
+        code = resp.error_code
+        if code == Codes.MEMBER_ID_REQUIRED:
+            self.member_id = resp.member_id
+            return await self._join_once(topics, owned)
+        if code:
+            return self._join_error(code, "JoinGroup")
+        self.generation = resp.generation_id
+        self.member_id = resp.member_id
+        self.protocol = resp.protocol_name
+        self.leader_id = resp.leader
+        log.info("group %s: joined generation %d as %s%s (protocol %s)", self.group_id, self.generation,
+                 self.member_id, " (leader)" if resp.leader == resp.member_id else "", self.protocol)
+        assignments: list[Any] = []
+        if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
+            result = await self._assign(resp.members)
+            assignments = [m.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid, assignment=data)
+                           for mid, data in result.items()]
+        sreq = m.SyncGroupRequest.new(
+            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+            group_instance_id=self.group_instance_id, protocol_type="consumer", protocol_name=self.protocol,
+            assignments=assignments)
+        try:
+            sresp = await self._send(_SYNC, sreq, timeout_ms=timeout)
+        except (KafkaConnectionError, RequestTimedOutError) as exc:
+            log.info("group %s: SyncGroup failed: %s", self.group_id, exc)
+            return False
+        if sresp.error_code:
+            return self._join_error(sresp.error_code, "SyncGroup")
+        assigned = decode_assignment(sresp.assignment)
+        await consumer._on_assignment(assigned, self.cooperative)
+        self.joined_topics = {t: self.cluster.num_partitions(t) for t in consumer._subscribed_topics()}
+        return True
+
+    def _join_error(self, code: int, what: str) -> bool:
+        log.info("group %s: %s error %s", self.group_id, what, error_name(code))
+        if code in _COORDINATOR_ERRORS:
+            self.coordinator_dead(error_name(code))
+            return False
+        if code == Codes.UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+            self.generation = -1
+            return False
+        if code in (Codes.ILLEGAL_GENERATION, Codes.REBALANCE_IN_PROGRESS):
+            if code == Codes.ILLEGAL_GENERATION:
+                self.generation = -1
+            return False
+        if code in (Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT):
+            return False
+        raise broker_error(code, f"{what} for group {self.group_id!r}")
+
+    async def _assign(self, members: list[Any]) -> dict[str, bytes]:
+        subs: dict[str, MemberSubscription] = {}
+        for mem in members:
+            subs[mem.member_id] = decode_subscription(mem.member_id, mem.metadata,
+                                                      getattr(mem, "group_instance_id", None))
+        all_topics = {t for s in subs.values() for t in s.topics}
+        missing = [t for t in all_topics if self.cluster.num_partitions(t) == 0]
+        if missing:
+            self.cluster.add_topics(missing)
+            try:
+                await self.cluster.refresh(missing, timeout_ms=self.request_timeout_ms)
+            except KafkaTimeoutError:
+                pass
+        counts = {t: self.cluster.num_partitions(t) for t in all_topics if self.cluster.num_partitions(t) > 0}
+        assignor = next((a for a in self.assignors if a.name == self.protocol), self.assignors[0])
+        result = assignor.assign(counts, subs)
+        log.debug("group %s: %s assignment %s", self.group_id, assignor.name, result)
+        return {mid: encode_assignment(result.get(mid, [])) for mid in subs}
+
+    def check_metadata(self) -> None:
+        """Rejoin when a subscribed topic's partition count changed since the assignment."""
+        if self.generation < 0 or self.rejoin_needed:
+            return
+        for t in self.consumer._subscribed_topics():
+            n = self.cluster.num_partitions(t)
+            if n and self.joined_topics.get(t) != n:
+                log.info("group %s: partitions of %s changed (%s -> %d); rejoining", self.group_id, t,
+                         self.joined_topics.get(t), n)
+                self.request_rejoin()
+                return
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.heartbeat_interval)
+            if self._closing or self.generation < 0 or self._joining:
+                continue
+            if time.monotonic() - self.last_poll > self.max_poll_interval:
+                log.warning("group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
+                            self.group_id, self.max_poll_interval * 1000)
+                await self.leave("consumer poll timeout has expired")
+                self.request_rejoin()
+                continue
+            req = m.HeartbeatRequest.new(group_id=self.group_id, generation_id=self.generation,
+                                         member_id=self.member_id, group_instance_id=self.group_instance_id)
+            try:
+                resp = await self._send(_HEARTBEAT, req)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
+                continue
+            code = resp.error_code
+            if code == 0:
+                continue
+            log.info("group %s: heartbeat: %s", self.group_id, error_name(code))
+            if code == Codes.REBALANCE_IN_PROGRESS:
+                self.request_rejoin()
+            elif code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, Codes.FENCED_INSTANCE_ID):
+                self.reset_generation(lost=code != Codes.ILLEGAL_GENERATION)
+                self.consumer._partitions_lost_pending = True
+                self.request_rejoin()
+            elif code in _COORDINATOR_ERRORS:
+                self.coordinator_dead(error_name(code))
+
+    async def leave(self, reason: str = "the consumer is being closed") -> None:
+        if self.generation < 0 and not self.member_id:
+            return
+        if self.group_instance_id is not None:
+            # static members keep their place across restarts; the session timeout removes them
+            self.generation = -1
+            return
+        try:
+            version = await self._version(_LEAVE)
+            R = m.LeaveGroupRequest
+            if version >= 3:
+                req = R.new(group_id=self.group_id, members=[
+                    R.MemberIdentity(member_id=self.member_id, group_instance_id=None, reason=reason)])
+            else:
+                req = R.new(group_id=self.group_id, member_id=self.member_id)
+            resp = await self._send(_LEAVE, req, timeout_ms=min(self.request_timeout_ms, 5000))
+            if resp.error_code:
+                log.info("group %s: LeaveGroup: %s", self.group_id, error_name(resp.error_code))
+        except Exception as exc:  # noqa: BLE001
+            log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+        self.generation = -1
+        self.member_id = ""
+
+    async def close(self) -> None:
+        self._closing = True
+        for t in (self._join_task, self._hb_task):
+            if t is not None and not t.done():
+                t.cancel()
+                try:
+                    await t
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass

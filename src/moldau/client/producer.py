@@ -1,0 +1,848 @@
+"""The producer: per-partition accumulator, a sender on the event loop, idempotence.
+
+``send()`` serializes, picks the partition (murmur2 of the key, sticky for keyless records) and appends the
+record straight into the open batch of that partition (``records.BatchBuilder``: varints and bytes written
+into one growing ``bytearray``; no object per record besides the tiny ``RecordFuture``). The accumulator is
+guarded by a ``threading.Lock`` so the synchronous facade appends from the caller's thread without a trip
+through the event loop; the sender is woken only when a batch is opened.
+
+The sender (one asyncio task) drains ready batches (full, ``linger.ms`` elapsed, flushing, or memory
+short), one batch per partition per request, up to ``max.request.size``, to each partition's leader, with
+at most ``max.in.flight.requests.per.connection`` requests in flight per broker. Failed batches are retried
+in their original order until ``delivery.timeout.ms``: a partition whose first queued batch is a retry
+sends it alone, after everything before it completed.
+
+Idempotence (default): InitProducerId before the first batch; each batch carries the producer id, epoch and
+the partition's next sequence number. A gap the broker reports (OUT_OF_ORDER_SEQUENCE_NUMBER not explained
+by an earlier failed batch, UNKNOWN_PRODUCER_ID) or a sequenced batch that failed for good makes the
+sender bump the epoch (InitProducerId v3+ with the current id/epoch, else a new id) once nothing is in
+flight, which restarts every partition's sequence at 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from moldau.protocol import messages as m
+from moldau.protocol.records import BatchBuilder, codec_id, compute_crc
+
+from .cluster import Cluster
+from .config import resolve_config
+from .errors import (
+    BufferExhaustedError,
+    ClientError,
+    Codes,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    broker_error,
+    error_name,
+    is_retriable,
+)
+from .futures import BatchResult, RecordFuture
+from .partitioner import DefaultPartitioner, key_partition
+from .types import RecordMetadata
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AsyncProducer", "RecordTooLargeError"]
+
+_PRODUCE = 0
+_INIT_PRODUCER_ID = 22
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 16  # varints + attributes of one record, a generous estimate
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at offset 43
+_U32 = struct.Struct(">I")
+
+# Errors after which a batch is sent again (Kafka's retriable produce errors).
+_RETRY_CODES = frozenset({
+    Codes.CORRUPT_MESSAGE, Codes.UNKNOWN_TOPIC_OR_PARTITION, Codes.LEADER_NOT_AVAILABLE,
+    Codes.NOT_LEADER_OR_FOLLOWER, Codes.REQUEST_TIMED_OUT, Codes.NETWORK_EXCEPTION,
+    Codes.NOT_ENOUGH_REPLICAS, Codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Codes.KAFKA_STORAGE_ERROR,
+    Codes.BROKER_NOT_AVAILABLE, Codes.REPLICA_NOT_AVAILABLE, Codes.FENCED_LEADER_EPOCH,
+    Codes.UNKNOWN_LEADER_EPOCH, Codes.THROTTLING_QUOTA_EXCEEDED, Codes.COORDINATOR_LOAD_IN_PROGRESS,
+})
+_METADATA_CODES = frozenset({
+    Codes.UNKNOWN_TOPIC_OR_PARTITION, Codes.LEADER_NOT_AVAILABLE, Codes.NOT_LEADER_OR_FOLLOWER,
+    Codes.FENCED_LEADER_EPOCH, Codes.UNKNOWN_LEADER_EPOCH, Codes.KAFKA_STORAGE_ERROR,
+})
+
+
+class RecordTooLargeError(ClientError):
+    """A record is larger than max.request.size or buffer.memory."""
+
+
+def _nbytes(b: Any) -> int:
+    return b.nbytes if type(b) is memoryview else len(b)
+
+
+class ProducerBatch:
+    __slots__ = ("topic", "partition", "builder", "result", "created", "records", "est_size", "closed",
+                 "attempts", "next_retry", "reserved", "producer_id", "producer_epoch", "base_sequence",
+                 "built", "order", "in_flight")
+
+    def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float, reserved: int):
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.result = BatchResult(topic, partition)
+        self.created = created
+        self.records = 0
+        self.est_size = _BATCH_OVERHEAD
+        self.closed = False
+        self.attempts = 0
+        self.next_retry = 0.0
+        self.reserved = reserved
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.built: bytearray | None = None
+        self.order = -1  # drain order within the partition (retries go back in this order)
+        self.in_flight = False
+
+    def __repr__(self) -> str:
+        return (f"<ProducerBatch {self.topic}-{self.partition} n={self.records} seq={self.base_sequence} "
+                f"attempts={self.attempts}>")
+
+
+class _PartitionState:
+    __slots__ = ("queue", "in_flight", "next_sequence", "next_order", "retrying")
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[ProducerBatch] = collections.deque()
+        self.in_flight = 0
+        self.next_sequence = 0
+        self.next_order = 0
+        self.retrying = False  # a batch of this partition failed and waits to be sent again
+
+
+class _Accumulator:
+    """Open batches per partition; thread-safe (one lock), drained by the sender on the loop."""
+
+    def __init__(self, cfg: dict[str, Any], wakeup: Callable[[], None]) -> None:
+        self.batch_size = cfg["batch.size"]
+        self.linger = cfg["linger.ms"] / 1000.0
+        self.codec = codec_id(cfg["compression.type"])
+        self.level = cfg["compression.level"]
+        self.total_memory = cfg["buffer.memory"]
+        self.available = self.total_memory
+        self.lock = threading.Lock()
+        self.memory_cond = threading.Condition(self.lock)
+        self.memory_waiters = 0
+        self.async_memory_waiters: list[asyncio.Future] = []
+        self.parts: dict[str, dict[int, _PartitionState]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.closing = False
+        self.wakeup = wakeup
+        self.on_new_batch: Callable[[str, int], None] | None = None
+
+    def state(self, topic: str, partition: int) -> _PartitionState:
+        parts = self.parts.get(topic)
+        if parts is None:
+            parts = self.parts[topic] = {}
+        st = parts.get(partition)
+        if st is None:
+            st = parts[partition] = _PartitionState()
+        return st
+
+    def try_append(self, topic: str, partition: int, ts: int, key: Any, value: Any, headers: Any,
+                   est: int) -> RecordFuture | None:
+        """Append under the lock; None when a new batch is needed but buffer.memory is short."""
+        new = False
+        with self.lock:
+            parts = self.parts.get(topic)
+            st = parts.get(partition) if parts is not None else None
+            if st is None:
+                st = self.state(topic, partition)
+            q = st.queue
+            b = q[-1] if q else None
+            if b is None or b.closed or b.est_size + est > self.batch_size:
+                if b is not None:
+                    b.closed = True
+                size = self.batch_size if est + _BATCH_OVERHEAD <= self.batch_size else est + _BATCH_OVERHEAD
+                if self.available < size:
+                    return None
+                self.available -= size
+                b = ProducerBatch(topic, partition, BatchBuilder(2, self.codec, compression_level=self.level),
+                                  time.monotonic(), size)
+                q.append(b)
+                self.incomplete.add(b)
+                new = True
+            idx = b.records
+            b.builder.append(ts, key, value, headers)
+            b.records = idx + 1
+            b.est_size += est
+            fut = RecordFuture(b.result, idx, ts)
+        if new:
+            if self.on_new_batch is not None:
+                self.on_new_batch(topic, partition)
+            self.wakeup()
+        return fut
+
+    # -- memory -------------------------------------------------------------------------------------
+    def wait_memory_sync(self, size: int, deadline: float) -> None:
+        with self.memory_cond:
+            self.memory_waiters += 1
+            try:
+                self.wakeup()
+                while self.available < size:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise BufferExhaustedError(
+                            f"buffer.memory ({self.total_memory} bytes) stayed full for max.block.ms"
+                        )
+                    self.memory_cond.wait(remaining)
+            finally:
+                self.memory_waiters -= 1
+
+    async def wait_memory_async(self, size: int, deadline: float) -> None:
+        while True:
+            with self.lock:
+                if self.available >= size:
+                    return
+                self.memory_waiters += 1
+                fut = asyncio.get_running_loop().create_future()
+                self.async_memory_waiters.append(fut)
+            try:
+                self.wakeup()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferExhaustedError(
+                        f"buffer.memory ({self.total_memory} bytes) stayed full for max.block.ms"
+                    )
+                try:
+                    await asyncio.wait_for(fut, remaining)
+                except asyncio.TimeoutError:
+                    pass
+            finally:
+                with self.lock:
+                    self.memory_waiters -= 1
+
+    def release(self, batch: ProducerBatch) -> None:
+        """Give a completed batch's memory back (loop thread)."""
+        with self.memory_cond:
+            self.available += batch.reserved
+            batch.reserved = 0
+            self.incomplete.discard(batch)
+            if self.memory_waiters:
+                self.memory_cond.notify_all()
+            waiters, self.async_memory_waiters = self.async_memory_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+
+class _Sender:
+    """Drains the accumulator into Produce requests; handles responses, retries and idempotence."""
+
+    def __init__(self, producer: "AsyncProducer") -> None:
+        self.p = producer
+        self.cfg = producer.config
+        self.acc = producer._acc
+        self.cluster = producer._cluster
+        self.acks = self.cfg["acks"]
+        self.idempotent = self.cfg["enable.idempotence"]
+        self.max_in_flight = self.cfg["max.in.flight.requests.per.connection"]
+        self.max_request_size = self.cfg["max.request.size"]
+        self.request_timeout_ms = self.cfg["request.timeout.ms"]
+        self.delivery_timeout = self.cfg["delivery.timeout.ms"] / 1000.0
+        self.retries = self.cfg["retries"]
+        self.retry_backoff = self.cfg["retry.backoff.ms"] / 1000.0
+        self.retry_backoff_max = max(self.cfg["retry.backoff.max.ms"] / 1000.0, self.retry_backoff)
+        self.node_in_flight: dict[int, int] = collections.defaultdict(int)
+        self.event = asyncio.Event()
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.need_bump = False
+        self.total_in_flight = 0
+        self.fatal: BaseException | None = None
+        self.running = True
+        self._connecting: set[int] = set()
+        self._pid_task: asyncio.Task | None = None
+
+    # -- main loop ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while self.running:
+            try:
+                delay = await self._run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the sender must survive anything
+                log.exception("producer sender iteration failed")
+                delay = self.retry_backoff
+            if delay is None or delay > 0:
+                try:
+                    await asyncio.wait_for(self.event.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            self.event.clear()
+
+    async def _run_once(self) -> float | None:
+        now = time.monotonic()
+        self._expire(now)
+        if self.idempotent:
+            if self.need_bump or self.producer_id < 0:
+                if self.total_in_flight:
+                    return None  # wait for in-flight requests to come back first
+                await self._init_producer_id(bump=self.producer_id >= 0)
+                return 0
+        return self._drain_and_send(now)
+
+    def _expire(self, now: float) -> None:
+        expired: list[ProducerBatch] = []
+        with self.acc.lock:
+            for parts in self.acc.parts.values():
+                for st in parts.values():
+                    q = st.queue
+                    while q and now - q[0].created >= self.delivery_timeout:
+                        expired.append(q.popleft())
+        for b in expired:
+            if b.base_sequence >= 0 and b.attempts > 0:
+                self.need_bump = True  # outcome unknown: the broker's sequence state may be ahead of ours
+            self._fail(b, KafkaTimeoutError(
+                f"{b.records} record(s) for {b.topic}-{b.partition} expired: not delivered within "
+                f"delivery.timeout.ms ({self.delivery_timeout * 1000:.0f} ms)"
+                + (f" after {b.attempts} attempt(s)" if b.attempts else "")))
+
+    def _drain_and_send(self, now: float) -> float | None:
+        acc = self.acc
+        cluster = self.cluster
+        linger = acc.linger
+        force = acc.flushing > 0 or acc.closing or acc.memory_waiters > 0
+        next_delay: float | None = None
+        per_node: dict[int, list[ProducerBatch]] = {}
+        node_bytes: dict[int, int] = {}
+        unknown_leader = False
+        full_nodes: set[int] = set()
+        with acc.lock:
+            for topic, parts in acc.parts.items():
+                for partition, st in parts.items():
+                    q = st.queue
+                    if not q:
+                        continue
+                    b = q[0]
+                    if b.attempts:
+                        if st.in_flight:
+                            continue
+                        if b.next_retry > now:
+                            d = b.next_retry - now
+                            next_delay = d if next_delay is None or d < next_delay else next_delay
+                            continue
+                    elif not (force or b.closed or len(q) > 1):
+                        d = b.created + linger - now
+                        if d > 0:
+                            next_delay = d if next_delay is None or d < next_delay else next_delay
+                            continue
+                    leader = cluster.leader(topic, partition)
+                    if leader < 0:
+                        unknown_leader = True
+                        continue
+                    if leader in full_nodes:
+                        continue
+                    if self.node_in_flight[leader] >= self.max_in_flight:
+                        full_nodes.add(leader)
+                        continue
+                    if cluster.connected(leader) is None:
+                        self._connect(leader)
+                        full_nodes.add(leader)
+                        continue
+                    size = b.est_size
+                    nb = node_bytes.get(leader, 0)
+                    if nb and nb + size > self.max_request_size:
+                        continue
+                    q.popleft()
+                    b.closed = True
+                    b.in_flight = True
+                    st.in_flight += 1
+                    if b.order < 0:
+                        b.order = st.next_order
+                        st.next_order += 1
+                    per_node.setdefault(leader, []).append(b)
+                    node_bytes[leader] = nb + size
+                    if q and not b.attempts and (q[0].closed or len(q) > 1 or force):
+                        next_delay = 0  # more ready batches for this partition: come back at once
+        if unknown_leader:
+            cluster.request_update()
+            d = self.retry_backoff
+            next_delay = d if next_delay is None or d < next_delay else next_delay
+        for node, batches in per_node.items():
+            self._send(node, batches)
+        return next_delay
+
+    def _connect(self, node: int) -> None:
+        if node in self._connecting:
+            return
+        self._connecting.add(node)
+
+        async def go() -> None:
+            try:
+                await self.cluster.connection(node)
+            except Exception as exc:  # noqa: BLE001
+                log.debug("producer: cannot connect to node %d: %s", node, exc)
+                await asyncio.sleep(self.retry_backoff)
+            finally:
+                self._connecting.discard(node)
+                self.event.set()
+
+        asyncio.get_running_loop().create_task(go())
+
+    # -- sending --------------------------------------------------------------------------------------
+    def _prepare(self, b: ProducerBatch) -> bytearray:
+        if b.built is None:
+            data = bytearray(b.builder.build(0))
+            b.builder = None  # type: ignore[assignment]  # free the uncompressed records
+            b.built = data
+        data = b.built
+        if self.idempotent:
+            if b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or b.base_sequence < 0:
+                st = self.acc.state(b.topic, b.partition)
+                b.producer_id = self.producer_id
+                b.producer_epoch = self.producer_epoch
+                b.base_sequence = st.next_sequence
+                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+                _PRODUCER_FIELDS.pack_into(data, 43, b.producer_id, b.producer_epoch, b.base_sequence)
+                _U32.pack_into(data, 17, compute_crc(data, 0, len(data)))
+        return data
+
+    def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        conn = self.cluster.connected(node)
+        if conn is None:
+            for b in batches:
+                self._retry(b, KafkaConnectionError(f"node {node} disconnected"), None)
+            return
+        R = m.ProduceRequest
+        topics: dict[str, list[Any]] = {}
+        for b in batches:
+            data = self._prepare(b)
+            topics.setdefault(b.topic, []).append(R.PartitionProduceData(index=b.partition, records=data))
+        req = R.new(
+            transactional_id=None,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[R.TopicProduceData(name=t, partition_data=pd) for t, pd in topics.items()],
+        )
+        try:
+            fut = conn.send(_PRODUCE, req, expect_response=self.acks != 0)
+        except Exception as exc:  # noqa: BLE001 - e.g. UnsupportedVersionError
+            for b in batches:
+                self._finish_attempt(b)
+                self._fail(b, exc)
+            return
+        self.node_in_flight[node] += 1
+        self.total_in_flight += 1
+        fut.add_done_callback(lambda f: self._on_response(node, batches, f))
+
+    def _finish_attempt(self, b: ProducerBatch) -> None:
+        if b.in_flight:
+            b.in_flight = False
+            st = self.acc.state(b.topic, b.partition)
+            st.in_flight -= 1
+
+    def _on_response(self, node: int, batches: list[ProducerBatch], fut: asyncio.Future) -> None:
+        self.node_in_flight[node] -= 1
+        self.total_in_flight -= 1
+        self.event.set()
+        exc = fut.exception()
+        if exc is not None:
+            for b in batches:
+                self._finish_attempt(b)
+                self._retry(b, exc, None)
+            self.cluster.request_update()
+            return
+        resp = fut.result()
+        if resp is None:  # acks=0
+            for b in batches:
+                self._finish_attempt(b)
+                self._complete(b, -1, -1)
+            return
+        by_tp: dict[tuple[str, int], Any] = {}
+        for t in resp.responses:
+            for pr in t.partition_responses:
+                by_tp[(t.name, pr.index)] = pr
+        for b in batches:
+            self._finish_attempt(b)
+            pr = by_tp.get((b.topic, b.partition))
+            if pr is None:
+                self._retry(b, broker_error(Codes.UNKNOWN_SERVER_ERROR, "partition missing in response"), None)
+                continue
+            code = pr.error_code
+            if code == 0 or code == Codes.DUPLICATE_SEQUENCE_NUMBER:
+                st = self.acc.state(b.topic, b.partition)
+                st.retrying = False
+                self._complete(b, pr.base_offset, pr.log_append_time_ms)
+                continue
+            leader = getattr(pr, "current_leader", None)
+            if leader is not None and getattr(leader, "leader_id", -1) >= 0:
+                self.cluster.update_leader(b.topic, b.partition, leader.leader_id, leader.leader_epoch)
+            msg = getattr(pr, "error_message", None)
+            self._handle_error(b, code, msg)
+
+    def _handle_error(self, b: ProducerBatch, code: int, msg: str | None) -> None:
+        st = self.acc.state(b.topic, b.partition)
+        if code in _METADATA_CODES:
+            self.cluster.request_update()
+        if self.idempotent and code == Codes.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if not st.retrying:
+                log.warning("producer: %s-%d out of order sequence %d; bumping the epoch", b.topic, b.partition,
+                            b.base_sequence)
+                self.need_bump = True
+            self._retry(b, broker_error(code, msg), code, force=True)
+            return
+        if self.idempotent and code in (Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING,
+                                        Codes.INVALID_PRODUCER_EPOCH):
+            self.need_bump = True
+            self._retry(b, broker_error(code, msg), code, force=True)
+            return
+        if code in _RETRY_CODES:
+            self._retry(b, broker_error(code, msg), code)
+            return
+        if self.idempotent and b.base_sequence >= 0:
+            self.need_bump = True  # the batches after this one carry sequences the broker will not accept
+        self._fail(b, broker_error(code, msg))
+
+    def _retry(self, b: ProducerBatch, exc: BaseException, code: int | None, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and (b.attempts >= self.retries or now - b.created >= self.delivery_timeout):
+            if self.idempotent and b.base_sequence >= 0:
+                self.need_bump = True
+            self._fail(b, exc)
+            return
+        if now - b.created >= self.delivery_timeout:
+            self._fail(b, exc)
+            return
+        b.attempts += 1
+        backoff = min(self.retry_backoff * (2 ** min(b.attempts - 1, 10)), self.retry_backoff_max)
+        b.next_retry = now + backoff
+        log.debug("producer: retrying %r after %s", b, exc)
+        with self.acc.lock:
+            st = self.acc.state(b.topic, b.partition)
+            st.retrying = True
+            q = st.queue
+            i = 0
+            while i < len(q) and q[i].order >= 0 and q[i].order < b.order:
+                i += 1
+            q.insert(i, b)
+        self.event.set()
+
+    def _complete(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.acc.release(b)
+        b.result.complete(base_offset, log_append_time if log_append_time is not None else -1)
+
+    def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
+        self.acc.release(b)
+        b.result.complete(-1, -1, exc)
+
+    # -- idempotence ----------------------------------------------------------------------------------
+    async def _init_producer_id(self, bump: bool) -> None:
+        try:
+            conn = await self.cluster.any_connection()
+            version = conn.api_version(_INIT_PRODUCER_ID)
+            if bump and version >= 3:
+                req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1,
+                                                  producer_id=self.producer_id, producer_epoch=self.producer_epoch)
+            else:
+                req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1)
+            resp = await conn.send(_INIT_PRODUCER_ID, req)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.info("producer: InitProducerId failed (%s); retrying", exc)
+            await asyncio.sleep(self.retry_backoff)
+            return
+        if resp.error_code:
+            if is_retriable(resp.error_code) or resp.error_code in (Codes.COORDINATOR_NOT_AVAILABLE,
+                                                                    Codes.NOT_COORDINATOR):
+                await asyncio.sleep(self.retry_backoff)
+                return
+            if bump and resp.error_code in (Codes.INVALID_PRODUCER_EPOCH, Codes.PRODUCER_FENCED,
+                                            Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING):
+                self.producer_id = -1  # start over with a new producer id
+                self.need_bump = False
+                return
+            err = broker_error(resp.error_code, "InitProducerId")
+            log.error("producer: InitProducerId failed: %s", err)
+            self._fail_all(err)
+            await asyncio.sleep(self.retry_backoff)
+            return
+        log.debug("producer: producer id %d epoch %d (was %d/%d)", resp.producer_id, resp.producer_epoch,
+                  self.producer_id, self.producer_epoch)
+        self.producer_id = resp.producer_id
+        self.producer_epoch = resp.producer_epoch
+        self.need_bump = False
+        with self.acc.lock:
+            for parts in self.acc.parts.values():
+                for st in parts.values():
+                    st.next_sequence = 0
+                    st.retrying = False
+                    for b in st.queue:
+                        b.base_sequence = -1  # re-sequenced when drained
+
+    def _fail_all(self, exc: BaseException) -> None:
+        batches: list[ProducerBatch] = []
+        with self.acc.lock:
+            for parts in self.acc.parts.values():
+                for st in parts.values():
+                    batches.extend(st.queue)
+                    st.queue.clear()
+        for b in batches:
+            self._fail(b, exc)
+
+
+class AsyncProducer:
+    """asyncio producer.
+
+    ::
+
+        async with AsyncProducer(bootstrap_servers="localhost:9092", linger_ms=5) as p:
+            fut = await p.send("topic", b"value", key=b"key")
+            md = await fut                      # RecordMetadata(topic, partition, offset, timestamp)
+            md = await p.send_and_wait("topic", b"v")
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config = resolve_config("producer", config, kwargs)
+        c = self.config
+        self._cluster = Cluster(c, allow_auto_topic_creation=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = -1
+        self._acc = _Accumulator(c, self._wakeup)
+        self._partitioner_fn = c["partitioner"]
+        self._partitioner = DefaultPartitioner(c["batch.size"], c["partitioner.ignore.keys"])
+        self._acc.on_new_batch = self._on_new_batch
+        self._key_ser = c["key.serializer"]
+        self._value_ser = c["value.serializer"]
+        self._max_block = c["max.block.ms"] / 1000.0
+        self._max_request_size = c["max.request.size"]
+        self._sender: _Sender | None = None
+        self._sender_task: asyncio.Task | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        await self._cluster.start()
+        self._sender = _Sender(self)
+        self._sender_task = self._loop.create_task(self._sender.run(), name="moldau-producer-sender")
+        self._started = True
+
+    async def __aenter__(self) -> "AsyncProducer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered (up to ``timeout`` seconds; None = no bound), then stop."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        self._acc.closing = True
+        self._wakeup()
+        try:
+            await self._wait_incomplete(timeout)
+        except KafkaTimeoutError:
+            pass
+        assert self._sender is not None and self._sender_task is not None
+        self._sender.running = False
+        self._sender._fail_all(ProducerClosedError("producer closed before the record was sent"))
+        for b in list(self._acc.incomplete):
+            self._sender._fail(b, ProducerClosedError("producer closed before the record was acknowledged"))
+        self._sender.event.set()
+        self._sender_task.cancel()
+        try:
+            await self._sender_task
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            pass
+        await self._cluster.close()
+
+    def _wakeup(self) -> None:
+        s = self._sender
+        if s is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            s.event.set()
+        elif self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(s.event.set)
+
+    def _on_new_batch(self, topic: str, partition: int) -> None:
+        n = self._cluster.num_partitions(topic)
+        if n > 1:
+            self._partitioner.on_new_batch(topic, partition, n, self._cluster.available_partitions(topic))
+
+    # -- sending --------------------------------------------------------------------------------------
+    def _prepare(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+                 headers: Any) -> tuple[Any, Any, Any, int, int]:
+        """Serialize and size one record: (key, value, headers, est_size, timestamp)."""
+        if self._closed:
+            raise ProducerClosedError("producer is closed")
+        if self._key_ser is not None:
+            key = self._key_ser(key)
+        elif type(key) is str:
+            key = key.encode()
+        if self._value_ser is not None:
+            value = self._value_ser(value)
+        elif type(value) is str:
+            value = value.encode()
+        est = _RECORD_OVERHEAD
+        if key is not None:
+            est += _nbytes(key)
+        if value is not None:
+            est += _nbytes(value)
+        if headers:
+            headers = _normalize_headers(headers)
+            for hk, hv in headers:
+                est += len(hk) + (0 if hv is None else _nbytes(hv)) + 4
+        else:
+            headers = None
+        if est + _BATCH_OVERHEAD > self._max_request_size:
+            raise RecordTooLargeError(
+                f"record of about {est} bytes is larger than max.request.size ({self._max_request_size})")
+        if est + _BATCH_OVERHEAD > self._acc.total_memory:
+            raise RecordTooLargeError(
+                f"record of about {est} bytes is larger than buffer.memory ({self._acc.total_memory})")
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        return key, value, headers, est, timestamp
+
+    def _choose_partition(self, topic: str, key: Any, partition: int | None, n: int) -> int:
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise ValueError(f"partition {partition} of {topic!r} does not exist ({n} partitions)")
+            return partition
+        if self._partitioner_fn is not None:
+            return self._partitioner_fn(key, list(range(n)), self._cluster.available_partitions(topic))
+        if key is not None and not self._partitioner.ignore_keys:
+            return key_partition(key, n)
+        st = self._partitioner._sticky.get(topic)
+        if st is not None and st[0] < n:
+            return st[0]
+        return self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                   timestamp: int | None = None, headers: Any = None) -> RecordFuture:
+        """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
+        buffer space up to max.block.ms."""
+        if not self._started:
+            raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
+        key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
+        t = self._cluster.topics.get(topic)
+        if t is None or not t.partitions:
+            t = await self._cluster.wait_for_topic(topic, int(self._max_block * 1000))
+        n = len(t.partitions)
+        p = self._choose_partition(topic, key, partition, n)
+        acc = self._acc
+        fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if fut is None:
+            deadline = time.monotonic() + self._max_block
+            while fut is None:
+                await acc.wait_memory_async(max(acc.batch_size, est + _BATCH_OVERHEAD), deadline)
+                fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if key is None and partition is None and self._partitioner_fn is None:
+            self._partitioner.record_appended(topic, est)
+        return fut
+
+    def send_nowait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                    timestamp: int | None = None, headers: Any = None) -> RecordFuture:
+        """Like send() from the loop thread without awaiting: raises KafkaTimeoutError when the topic's
+        metadata is not known yet and BufferExhaustedError when buffer.memory is full."""
+        return self.send_blocking(topic, value, key, partition, timestamp, headers, block=False)
+
+    def send_blocking(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                      timestamp: int | None = None, headers: Any = None, block: bool = True) -> RecordFuture:
+        """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms."""
+        if not self._started:
+            raise IllegalStateError("producer not started")
+        key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
+        t = self._cluster.topics.get(topic)
+        if t is None or not t.partitions:
+            if not block:
+                self._loop.call_soon_threadsafe(self._cluster.add_topics, [topic])  # type: ignore[union-attr]
+                raise KafkaTimeoutError(f"metadata of topic {topic!r} not available yet")
+            cf = asyncio.run_coroutine_threadsafe(
+                self._cluster.wait_for_topic(topic, int(self._max_block * 1000)), self._loop)  # type: ignore[arg-type]
+            t = cf.result()
+        n = len(t.partitions)
+        p = self._choose_partition(topic, key, partition, n)
+        acc = self._acc
+        fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if fut is None:
+            if not block:
+                raise BufferExhaustedError("buffer.memory is full")
+            deadline = time.monotonic() + self._max_block
+            while fut is None:
+                acc.wait_memory_sync(max(acc.batch_size, est + _BATCH_OVERHEAD), deadline)
+                fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if key is None and partition is None and self._partitioner_fn is None:
+            self._partitioner.record_appended(topic, est)
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                            timestamp: int | None = None, headers: Any = None) -> RecordMetadata:
+        fut = await self.send(topic, value, key, partition, timestamp, headers)
+        return await fut
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until it is acknowledged (or failed)."""
+        if not self._started:
+            return
+        self._acc.flushing += 1
+        self._wakeup()
+        try:
+            await self._wait_incomplete(timeout)
+        finally:
+            self._acc.flushing -= 1
+
+    async def _wait_incomplete(self, timeout: float | None) -> None:
+        with self._acc.lock:
+            pending = [b.result for b in self._acc.incomplete]
+        if not pending:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for r in pending:
+            if r.done:
+                continue
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            try:
+                await asyncio.wait_for(asyncio.shield(r.aio_future()), remaining)
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        t = await self._cluster.wait_for_topic(topic, int(self._max_block * 1000))
+        return sorted(t.partitions)
+
+    @property
+    def producer_id(self) -> tuple[int, int]:
+        """(producer id, epoch) of the idempotent producer; (-1, -1) before the first send."""
+        s = self._sender
+        return (s.producer_id, s.producer_epoch) if s else (-1, -1)
+
+
+def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:
+    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, Any]] = []
+    for k, v in items:
+        if type(k) is bytes:
+            k = k.decode()
+        if type(v) is str:
+            v = v.encode()
+        out.append((k, v))
+    return out
+
+
+_ = (Sequence, error_name)

@@ -1,0 +1,405 @@
+"""Synchronous facade: each client runs its asyncio core on a private event loop in a background thread.
+
+Blocking methods submit a coroutine to that loop and wait for it; futures handed out are
+``concurrent.futures.Future`` objects. Works from plain scripts and from any thread (not from the client's
+own loop thread, e.g. inside a delivery callback: such calls raise instead of deadlocking).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import queue
+import threading
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, Mapping, TypeVar
+
+from .errors import IllegalStateError
+from .futures import RecordFuture
+from .types import RecordMetadata
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LoopThread", "Producer", "Consumer", "Admin"]
+
+T = TypeVar("T")
+
+
+def _new_loop(use_uvloop: bool) -> asyncio.AbstractEventLoop:
+    if use_uvloop:
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:  # pragma: no cover - optional
+            pass
+    return asyncio.new_event_loop()
+
+
+class LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self, name: str, use_uvloop: bool = True) -> None:
+        self.loop = _new_loop(use_uvloop)
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = asyncio.all_tasks(self.loop)
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    @property
+    def in_loop_thread(self) -> bool:
+        return threading.get_ident() == self.thread.ident
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> cf.Future:
+        if self.loop.is_closed() or not self.thread.is_alive():
+            coro.close()
+            raise IllegalStateError("client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self.in_loop_thread:
+            coro.close()
+            raise IllegalStateError("blocking client call from the client's own event-loop thread "
+                                    "(e.g. inside a callback) would deadlock")
+        fut = self.submit(coro)
+        try:
+            return fut.result(timeout)
+        except cf.TimeoutError:
+            fut.cancel()
+            raise
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            try:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            except RuntimeError:  # loop already closed
+                return
+            if not self.in_loop_thread:
+                self.thread.join(10)
+
+
+def _use_uvloop(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> bool:
+    for src in (kwargs, config or {}):
+        for k in ("use_uvloop", "use.uvloop"):
+            if k in src:
+                v = src[k]
+                return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
+    return True
+
+
+class _SyncBase:
+    _name = "moldau-client"
+
+    def _start_loop(self, config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> None:
+        self._lt = LoopThread(self._name, _use_uvloop(config, kwargs))
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self._lt.run(coro, timeout)
+
+    def _build(self, factory: Callable[[], Any]) -> Any:
+        async def create() -> Any:
+            obj = factory()
+            await obj.start()
+            return obj
+
+        try:
+            return self._run(create())
+        except BaseException:
+            self._lt.stop()
+            raise
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self, timeout: float | None = None) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Producer(_SyncBase):
+    """Blocking producer. ``send()`` returns a ``concurrent.futures.Future`` of RecordMetadata.
+
+    ::
+
+        with Producer(bootstrap_servers="localhost:9092") as p:
+            p.send("topic", b"value", key=b"k").result()
+            p.flush()
+    """
+
+    _name = "moldau-producer"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from .producer import AsyncProducer
+
+        self._start_loop(config, kwargs)
+        self._p: AsyncProducer = self._build(lambda: AsyncProducer(config, **kwargs))
+        self.config = self._p.config
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp: int | None = None, headers: Any = None) -> RecordFuture:
+        """Queue a record (blocks up to max.block.ms for metadata or buffer space)."""
+        return self._p.send_blocking(topic, value, key, partition, timestamp, headers,
+                                     block=not self._lt.in_loop_thread)
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                timestamp: int | None = None, headers: Any = None,
+                on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any] | None = None
+                ) -> RecordFuture:
+        """send() with an optional delivery callback ``on_delivery(error, metadata)`` (run on the
+        client's thread)."""
+        fut = self.send(topic, value, key, partition, timestamp, headers)
+        if on_delivery is not None:
+            def done(f: RecordFuture) -> None:
+                exc = f.exception()
+                on_delivery(exc, None if exc else f.result())
+
+            fut.add_done_callback(done)
+        return fut
+
+    def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                      timestamp: int | None = None, headers: Any = None,
+                      timeout: float | None = None) -> RecordMetadata:
+        return self.send(topic, value, key, partition, timestamp, headers).result(timeout)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._run(self._p.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._run(self._p.partitions_for(topic))
+
+    @property
+    def producer_id(self) -> tuple[int, int]:
+        return self._p.producer_id
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._p.close(timeout))
+        finally:
+            self._lt.stop()
+
+
+class _CallbackBridge:
+    """Runs rebalance-listener callbacks on the thread blocked in a consumer call (like Java's poll())."""
+
+    _DONE = object()
+
+    def __init__(self, lt: LoopThread) -> None:
+        self.lt = lt
+        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    async def runner(self, fn: Callable[..., Any], arg: Any) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self.q.put((fn, arg, fut))
+        await fut
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self.lt.in_loop_thread:
+            coro.close()
+            raise IllegalStateError("blocking consumer call from the consumer's own event-loop thread")
+        cfut = self.lt.submit(coro)
+        token = object()
+        cfut.add_done_callback(lambda _f: self.q.put((self._DONE, token, None)))
+        while True:
+            fn, arg, fut = self.q.get()
+            if fn is self._DONE:
+                if arg is token:
+                    return cfut.result(timeout=0)
+                continue  # a finished call whose caller timed out earlier
+            err: BaseException | None = None
+            try:
+                fn(arg)
+            except BaseException as exc:  # noqa: BLE001 - reported by the listener wrapper
+                err = exc
+            self.lt.loop.call_soon_threadsafe(_resolve, fut, err)
+
+
+def _resolve(fut: asyncio.Future, err: BaseException | None) -> None:
+    if fut.done():
+        return
+    if err is not None:
+        fut.set_exception(err)
+    else:
+        fut.set_result(None)
+
+
+class Consumer(_SyncBase):
+    """Blocking consumer.
+
+    ::
+
+        with Consumer("topic", bootstrap_servers="localhost:9092", group_id="g",
+                      auto_offset_reset="earliest") as c:
+            for record in c.poll(timeout=1.0):
+                ...
+            for record in c:      # endless iteration
+                ...
+
+    Rebalance-listener callbacks run on the thread that called poll() (or close()/unsubscribe()), so they
+    may call blocking consumer methods such as commit().
+    """
+
+    _name = "moldau-consumer"
+
+    def __init__(self, *topics: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from .consumer import AsyncConsumer
+
+        self._start_loop(config, kwargs)
+        self._bridge = _CallbackBridge(self._lt)
+
+        def make() -> AsyncConsumer:
+            c = AsyncConsumer(config=config, **kwargs)
+            c._callback_runner = self._bridge.runner
+            return c
+
+        self._c: AsyncConsumer = self._build(make)
+        self.config = self._c.config
+        self._iter: list[Any] = []
+        self._iter_pos = 0
+        if topics:
+            self.subscribe(list(topics))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._bridge.run(coro)
+
+    def _sync(self, fn: Callable[..., T], *args: Any) -> T:
+        async def go() -> T:
+            return fn(*args)
+
+        return self._run(go())
+
+    # assignment
+    def assign(self, partitions: Any) -> None:
+        self._sync(self._c.assign, list(partitions))
+
+    def assignment(self) -> set[Any]:
+        return self._sync(self._c.assignment)
+
+    def subscribe(self, topics: Any = None, pattern: Any = None, listener: Any = None) -> None:
+        self._sync(self._c.subscribe, topics, pattern, listener)
+
+    def subscription(self) -> set[str]:
+        return self._sync(self._c.subscription)
+
+    def unsubscribe(self) -> None:
+        self._call(self._c.unsubscribe())
+
+    # records
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Any]:
+        return self._call(self._c.poll(timeout, max_records))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        while self._iter_pos >= len(self._iter):
+            if self._closed:
+                raise StopIteration
+            self._iter = self.poll(timeout=1.0)
+            self._iter_pos = 0
+        r = self._iter[self._iter_pos]
+        self._iter_pos += 1
+        return r
+
+    # offsets
+    def commit(self, offsets: Mapping[Any, Any] | None = None, timeout: float | None = None) -> None:
+        self._call(self._c.commit(offsets, timeout))
+
+    def commit_async(self, offsets: Mapping[Any, Any] | None = None,
+                     callback: Callable[[Any, BaseException | None], Any] | None = None) -> cf.Future:
+        """Commit in the background; returns a concurrent.futures.Future (callback runs on the client's
+        thread)."""
+        async def go() -> Any:
+            return await self._c.commit_async(offsets, callback)
+
+        return self._lt.submit(go())
+
+    def committed(self, partitions: Any, timeout: float | None = None) -> dict[Any, Any]:
+        return self._call(self._c.committed(partitions, timeout))
+
+    def position(self, tp: Any, timeout: float | None = None) -> int:
+        return self._call(self._c.position(tp, timeout))
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self._sync(self._c.seek, tp, offset)
+
+    def seek_to_beginning(self, *partitions: Any) -> None:
+        self._sync(self._c.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: Any) -> None:
+        self._sync(self._c.seek_to_end, *partitions)
+
+    def pause(self, *partitions: Any) -> None:
+        self._sync(self._c.pause, *partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self._sync(self._c.resume, *partitions)
+
+    def paused(self) -> set[Any]:
+        return self._sync(self._c.paused)
+
+    def highwater(self, tp: Any) -> int | None:
+        return self._c.highwater(tp)
+
+    def offsets_for_times(self, timestamps: Mapping[Any, int], timeout: float | None = None) -> dict[Any, Any]:
+        return self._call(self._c.offsets_for_times(timestamps, timeout))
+
+    def beginning_offsets(self, partitions: Any, timeout: float | None = None) -> dict[Any, int]:
+        return self._call(self._c.beginning_offsets(partitions, timeout))
+
+    def end_offsets(self, partitions: Any, timeout: float | None = None) -> dict[Any, int]:
+        return self._call(self._c.end_offsets(partitions, timeout))
+
+    def topics(self, timeout: float | None = None) -> dict[str, list[int]]:
+        return self._call(self._c.topics(timeout))
+
+    def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
+        return self._call(self._c.partitions_for(topic, timeout))
+
+    @property
+    def member_id(self) -> str | None:
+        return self._c.member_id
+
+    @property
+    def generation(self) -> int:
+        return self._c.generation
+
+    def close(self, autocommit: bool = True) -> None:  # type: ignore[override]
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(self._c.close(autocommit))
+        finally:
+            self._lt.stop()
+
+
+class Admin(_SyncBase):  # filled in by the admin module
+    pass
+
+
+_ = (Awaitable, Iterator)

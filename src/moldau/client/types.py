@@ -1,0 +1,212 @@
+"""Plain data types of the client API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "TopicPartition",
+    "RecordMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "BrokerMetadata",
+    "PartitionMetadata",
+    "TopicMetadata",
+    "NewTopic",
+    "NewPartitions",
+    "ConfigResource",
+    "ConfigEntry",
+    "AlterConfigOp",
+    "GroupListing",
+    "GroupDescription",
+    "MemberDescription",
+    "ClusterDescription",
+    "TopicDescription",
+    "ListOffsetsResult",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "TIMESTAMP_NOT_AVAILABLE",
+]
+
+TIMESTAMP_NOT_AVAILABLE = -1
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed. offset is -1 with acks=0."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes | None]]
+    leader_epoch: int = -1
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class BrokerMetadata:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: Any
+    is_internal: bool
+    partitions: dict[int, PartitionMetadata]
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, list[int]] | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NewPartitions:
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+# Resource types of DescribeConfigs / IncrementalAlterConfigs
+@dataclass(slots=True, frozen=True)
+class ConfigResource:
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    GROUP = 32
+
+    resource_type: int
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> "ConfigResource":
+        return cls(cls.TOPIC, name)
+
+    @classmethod
+    def broker(cls, node_id: int | str) -> "ConfigResource":
+        return cls(cls.BROKER, str(node_id))
+
+
+@dataclass(slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int = -1
+    is_default: bool = False
+    read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    config_type: int = 0
+    documentation: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class AlterConfigOp:
+    """One IncrementalAlterConfigs operation: SET=0, DELETE=1, APPEND=2, SUBTRACT=3."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+    name: str
+    value: str | None
+    op: int = 0
+
+
+@dataclass(slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+    group_type: str | None = None
+
+
+@dataclass(slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerMetadata]
+
+
+@dataclass(slots=True)
+class TopicDescription:
+    name: str
+    topic_id: Any
+    is_internal: bool
+    partitions: list[PartitionMetadata]
+
+
+class ListOffsetsResult(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
