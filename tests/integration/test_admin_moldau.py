@@ -691,3 +691,42 @@ def test_kafka_python_configs(kp_admin, broker, make_topic):
     bcfg = kp_admin.describe_configs([bres], config_filter="all")["broker"][str(me)]
     assert bcfg["log.segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
     assert bcfg["log.segment.bytes"]["read_only"] is False
+
+
+def test_aiokafka_admin_old_versions(broker, topic):
+    """aiokafka's admin speaks old versions (CreateTopics v3, DescribeConfigs v2, AlterConfigs v1, ...)."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+    from aiokafka.admin import NewTopic as AIONewTopic
+    from aiokafka.admin.config_resource import ConfigResource as AIOConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AIOType
+    from aiokafka.admin.records_to_delete import RecordsToDelete
+    from aiokafka.structs import TopicPartition as AIOTopicPartition
+
+    async def run() -> None:
+        a = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await a.start()
+        try:
+            r = await a.create_topics([AIONewTopic(topic, 2, 1, topic_configs={"retention.ms": "1000"})])
+            assert [e[1] for e in r.topic_errors] == [0]
+            r = await a.create_topics([AIONewTopic(topic, 2, 1)])
+            assert [e[1] for e in r.topic_errors] == [36]
+            [d] = await a.describe_configs([AIOConfigResource(AIOType.TOPIC, topic)])
+            entries = {e[0]: e for e in d.resources[0][4]}
+            assert entries["retention.ms"][1] == "1000" and entries["retention.ms"][3] == 1
+            [r] = await a.alter_configs([AIOConfigResource(AIOType.TOPIC, topic, {"segment.ms": "100000"})])
+            assert r.resources[0][0] == 0
+            r = await a.create_partitions({topic: NewPartitions(4)})
+            assert [e[1] for e in r.topic_errors] == [0]
+            c = await a.describe_cluster()
+            assert c["brokers"][0]["port"] == broker.port and c["controller_id"] == c["brokers"][0]["node_id"]
+            r = await a.delete_records({AIOTopicPartition(topic, 3): RecordsToDelete(0)})
+            assert r == {AIOTopicPartition(topic, 3): 0}
+            r = await a.delete_topics([topic])
+            assert [e[1] for e in r.topic_error_codes] == [0]
+        finally:
+            await a.close()
+
+    asyncio.run(asyncio.wait_for(run(), TIMEOUT))
+    assert not topic_exists(broker.bootstrap, topic)
