@@ -166,7 +166,7 @@ def _default_value_expr(f: Field, class_of: dict[str, str]) -> tuple[str, bool]:
         return "[]", True
     t = f.elem
     if f.struct_name is not None:
-        return f"{class_of[f.struct_name]}()", True
+        return f"_mk_{f.struct_name}()", True
     if t in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
         return "0", False
     if t == "float64":
@@ -704,6 +704,14 @@ def _class_source(name: str, qual: str, fields: dict[str, Field], class_of: dict
     s(2, "return r + ')'")
     s(1, "def to_dict(self):")
     s(2, "return {k: _todict(getattr(self, k)) for k in self._fields}")
+    # fast default factory (no keyword parsing), used by the decoders and by defaults of struct fields
+    s(0, f"def _mk_{name}():")
+    s(1, f"o = _new({class_of[name]})")
+    for attr, f in fields.items():
+        expr, _ = _default_value_expr(f, class_of)
+        s(1, f"o.{attr} = {expr}")
+    s(1, "o._unknown_tags = None")
+    s(1, "return o")
     s(0, f"{class_of[name]}.__name__ = {name!r}")
     s(0, f"{class_of[name]}.__qualname__ = {qual!r}")
     return s.text()
@@ -789,7 +797,8 @@ class Message:
         if self._classes is None:
             with self._lock:
                 if self._classes is None:
-                    ns: dict[str, Any] = {"_D": _D, "_Z": ZERO_UUID, "_UUID": uuid.UUID, "_todict": _todict}
+                    ns: dict[str, Any] = {"_D": _D, "_Z": ZERO_UUID, "_UUID": uuid.UUID, "_todict": _todict,
+                                          "_new": object.__new__}
                     src = []
                     # children first is unnecessary: defaults are evaluated at call time
                     for sname, fields in self._class_fields.items():
@@ -800,6 +809,7 @@ class Message:
                     for alias, attr in self._aliases.items():
                         setattr(classes[self.name], alias, _alias_property(attr))
                     self._class_ns = {self._class_var[n]: c for n, c in classes.items()}
+                    self._class_ns.update({f"_mk_{n}": ns[f"_mk_{n}"] for n in classes})
                     self._classes = classes
         return self._classes
 
