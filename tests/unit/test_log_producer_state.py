@@ -225,3 +225,42 @@ def test_expired_producers_are_forgotten(tmp_path):
     assert lg.producer_state.get(1) is None
     # after expiry the producer is unknown: any sequence is accepted
     assert not append(lg, pbatch(1, pid=1, epoch=0, seq=9)).duplicate
+
+
+def marker(pid: int, epoch: int, commit: bool) -> bytearray:
+    return bytearray(build_control_batch(producer_id=pid, producer_epoch=epoch, commit=commit, timestamp=NOW))
+
+
+def test_aborted_transactions_are_indexed_and_returned_by_read(tmp_path):
+    lg = new_log(tmp_path)
+    append(lg, pbatch(2, pid=1, epoch=0, seq=0, txn=True))  # 0-1, aborted below
+    append(lg, pbatch(1, pid=2, epoch=0, seq=0, txn=True))  # 2, committed below
+    append(lg, pbatch(1, pid=3, epoch=0, seq=0))  # 3, not transactional
+    assert append(lg, marker(1, 0, commit=False)).base_offset == 4
+    assert append(lg, marker(2, 0, commit=True)).base_offset == 5
+    append(lg, pbatch(1, pid=3, epoch=0, seq=1))  # 6
+    rr = lg.read(0, 10**6)
+    assert rr.aborted_transactions == [(1, 0)]
+    assert lg.read(5, 10**6).aborted_transactions is None  # marker 4 is before the range
+    assert lg.read(6, 10**6).aborted_transactions is None
+    seg = lg.segments[0]
+    with open(seg.txnindex_path, "rb") as f:
+        data = f.read()
+    # version 0, producer 1, first offset 0, last offset (the marker) 4, LSO 2 (producer 2 still open)
+    assert data == struct.pack(">hqqqq", 0, 1, 0, 4, 2)
+    lg.close()
+    lg2 = PartitionLog(lg.dir, LogConfig(), clock=FakeClock())
+    assert lg2.read(0, 10**6).aborted_transactions == [(1, 0)]
+    for s in lg2.segments:
+        s.close_handle()
+    os.unlink(seg.txnindex_path)  # lost with a crash: rebuilt from the markers in the log
+    for n in os.listdir(lg.dir):
+        if n.endswith(".snapshot"):
+            os.unlink(os.path.join(lg.dir, n))
+    lg3 = PartitionLog(lg.dir, LogConfig(), clock=FakeClock(), clean_shutdown=False)
+    assert lg3.read(0, 10**6).aborted_transactions == [(1, 0)]
+    with open(seg.txnindex_path, "rb") as f:
+        assert f.read() == data
+    lg3.truncate_to(4)
+    assert lg3.read(0, 10**6).aborted_transactions is None
+    assert not os.path.exists(seg.txnindex_path)

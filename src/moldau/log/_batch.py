@@ -120,3 +120,28 @@ def record_offsets_and_timestamps(batch: bytes | memoryview) -> list[tuple[int, 
         out.append((base + off_delta, base_ts + ts_delta))
         pos = end
     return out
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def control_type(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """Type of the end-transaction marker in the (uncompressed) control batch at ``pos``: 0 = ABORT,
+    1 = COMMIT; -1 when the batch does not hold a readable control record."""
+    try:
+        mv = memoryview(buf)
+        if (I16.unpack_from(mv, pos + ATTRIBUTES_OFFSET)[0] & ATTR_COMPRESSION_MASK) != 0:
+            return -1
+        p = pos + HEADER_SIZE
+        _length, p = _read_varint(mv, p)
+        p += 1  # record attributes
+        _ts, p = _read_varint(mv, p)
+        _od, p = _read_varint(mv, p)
+        klen, p = _read_varint(mv, p)
+        if klen < 4:
+            return -1
+        _version, ctype = struct.unpack_from(">hh", mv, p)
+        return ctype
+    except (IndexError, struct.error, ValueError):
+        return -1

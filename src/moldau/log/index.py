@@ -27,7 +27,7 @@ from bisect import bisect_right
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OffsetIndex", "TimeIndex", "OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE"]
+__all__ = ["OffsetIndex", "TimeIndex", "TxnIndex", "OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE", "TXN_ENTRY_SIZE"]
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
@@ -322,3 +322,56 @@ class TimeIndex:
 
     def mark_file_entries(self, n: int) -> None:
         self._file_entries = n
+
+
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
+TXN_ENTRY_SIZE = _TXN_ENTRY.size  # 34
+
+
+class TxnIndex:
+    """``.txnindex``: aborted transactions whose ABORT marker is in the segment (Kafka's TransactionIndex):
+    entries of (version int16 = 0, producer_id int64, first_offset int64, last_offset int64,
+    last_stable_offset int64). Aborts are rare, so entries are written (and fsynced) as they happen."""
+
+    @staticmethod
+    def read(path: str) -> list[tuple[int, int, int, int]]:
+        """[(producer_id, first_offset, last_offset, last_stable_offset)]; [] when missing. A partial trailing
+        entry is ignored."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        usable = len(data) - len(data) % TXN_ENTRY_SIZE
+        out = []
+        for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(data[:usable]):
+            if version != 0:
+                log.warning("%s: unknown entry version %d; ignoring the rest", path, version)
+                break
+            out.append((pid, first, last, lso))
+        return out
+
+    @staticmethod
+    def append(path: str, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, _TXN_ENTRY.pack(0, producer_id, first_offset, last_offset, last_stable_offset))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def rewrite(path: str, entries: list[tuple[int, int, int, int]]) -> None:
+        if not entries:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
+        data = b"".join(_TXN_ENTRY.pack(0, *e) for e in entries)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

@@ -22,12 +22,13 @@ import shutil
 import threading
 import time
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _batch
 from ._batch import (
+    CONTROL_ABORT,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     F_BASE_OFFSET,
@@ -36,6 +37,7 @@ from ._batch import (
     I32,
     I64,
     increment_sequence,
+    control_type,
     set_log_append_time,
 )
 from .checkpoint import (
@@ -55,6 +57,7 @@ from .errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from .index import TxnIndex
 from .producer_state import CorruptSnapshotError, ProducerStateManager
 from .segment import INT_MAX, CorruptBatch, Segment, SegmentCache, segment_file_name
 
@@ -78,6 +81,9 @@ class ReadResult:
     first_offset: int  # base offset of the first returned batch (== requested offset when empty)
     last_offset_exclusive: int  # last offset of the last returned batch + 1 (== requested offset when empty)
     size: int
+    # (producer_id, first_offset) of aborted transactions overlapping the returned range (for READ_COMMITTED
+    # fetches; Kafka's FetchResponse AbortedTransactions); None when there are none
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
@@ -120,6 +126,8 @@ class PartitionLog:
         self._segments: list[Segment] = []
         self._bases: list[int] = []
         self._epochs: list[tuple[int, int]] = []
+        # aborted transactions, sorted: (last offset = ABORT marker offset, producer id, first offset, LSO)
+        self._aborted: list[tuple[int, int, int, int]] = []
         self._closed = False
         self._roll_flush_pending = False
         self.log_start_offset = 0
@@ -201,6 +209,7 @@ class PartitionLog:
         hw = leo if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, ls), leo)
         self._load_epochs()
+        self._load_aborted()
         self._load_producer_state(now)
 
     def _load_epochs(self) -> None:
@@ -215,6 +224,68 @@ class PartitionLog:
         self._epochs = kept
         if kept != epochs:
             write_epoch_checkpoint(path, kept)
+
+    def _load_aborted(self) -> None:
+        out = []
+        for seg in self._segments:
+            for pid, first, last, lso in TxnIndex.read(seg.txnindex_path):
+                out.append((last, pid, first, lso))
+        out.sort()
+        self._aborted = out
+
+    def _drop_aborted_from(self, offset: int) -> None:
+        """Forget aborted transactions whose marker is at or after ``offset`` (and rewrite their .txnindex)."""
+        i = bisect_left(self._aborted, (offset,))
+        if i == len(self._aborted):
+            return
+        gone = self._aborted[i:]
+        del self._aborted[i:]
+        touched = {self._segment_index_for(e[0]) for e in gone}
+        for si in touched:
+            if 0 <= si < len(self._segments):
+                self._rewrite_txn_index(self._segments[si])
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def _rewrite_txn_index(self, seg: Segment) -> None:
+        si = self._segments.index(seg)
+        lo = seg.base_offset
+        hi = self._bases[si + 1] if si + 1 < len(self._bases) else None
+        entries = [
+            (pid, first, last, lso)
+            for last, pid, first, lso in self._aborted
+            if last >= lo and (hi is None or last < hi)
+        ]
+        TxnIndex.rewrite(seg.txnindex_path, entries)
+
+    def _on_marker(self, pid: int, epoch: int, ts: int, offset: int, ctype: int, persist: bool = True) -> None:
+        """A COMMIT/ABORT marker at ``offset``: record an aborted transaction, end the producer's transaction."""
+        ps = self.producer_state
+        if ctype == CONTROL_ABORT:
+            e = ps.get(pid)
+            first = e.current_txn_first_offset if e is not None and e.current_txn_first_offset >= 0 else offset
+            others = [
+                x.current_txn_first_offset
+                for x in ps.producers.values()
+                if x.producer_id != pid and x.current_txn_first_offset >= 0
+            ]
+            lso = min(others) if others else offset + 1
+            insort(self._aborted, (offset, pid, first, lso))
+            if persist:
+                seg = self._segments[self._segment_index_for(offset)]
+                try:
+                    TxnIndex.append(seg.txnindex_path, pid, first, offset, lso)
+                except OSError as err:
+                    raise StorageError(f"cannot write {seg.txnindex_path}: {err}") from err
+        ps.on_control(pid, epoch, ts)
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions with marker >= ``start`` that began before
+        ``end`` (Kafka's collectAbortedTransactions)."""
+        ab = self._aborted
+        i = bisect_left(ab, (start,))
+        return [(pid, first) for _last, pid, first, _lso in ab[i:] if first < end]
 
     def _snapshot_offsets(self) -> list[int]:
         out = []
@@ -246,8 +317,13 @@ class PartitionLog:
                 log.warning("%s: producer snapshot %s unusable (%s); deleting", self.dir, path, e)
                 ps.clear()
                 self._unlink(path)
+        self._drop_aborted_from(start)
         if start < leo:
+            before = len(self._aborted)
             self._replay_producers(start)
+            if len(self._aborted) != before:
+                for si in range(self._segment_index_for(start), len(self._segments)):
+                    self._rewrite_txn_index(self._segments[si])
 
     def _replay_producers(self, start: int) -> None:
         ps = self.producer_state
@@ -261,9 +337,13 @@ class PartitionLog:
                     continue
                 pos = found[0]
             try:
-                for _p, f, _ in seg.scan(pos):
+                for p, f, _ in seg.scan(pos):
                     if f[9] >= 0:
-                        ps.update_from_header(f, f[F_BASE_OFFSET])
+                        if f[5] & ATTR_CONTROL:
+                            head = os.pread(seg.fd(), min(f[1] + 12, 512), p)
+                            self._on_marker(f[9], f[10], f[8], f[F_BASE_OFFSET], control_type(head), persist=False)
+                        else:
+                            ps.update_from_header(f, f[F_BASE_OFFSET])
             except CorruptBatch as e:
                 log.warning("%s: %s while rebuilding producer state", seg.log_path, e)
 
@@ -459,7 +539,7 @@ class PartitionLog:
                     if pid < 0:
                         continue
                     if h.attributes & ATTR_CONTROL:
-                        ps.on_control(pid, h.producer_epoch, ts)
+                        self._on_marker(pid, h.producer_epoch, ts, base, control_type(buf, _pos))
                     else:
                         bs = h.base_sequence
                         ps.update(
@@ -593,7 +673,8 @@ class PartitionLog:
             if not complete or total >= max_bytes:
                 break
             i += 1
-        return ReadResult(chunks, first, last_excl, total)
+        aborted = self.aborted_transactions(first, last_excl) if self._aborted and total else None
+        return ReadResult(chunks, first, last_excl, total, aborted or None)
 
     # ================================================================================================ timestamps
     def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int] | None:
@@ -714,6 +795,9 @@ class PartitionLog:
         del self._segments[: len(doomed)]
         del self._bases[: len(doomed)]
         first = self._segments[0].base_offset
+        j = bisect_left(self._aborted, (first,))
+        if j:
+            del self._aborted[:j]
         if first > self.log_start_offset:
             self.log_start_offset = first
         if self.recovery_point < self.log_start_offset:
@@ -791,6 +875,7 @@ class PartitionLog:
                     seg.load_tail(interval)
                 seg.truncate_to(offset, interval)
             leo = self.log_end_offset
+            self._drop_aborted_from(leo)
             self.high_watermark = min(self.high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
             kept = [(e, o) for e, o in self._epochs if o < leo]
@@ -813,6 +898,7 @@ class PartitionLog:
         self.recovery_point = offset
         self.high_watermark = offset
         self.producer_state.clear()
+        self._aborted = []
         if self._epochs:
             self._epochs = []
             write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), [])

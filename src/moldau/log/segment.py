@@ -146,6 +146,10 @@ class Segment:
     def __repr__(self) -> str:
         return f"Segment({self.log_path}, size={self.size}, next_offset={self.next_offset})"
 
+    @property
+    def txnindex_path(self) -> str:
+        return self.log_path[:-4] + ".txnindex"
+
     # ------------------------------------------------------------------------------------------ creation
     @classmethod
     def create(
@@ -596,7 +600,7 @@ class Segment:
 
     def delete_files(self) -> None:
         self.close_handle()
-        for path in (self.log_path, self.index_path, self.timeindex_path, self.log_path[:-4] + ".txnindex"):
+        for path in (self.log_path, self.index_path, self.timeindex_path, self.txnindex_path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
