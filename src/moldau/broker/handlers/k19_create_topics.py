@@ -147,6 +147,10 @@ async def create_topics(ctx: Any, req: Any) -> Any:
             log.info("create topic %s refused: %s", t.name, exc)
             results.append(_result(ctx, t.name, exc=exc))
             continue
+        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
+            log.exception("create topic %s failed", t.name)
+            results.append(_result(ctx, t.name, exc=_err(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))))
+            continue
         results.append(_result(ctx, t.name, info, configs))
     for name in duplicates:
         results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))

@@ -115,6 +115,10 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
         except KafkaError as exc:
             results.append(_result(name, tid, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue
+        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
+            log.exception("delete topic %s failed", name)
+            results.append(_result(name, tid, int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)))
+            continue
         log.info("deleted topic %s (id %s)", name, tid)
         results.append(_result(name, tid, 0, None))
     return RESP.new(throttle_time_ms=0, responses=results)

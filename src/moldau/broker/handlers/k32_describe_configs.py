@@ -127,6 +127,12 @@ async def describe_configs(ctx: Any, req: Any) -> Any:
                 error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc),
                 resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
             continue
+        except Exception as exc:  # noqa: BLE001 - answer it, keep the connection
+            log.exception("describing configs of %s/%s failed", res.resource_type, res.resource_name)
+            results.append(RESP.DescribeConfigsResult(
+                error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc),
+                resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
+            continue
         results.append(RESP.DescribeConfigsResult(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name,
             configs=_entries_to_wire(entries, ctx.version, include_synonyms)))

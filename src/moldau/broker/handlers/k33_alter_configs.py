@@ -80,6 +80,12 @@ async def alter_configs(ctx: Any, req: Any) -> Any:
                 error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc),
                 resource_type=res.resource_type, resource_name=res.resource_name))
             continue
+        except Exception as exc:  # noqa: BLE001 - answer it, keep the connection
+            log.exception("altering configs of %s/%s failed", res.resource_type, res.resource_name)
+            results.append(RESP.AlterConfigsResourceResponse(
+                error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc),
+                resource_type=res.resource_type, resource_name=res.resource_name))
+            continue
         results.append(RESP.AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name))
     return RESP.new(throttle_time_ms=0, responses=results)

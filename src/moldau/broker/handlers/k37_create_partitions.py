@@ -92,6 +92,11 @@ async def create_partitions(ctx: Any, req: Any) -> Any:
             results.append(RESP.CreatePartitionsTopicResult(
                 name=t.name, error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc)))
             continue
+        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
+            log.exception("create partitions for %s failed", t.name)
+            results.append(RESP.CreatePartitionsTopicResult(
+                name=t.name, error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc)))
+            continue
         results.append(RESP.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
     for name in duplicates:
         results.append(RESP.CreatePartitionsTopicResult(
