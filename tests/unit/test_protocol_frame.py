@@ -83,3 +83,14 @@ def test_response_frames() -> None:
     av = frame.encode_response(5, 18, 3, m.ApiVersionsResponse.new())
     assert av[4:8] == struct.pack(">i", 5)
     assert m.ApiVersionsResponse.decode(av, 3, 8)[1] == len(av)
+
+
+def test_api_versions_error_body_is_v0() -> None:
+    R = m.ApiVersionsResponse
+    err = R.new(error_code=35, api_keys=[R.ApiVersion(api_key=18, min_version=0, max_version=3)])
+    v0 = R.encode(err, 0)
+    back, end = frame.decode_api_versions_response(v0, 3)  # client asked v3, broker answered v0
+    assert end == len(v0) and back.api_keys[0].max_version == 3
+    ok = R.new(api_keys=[R.ApiVersion(api_key=0, min_version=0, max_version=11)], throttle_time_ms=5)
+    back, _ = frame.decode_api_versions_response(R.encode(ok, 3), 3)
+    assert back.throttle_time_ms == 5

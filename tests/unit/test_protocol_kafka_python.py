@@ -101,6 +101,17 @@ def _layout_decl(fields: list[Field], v: int) -> list[tuple[Any, ...]]:
     return out
 
 
+def test_generated_declarations_are_current() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    try:
+        import gen_messages
+    finally:
+        sys.path.pop(0)
+    assert gen_messages.generate(check=True) == 0, "run tools/gen_messages.py"
+
+
 def test_every_json_message_is_declared() -> None:
     assert set(JSON) <= set(m.ALL), sorted(set(JSON) - set(m.ALL))
     for name, j in JSON.items():

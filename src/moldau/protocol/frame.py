@@ -20,7 +20,7 @@ from .schema import Message
 __all__ = [
     "request_header_version", "response_header_version", "decode_request_header", "encode_request_header",
     "encode_response_header", "decode_response_header", "encode_request", "encode_response",
-    "encode_response_parts", "SIZE",
+    "encode_response_parts", "decode_api_versions_response", "SIZE",
 ]
 
 SIZE = struct.Struct(">i")
@@ -91,6 +91,23 @@ def encode_response_header(correlation_id: int, api_key: int, api_version: int) 
 def decode_response_header(buf: Any, api_key: int, api_version: int, offset: int = 0) -> tuple[Any, int]:
     """Decode a response header (client side); returns ``(ResponseHeader, body_offset)``."""
     return m.ResponseHeader.decode(buf, response_header_version(api_key, api_version), offset)
+
+
+def decode_api_versions_response(buf: Any, version: int, offset: int = 0) -> tuple[Any, int]:
+    """Decode an ApiVersionsResponse (client side), following Kafka's quirk: a broker that does not support
+    the requested version answers UNSUPPORTED_VERSION with a v0 body, so a body carrying a non-zero error code
+    is read as v0."""
+    msg = m.ApiVersionsResponse
+    try:
+        (error_code,) = struct.unpack_from(">h", buf, offset)
+    except struct.error:
+        raise ProtocolDecodeError("ApiVersionsResponse shorter than its error code") from None
+    if error_code != 0 and version > 0:
+        try:
+            return msg.decode(buf, 0, offset)
+        except ProtocolDecodeError:
+            pass
+    return msg.decode(buf, version, offset)
 
 
 def _message(table: dict[int, Message], api_key: int) -> Message:
