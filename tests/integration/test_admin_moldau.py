@@ -730,3 +730,22 @@ def test_aiokafka_admin_old_versions(broker, topic):
 
     asyncio.run(asyncio.wait_for(run(), TIMEOUT))
     assert not topic_exists(broker.bootstrap, topic)
+
+
+def test_internal_topic_cannot_be_deleted(broker_factory):
+    b = broker_factory()
+    with Raw(b.bootstrap) as raw:
+        CT, DT = m.CreateTopicsRequest, m.DeleteTopicsRequest
+        if not topic_exists(b.bootstrap, "__consumer_offsets"):
+            r = raw.call(19, 7, CT.new(timeout_ms=5000, validate_only=False, topics=[CT.CreatableTopic(
+                name="__consumer_offsets", num_partitions=1, replication_factor=1, assignments=[], configs=[
+                    CT.CreatableTopicConfig(name="cleanup.policy", value="compact")])]))
+            assert r.topics[0].error_code == 0
+        r = raw.call(20, 5, DT.new(timeout_ms=5000, topic_names=["__consumer_offsets"]))
+        assert r.responses[0].error_code == 42 and "internal" in r.responses[0].error_message
+        assert topic_exists(b.bootstrap, "__consumer_offsets")
+        # DeleteRecords on it is refused too (INVALID_TOPIC_EXCEPTION, as Kafka)
+        DR = m.DeleteRecordsRequest
+        r = raw.call(21, 2, DR.new(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(
+            name="__consumer_offsets", partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=-1)])]))
+        assert r.topics[0].partitions[0].error_code == 17
