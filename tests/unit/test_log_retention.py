@@ -177,14 +177,18 @@ def test_tick_rolls_retains_flushes_and_checkpoints(tmp_path):
     append(lg, make_batch(2, T0), T0)
     assert lg.recovery_point == 0 and lg.unflushed_messages == 2
     lm.tick(T0 + 1000)
+    lm.drain()
     assert lg.recovery_point == 0  # flush.ms not reached
     lm.tick(T0 + 6000)
-    assert lg.recovery_point == 2  # flushed by flush.ms
+    lm.drain()
+    assert lg.recovery_point == 2  # flushed by flush.ms (in the background executor)
     lm.tick(T0 + 11_000)  # segment.ms passed: the non-empty active segment rolls
+    lm.drain()
     assert [s.base_offset for s in lg.segments] == [0, 2]
     assert read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)) == {("t", 0): 2}
     clock.ms = T0 + 40_000
-    lm.tick(T0 + 40_000)  # the first segment's records (T0) are past retention.ms
+    lm.tick(T0 + 40_000)
+    lm.drain()  # the first segment's records (T0) are past retention.ms
     assert lg.log_start_offset == 2 and [s.base_offset for s in lg.segments] == [2]
     lm.close()
 

@@ -14,10 +14,11 @@ At start (``load``): when ``.kafka_cleanshutdown`` is absent every partition is 
 point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close`` flushes
 every partition, writes the checkpoints and the marker.
 
-``tick(now_ms)`` (the broker calls it about every second) rolls segments older than ``segment.ms``, applies
-retention every ``log.retention.check.interval.ms``, flushes partitions due by ``flush.ms`` or after a roll,
-and writes the checkpoints every ``log.flush.offset.checkpoint.interval.ms``. Flushes go to ``flush_executor``
-when one is given (a ``concurrent.futures.Executor``), inline otherwise.
+``tick(now_ms)`` (the broker calls it about every second, on its event loop) rolls segments older than
+``segment.ms``, applies retention every ``log.retention.check.interval.ms``, flushes partitions due by
+``flush.ms`` or after a roll, and writes the checkpoints every ``log.flush.offset.checkpoint.interval.ms``.
+fsyncs never run inside ``tick``: flushes and checkpoint writes go to ``flush_executor`` (default: a private
+one-thread executor); ``drain()`` waits for them (tests, shutdown).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
 from .checkpoint import (
@@ -60,6 +61,12 @@ MAX_TOPIC_LENGTH = 249
 def validate_topic_name(topic: str) -> None:
     if not topic or topic in (".", "..") or len(topic) > MAX_TOPIC_LENGTH or not _LEGAL_TOPIC.match(topic):
         raise InvalidTopicError(f"illegal topic name {topic!r}")
+
+
+def _log_failure(fut: Future) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.error("background log work failed: %r", exc)
 
 
 def _default_cache_size() -> int:
@@ -100,7 +107,9 @@ class LogManager:
         self._requested_node_id = node_id
         self.cluster_id: str | None = cluster_id
         self.cache = SegmentCache(max_open_segments or _default_cache_size())
-        self.flush_executor = flush_executor
+        self._own_executor = flush_executor is None
+        self.flush_executor: Executor | None = flush_executor
+        self._pending: list[Future] = []
         self.retention_check_interval_ms = retention_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -339,14 +348,28 @@ class LogManager:
         if retention_due:
             self._last_retention_ms = now_ms
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
-            self.checkpoint()
+            self._submit(self.checkpoint)
             self._last_checkpoint_ms = now_ms
 
+    def _submit(self, fn: Any) -> None:
+        if self.flush_executor is None:
+            self.flush_executor = ThreadPoolExecutor(1, thread_name_prefix="moldau-log-flush")
+        self._pending = [f for f in self._pending if not f.done()]
+        fut = self.flush_executor.submit(fn)
+        fut.add_done_callback(_log_failure)
+        self._pending.append(fut)
+
     def _flush(self, plog: PartitionLog) -> None:
-        if self.flush_executor is not None:
-            self.flush_executor.submit(plog.flush)
-        else:
-            plog.flush()
+        self._submit(plog.flush)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for the background flushes / checkpoint writes submitted so far."""
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            try:
+                fut.result(timeout)
+            except Exception:  # already logged
+                pass
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every directory."""
@@ -368,6 +391,10 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown marker."""
+        self.drain()
+        if self._own_executor and self.flush_executor is not None:
+            self.flush_executor.shutdown(wait=True)
+            self.flush_executor = None
         if self._closed or not self._loaded:
             self._release_locks()
             return
