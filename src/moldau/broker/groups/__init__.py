@@ -3,11 +3,23 @@
     from moldau.broker.groups import GroupCoordinator, GroupConfig
 """
 
+from typing import Any
+
 from .coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from .group import ClassicGroupState, CommittedOffset, JoinResult, SyncResult
 from .timer import AsyncioTimer, ManualTimer
 
+
+
+def create_group_coordinator(broker: Any) -> GroupCoordinator:
+    """The broker's hook (Broker._start_optional_components): a loaded, started coordinator."""
+    from .broker_storage import create_group_coordinator as create
+
+    return create(broker)
+
+
 __all__ = [
+    "create_group_coordinator",
     "AsyncioTimer",
     "ClassicGroupState",
     "CommittedOffset",

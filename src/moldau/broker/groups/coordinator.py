@@ -1255,6 +1255,10 @@ class GroupCoordinator:
         for m in group.members.values():
             self._schedule_heartbeat(group, m)
 
+    def stop(self) -> None:
+        """Broker shutdown hook."""
+        self.shutdown()
+
     def shutdown(self) -> None:
         self._stopped = True
         if self._cleanup_handle is not None:

@@ -1,0 +1,39 @@
+"""Small helpers shared by the group handlers (k08..k16, k42, k47, k68, k69)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol.errors import ErrorCode
+
+# AclOperation codes a group supports: READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
+GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def coordinator_of(ctx: Any) -> Any:
+    """The broker's group coordinator, or None when it is not running (answer COORDINATOR_NOT_AVAILABLE)."""
+    return getattr(ctx.broker, "group_coordinator", None)
+
+
+def client_host(ctx: Any) -> str:
+    """Kafka reports the client address as InetAddress.toString(): "/127.0.0.1"."""
+    peer = getattr(ctx.connection, "peer", None)
+    host = peer[0] if peer else ""
+    return f"/{host}"
+
+
+def client_id(ctx: Any) -> str:
+    return ctx.client_id or ""
+
+
+def topic_partitions(ctx: Any, topic: str) -> int | None:
+    t = ctx.broker.metadata.get(topic)
+    return None if t is None else int(t.num_partitions)
+
+
+def topic_by_id(ctx: Any, topic_id: Any) -> Any:
+    return ctx.broker.metadata.get_by_id(topic_id)
+
+
+COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -1,0 +1,132 @@
+"""The coordinator inside the broker: __consumer_offsets as real log partitions, timers on the event loop.
+
+    create_group_coordinator(broker) -> GroupCoordinator      # called by Broker.start (loads the groups)
+
+Records are written as v2 record batches (``BatchBuilder``) through ``ReplicaManager.append`` (internal
+append, so the log, its index, compaction and ``moldau log dump`` see ordinary batches) and read back at
+startup with ``decode_batch``. The topic is created on first use with Kafka's settings: compacted,
+``offsets.topic.num.partitions`` partitions, ``offsets.topic.segment.bytes`` segments, internal.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Iterator
+
+from moldau.protocol.errors import KafkaError
+from moldau.protocol.records import BatchBuilder, decode_batch, split_batches
+
+from .coordinator import GroupConfig, GroupCoordinator
+from .offsets import OFFSETS_TOPIC
+from .timer import AsyncioTimer
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20
+
+
+class LogOffsetsStorage:
+    def __init__(self, broker: Any, num_partitions: int) -> None:
+        self.broker = broker
+        self.num_partitions = num_partitions
+
+    # ------------------------------------------------------------------------------------ topic
+    def topic_exists(self) -> bool:
+        return OFFSETS_TOPIC in self.broker.metadata.topics
+
+    def ensure_topic(self) -> None:
+        """Create __consumer_offsets if it does not exist yet (Kafka creates it on first FindCoordinator)."""
+        store = self.broker.metadata
+        if OFFSETS_TOPIC in store.topics:
+            return
+        cfg = self.broker.config
+        try:
+            store.create_topic(OFFSETS_TOPIC, self.num_partitions, int(cfg.get("offsets.topic.replication.factor")),
+                               {"cleanup.policy": "compact", "compression.type": "producer",
+                                "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
+            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+        except KafkaError as exc:
+            if OFFSETS_TOPIC not in store.topics:  # not a concurrent creation
+                raise exc
+
+    def _partition(self, partition: int) -> Any:
+        self.ensure_topic()
+        p = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if p is None:
+            raise KafkaError.for_code(15, f"{OFFSETS_TOPIC}-{partition} is not available")
+        return p
+
+    # ----------------------------------------------------------------------------------- append
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        p = self._partition(partition)
+        now = self.broker.clock.time_ms()
+        builder = BatchBuilder(magic=2)
+        for key, value in records:
+            builder.append(now, key, value)
+        buf = bytearray(builder.build(0))
+        res = self.broker.replica_manager.append(p, buf, internal=True, now_ms=now)
+        if res.error:
+            raise KafkaError.for_code(res.error, res.error_message)
+        if res.flush is not None:
+            await res.flush
+
+    # ------------------------------------------------------------------------------------- read
+    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        if not self.topic_exists():
+            return
+        p = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if p is None:
+            return
+        plog = p.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            rr = plog.read(offset, READ_CHUNK, min_one=True)
+            data = b"".join(bytes(c) for c in rr.chunks)
+            if not data:
+                break
+            last = offset
+            for pos, h in split_batches(data, allow_truncated=True):
+                last = max(last, h.last_offset + 1)
+                if h.is_control:
+                    continue
+                for rec in decode_batch(data, pos, header=h):
+                    if rec.offset >= offset:
+                        yield rec.key, rec.value
+            if last <= offset:
+                break
+            offset = last
+
+
+class MetadataTopics:
+    """The coordinator's view of topics (partition counts and ids), from the broker's metadata store."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def partition_count(self, topic: str) -> int | None:
+        t = self.broker.metadata.get(topic)
+        return None if t is None else int(t.num_partitions)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        t = self.broker.metadata.get(topic)
+        return None if t is None else t.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        t = self.broker.metadata.get_by_id(topic_id)
+        return None if t is None else t.name
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.broker.metadata.topics)
+
+
+def create_group_coordinator(broker: Any) -> GroupCoordinator:
+    config = GroupConfig.from_broker_config(broker.config)
+    clock = broker.clock
+    timer = AsyncioTimer(now_ms=clock.time_ms if hasattr(clock, "time_ms") else None)
+    storage = LogOffsetsStorage(broker, config.offsets_topic_num_partitions)
+    coordinator = GroupCoordinator(config, timer, storage, MetadataTopics(broker))
+    coordinator.load()
+    coordinator.start()
+    return coordinator

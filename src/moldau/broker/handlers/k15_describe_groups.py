@@ -1,0 +1,50 @@
+"""DescribeGroups (key 15), v0-6.
+
+* Stable groups: the selected protocol and each member's metadata (subscription) and assignment; other
+  states: members without metadata/assignment and an empty protocol (Kafka's summary rules).
+* Unknown groups (and KIP-848 consumer groups, described by ConsumerGroupDescribe): v0-5 state "Dead" with
+  no error; v6 GROUP_ID_NOT_FOUND with an error message.
+* v3+: authorized_operations when requested (no authorizer: every group operation), else INT32_MIN.
+* v4+: group_instance_id of static members.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode as E
+
+from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from ..registry import handler
+
+
+@handler(api_key=15, min_version=0, max_version=6)
+async def describe_groups(ctx: Any, req: Any) -> Any:
+    msg = m.DescribeGroupsResponse
+    v = ctx.version
+    gc = coordinator_of(ctx)
+    include_ops = bool(v >= 3 and req.include_authorized_operations)
+    out = []
+    for group_id in req.groups:
+        if gc is None:
+            out.append(msg.DescribedGroup(error_code=E.COORDINATOR_NOT_AVAILABLE, group_id=group_id,
+                                          group_state="", protocol_type="", protocol_data="", members=[]))
+            continue
+        d = gc.describe_group(group_id)
+        if d.error == E.GROUP_ID_NOT_FOUND:
+            out.append(msg.DescribedGroup(
+                error_code=E.GROUP_ID_NOT_FOUND if v >= 6 else E.NONE,
+                error_message=d.error_message if v >= 6 else None,
+                group_id=group_id, group_state="Dead", protocol_type="", protocol_data="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        out.append(msg.DescribedGroup(
+            error_code=d.error, error_message=d.error_message, group_id=group_id, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol,
+            members=[msg.DescribedGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                              client_id=x.client_id, client_host=x.client_host,
+                                              member_metadata=x.metadata, member_assignment=x.assignment)
+                     for x in d.members],
+            authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED))
+    return msg.new(throttle_time_ms=0, groups=out)

@@ -1,0 +1,29 @@
+"""DeleteGroups (key 42), v0-2.
+
+Deletes empty groups with their committed offsets (tombstones for every offset and the group metadata in
+__consumer_offsets). NON_EMPTY_GROUP while the group has members, GROUP_ID_NOT_FOUND for unknown groups,
+INVALID_GROUP_ID for an empty id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode as E
+
+from ..groups.api import coordinator_of
+from ..registry import handler
+
+
+@handler(api_key=42, min_version=0, max_version=2)
+async def delete_groups(ctx: Any, req: Any) -> Any:
+    msg = m.DeleteGroupsResponse
+    gc = coordinator_of(ctx)
+    names = list(req.groups_names)
+    if gc is None:
+        results = {g: E.COORDINATOR_NOT_AVAILABLE for g in names}
+    else:
+        results = await gc.delete_groups(names)
+    return msg.new(throttle_time_ms=0, results=[msg.DeletableGroupResult(group_id=g, error_code=results[g])
+                                                for g in dict.fromkeys(names)])
