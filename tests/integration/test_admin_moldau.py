@@ -312,8 +312,11 @@ def test_describe_broker_configs(broker):
     assert cfg["log.retention.hours"].is_read_only
     assert not cfg["log.retention.ms"].is_read_only              # dynamic in Kafka and moldau
     assert cfg["num.partitions"].is_read_only
-    # set by the test harness on the command line (--set)
-    assert cfg["group.initial.rebalance.delay.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    # whatever the test harness set on the command line (--set) is a static broker config
+    for key, value in broker.settings.items():
+        if key in cfg:
+            assert cfg[key].source == ConfigSource.STATIC_BROKER_CONFIG.value, key
+            assert not cfg[key].is_default
     for entry in cfg.values():
         if entry.is_sensitive:
             assert entry.value is None
