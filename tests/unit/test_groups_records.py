@@ -269,3 +269,31 @@ def test_partition_for_uses_kafka_abs():
     # a negative hash: abs, then modulo
     neg = next(s for s in (f"consumer-group-{i}" for i in range(1000)) if fmt.java_string_hash(s) < 0)
     assert fmt.partition_for(neg, 50) == abs(fmt.java_string_hash(neg)) % 50
+
+
+def test_dump_fields_look_like_kafka_offsets_decoder():
+    key = fmt.encode_offset_commit_key("g", "t", 3)
+    val = fmt.encode_offset_commit_value(fmt.OffsetCommitValue(10, "", 1234, 2))
+    d = fmt.dump_fields(key, val)
+    assert d["key"] == '{"type":"1","data":{"group":"g","topic":"t","partition":3}}'
+    assert d["payload"] == '{"version":"3","data":{"offset":10,"leaderEpoch":2,"metadata":"","commitTimestamp":1234}}'
+    assert fmt.dump_fields(fmt.encode_group_metadata_key("g"), None)["payload"] == "<DELETE>"
+
+
+def test_log_dump_decodes_consumer_offsets_partition(tmp_path):
+    from moldau.log.dump import dump_segment
+    from moldau.protocol.records import BatchBuilder
+
+    part = tmp_path / "__consumer_offsets-7"
+    part.mkdir()
+    b = BatchBuilder()
+    b.append(1000, fmt.encode_offset_commit_key("grp", "orders", 0),
+             fmt.encode_offset_commit_value(fmt.OffsetCommitValue(5, "m", 1000)))
+    b.append(1001, fmt.encode_group_metadata_key("grp"), None)
+    (part / "00000000000000000000.log").write_bytes(b.build(0))
+    lines = list(dump_segment(str(part / "00000000000000000000.log")))
+    assert any('key: {"type":"1","data":{"group":"grp","topic":"orders","partition":0}}' in ln for ln in lines)
+    assert any('payload: <DELETE>' in ln for ln in lines)
+    records = next(x for x in dump_segment(str(part / "00000000000000000000.log"), json=True)
+                   if isinstance(x, dict) and "records" in x)["records"]
+    assert records[0]["decoded"]["offset"] == 5 and records[1]["decoded"]["tombstone"] is True

@@ -79,9 +79,19 @@ def dump_segment(path: str, *, json: bool = False, deep: bool = True) -> Iterato
         raise ValueError(f"{path}: not a .log, .index, .timeindex or .snapshot file")
 
 
+def _offsets_decoder(path: str) -> Any:
+    """__consumer_offsets-N: the group coordinator's record decoder (kafka-dump-log --offsets-decoder)."""
+    if not os.path.basename(os.path.dirname(os.path.abspath(path))).startswith("__consumer_offsets-"):
+        return None
+    from moldau.broker.groups.offsets import dump_fields  # lazy: only this tool path reaches the broker
+
+    return dump_fields
+
+
 def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
     with open(path, "rb") as f:
         data = f.read()
+    offsets_decoder = _offsets_decoder(path)
     base = _base_offset_of(path)
     if not as_json:
         yield f"Dumping {path}"
@@ -149,6 +159,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                                 "payload": _printable(r.value),
                             }
                         )
+                        if offsets_decoder is not None:
+                            records[-1].update(offsets_decoder(r.key, r.value))
                 except Exception as e:  # show what can be shown
                     rec_error = f"cannot decode records: {e}"
         if as_json:

@@ -485,3 +485,36 @@ def decode_offsets_record(
         return out
     return {"type": "other", "key_version": k.version, "key_hex": k.raw.hex(),
             "value_hex": None if value is None else bytes(value).hex(), "tombstone": value is None}
+
+
+def dump_fields(key: bytes | bytearray | memoryview | None,
+                value: bytes | bytearray | memoryview | None) -> dict[str, Any]:
+    """``key``/``payload`` strings for ``moldau log dump`` of a __consumer_offsets partition, in the shape of
+    Kafka's ``kafka-dump-log.sh --offsets-decoder``: ``{"type":"1","data":{...}}`` and
+    ``{"version":"3","data":{...}}`` (``<DELETE>`` for a tombstone), plus the flat ``decoded`` dict."""
+    import json
+
+    d = decode_offsets_record(key, value)
+    out: dict[str, Any] = {"decoded": d}
+    if "error" in d or d.get("type") in ("unknown", "other"):
+        return out
+    if d["type"] == "offset_commit":
+        kdata: dict[str, Any] = {"group": d["group"], "topic": d["topic"], "partition": d["partition"]}
+        vdata: dict[str, Any] = {"offset": d.get("offset"), "leaderEpoch": d.get("leader_epoch"),
+                                 "metadata": d.get("metadata"), "commitTimestamp": d.get("commit_timestamp")}
+        if "expire_timestamp" in d:
+            vdata["expireTimestamp"] = d["expire_timestamp"]
+    else:
+        kdata = {"group": d["group"]}
+        vdata = {"protocolType": d.get("protocol_type"), "generation": d.get("generation"),
+                 "protocol": d.get("protocol"), "leader": d.get("leader"),
+                 "currentStateTimestamp": d.get("current_state_timestamp"),
+                 "members": [{"memberId": m["member_id"], "groupInstanceId": m["group_instance_id"],
+                              "clientId": m["client_id"], "clientHost": m["client_host"],
+                              "rebalanceTimeout": m["rebalance_timeout"], "sessionTimeout": m["session_timeout"],
+                              "subscription": m["subscription_hex"], "assignment": m["assignment_hex"]}
+                             for m in d.get("members", [])]}
+    out["key"] = json.dumps({"type": str(d["key_version"]), "data": kdata}, separators=(",", ":"))
+    out["payload"] = "<DELETE>" if d.get("tombstone") else json.dumps(
+        {"version": str(d["value_version"]), "data": vdata}, separators=(",", ":"))
+    return out
