@@ -274,7 +274,8 @@ _d("offsets.commit.required.acks", "short", -1, "")
 _d("offset.metadata.max.bytes", "int", 4096, "Max size of commit metadata.")
 _d("group.min.session.timeout.ms", "int", 6000, "")
 _d("group.max.session.timeout.ms", "int", 1800000, "")
-_d("group.initial.rebalance.delay.ms", "int", 3000, "")
+_d("group.initial.rebalance.delay.ms", "int", 0, "Delay of a new/empty group's first join (Kafka 3000; moldau 0, "
+   "as Kafka's own config/server.properties ships: see docs/groups.md).")
 _d("group.max.size", "int", INT_MAX, "", validator=_at_least(1))
 _d("group.coordinator.rebalance.protocols", "list", ["classic"], "",
    validator=_list_of("classic", "consumer", "share"))
