@@ -279,3 +279,38 @@ def test_reopen_clean_keeps_everything(tmp_path, small_cfg):
     assert offsets_in(lg2.read(0, 10**7).chunks) == list(range(90))
     assert lg2.offset_for_timestamp(1150) == (45, 1150)
     assert append(lg2, make_batch(1)).base_offset == 90
+
+
+def test_follower_append_keeps_offsets_and_epochs(tmp_path, small_cfg):
+    lg = new_log(tmp_path, small_cfg)
+    b1 = make_batch(3)
+    struct.pack_into(">q", b1, 0, 0)
+    struct.pack_into(">i", b1, 12, 4)
+    lg.append(b1, split_batches(b1), 5000, assign_offsets=False)
+    b2 = make_batch(2)
+    struct.pack_into(">q", b2, 0, 10)  # a gap (compacted leader log)
+    struct.pack_into(">i", b2, 12, 5)
+    info = lg.append(b2, split_batches(b2), 5000, assign_offsets=False)
+    assert (info.base_offset, info.last_offset) == (10, 11)
+    assert lg.log_end_offset == 12
+    assert lg.leader_epochs == [(4, 0), (5, 10)]
+    assert lg.read(5, 10**6).first_offset == 10  # an offset in the gap reads the next batch
+    b3 = make_batch(1)
+    struct.pack_into(">q", b3, 0, 11)
+    with pytest.raises(Exception) as ei:
+        lg.append(b3, split_batches(b3), 5000, assign_offsets=False)
+    assert "below the log end offset" in str(ei.value)
+
+
+def test_read_spanning_segments_respects_max_bytes(tmp_path, small_cfg):
+    lg = new_log(tmp_path, small_cfg)
+    for _ in range(30):
+        append(lg, make_batch(2, size=50))
+    bsize = lg.size_in_bytes() // 30
+    seg1 = lg.segments[1]
+    per_seg = seg1.size // bsize
+    start = seg1.base_offset - 2  # the last batch of the first segment
+    rr = lg.read(start, bsize * (per_seg + 1) + bsize // 2)
+    assert len(rr.chunks) == 2
+    assert rr.size == bsize * (per_seg + 1)
+    assert offsets_in(rr.chunks) == list(range(start, start + 2 * (per_seg + 1)))

@@ -6,7 +6,7 @@
   magic: 2 compresscodec: .. crc: .. isvalid: ..``) and, when ``deep``, one ``| offset: ..`` line per record
   with key and payload (printable text, else hex);
 * ``.index`` (``offset: .. position: ..``), ``.timeindex`` (``timestamp: .. offset: ..``);
-* ``.snapshot`` (producer state entries).
+* ``.txnindex`` (aborted transactions), ``.snapshot`` (producer state entries).
 
 ``dump(path, json=False, records=True, out=sys.stdout)`` prints a file or every file of a partition directory
 (used by ``moldau log dump``); ``main(argv)`` is the same as a tiny command line.
@@ -35,11 +35,13 @@ from ._batch import (
     MIN_BATCH_LENGTH,
     increment_sequence,
 )
+from .index import TxnIndex
 from .producer_state import CorruptSnapshotError, ProducerStateManager
 
 __all__ = ["dump_segment", "dump", "main"]
 
 _OFFSET_ENTRY = struct.Struct(">ii")
+_CONTROL_NAMES = {0: "ABORT", 1: "COMMIT"}
 _TIME_ENTRY = struct.Struct(">qi")
 
 
@@ -75,8 +77,10 @@ def dump_segment(path: str, *, json: bool = False, deep: bool = True) -> Iterato
         yield from _dump_timeindex(path, json)
     elif ext == ".snapshot":
         yield from _dump_snapshot(path, json)
+    elif ext == ".txnindex":
+        yield from _dump_txnindex(path, json)
     else:
-        raise ValueError(f"{path}: not a .log, .index, .timeindex or .snapshot file")
+        raise ValueError(f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file")
 
 
 def _offsets_decoder(path: str) -> Any:
@@ -157,6 +161,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                                 "headerKeys": [k for k, _v in r.headers],
                                 "key": _printable(r.key),
                                 "payload": _printable(r.value),
+                                "raw_key": r.key,
+                                "raw_value": r.value,
                             }
                         )
                         if offsets_decoder is not None:
@@ -165,6 +171,9 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                     rec_error = f"cannot decode records: {e}"
         if as_json:
             if deep:
+                for r in records:
+                    r.pop("raw_key", None)
+                    r.pop("raw_value", None)
                 info["records"] = records
                 if rec_error:
                     info["recordsError"] = rec_error
@@ -184,10 +193,17 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                     f"| offset: {r['offset']} {ts_type}: {r['timestamp']} keySize: {r['keySize']} "
                     f"valueSize: {r['valueSize']} sequence: {seq} headerKeys: [{','.join(r['headerKeys'])}]"
                 )
-                if r["key"] is not None:
-                    line += f" key: {r['key']}"
-                if r["payload"] is not None:
-                    line += f" payload: {r['payload']}"
+                if attrs & ATTR_CONTROL and r["raw_key"] is not None and len(r["raw_key"]) >= 4:
+                    _v, ctype = struct.unpack_from(">hh", r["raw_key"], 0)
+                    line += f" endTxnMarker: {_CONTROL_NAMES.get(ctype, ctype)}"
+                    raw_value = r["raw_value"]
+                    if raw_value is not None and len(raw_value) >= 6:
+                        line += f" coordinatorEpoch: {struct.unpack_from('>i', raw_value, 2)[0]}"
+                else:
+                    if r["key"] is not None:
+                        line += f" key: {r['key']}"
+                    if r["payload"] is not None:
+                        line += f" payload: {r['payload']}"
                 yield line
             if rec_error:
                 yield f"| {rec_error}"
@@ -244,16 +260,24 @@ def _dump_snapshot(path: str, as_json: bool) -> Iterator[Any]:
         yield d if as_json else " ".join(f"{k}: {v}" for k, v in d.items())
 
 
-_DUMPABLE = (".log", ".index", ".timeindex", ".snapshot")
+def _dump_txnindex(path: str, as_json: bool) -> Iterator[Any]:
+    if not as_json:
+        yield f"Dumping {path}"
+    for pid, first, last, lso in TxnIndex.read(path):
+        d = {"version": 0, "producerId": pid, "firstOffset": first, "lastOffset": last, "lastStableOffset": lso}
+        yield d if as_json else " ".join(f"{k}: {v}" for k, v in d.items())
+
+
+_DUMPABLE = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 
 
 def dump(path: str, *, json: bool = False, records: bool = True, out: TextIO | None = None) -> int:
     """Print ``path`` (a file, or every dumpable file of a partition directory in order). Returns 0."""
     out = out or sys.stdout
     if os.path.isdir(path):
-        files = sorted(
-            os.path.join(path, n) for n in os.listdir(path) if os.path.splitext(n)[1] in _DUMPABLE
-        )
+        names = [n for n in os.listdir(path) if os.path.splitext(n)[1] in _DUMPABLE]
+        names.sort(key=lambda n: (os.path.splitext(n)[0], _DUMPABLE.index(os.path.splitext(n)[1])))
+        files = [os.path.join(path, n) for n in names]
     elif os.path.exists(path):
         files = [path]
     else:
