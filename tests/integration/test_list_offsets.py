@@ -34,7 +34,8 @@ def _produce_batches(bootstrap: str, topic: str, partition: int, batches: list[l
 
 def _list(bootstrap: str, topic: str, partition: int, spec: OffsetSpec) -> int:
     tp = TopicPartition(topic, partition)
-    res = admin(bootstrap).list_offsets({tp: spec}, request_timeout=15)
+    a = admin(bootstrap)  # keep a reference: a collected client cancels its futures (_DESTROY)
+    res = a.list_offsets({tp: spec}, request_timeout=15)
     return res[tp].result(timeout=15).offset
 
 
@@ -152,7 +153,8 @@ def test_max_timestamp(broker, make_topic):
     ts = [t0 + d for d in (100, 900, 200, 50, 400)]
     _produce_batches(broker.bootstrap, topic, 0, [ts[0:3], ts[3:5]])
     tp = TopicPartition(topic, 0)
-    res = admin(broker.bootstrap).list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(timeout=15)
+    a = admin(broker.bootstrap)
+    res = a.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(timeout=15)
     assert (res.offset, res.timestamp) == (1, t0 + 900)
 
 
