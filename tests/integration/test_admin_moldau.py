@@ -4,9 +4,10 @@ requests (moldau.protocol) for the versions and fields the clients do not expose
 The common client round trips are in test_admin.py (integration engineer); this file adds the moldau-specific
 checks: CreateTopics (validate_only, errors, v5+ response fields, replica assignments), DeleteTopics (by name,
 by id, files removed), DescribeConfigs (sources, synonyms, defaults, broker resource, v0), AlterConfigs
-(legacy: replaces the set), IncrementalAlterConfigs (SET/DELETE/APPEND/SUBTRACT, broker-level dynamic
-configs, effect on the running log), CreatePartitions (then produce/consume the new partition),
-DeleteRecords (earliest offset moves), OffsetForLeaderEpoch, DescribeCluster, DescribeLogDirs.
+(raw v0-2: replaces the set), IncrementalAlterConfigs (APPEND from the inherited value, refusals, broker-level
+dynamic configs and their persistence, BROKER_LOGGER, effect on the running log), CreatePartitions
+(validate_only, assignments), DeleteRecords (ListOffsets earliest, -1 = high watermark), internal topics,
+OffsetForLeaderEpoch, DescribeCluster, DescribeLogDirs, aiokafka's old versions, every declared version.
 """
 
 from __future__ import annotations
