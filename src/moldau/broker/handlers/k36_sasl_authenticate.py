@@ -1,0 +1,58 @@
+"""SaslAuthenticate (key 36), v0-2.
+
+* After SaslHandshake v1 on a SASL listener; each request carries the client's next SASL token and the answer
+  the server's (PLAIN: one round, SCRAM: two).
+* Wrong credentials or a malformed exchange: SASL_AUTHENTICATION_FAILED with a message, logged, answered after
+  ``connection.failed.authentication.delay.ms``; then the connection closes (as Kafka).
+* Out of order (no handshake, v0 handshake, already complete, not a SASL listener): ILLEGAL_SASL_STATE, close.
+* v1+: session_lifetime_ms = ``connections.max.reauth.ms`` (0 = no expiry). When set, the client must
+  re-authenticate (KIP-368) before the session ends, or its next request closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.sasl_mechanisms import SaslError
+
+from ..registry import handler
+from ..security.sasl import SaslAuthenticationFailed
+
+log = logging.getLogger(__name__)
+
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@handler(api_key=36, min_version=0, max_version=2)
+async def sasl_authenticate(ctx: Any, req: Any) -> Any:
+    conn = ctx.connection
+    auth = getattr(conn, "auth", None)
+    resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
+    if auth is None:
+        resp.error_code = ILLEGAL_SASL_STATE
+        resp.error_message = "SaslAuthenticate request received on a listener without SASL"
+        asyncio.get_running_loop().call_soon(conn.close)
+        return resp
+    try:
+        out = auth.authenticate(conn, bytes(req.auth_bytes or b""))
+    except SaslAuthenticationFailed as e:
+        auth.log_failure(conn, e)
+        await auth.failure_delay()
+        resp.error_code = SASL_AUTHENTICATION_FAILED
+        resp.error_message = str(e)
+        asyncio.get_running_loop().call_soon(conn.close)
+        return resp
+    except SaslError as e:
+        log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name, e)
+        resp.error_code = ILLEGAL_SASL_STATE
+        resp.error_message = str(e)
+        asyncio.get_running_loop().call_soon(conn.close)
+        return resp
+    resp.auth_bytes = out or b""
+    if auth.state == "authenticated":
+        resp.session_lifetime_ms = auth.session_lifetime_ms()
+    return resp
