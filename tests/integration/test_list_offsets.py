@@ -82,10 +82,15 @@ def test_confluent_earliest_latest(broker, timed_topic):
 
 
 def _confluent_times(bootstrap: str, topic: str, targets: list[int]) -> list[int]:
+    """Consumer.offsets_for_times, one request per target (a partition may appear once per request)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "oft-" + topic})
     try:
-        res = c.offsets_for_times([TopicPartition(topic, 0, t) for t in targets], timeout=15)
-        return [r.offset for r in res]
+        out = []
+        for t in targets:
+            (r,) = c.offsets_for_times([TopicPartition(topic, 0, t)], timeout=15)
+            assert r.error is None, r.error
+            out.append(r.offset)
+        return out
     finally:
         c.close()
 

@@ -1,0 +1,704 @@
+"""Consumer groups against a real broker process, driven by real clients (confluent-kafka/librdkafka,
+kafka-python, aiokafka): sharing partitions, members leaving and dying, committed offsets across consumer and
+broker restarts, cooperative-sticky, static membership, mixed-client groups, the admin APIs and KIP-848.
+
+Members run in threads (confluent-kafka, kafka-python, aiokafka in its own event loop) or, where a member must
+be killed with SIGKILL, in subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any, Callable
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafkautil import create_topic, unique_topic
+
+TIMEOUT = 30.0
+SESSION_MS = 6000
+HEARTBEAT_MS = 500
+
+
+def group_name(prefix: str = "grp") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = TIMEOUT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int | None = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all"})
+    errors: list[Any] = []
+    for i, v in enumerate(values):
+        kw = {} if partitions is None else {"partition": i % partitions}
+        while True:
+            try:
+                p.produce(topic, value=v, on_delivery=lambda e, m: errors.append(e) if e else None, **kw)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(TIMEOUT) == 0
+    assert not errors, errors[:3]
+
+
+class Producing(threading.Thread):
+    """Writes ``n`` records (values ``b"<i>"``) round-robin over the partitions, a few ms apart."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, n: int) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.n = bootstrap, topic, partitions, n
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 1, "acks": "all"})
+            for i in range(self.n):
+                p.produce(self.topic, value=str(i).encode(), partition=i % self.partitions)
+                if i % 20 == 19:
+                    p.poll(0)
+                    time.sleep(0.01)
+            assert p.flush(TIMEOUT) == 0
+        except BaseException as exc:  # noqa: BLE001
+            self.error = exc
+
+
+# -------------------------------------------------------------------------------------------- members
+
+
+class Member(threading.Thread):
+    """One group member in a thread: consumes, commits synchronously after every batch, records what it saw."""
+
+    lib = "?"
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], **conf: Any) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.group, self.topics, self.conf = bootstrap, group, topics, conf
+        self.records: list[tuple[str, int, int, bytes]] = []
+        self.assignment: set[tuple[str, int]] = set()
+        self.events: list[tuple[str, set[tuple[str, int]]]] = []
+        self.stop_evt = threading.Event()
+        self.error: BaseException | None = None
+        self.t_subscribe = 0.0
+        self.t_first: float | None = None
+        self.lock = threading.Lock()
+
+    def got(self, topic: str, partition: int, offset: int, value: bytes) -> None:
+        with self.lock:
+            if self.t_first is None:
+                self.t_first = time.monotonic()
+            self.records.append((topic, partition, offset, value))
+
+    def close(self, timeout: float = TIMEOUT) -> None:
+        self.stop_evt.set()
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.lib} member did not stop"
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def first_record_s(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_subscribe
+
+    def run(self) -> None:
+        try:
+            self.loop()
+        except BaseException as exc:  # noqa: BLE001
+            self.error = exc
+
+
+class ConfluentMember(Member):
+    lib = "confluent-kafka"
+
+    def loop(self) -> None:
+        defaults = self.conf.pop("_defaults", False)
+        conf = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **({} if defaults else {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS}),
+            **self.conf,
+        }
+        if conf.get("group.protocol") == "consumer":
+            for k in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+                conf.pop(k, None)
+        c = Consumer(conf)
+        cooperative = c and "cooperative" in str(conf.get("partition.assignment.strategy", ""))
+
+        def on_assign(consumer: Any, parts: list[TopicPartition]) -> None:
+            got = {(p.topic, p.partition) for p in parts}
+            self.events.append(("assign", got))
+            self.assignment = self.assignment | got if cooperative else got
+
+        def on_revoke(consumer: Any, parts: list[TopicPartition]) -> None:
+            gone = {(p.topic, p.partition) for p in parts}
+            self.events.append(("revoke", gone))
+            self.assignment = self.assignment - gone
+
+        self.t_subscribe = time.monotonic()
+        c.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke)
+        try:
+            while not self.stop_evt.is_set():
+                msgs = c.consume(num_messages=500, timeout=0.1)
+                good = []
+                for m in msgs:
+                    if m.error() is not None:
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise KafkaException(m.error())
+                    good.append(m)
+                    self.got(m.topic(), m.partition(), m.offset(), m.value())
+                if good:
+                    try:
+                        c.commit(asynchronous=False)
+                    except KafkaException as exc:
+                        if exc.args[0].code() not in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
+                                                      KafkaError.UNKNOWN_MEMBER_ID, KafkaError._NO_OFFSET,
+                                                      KafkaError.STALE_MEMBER_EPOCH):
+                            raise
+        finally:
+            c.close()
+
+
+class KafkaPythonMember(Member):
+    lib = "kafka-python"
+
+    def loop(self) -> None:
+        from kafka import KafkaConsumer
+
+        defaults = self.conf.pop("_defaults", False)
+        kw: dict[str, Any] = dict(bootstrap_servers=self.bootstrap, group_id=self.group,
+                                  auto_offset_reset="earliest", enable_auto_commit=False)
+        if not defaults:
+            kw.update(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100,
+                      request_timeout_ms=15000)
+        kw.update(self.conf)
+        c = KafkaConsumer(**kw)
+        self.t_subscribe = time.monotonic()
+        c.subscribe(self.topics)
+        try:
+            while not self.stop_evt.is_set():
+                batch = c.poll(timeout_ms=100, max_records=500)
+                self.assignment = {(tp.topic, tp.partition) for tp in c.assignment()}
+                n = 0
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        self.got(m.topic, m.partition, m.offset, m.value)
+                        n += 1
+                if n:
+                    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+                    try:
+                        c.commit()
+                    except (CommitFailedError, RebalanceInProgressError):
+                        pass
+        finally:
+            c.close(autocommit=False)
+
+
+class AioKafkaMember(Member):
+    lib = "aiokafka"
+
+    def loop(self) -> None:
+        asyncio.run(self._loop())
+
+    async def _loop(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
+
+        defaults = self.conf.pop("_defaults", False)
+        kw: dict[str, Any] = dict(bootstrap_servers=self.bootstrap, group_id=self.group,
+                                  auto_offset_reset="earliest", enable_auto_commit=False)
+        if not defaults:
+            kw.update(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100,
+                      request_timeout_ms=15000)
+        kw.update(self.conf)
+        c = AIOKafkaConsumer(**kw)
+        await c.start()
+        self.t_subscribe = time.monotonic()
+        c.subscribe(self.topics)
+        try:
+            while not self.stop_evt.is_set():
+                batch = await c.getmany(timeout_ms=100, max_records=500)
+                self.assignment = {(tp.topic, tp.partition) for tp in c.assignment()}
+                n = 0
+                for tp, msgs in batch.items():
+                    for m in msgs:
+                        self.got(m.topic, m.partition, m.offset, m.value)
+                        n += 1
+                if n:
+                    try:
+                        await c.commit()
+                    except (CommitFailedError, RebalanceInProgressError, IllegalStateError):
+                        pass
+        finally:
+            await c.stop()
+
+
+MEMBER_KINDS: dict[str, type[Member]] = {
+    "confluent-kafka": ConfluentMember,
+    "kafka-python": KafkaPythonMember,
+    "aiokafka": AioKafkaMember,
+}
+
+
+def wait_assigned(members: list[Member], topic: str, partitions: int, timeout: float = TIMEOUT) -> None:
+    """Every member holds partitions, and together exactly the topic's partitions, each once."""
+
+    def ok() -> bool:
+        for m in members:
+            if m.error is not None:
+                raise m.error
+        owned = [tp for m in members for tp in m.assignment]
+        return all(m.assignment for m in members) and sorted(owned) == [(topic, i) for i in range(partitions)]
+
+    wait_until(ok, timeout, f"assignment of {partitions} partitions over {len(members)} members: "
+               f"{[sorted(m.assignment) for m in members]}")
+
+
+def all_consumed(members: list[Member]) -> list[tuple[str, int, int, bytes]]:
+    return [r for m in members for r in m.records]
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("lib", list(MEMBER_KINDS))
+def test_three_members_share_six_partitions_exactly_once(broker, lib):
+    topic = unique_topic(f"share-{lib}")
+    create_topic(broker.bootstrap, topic, 6)
+    group = group_name()
+    kind = MEMBER_KINDS[lib]
+    members = [kind(broker.bootstrap, group, [topic]) for _ in range(3)]
+    for m in members:
+        m.start()
+    try:
+        wait_assigned(members, topic, 6)
+        n = 600
+        prod = Producing(broker.bootstrap, topic, 6, n)
+        prod.start()
+        prod.join(TIMEOUT)
+        assert prod.error is None, prod.error
+        wait_until(lambda: len(all_consumed(members)) >= n, what=f"{n} records consumed")
+        time.sleep(0.5)
+        seen = Counter((p, o) for _, p, o, _ in all_consumed(members))
+        assert len(seen) == n and set(seen.values()) == {1}, "every record exactly once"
+        assert sorted(int(v) for *_, v in all_consumed(members)) == list(range(n))
+        # the group's partitions were split: every member consumed something
+        assert all(m.records for m in members)
+    finally:
+        for m in members:
+            m.close()
+    # the offsets are committed: DescribeGroups/ListConsumerGroupOffsets see them
+    adm = AdminClient({"bootstrap.servers": broker.bootstrap})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    res = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT)
+    assert sum(tp.offset for tp in res.topic_partitions if tp.topic == topic) == n
+
+
+CHILD = textwrap.dedent("""
+    import json, signal, sys, time
+    from confluent_kafka import Consumer, KafkaException
+    bootstrap, group, topic = sys.argv[1:4]
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    def on_assign(consumer, parts):
+        print(json.dumps({"assign": sorted(p.partition for p in parts)}), flush=True)
+    c.subscribe([topic], on_assign=on_assign)
+    while not stop:
+        msgs = [m for m in c.consume(500, 0.1) if m.error() is None]
+        for m in msgs:
+            print(json.dumps({"p": m.partition(), "o": m.offset()}), flush=True)
+        if msgs:
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException:
+                pass
+    c.close()
+    print(json.dumps({"closed": True}), flush=True)
+""")
+
+
+class ChildMember:
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.records: list[tuple[int, int]] = []
+        self.assignment: set[int] = set()
+        self.closed = False
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            d = json.loads(line)
+            if "assign" in d:
+                self.assignment = set(d["assign"])
+            elif "closed" in d:
+                self.closed = True
+            else:
+                self.records.append((d["p"], d["o"]))
+
+    def terminate(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(TIMEOUT)
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(TIMEOUT)
+
+
+def test_member_closes_another_is_killed_partitions_move_nothing_lost(broker):
+    topic = unique_topic("failover")
+    create_topic(broker.bootstrap, topic, 6)
+    group = group_name()
+    kids = [ChildMember(broker.bootstrap, group, topic) for _ in range(3)]
+    try:
+        wait_until(lambda: sorted(p for k in kids for p in k.assignment) == list(range(6))
+                   and all(k.assignment for k in kids), what="three members with two partitions each")
+        produce(broker.bootstrap, topic, [b"a%d" % i for i in range(300)], 6)
+        wait_until(lambda: len({r for k in kids for r in k.records}) >= 300, what="first 300 records")
+        closing, dying, survivor = kids
+        closing.terminate()  # a clean close: LeaveGroup, the partitions move at once
+        assert closing.closed
+        wait_until(lambda: len(dying.assignment) + len(survivor.assignment) == 6
+                   and not (dying.assignment & survivor.assignment), what="partitions of the closed member moved")
+        dying_parts = set(dying.assignment)
+        dying.kill9()  # no LeaveGroup: the session timeout (6 s) has to notice
+        t_kill = time.monotonic()
+        produce(broker.bootstrap, topic, [b"b%d" % i for i in range(300)], 6)
+        wait_until(lambda: survivor.assignment == set(range(6)), timeout=SESSION_MS / 1000 + 20,
+                   what="the survivor takes over every partition")
+        moved_after = time.monotonic() - t_kill
+        wait_until(lambda: len({r for k in kids for r in k.records}) >= 600, what="all 600 records")
+        consumed = {r for k in kids for r in k.records}
+        assert consumed == {(p, o) for p in range(6) for o in range(100)}
+        # the killed member's partitions were consumed by the survivor after the kill
+        assert {p for p, o in survivor.records if o >= 50} >= dying_parts
+        assert moved_after < SESSION_MS / 1000 + 10
+    finally:
+        for k in kids:
+            if k.proc.poll() is None:
+                k.kill9()
+
+
+@pytest.mark.moldau_only(reason="broker restart keeps __consumer_offsets")
+def test_committed_offsets_survive_consumer_and_broker_restart(fresh_broker):
+    b = fresh_broker
+    topic = unique_topic("durable")
+    create_topic(b.bootstrap, topic, 3)
+    produce(b.bootstrap, topic, [b"%d" % i for i in range(90)], 3)
+    group = group_name()
+
+    def consume(n: int) -> list[tuple[int, int]]:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "session.timeout.ms": SESSION_MS})
+        c.subscribe([topic])
+        out: list[tuple[int, int]] = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            out.append((m.partition(), m.offset()))
+            c.commit(message=m, asynchronous=False)
+        c.close()
+        return out
+
+    first = consume(30)
+    second = consume(30)  # a new consumer resumes after the committed offsets
+    assert not set(first) & set(second)
+    b.restart()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+    committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=TIMEOUT)
+    c.close()
+    done = Counter(p for p, _ in first + second)
+    assert {tp.partition: tp.offset for tp in committed} == {p: done.get(p, 0) for p in range(3)}
+    third = consume(30)
+    assert sorted(first + second + third) == sorted((p, o) for p in range(3) for o in range(30))
+    # kafka-python and aiokafka see the same committed offsets
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    kc = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group, enable_auto_commit=False)
+    assert kc.committed(KTP(topic, 0)) == 30
+    kc.close()
+
+
+def test_cooperative_sticky_moves_only_what_it_must(broker):
+    topic = unique_topic("coop")
+    create_topic(broker.bootstrap, topic, 6)
+    group = group_name()
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    a = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+    a.start()
+    try:
+        wait_assigned([a], topic, 6)
+        b = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+        b.start()
+        wait_assigned([a, b], topic, 6)
+        c = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+        c.start()
+        wait_assigned([a, b, c], topic, 6)
+        assert all(len(m.assignment) == 2 for m in (a, b, c))
+        # incremental: a only ever gave partitions away (never everything), b kept what it got
+        revoked_a = [parts for kind, parts in a.events if kind == "revoke"]
+        assert revoked_a and all(len(p) < 6 for p in revoked_a)
+        assert sum(len(p) for p in revoked_a) == 4
+        b_first = next(parts for kind, parts in b.events if kind == "assign" and parts)
+        b_revoked = set().union(*[p for kind, p in b.events if kind == "revoke"])
+        assert b_revoked <= b_first and len(b_revoked) <= 1
+        # a member leaves: its two partitions go to the others, nobody else loses anything
+        before = {id(m): set(m.assignment) for m in (a, b)}
+        c.close()
+        wait_assigned([a, b], topic, 6)
+        for m in (a, b):
+            assert before[id(m)] <= m.assignment
+    finally:
+        for m in (a, b, c):
+            if m.is_alive():
+                m.close()
+
+
+@pytest.mark.moldau_only(reason="static membership: restart without a rebalance")
+def test_static_member_restart_gets_same_partitions_without_rebalance(broker):
+    topic = unique_topic("static")
+    create_topic(broker.bootstrap, topic, 4)
+    group = group_name()
+    conf = {"session.timeout.ms": 30000}
+    m1 = ConfluentMember(broker.bootstrap, group, [topic], **{"group.instance.id": "static-1"}, **conf)
+    m2 = ConfluentMember(broker.bootstrap, group, [topic], **{"group.instance.id": "static-2"}, **conf)
+    m1.start()
+    m2.start()
+    try:
+        wait_assigned([m1, m2], topic, 4)
+        time.sleep(1.0)
+        before2 = set(m2.assignment)
+        events_m1 = len(m1.events)
+        m2.close()  # a static member does not send LeaveGroup on close
+        m2b = ConfluentMember(broker.bootstrap, group, [topic], **{"group.instance.id": "static-2"}, **conf)
+        m2b.start()
+        wait_until(lambda: bool(m2b.assignment), what="restarted static member assignment")
+        assert m2b.assignment == before2
+        time.sleep(2.0)
+        assert len(m1.events) == events_m1, f"the other member saw a rebalance: {m1.events[events_m1:]}"
+        produce(broker.bootstrap, topic, [b"x%d" % i for i in range(40)], 4)
+        wait_until(lambda: len(m1.records) + len(m2b.records) >= 40, what="records after the restart")
+        assert {p for _, p, _, _ in m2b.records} <= {p for _, p in before2}
+    finally:
+        for m in (m1, m2, m2b) if "m2b" in locals() else (m1, m2):
+            if m.is_alive():
+                m.close()
+
+
+def test_mixed_clients_share_one_group(broker):
+    topic = unique_topic("mixed")
+    create_topic(broker.bootstrap, topic, 6)
+    group = group_name()
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as AioRR
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KpRR
+
+    members = [
+        ConfluentMember(broker.bootstrap, group, [topic], **{"partition.assignment.strategy": "roundrobin"}),
+        KafkaPythonMember(broker.bootstrap, group, [topic], partition_assignment_strategy=[KpRR]),
+        AioKafkaMember(broker.bootstrap, group, [topic], partition_assignment_strategy=[AioRR]),
+    ]
+    for m in members:
+        m.start()
+    try:
+        wait_assigned(members, topic, 6, timeout=45)
+        produce(broker.bootstrap, topic, [b"%d" % i for i in range(120)], 6)
+        wait_until(lambda: len(all_consumed(members)) >= 120, what="120 records")
+        time.sleep(0.5)
+        seen = Counter((p, o) for _, p, o, _ in all_consumed(members))
+        assert len(seen) == 120 and set(seen.values()) == {1}
+        assert all(m.records for m in members), [(m.lib, len(m.records)) for m in members]
+    finally:
+        for m in members:
+            m.close()
+
+
+# ---------------------------------------------------------------------------------------------- admin
+
+
+def test_admin_groups_confluent(broker):
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
+
+    topic = unique_topic("adm")
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, [b"%d" % i for i in range(20)], 2)
+    active, idle = group_name("active"), group_name("idle")
+    m = ConfluentMember(broker.bootstrap, active, [topic])
+    m.start()
+    try:
+        wait_assigned([m], topic, 2)
+        wait_until(lambda: len(m.records) == 20, what="20 records")
+        # an idle group with committed offsets (a simple consumer's commit)
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": idle})
+        c.commit(offsets=[TopicPartition(topic, 0, 7, "meta-data"), TopicPartition(topic, 1, 3)], asynchronous=False)
+        c.close()
+        adm = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = adm.list_consumer_groups().result(TIMEOUT)
+        states = {g.group_id: g.state for g in listed.valid}
+        assert states[active] == ConsumerGroupState.STABLE and states[idle] == ConsumerGroupState.EMPTY
+        only_stable = adm.list_consumer_groups(states={ConsumerGroupState.STABLE}).result(TIMEOUT)
+        assert active in {g.group_id for g in only_stable.valid} and idle not in {g.group_id for g in only_stable.valid}
+        desc = adm.describe_consumer_groups([active, idle])
+        d = desc[active].result(TIMEOUT)
+        assert d.state == ConsumerGroupState.STABLE and len(d.members) == 1
+        assert {(tp.topic, tp.partition) for tp in d.members[0].assignment.topic_partitions} == {(topic, 0), (topic, 1)}
+        assert d.members[0].host.startswith("/")
+        offs = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(idle)])[idle].result(TIMEOUT)
+        got = {tp.partition: (tp.offset, tp.metadata) for tp in offs.topic_partitions}
+        assert got == {0: (7, "meta-data"), 1: (3, "")}
+        # delete offsets: refused for the subscribed topic of the active group, fine for the idle one
+        with pytest.raises(KafkaException):
+            adm.delete_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(active, [TopicPartition(topic, 0)])])[active].result(TIMEOUT)
+        res = adm.delete_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, 0)])])[idle].result(TIMEOUT)
+        assert [tp.error for tp in res.topic_partitions] == [None]
+        offs = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(idle)])[idle].result(TIMEOUT)
+        assert {tp.partition for tp in offs.topic_partitions if tp.offset >= 0} == {1}
+        # delete groups: the active one is not empty
+        futs = adm.delete_consumer_groups([active, idle])
+        with pytest.raises(KafkaException) as ei:
+            futs[active].result(TIMEOUT)
+        assert ei.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+        futs[idle].result(TIMEOUT)
+        assert idle not in {g.group_id for g in adm.list_consumer_groups().result(TIMEOUT).valid}
+        with pytest.raises(KafkaException) as ei:
+            adm.delete_consumer_groups([idle])[idle].result(TIMEOUT)
+        assert ei.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+    finally:
+        m.close()
+
+
+def test_admin_groups_kafka_python(broker):
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    topic = unique_topic("kpadm")
+    create_topic(broker.bootstrap, topic, 2)
+    active, idle = group_name("kpa"), group_name("kpi")
+    m = KafkaPythonMember(broker.bootstrap, active, [topic])
+    m.start()
+    try:
+        wait_assigned([m], topic, 2)
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": idle})
+        c.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 6)], asynchronous=False)
+        c.close()
+        adm = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            groups = dict(adm.list_consumer_groups())
+            assert groups[active] == "consumer" and groups[idle] == "consumer"
+            [d] = adm.describe_consumer_groups([active])
+            assert d.state == "Stable" and d.protocol_type == "consumer" and len(d.members) == 1
+            offs = adm.list_consumer_group_offsets(idle)
+            assert {tp.partition: om.offset for tp, om in offs.items()} == {0: 5, 1: 6}
+            assert isinstance(next(iter(offs.values())), OffsetAndMetadata)
+            if hasattr(adm, "delete_consumer_group_offsets"):
+                adm.delete_consumer_group_offsets(idle, [KTP(topic, 0)])
+                assert {tp.partition for tp in adm.list_consumer_group_offsets(idle)} == {1}
+            res = dict(adm.delete_consumer_groups([idle, active]))
+            assert res[idle] is None or getattr(res[idle], "errno", 0) == 0
+            assert getattr(res[active], "errno", None) == 68  # NON_EMPTY_GROUP
+            assert idle not in dict(adm.list_consumer_groups())
+        finally:
+            adm.close()
+    finally:
+        m.close()
+
+
+# ------------------------------------------------------------------------------------------- KIP-848
+
+
+@pytest.mark.moldau_only(reason="KIP-848 consumer group protocol")
+def test_kip848_group_protocol_consumer_confluent(broker):
+    topic = unique_topic("kip848")
+    create_topic(broker.bootstrap, topic, 6)
+    group = group_name("kip848")
+    conf = {"group.protocol": "consumer"}
+    a = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+    a.start()
+    b = c = None
+    try:
+        wait_assigned([a], topic, 6)
+        b = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+        b.start()
+        c = ConfluentMember(broker.bootstrap, group, [topic], **conf)
+        c.start()
+        wait_assigned([a, b, c], topic, 6, timeout=45)
+        produce(broker.bootstrap, topic, [b"%d" % i for i in range(120)], 6)
+        wait_until(lambda: len(all_consumed([a, b, c])) >= 120, what="120 records")
+        time.sleep(0.3)
+        seen = Counter((p, o) for _, p, o, _ in all_consumed([a, b, c]))
+        assert len(seen) == 120 and set(seen.values()) == {1}
+        adm = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = {g.group_id: g for g in adm.list_consumer_groups().result(TIMEOUT).valid}
+        assert group in listed
+        d = adm.describe_consumer_groups([group])[group].result(TIMEOUT)
+        assert len(d.members) == 3
+        c.close()
+        wait_assigned([a, b], topic, 6, timeout=45)
+    finally:
+        for m in (a, b, c):
+            if m is not None and m.is_alive():
+                m.close()
+
+
+# --------------------------------------------------------------------------------- time to first record
+
+
+FIRST_RECORD_CLIENTS: dict[str, tuple[type[Member], dict[str, Any]]] = {
+    "confluent-kafka": (ConfluentMember, {}),
+    "kafka-python": (KafkaPythonMember, {}),
+    "aiokafka": (AioKafkaMember, {}),
+    "confluent-kafka (group.protocol=consumer)": (ConfluentMember, {"group.protocol": "consumer"}),
+}
+
+
+@pytest.mark.moldau_only(reason="measures moldau's join latency")
+@pytest.mark.parametrize("name", list(FIRST_RECORD_CLIENTS))
+def test_time_from_subscribe_to_first_record(broker, name, record_property):
+    """A new group with one member: JoinGroup is answered at once (group.initial.rebalance.delay.ms=0), so the
+    first record arrives well under a second after subscribe (client defaults otherwise)."""
+    topic = unique_topic("first")
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [b"first"])
+    kind, conf = FIRST_RECORD_CLIENTS[name]
+    extra = dict(conf, _defaults=True)
+    m = kind(broker.bootstrap, group_name("first"), [topic], **extra)
+    m.start()
+    try:
+        wait_until(lambda: m.t_first is not None, what="first record")
+    finally:
+        m.close()
+    took = m.first_record_s
+    record_property("subscribe_to_first_record_s", took)
+    print(f"\nsubscribe -> first record, {name}: {took * 1000:.0f} ms")
+    assert took is not None and took < 5.0
