@@ -26,6 +26,9 @@ class SystemClock:
     def time_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def time(self) -> float:
+        return time.time()
+
     def __call__(self) -> int:
         return time.time_ns() // 1_000_000
 
@@ -81,6 +84,8 @@ class Broker:
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
         self.group_coordinator: Any = None
         self.transaction_coordinator: Any = None
+        self.security: Any = None    # security.SecurityManager, made by the server before it listens
+        self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.server: Any = None
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
@@ -99,13 +104,21 @@ class Broker:
 
         t0 = time.monotonic()
         os.makedirs(self.data_dir, exist_ok=True)
+        try:
+            from .topic_config import load_dynamic_broker_configs
+
+            load_dynamic_broker_configs(self)
+        except Exception:  # pragma: no cover - optional
+            log.exception("cannot load dynamic broker configs")
         default_log_config = log_config_for({}, self.config)
-        self.log_manager = LogManager(self.config.log_dirs, default_log_config, self.clock, **self._lm_kwargs())
-        meta_cluster, meta_node = self._meta_properties()
-        if meta_cluster:
-            self.cluster_id = meta_cluster
-        if meta_node is not None and meta_node != self.node_id:
-            log.warning("node.id %d differs from meta.properties node.id %d", self.node_id, meta_node)
+        cfg = self.config
+        self.log_manager = LogManager(
+            cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
+            cluster_id=cfg.get("cluster.id") or None,
+            retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
+            checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
+        self.cluster_id = str(self.log_manager.cluster_id)
+        self.node_id = int(self.log_manager.node_id)
         self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
                                       config_validator=validate_topic_configs)
         self.metadata.load()
@@ -124,28 +137,6 @@ class Broker:
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
                  first.port, self.node_id, self.cluster_id, self.data_dir)
         log.debug("startup took %.0f ms", (time.monotonic() - t0) * 1000)
-
-    def _lm_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {}
-        try:
-            import inspect
-
-            from moldau.log import LogManager
-
-            params = inspect.signature(LogManager).parameters
-        except (TypeError, ValueError):  # pragma: no cover
-            return kw
-        if "node_id" in params:
-            kw["node_id"] = self.node_id
-        if "cluster_id" in params and self.config.get("cluster.id"):
-            kw["cluster_id"] = self.config.get("cluster.id")
-        return kw
-
-    def _meta_properties(self) -> tuple[str | None, int | None]:
-        lm = self.log_manager
-        cid = getattr(lm, "cluster_id", None)
-        nid = getattr(lm, "node_id", None)
-        return (str(cid) if cid else None), (int(nid) if nid is not None else None)
 
     def _start_optional_components(self) -> None:
         """Group / transaction coordinators when their modules exist (written by other engineers)."""

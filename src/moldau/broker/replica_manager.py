@@ -22,7 +22,6 @@ from moldau.protocol.records import (
     RecordError,
     check_crc,
     detect_magic,
-    set_log_append_time,
     split_batches,
     validate_batch,
 )
@@ -63,7 +62,7 @@ class Partition:
     """One topic partition led by this broker."""
 
     __slots__ = ("topic", "index", "topic_id", "log", "leader_id", "leader_epoch", "replicas", "isr",
-                 "high_watermark", "waiters", "config", "flush_each", "deleted")
+                 "waiters", "config", "deleted")
 
     def __init__(self, topic: str, index: int, topic_id: Any, plog: Any, node_id: int, config: Any) -> None:
         self.topic = topic
@@ -76,10 +75,18 @@ class Partition:
         self.isr = [node_id]
         self.waiters: list[asyncio.Future[None]] = []
         self.config = config
-        self.flush_each = int(getattr(config, "flush_interval_messages", LONG_MAX)) == 1
         self.deleted = False
         # One node: everything in the local log is replicated to the whole ISR.
-        self.high_watermark = plog.log_end_offset
+        plog.high_watermark = plog.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Kept by the log (it bounds DeleteRecords and the last stable offset, and is checkpointed)."""
+        return self.log.high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self.log.high_watermark = value
 
     @property
     def log_start_offset(self) -> int:
@@ -91,10 +98,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        lso = getattr(self.log, "last_stable_offset", None)
-        if lso is None:
-            return self.high_watermark
-        return min(int(lso), self.high_watermark)
+        return self.log.last_stable_offset
 
     def wake(self) -> None:
         waiters = self.waiters
@@ -219,8 +223,7 @@ class ReplicaManager:
             on_disk[tname] = max(on_disk.get(tname, 0), idx + 1)
         for tname, count in sorted(on_disk.items()):
             if tname not in store.topics:
-                tid = lm.topic_id(tname) if hasattr(lm, "topic_id") else None
-                store.adopt(tname, count, tid)
+                store.adopt(tname, count, _parse_topic_id(lm.topic_id(tname)))
             elif store.topics[tname].num_partitions < count:  # pragma: no cover - inconsistent metadata
                 log.warning("topic %s has %d partitions on disk but %d in metadata", tname, count,
                             store.topics[tname].num_partitions)
@@ -285,7 +288,6 @@ class ReplicaManager:
             p = self.partitions.get((topic.name, i))
             if p is not None:
                 p.config = cfg
-                p.flush_each = int(getattr(cfg, "flush_interval_messages", LONG_MAX)) == 1
                 p.log.update_config(cfg)
 
     # ------------------------------------------------------------------------------------------ lookups
@@ -332,14 +334,8 @@ class ReplicaManager:
                 res.error = INVALID_RECORD
                 res.error_message = "Produce request without record batches"
                 return res
-            max_bytes = int(getattr(cfg, "max_message_bytes", 1048588))
             compacted = bool(getattr(cfg, "compact_enabled", False))
             for pos, h in batches:
-                if h.size > max_bytes:
-                    res.error = MESSAGE_TOO_LARGE
-                    res.error_message = (f"The request included a message larger than the max message size the "
-                                         f"server will accept ({h.size} > {max_bytes}).")
-                    return res
                 check_crc(buf, pos, h)
                 if h.is_control and not internal:
                     res.error = INVALID_RECORD
@@ -354,21 +350,12 @@ class ReplicaManager:
                                              f"partition {p.topic}-{p.index}.")
                         res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
                         return res
-            err = self._check_timestamps(cfg, batches, now_ms)
-            if err is not None:
-                res.error, res.error_message = INVALID_TIMESTAMP, err
-                return res
             if min_isr > len(p.isr):
                 res.error = NOT_ENOUGH_REPLICAS
                 res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
                                      f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
                 return res
-            log_append_time = -1
-            if getattr(cfg, "log_append_time", False):
-                for pos, h in batches:
-                    set_log_append_time(buf, pos, now_ms, h)
-                log_append_time = now_ms
-            info = p.log.append(buf, batches, now_ms)
+            info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
         except RecordError as e:
             res.error = _code_of(e)
             if res.error not in (CORRUPT_MESSAGE, INVALID_RECORD, 76):
@@ -382,35 +369,18 @@ class ReplicaManager:
             res.error = code
             res.error_message = str(e)
             return res
-        res.base_offset = _first_offset(info, batches)
-        res.log_append_time = log_append_time
-        res.log_start_offset = p.log.log_start_offset
+        res.base_offset = info.base_offset
+        res.log_append_time = info.log_append_time
+        res.log_start_offset = info.log_start_offset
+        if info.duplicate:
+            return res
         # one node: the ISR (this node) has everything the log has
-        p.high_watermark = p.log.log_end_offset
+        plog = p.log
+        plog.high_watermark = plog.log_end_offset
         p.wake()
-        if p.flush_each:
+        if plog.needs_flush():
             res.flush = self.flusher.request(p)
         return res
-
-    @staticmethod
-    def _check_timestamps(cfg: Any, batches: list[Any], now_ms: int) -> str | None:
-        if getattr(cfg, "log_append_time", False):
-            return None
-        before = int(getattr(cfg, "message_timestamp_before_max_ms", LONG_MAX))
-        after = int(getattr(cfg, "message_timestamp_after_max_ms", LONG_MAX))
-        diff = int(getattr(cfg, "message_timestamp_difference_max_ms", LONG_MAX))
-        before = min(before, diff)
-        after = min(after, diff)
-        if before >= LONG_MAX and after >= LONG_MAX:
-            return None
-        for _pos, h in batches:
-            for ts in (h.base_timestamp, h.max_timestamp):
-                if ts < 0:
-                    continue
-                if now_ms - ts > before or ts - now_ms > after:
-                    return (f"Timestamp {ts} of message is out of range. The timestamp should be within "
-                            f"[{now_ms - before}, {now_ms + after}]")
-        return None
 
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0
@@ -448,16 +418,9 @@ class ReplicaManager:
             info.aborted_transactions = list(aborted) if aborted else []
         return info
 
-    def offset_for_timestamp(self, p: Partition, ts: int) -> tuple[int, int] | None:
-        r = p.log.offset_for_timestamp(ts)
-        if r is None:
-            return None
-        if isinstance(r, tuple):
-            return int(r[0]), int(r[1])
-        off = getattr(r, "offset", None)
-        if off is not None:
-            return int(off), int(getattr(r, "timestamp", -1))
-        return int(r), -1
+    def offset_for_timestamp(self, p: Partition, ts: int, max_offset: int | None = None
+                             ) -> tuple[int, int] | None:
+        return p.log.offset_for_timestamp(ts, max_offset=max_offset)
 
     # ------------------------------------------------------------------------------------------ long poll
     async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> bool:
@@ -482,17 +445,27 @@ class ReplicaManager:
                     pass
 
 
+def _parse_topic_id(text: Any) -> Any:
+    """A topic id as partition.metadata holds it (Kafka's url-safe base64, or a UUID string) -> UUID."""
+    import base64
+    import uuid
+
+    if text is None or isinstance(text, uuid.UUID):
+        return text
+    try:
+        return uuid.UUID(str(text))
+    except ValueError:
+        pass
+    try:
+        raw = base64.urlsafe_b64decode(str(text) + "=" * (-len(str(text)) % 4))
+        return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+    except (ValueError, TypeError):
+        return None
+
+
 def _timeout_future(fut: asyncio.Future[Any]) -> None:
     if not fut.done():
         fut.set_result(False)
-
-
-def _first_offset(info: Any, batches: list[Any]) -> int:
-    for name in ("first_offset", "base_offset"):
-        v = getattr(info, name, None)
-        if v is not None:
-            return int(v)
-    return int(batches[0][1].base_offset)
 
 
 def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]:

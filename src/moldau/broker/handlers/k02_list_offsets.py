@@ -56,19 +56,16 @@ def lookup(rm: Any, p: Any, ts: int, isolation: int) -> tuple[int, int]:
         return -1, -1
     limit = p.last_stable_offset if isolation == 1 else p.high_watermark
     if ts == MAX_TIMESTAMP:
-        fn = getattr(p.log, "max_timestamp_and_offset", None)
-        if fn is None:
-            return -1, -1
-        r = fn()
+        r = p.log.max_timestamp_offset()
         if r is None:
             return -1, -1
-        off, t = (r if isinstance(r, tuple) else (getattr(r, "offset"), getattr(r, "timestamp")))
+        off, t = r
         if off < 0 or off >= limit:
             return -1, -1
         return int(off), int(t)
     if ts < 0:
         return -1, -1
-    found = rm.offset_for_timestamp(p, ts)
+    found = rm.offset_for_timestamp(p, ts, limit)
     if found is None or found[0] >= limit:
         return -1, -1
     return found
@@ -77,9 +74,7 @@ def lookup(rm: Any, p: Any, ts: int, isolation: int) -> tuple[int, int]:
 def _old_style(p: Any, ts: int, max_num: int, rm: Any) -> list[int]:
     if ts == LATEST:
         offsets = [p.high_watermark]
-        bases = getattr(p.log, "segment_base_offsets", None)
-        if callable(bases):
-            bases = bases()
+        bases = [seg.base_offset for seg in p.log.segments]
         for b in sorted(bases or [p.log_start_offset], reverse=True):
             if b < offsets[-1]:
                 offsets.append(b)

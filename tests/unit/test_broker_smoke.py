@@ -1,0 +1,285 @@
+"""An in-process broker on an ephemeral port, driven with raw frames built by moldau.protocol."""
+
+import asyncio
+import struct
+import time
+import uuid
+
+import pytest
+
+from moldau.broker.broker import Broker
+from moldau.broker.config import BrokerConfig
+from moldau.protocol import frame
+from moldau.protocol import messages as m
+from moldau.protocol.records import BatchBuilder, decode_batch, split_batches
+
+
+class RawClient:
+    def __init__(self, reader, writer):
+        self.r, self.w = reader, writer
+        self.corr = 0
+
+    @classmethod
+    async def connect(cls, port):
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        return cls(r, w)
+
+    async def send(self, api_key, version, req):
+        self.corr += 1
+        self.w.write(frame.encode_request(api_key, version, self.corr, "smoke", req))
+        return self.corr
+
+    async def recv(self, api_key, version, corr):
+        size = struct.unpack(">i", await self.r.readexactly(4))[0]
+        body = await self.r.readexactly(size)
+        hdr, off = frame.decode_response_header(body, api_key, version)
+        assert hdr.correlation_id == corr
+        resp, _ = m.RESPONSES[api_key].decode(body, version, off)
+        return resp
+
+    async def call(self, api_key, version, req):
+        corr = await self.send(api_key, version, req)
+        return await self.recv(api_key, version, corr)
+
+    def close(self):
+        self.w.close()
+
+
+async def start_broker(tmp_path, **overrides):
+    cfg = BrokerConfig.load(None, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                                   **overrides}, env={})
+    b = Broker(cfg)
+    await b.start()
+    return b
+
+
+def batch(values, key=None, ts=None):
+    bb = BatchBuilder()
+    ts = ts if ts is not None else int(time.time() * 1000)
+    for v in values:
+        bb.append(timestamp=ts, key=key, value=v)
+    return bb.build(0)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def produce_req(topic, partition, records, acks=1, version=9):
+    M = m.ProduceRequest
+    return M.new(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        M.TopicProduceData(name=topic, partition_data=[M.PartitionProduceData(index=partition, records=records)])])
+
+
+def fetch_req(topic, partition, offset, *, max_wait=0, min_bytes=1, max_bytes=1 << 20, session_id=0,
+              session_epoch=-1, topic_id=None):
+    M = m.FetchRequest
+    return M.new(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+                 session_id=session_id, session_epoch=session_epoch, topics=[
+                     M.FetchTopic(topic=topic, topic_id=topic_id or uuid.UUID(int=0), partitions=[
+                         M.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes,
+                                          current_leader_epoch=-1, log_start_offset=-1)])],
+                 forgotten_topics_data=[], rack_id="")
+
+
+def records_of(pd):
+    recs = pd.records
+    if recs is None:
+        return []
+    buf = bytes(recs) if not isinstance(recs, (list, tuple)) else b"".join(bytes(c) for c in recs)
+    out = []
+    for pos, h in split_batches(buf, allow_truncated=True):
+        out.extend(decode_batch(buf, pos))
+    return out
+
+
+def test_metadata_produce_fetch_roundtrip(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path, **{"num.partitions": "2"})
+        try:
+            c = await RawClient.connect(b.port)
+            md = await c.call(3, 12, m.MetadataRequest.new(
+                topics=[m.MetadataRequest.MetadataRequestTopic(name="events")], allow_auto_topic_creation=True))
+            assert md.cluster_id == b.cluster_id and md.controller_id == 1
+            assert [(br.node_id, br.host, br.port) for br in md.brokers] == [(1, "127.0.0.1", b.port)]
+            (t,) = md.topics
+            assert t.error_code == 0 and t.name == "events" and len(t.partitions) == 2
+            assert t.partitions[0].leader_id == 1 and t.partitions[0].isr_nodes == [1]
+            topic_id = t.topic_id
+
+            pr = await c.call(0, 9, produce_req("events", 1, batch([b"a", b"b", b"c"])))
+            p = pr.responses[0].partition_responses[0]
+            assert (p.error_code, p.base_offset) == (0, 0)
+            pr = await c.call(0, 9, produce_req("events", 1, batch([b"d"])))
+            assert pr.responses[0].partition_responses[0].base_offset == 3
+
+            lo = await c.call(2, 7, m.ListOffsetsRequest.new(replica_id=-1, isolation_level=0, topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(name="events", partitions=[
+                    m.ListOffsetsRequest.ListOffsetsPartition(partition_index=1, timestamp=-1)])]))
+            assert lo.topics[0].partitions[0].offset == 4
+
+            f = await c.call(1, 12, fetch_req("events", 1, 1))
+            pd = f.responses[0].partitions[0]
+            assert pd.error_code == 0 and pd.high_watermark == 4
+            vals = [r.value for r in records_of(pd) if r.offset >= 1]
+            assert vals == [b"b", b"c", b"d"]  # offset 1 is inside the first batch: that batch comes whole
+
+            # by topic id (v13+)
+            f = await c.call(1, 13, fetch_req(None, 1, 0, topic_id=topic_id))
+            assert f.responses[0].topic_id == topic_id and len(records_of(f.responses[0].partitions[0])) == 4
+
+            # out of range
+            f = await c.call(1, 12, fetch_req("events", 1, 99))
+            assert f.responses[0].partitions[0].error_code == 1
+            c.close()
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_long_poll_woken_by_produce(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("lp", 1, 1)
+            c1 = await RawClient.connect(b.port)
+            c2 = await RawClient.connect(b.port)
+            t0 = time.monotonic()
+            corr = await c1.send(1, 12, fetch_req("lp", 0, 0, max_wait=5000, min_bytes=1))
+            await asyncio.sleep(0.2)
+            await c2.call(0, 9, produce_req("lp", 0, batch([b"x"])))
+            f = await c1.recv(1, 12, corr)
+            elapsed = time.monotonic() - t0
+            assert 0.15 < elapsed < 2.0
+            assert [r.value for r in records_of(f.responses[0].partitions[0])] == [b"x"]
+            # nothing new: waits max_wait then answers empty
+            t0 = time.monotonic()
+            f = await c1.call(1, 12, fetch_req("lp", 0, 1, max_wait=300))
+            assert 0.25 < time.monotonic() - t0 < 2.0
+            assert not records_of(f.responses[0].partitions[0])
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_acks0_no_response_but_written(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("a0", 1, 1)
+            c = await RawClient.connect(b.port)
+            for i in range(24):
+                await c.send(0, 9, produce_req("a0", 0, batch([b"%d" % i]), acks=0))
+            # the next answer on this connection is the ListOffsets one
+            lo = await c.call(2, 1, m.ListOffsetsRequest.new(replica_id=-1, topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(name="a0", partitions=[
+                    m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+            assert lo.topics[0].partitions[0].offset == 24
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_produce_errors(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path, **{"message.max.bytes": "2000"})
+        try:
+            b.metadata.create_topic("e", 1, 1)
+            b.metadata.create_topic("compacted", 1, 1, {"cleanup.policy": "compact"})
+            c = await RawClient.connect(b.port)
+
+            async def code(topic, records, partition=0):
+                r = await c.call(0, 9, produce_req(topic, partition, records))
+                return r.responses[0].partition_responses[0]
+
+            assert (await code("nope", batch([b"x"]))).error_code == 3
+            assert (await code("e", batch([b"x"]), partition=5)).error_code == 3
+            bad = bytearray(batch([b"x"]))
+            bad[-1] ^= 0xFF
+            assert (await code("e", bytes(bad))).error_code == 2
+            assert (await code("e", batch([b"x" * 3000]))).error_code == 10
+            pr = await code("compacted", batch([b"x", b"y"]))
+            assert pr.error_code == 87 and [e.batch_index for e in pr.record_errors] == [0, 1]
+            assert (await code("compacted", batch([b"x"], key=b"k"))).error_code == 0
+            # nothing was written by the failures
+            lo = await c.call(2, 1, m.ListOffsetsRequest.new(replica_id=-1, topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(name="e", partitions=[
+                    m.ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+            assert lo.topics[0].partitions[0].offset == 0
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_fetch_session_incremental(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("s", 1, 1)
+            c = await RawClient.connect(b.port)
+            await c.call(0, 9, produce_req("s", 0, batch([b"1"])))
+            f = await c.call(1, 12, fetch_req("s", 0, 0, session_id=0, session_epoch=0))
+            sid = f.session_id
+            assert sid > 0 and len(records_of(f.responses[0].partitions[0])) == 1
+            # incremental, nothing changed: no partitions in the answer
+            M = m.FetchRequest
+            inc = M.new(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=sid,
+                        session_epoch=1, topics=[M.FetchTopic(topic="s", partitions=[
+                            M.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])],
+                        forgotten_topics_data=[])
+            f = await c.call(1, 12, inc)
+            assert f.error_code == 0 and f.session_id == sid and f.responses == []
+            await c.call(0, 9, produce_req("s", 0, batch([b"2"])))
+            inc2 = M.new(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_id=sid,
+                         session_epoch=2, topics=[], forgotten_topics_data=[])
+            f = await c.call(1, 12, inc2)
+            assert [r.value for r in records_of(f.responses[0].partitions[0])] == [b"2"]
+            # wrong epoch / unknown session
+            f = await c.call(1, 12, inc2)
+            assert f.error_code == 71
+            inc2.session_id = sid + 1 if sid < 2**31 - 1 else 1
+            inc2.session_epoch = 3
+            f = await c.call(1, 12, inc2)
+            assert f.error_code == 70
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_restart_keeps_data_and_topic(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("keep", 1, 1)
+            c = await RawClient.connect(b.port)
+            await c.call(0, 9, produce_req("keep", 0, batch([b"x", b"y"])))
+            pid1 = b.producer_ids.next_id()
+            c.close()
+        finally:
+            await b.stop()
+        b = await start_broker(tmp_path)
+        try:
+            assert "keep" in b.metadata.topics
+            assert b.replica_manager.get_partition("keep", 0).high_watermark == 2
+            assert b.producer_ids.next_id() > pid1
+        finally:
+            await b.stop()
+    run(main())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_old_fetch_versions_down_convert(tmp_path, version):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("old", 1, 1)
+            c = await RawClient.connect(b.port)
+            await c.call(0, 9, produce_req("old", 0, batch([b"v1", b"v2"], key=b"k")))
+            f = await c.call(1, version, fetch_req("old", 0, 0))
+            pd = f.responses[0].partitions[0]
+            raw = bytes(pd.records) if not isinstance(pd.records, list) else b"".join(map(bytes, pd.records))
+            assert raw[16] == (0 if version <= 1 else 1)  # magic byte of the first message
+            assert b"v1" in raw and b"v2" in raw
+        finally:
+            await b.stop()
+    run(main())
