@@ -573,16 +573,22 @@ def test_admin_groups_confluent(broker):
         assert d.members[0].host.startswith("/")
         offs = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(idle)])[idle].result(TIMEOUT)
         got = {tp.partition: (tp.offset, tp.metadata) for tp in offs.topic_partitions}
-        assert got == {0: (7, "meta-data"), 1: (3, "")}
-        # delete offsets: refused for the subscribed topic of the active group, fine for the idle one
-        with pytest.raises(KafkaException):
-            adm.delete_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(active, [TopicPartition(topic, 0)])])[active].result(TIMEOUT)
-        res = adm.delete_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, 0)])])[idle].result(TIMEOUT)
+        assert got == {0: (7, "meta-data"), 1: (3, None)}  # librdkafka reports empty metadata as None
+        # alter offsets (AlterConsumerGroupOffsets = OffsetCommit with generation -1): fine for the empty
+        # group, refused while the group has members (confluent-kafka has no DeleteConsumerGroupOffsets;
+        # OffsetDelete is covered with kafka-python below)
+        res = adm.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, 0, 2)])])[idle].result(TIMEOUT)
         assert [tp.error for tp in res.topic_partitions] == [None]
+        try:
+            res = adm.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(active, [TopicPartition(topic, 0, 1)])])[active].result(TIMEOUT)
+            errors = [tp.error.code() for tp in res.topic_partitions if tp.error is not None]
+        except KafkaException as exc:
+            errors = [exc.args[0].code()]
+        assert errors == [KafkaError.UNKNOWN_MEMBER_ID]
         offs = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(idle)])[idle].result(TIMEOUT)
-        assert {tp.partition for tp in offs.topic_partitions if tp.offset >= 0} == {1}
+        assert {tp.partition: tp.offset for tp in offs.topic_partitions} == {0: 2, 1: 3}
         # delete groups: the active one is not empty
         futs = adm.delete_consumer_groups([active, idle])
         with pytest.raises(KafkaException) as ei:
@@ -609,25 +615,30 @@ def test_admin_groups_kafka_python(broker):
     m.start()
     try:
         wait_assigned([m], topic, 2)
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": idle})
-        c.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 6)], asynchronous=False)
-        c.close()
+        from kafka import KafkaConsumer
+
+        kc = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=idle, enable_auto_commit=False)
+        kc.commit({KTP(topic, 0): OffsetAndMetadata(5, "m0", -1), KTP(topic, 1): OffsetAndMetadata(6, "", -1)})
+        kc.close()
         adm = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
-            groups = dict(adm.list_consumer_groups())
-            assert groups[active] == "consumer" and groups[idle] == "consumer"
-            [d] = adm.describe_consumer_groups([active])
-            assert d.state == "Stable" and d.protocol_type == "consumer" and len(d.members) == 1
-            offs = adm.list_consumer_group_offsets(idle)
-            assert {tp.partition: om.offset for tp, om in offs.items()} == {0: 5, 1: 6}
+            groups = {g["group_id"]: g for g in adm.list_groups()}
+            assert groups[active]["protocol_type"] == "consumer" and groups[active]["group_state"] == "Stable"
+            assert groups[idle]["group_state"] == "Empty"
+            assert [g["group_id"] for g in adm.list_groups(states_filter=["Stable"]) if g["group_id"] == idle] == []
+            d = adm.describe_groups([active])[active]
+            assert d["group_state"] == "Stable" and d["protocol_type"] == "consumer" and len(d["members"]) == 1
+            offs = adm.list_group_offsets({idle: None})[idle]
+            assert {tp.partition: (om.offset, om.metadata) for tp, om in offs.items()} == {0: (5, "m0"), 1: (6, "")}
             assert isinstance(next(iter(offs.values())), OffsetAndMetadata)
-            if hasattr(adm, "delete_consumer_group_offsets"):
-                adm.delete_consumer_group_offsets(idle, [KTP(topic, 0)])
-                assert {tp.partition for tp in adm.list_consumer_group_offsets(idle)} == {1}
-            res = dict(adm.delete_consumer_groups([idle, active]))
-            assert res[idle] is None or getattr(res[idle], "errno", 0) == 0
-            assert getattr(res[active], "errno", None) == 68  # NON_EMPTY_GROUP
-            assert idle not in dict(adm.list_consumer_groups())
+            res = adm.delete_group_offsets(idle, [KTP(topic, 0)])
+            assert [e.errno for e in res.values()] == [0]
+            assert {tp.partition for tp in adm.list_group_offsets({idle: None})[idle]} == {1}
+            res = adm.delete_group_offsets(active, [KTP(topic, 0)])
+            assert [e.errno for e in res.values()] == [86]  # GROUP_SUBSCRIBED_TO_TOPIC
+            res = dict(adm.delete_groups([idle, active]))
+            assert res == {idle: "OK", active: "NonEmptyGroupError"}
+            assert idle not in {g["group_id"] for g in adm.list_groups()}
         finally:
             adm.close()
     finally:
