@@ -83,6 +83,7 @@ class BrokerProcess:
         settings: dict[str, str] | None = None,
         log_dir: Path | None = None,
         host: str = "127.0.0.1",
+        advertised_port: int | None = None,
     ) -> None:
         self.kind = kind
         self.host = host
@@ -91,6 +92,10 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir) if log_dir is not None else self.data_dir.parent
         self.settings = dict(settings or {})
+        # the port published in Metadata (e.g. a proxy in front of the broker); default: our own
+        self.advertised_port = advertised_port
+        if advertised_port is not None and kind == "moldau":
+            self.settings.setdefault("advertised.listeners", f"PLAINTEXT://{host}:{advertised_port}")
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log_path: Path | None = None
@@ -127,10 +132,11 @@ class BrokerProcess:
             return cmd
         if self.kind == "tansu":
             url = f"tcp://{self.host}:{self.port}"
+            adv = f"tcp://{self.host}:{self.advertised_port or self.port}"
             return [
                 tansu_binary(), "broker",
                 "--listener-url", url,
-                "--advertised-listener-url", url,
+                "--advertised-listener-url", adv,
                 "--storage-engine", "memory://tansu/",
             ]
         raise ValueError(self.kind)

@@ -8,7 +8,8 @@ reason (see the ``-ra`` summary), never silently dropped.
 Fixtures:
 * ``broker`` (session): shared broker for tests that do not restart or damage it.
 * ``fresh_broker`` (function): a broker of its own, for crash/restart tests.
-* ``broker_factory`` (function): ``broker_factory(settings={...})`` starts more, all torn down after.
+* ``broker_factory`` (function): ``broker_factory(settings={...}, advertised_port=None)`` starts more,
+  all torn down after.
 * ``topic`` / ``make_topic``: unique topic names, created through confluent-kafka's AdminClient.
 """
 
@@ -43,11 +44,13 @@ def _cleanup_all() -> None:
 atexit.register(_cleanup_all)
 
 
-def _new_broker(base: Path, settings: dict[str, str] | None = None) -> BrokerProcess:
+def _new_broker(
+    base: Path, settings: dict[str, str] | None = None, advertised_port: int | None = None
+) -> BrokerProcess:
     kind = broker_kind()
     merged = dict(MOLDAU_TEST_SETTINGS) if kind == "moldau" else {}
     merged.update(settings or {})
-    b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base)
+    b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base, advertised_port=advertised_port)
     _ALL.append(b)
     return b
 
@@ -90,10 +93,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     started: list[BrokerProcess] = []
 
-    def make(settings: dict[str, str] | None = None, start: bool = True) -> BrokerProcess:
+    def make(
+        settings: dict[str, str] | None = None, start: bool = True, advertised_port: int | None = None
+    ) -> BrokerProcess:
         base = tmp_path / f"broker{len(started)}"
         base.mkdir()
-        b = _new_broker(base, settings)
+        b = _new_broker(base, settings, advertised_port)
         started.append(b)
         if start:
             b.start()

@@ -190,3 +190,37 @@ def watermarks(bootstrap: str, topic: str, partition: int, timeout: float = 10.0
         return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
     finally:
         c.close()
+
+
+def read_all_confluent(
+    bootstrap: str, topic: str, partitions: int | Iterable[int], timeout: float = DEFAULT_TIMEOUT
+) -> list[Rec]:
+    """Everything in the partitions from the beginning up to their end (partition EOF), assign()ed."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    parts = list(range(partitions)) if isinstance(partitions, int) else list(partitions)
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "unused-" + uuid.uuid4().hex[:8],
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        out: list[Rec] = []
+        at_eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_eof) < len(parts):
+            assert time.monotonic() < deadline, f"no EOF on partitions {set(parts) - at_eof} in {timeout}s"
+            for m in c.consume(num_messages=10000, timeout=0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        at_eof.add(m.partition())
+                        continue
+                    raise KafkaException(m.error())
+                at_eof.discard(m.partition())
+                out.append(Rec(m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []),
+                               m.timestamp()[1]))
+        return out
+    finally:
+        c.close()
