@@ -338,6 +338,12 @@ _d("ssl.endpoint.identification.algorithm", "string", "https", "", True)
 _d("ssl.protocol", "string", "TLSv1.3", "", True)
 _d("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "", True)
 _d("ssl.cipher.suites", "list", [], "", True)
+_d("ssl.certificate.location", "string", None, "PEM certificate chain of the broker (SSL listeners).", True)
+_d("ssl.key.location", "string", None, "PEM private key of the broker (SSL listeners).", True)
+_d("ssl.ca.location", "string", None, "PEM CA bundle verifying client certificates.", True)
+_d("ssl.principal.mapping.rules", "string", "DEFAULT", "Client certificate subject -> principal name rules.")
+_d("connection.failed.authentication.delay.ms", "int", 100, "Delay before answering a failed authentication.",
+   validator=_at_least(0))
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 ALIASES: dict[str, str] = {"broker.id": "node.id"}
@@ -560,7 +566,7 @@ class BrokerConfig:
 
     def _set(self, key: str, raw: str, source: str, where: str = "") -> None:
         key = key.strip()
-        defn = BROKER_CONFIGS.get(key)
+        defn = BROKER_CONFIGS.get(key) or listener_prefixed_def(key)
         if defn is None:
             raise ConfigError(key, f"Unknown configuration key '{key}'{where}")
         value = parse_value(defn, raw)
@@ -713,6 +719,16 @@ def parse_set_option(item: str) -> tuple[str, str]:
         raise ConfigError(item, f"--set expects KEY=VALUE, got '{item}'")
     k, v = item.split("=", 1)
     k = k.strip()
-    if k not in BROKER_CONFIGS:
+    if k not in BROKER_CONFIGS and listener_prefixed_def(k) is None:
         raise ConfigError(k, f"Unknown configuration key '{k}'")
     return k, v
+
+
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_-]+)\.((?:ssl|sasl|connections)\..+)$")
+
+
+def listener_prefixed_def(key: str) -> ConfigDef | None:
+    """``listener.name.<listener>.<key>`` (ssl.*, sasl.*, connections.*): per-listener security settings, read
+    by moldau.broker.security (values keep the full key)."""
+    m = _LISTENER_PREFIXED.match(key)
+    return BROKER_CONFIGS.get(m.group(2)) if m else None

@@ -35,7 +35,7 @@ class Connection(asyncio.BufferedProtocol):
         "broker", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
         "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
-        "_max_queued", "_loop", "client_id", "client_software", "_eof",
+        "_max_queued", "_loop", "client_id", "client_software", "_eof", "auth",
     )
 
     def __init__(self, broker: "Broker", router: "Router", listener_name: str) -> None:
@@ -43,6 +43,7 @@ class Connection(asyncio.BufferedProtocol):
         self.router = router
         self.listener_name = listener_name
         self.principal = "User:ANONYMOUS"
+        self.auth: Any = None  # security.sasl.AuthSession on SASL listeners (set by the SecurityManager)
         self.peer: tuple[str, int] = ("?", 0)
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray(_RECV_BUFFER)
@@ -76,6 +77,9 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        security = getattr(self.broker, "security", None)
+        if security is not None:
+            security.connection_made(self, transport)  # TLS principal, SASL session
         self.broker.connection_opened(self)
         if self._idle_ms > 0:
             self._idle_handle = self._loop.call_later(self._idle_ms / 1000.0, self._check_idle)

@@ -84,6 +84,13 @@ class Router:
 
     async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
         """Handle one request frame. Returns response parts, None (no response) or False (close)."""
+        auth = conn.auth
+        if auth is not None and not auth.open:
+            # SASL listener, not (or no longer) authenticated: only ApiVersions and the SASL requests pass;
+            # after SaslHandshake v0 the frames are bare SASL tokens, answered here
+            verdict = await auth.gate(conn, frame)
+            if verdict is not None:
+                return verdict  # type: ignore[no-any-return]
         if len(frame) < 8:
             log.warning("closing connection from %s:%d: request of %d bytes is too short for a header",
                         conn.peer[0], conn.peer[1], len(frame))

@@ -30,8 +30,11 @@ class Server:
     async def start(self) -> None:
         from .config import Listener
 
+        from .security import ensure_security
+
         loop = asyncio.get_running_loop()
         cfg = self.broker.config
+        security = ensure_security(self.broker)  # validates listeners, loads TLS certificates
         backlog = int(cfg.get("socket.listen.backlog.size"))
         sndbuf = int(cfg.get("socket.send.buffer.bytes"))
         rcvbuf = int(cfg.get("socket.receive.buffer.bytes"))
@@ -40,7 +43,7 @@ class Server:
             host = lst.host or None
             srv = await loop.create_server(
                 lambda name=name: Connection(self.broker, self.router, name), host, lst.port,
-                backlog=backlog, reuse_address=True)
+                backlog=backlog, reuse_address=True, ssl=security.ssl_context(name))
             for sock in srv.sockets:
                 try:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

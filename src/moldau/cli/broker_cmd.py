@@ -45,7 +45,10 @@ def resolve_config(args: argparse.Namespace, env: Any = None) -> Any:
         if not 0 <= port <= 65535:
             raise ConfigError("--port", f"--port {port} is not a valid port")
         h = f"[{host}]" if ":" in host else host
-        extra["listeners"] = f"{first.name}://{h}:{port}"
+        # the flags replace the first listener only; further listeners (e.g. SASL_SSL://...) stay
+        rest = [f"{lst.name}://[{lst.host}]:{lst.port}" if ":" in lst.host else str(lst)
+                for lst in base.listeners[1:]]
+        extra["listeners"] = ",".join([f"{first.name}://{h}:{port}", *rest])
     if args.data_dir is not None:
         extra["log.dirs"] = args.data_dir
     if extra:
@@ -67,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         run_server(config)
+    except ConfigError as e:  # found while starting (listeners, TLS certificates, ACL file)
+        print(f"moldau broker: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         logging.getLogger("moldau.broker").error("cannot start the broker: %s", e)
         return 1
