@@ -409,3 +409,16 @@ def authorized_operations(ctx: Any, resource_type: int, name: str) -> int:
         if allowed(ctx, op, resource_type, name):
             bits |= 1 << op
     return bits
+
+
+# Kafka's error code for a denied operation, by resource type
+AUTHORIZATION_ERRORS = {TOPIC: 29, GROUP: 30, CLUSTER: 31, TRANSACTIONAL_ID: 53, DELEGATION_TOKEN: 65}
+
+
+def require(ctx: Any, operation: int, resource_type: int, name: str = CLUSTER_NAME) -> None:
+    """Raise the resource type's *_AUTHORIZATION_FAILED KafkaError unless allowed. For requests whose
+    response has a top-level error_code (the router turns the exception into that response)."""
+    if not allowed(ctx, operation, resource_type, name):
+        from moldau.protocol.errors import KafkaError
+
+        raise KafkaError.for_code(AUTHORIZATION_ERRORS.get(resource_type, 31))

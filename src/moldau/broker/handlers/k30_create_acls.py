@@ -1,0 +1,40 @@
+"""CreateAcls (key 30), v0-3 (v0: LITERAL patterns only; Kafka 4 keeps v1-3).
+
+* Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per creation); without an authorizer
+  SECURITY_DISABLED per creation.
+* Each creation is validated (concrete resource type, LITERAL/PREFIXED pattern, concrete operation and
+  permission, Type:name principal, non-empty host, CLUSTER named kafka-cluster): INVALID_REQUEST with a message.
+* Creating an existing binding succeeds (idempotent). Bindings are persisted before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import handler
+from ..security.authorizer import ALTER, LITERAL, AclBinding, allowed_cluster
+
+SECURITY_DISABLED = 54
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_REQUEST = 42
+
+
+@handler(api_key=30, min_version=0, max_version=3)
+async def create_acls(ctx: Any, req: Any) -> Any:
+    msg = m.CreateAclsResponse
+    authz = ctx.broker.authorizer
+    creations = req.creations or []
+    if authz is None or not allowed_cluster(ctx, ALTER):
+        code = SECURITY_DISABLED if authz is None else CLUSTER_AUTHORIZATION_FAILED
+        text = "No Authorizer is configured." if authz is None else None
+        return msg.new(throttle_time_ms=0, results=[msg.AclCreationResult(error_code=code, error_message=text)
+                                                    for _ in creations])
+    bindings = [AclBinding(resource_type=c.resource_type, name=c.resource_name or "",
+                           pattern_type=c.resource_pattern_type if ctx.version >= 1 else LITERAL,
+                           principal=c.principal or "", host=c.host or "", operation=c.operation,
+                           permission=c.permission_type) for c in creations]
+    errors = authz.create(bindings)
+    return msg.new(throttle_time_ms=0, results=[
+        msg.AclCreationResult(error_code=INVALID_REQUEST if e else 0, error_message=e) for e in errors])

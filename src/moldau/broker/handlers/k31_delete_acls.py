@@ -1,0 +1,48 @@
+"""DeleteAcls (key 31), v0-3 (v0: LITERAL filters; Kafka 4 keeps v1-3).
+
+* Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per filter); without an authorizer
+  SECURITY_DISABLED per filter.
+* Each filter (as DescribeAcls') removes every binding it matches; the answer lists them per filter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol import messages as m
+
+from ..registry import handler
+from ..security.authorizer import ALTER, allowed_cluster
+from .k29_describe_acls import request_filter
+
+SECURITY_DISABLED = 54
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_REQUEST = 42
+
+
+@handler(api_key=31, min_version=0, max_version=3)
+async def delete_acls(ctx: Any, req: Any) -> Any:
+    msg = m.DeleteAclsResponse
+    authz = ctx.broker.authorizer
+    filters = req.filters or []
+    if authz is None or not allowed_cluster(ctx, ALTER):
+        code = SECURITY_DISABLED if authz is None else CLUSTER_AUTHORIZATION_FAILED
+        text = "No Authorizer is configured." if authz is None else None
+        return msg.new(throttle_time_ms=0, filter_results=[
+            msg.DeleteAclsFilterResult(error_code=code, error_message=text, matching_acls=[]) for _ in filters])
+    parsed = [request_filter(f, ctx.version) for f in filters]
+    valid = [f for f in parsed if 0 not in (f.resource_type, f.pattern_type, f.operation, f.permission)]
+    removed = iter(authz.delete(valid))
+    results = []
+    for f in parsed:
+        if f not in valid:
+            results.append(msg.DeleteAclsFilterResult(error_code=INVALID_REQUEST,
+                                                      error_message="The filter has an UNKNOWN field",
+                                                      matching_acls=[]))
+            continue
+        results.append(msg.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[
+            msg.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,
+                                      resource_name=b.name, pattern_type=b.pattern_type, principal=b.principal,
+                                      host=b.host, operation=b.operation, permission_type=b.permission)
+            for b in next(removed)]))
+    return msg.new(throttle_time_ms=0, filter_results=results)
