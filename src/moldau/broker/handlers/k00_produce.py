@@ -28,6 +28,7 @@ from moldau.protocol import messages as m
 from ..metadata import INTERNAL_TOPICS
 from ..registry import handler
 from ..replica_manager import AppendResult
+from ..security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
+TOPIC_AUTHORIZATION_FAILED = 29
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNKNOWN_TOPIC_ID = 100
 
 
@@ -53,6 +56,8 @@ async def produce(ctx: Any, req: Any) -> Any:
     topics_out = []
     flushes: list[tuple[Any, asyncio.Future[None]]] = []
     any_error = False
+    txn_id = req.transactional_id if version >= 3 else None
+    txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
     for td in req.topic_data:
         parts_out = []
         if by_id:
@@ -61,12 +66,19 @@ async def produce(ctx: Any, req: Any) -> Any:
         else:
             topic = store.get(td.name)
             missing_error = UNKNOWN_TOPIC_OR_PARTITION
+        name = td.name if not by_id else (topic.name if topic is not None else None)
+        denied = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else TOPIC_AUTHORIZATION_FAILED
+                  if name is not None and not allowed(ctx, WRITE, TOPIC, name) else 0)  # before existence
         for pd in td.partition_data:
             pr = PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                           log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(pr)
             if acks not in (0, 1, -1):
                 pr.error_code = INVALID_REQUIRED_ACKS
+                any_error = True
+                continue
+            if denied:
+                pr.error_code = denied
                 any_error = True
                 continue
             if topic is None:

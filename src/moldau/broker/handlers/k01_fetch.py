@@ -32,6 +32,7 @@ from typing import Any
 from moldau.protocol import messages as m
 
 from ..registry import handler
+from ..security.authorizer import READ, TOPIC, allowed
 from ..replica_manager import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_AUTHORIZATION_FAILED = 29
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_TOPIC_ID = 100
@@ -82,7 +84,13 @@ def _resolve(ctx: Any, items: list[_Item], by_id: bool) -> None:
                 it.error = UNKNOWN_TOPIC_ID
                 continue
             it.topic = t.name
+            if not allowed(ctx, READ, TOPIC, t.name):
+                it.error = TOPIC_AUTHORIZATION_FAILED
+                continue
         else:
+            if it.topic is not None and not allowed(ctx, READ, TOPIC, it.topic):
+                it.error = TOPIC_AUTHORIZATION_FAILED  # checked before existence, as Kafka
+                continue
             t = store.get(it.topic) if it.topic is not None else None
             if t is None:
                 it.error = UNKNOWN_TOPIC_OR_PARTITION

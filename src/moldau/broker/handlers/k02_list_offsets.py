@@ -21,10 +21,12 @@ from typing import Any
 from moldau.protocol import messages as m
 
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_AUTHORIZATION_FAILED = 29
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_SERVER_ERROR = -1
@@ -96,10 +98,14 @@ async def list_offsets(ctx: Any, req: Any) -> Any:
     for t in req.topics:
         parts_out = []
         topic = broker.metadata.get(t.name)
+        denied = not allowed(ctx, DESCRIBE, TOPIC, t.name)
         for q in t.partitions:
             pr = msg.ListOffsetsPartitionResponse(partition_index=q.partition_index, error_code=0,
                                                   old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
             parts_out.append(pr)
+            if denied:
+                pr.error_code = TOPIC_AUTHORIZATION_FAILED
+                continue
             p = rm.get_partition(topic.name, q.partition_index) if topic is not None else None
             if p is None:
                 pr.error_code = UNKNOWN_TOPIC_OR_PARTITION

@@ -11,8 +11,11 @@
   LEADER_NOT_AVAILABLE round trip. Otherwise UNKNOWN_TOPIC_OR_PARTITION; bad names INVALID_TOPIC_EXCEPTION.
 * Partitions: leader = this node, leader_epoch (v7+), replicas = isr = [node], offline_replicas [] (v5+).
 * topic_authorized_operations (v8+) / cluster_authorized_operations (v8-10): -2147483648 unless requested;
-  when requested, every operation the resource type supports (there is no authorizer yet, as Kafka without
-  one).
+  when requested, the operations the principal may do (every operation the type supports without an
+  authorizer, as Kafka).
+* ACLs (moldau.broker.security.authorizer): topics the principal may not Describe are left out of "all
+  topics" and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or the
+  topic (TOPIC_AUTHORIZATION_FAILED otherwise).
 * v13: top-level error_code 0.
 """
 
@@ -26,6 +29,8 @@ from moldau.protocol.errors import KafkaError
 
 from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
 from ..registry import handler
+from ..security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE, TOPIC, allowed, allowed_create_topic
+from ..security.authorizer import authorized_operations as _authorized_ops
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,7 @@ NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 UNKNOWN_TOPIC_ID = 100
+TOPIC_AUTHORIZATION_FAILED = 29
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -88,7 +94,18 @@ def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
     return msg.MetadataResponseTopic(
         error_code=NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=parts,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
+        topic_authorized_operations=(_ops(ctx, TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
+                                     else AUTHORIZED_OPERATIONS_OMITTED))
+
+
+def _ops(ctx: Any, resource_type: int, name: str, everything: int) -> int:
+    return everything if ctx.broker.authorizer is None else _authorized_ops(ctx, resource_type, name)
+
+
+def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
+    return msg.MetadataResponseTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+                                     partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                                     **({"topic_id": topic_id} if topic_id is not None else {}))
 
 
 @handler(api_key=3, min_version=0, max_version=13)
@@ -104,7 +121,8 @@ async def metadata(ctx: Any, req: Any) -> Any:
     requested = req.topics
     if requested is None or (v == 0 and not requested):
         for t in sorted(store.topics.values(), key=lambda t: t.name):
-            topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+            if allowed(ctx, DESCRIBE, TOPIC, t.name):  # hidden when not describable
+                topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
     else:
         allow_auto = bool(broker.config.get("auto.create.topics.enable")) and (
             v < 4 or bool(req.allow_auto_topic_creation))
@@ -121,16 +139,23 @@ async def metadata(ctx: Any, req: Any) -> Any:
                     topics_out.append(msg.MetadataResponseTopic(
                         error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                elif not allowed(ctx, DESCRIBE, TOPIC, t.name):
+                    topics_out.append(_denied(ctx, msg, None, tid))
                 else:
                     topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
                 continue
             if name in seen:
                 continue
             seen.add(name)
+            if not allowed(ctx, DESCRIBE, TOPIC, name):
+                topics_out.append(_denied(ctx, msg, name))
+                continue
             t = store.get(name)
             if t is None:
                 error = UNKNOWN_TOPIC_OR_PARTITION
-                if allow_auto:
+                if allow_auto and not allowed_create_topic(ctx, name):
+                    error = TOPIC_AUTHORIZATION_FAILED
+                elif allow_auto:
                     try:
                         t = _auto_create(ctx, name)
                     except KafkaError as e:
@@ -152,6 +177,7 @@ async def metadata(ctx: Any, req: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics_out,
-        cluster_authorized_operations=CLUSTER_OPERATIONS if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if include_cluster_ops
+                                       else AUTHORIZED_OPERATIONS_OMITTED),
         error_code=0,
     )

@@ -20,6 +20,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import allowed_create_topic
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
 
     md = ctx.broker.metadata
     name = topic.name
+    if not allowed_create_topic(ctx, name):  # Create on the cluster or the topic
+        raise _err(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     validate_topic_name(name)
     if name in md.topics:
         raise _err(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")

@@ -21,6 +21,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import DELETE, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,9 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
     by_id_names = {t[0] for t in targets}
     for name in dict.fromkeys(n for n in names if n not in dup_names):
         info = md.topics.get(name)
-        if info is None:
+        if info is None and not allowed(ctx, DELETE, TOPIC, name):
+            results.append(_result(name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+        elif info is None:
             results.append(_result(name, None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                    "This server does not host this topic-partition."))
         elif name in by_id_names:
@@ -110,6 +113,9 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
             targets.append((name, info.topic_id, info))
 
     for name, tid, info in targets:
+        if not allowed(ctx, DELETE, TOPIC, name):
+            results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+            continue
         try:
             _delete_one(ctx, info)
         except KafkaError as exc:

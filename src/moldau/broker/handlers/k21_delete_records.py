@@ -18,6 +18,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import DELETE, TOPIC, require
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ HIGH_WATERMARK = -1
 
 def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
     """Advance the log start offset of ``topic``-``index``; return the new low watermark."""
+    require(ctx, DELETE, TOPIC, topic)
     md = ctx.broker.metadata
     info = md.topics.get(topic)
     p = ctx.broker.replica_manager.get_partition(topic, index) if info is not None else None

@@ -20,11 +20,13 @@ from typing import Any
 from moldau.protocol import messages as m
 
 from ..registry import handler
+from ..security.authorizer import TRANSACTIONAL_ID, WRITE, allowed, allowed_idempotent_write
 
 log = logging.getLogger(__name__)
 
 INVALID_TRANSACTION_TIMEOUT = 50
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 @handler(api_key=22, min_version=0, max_version=6)
@@ -32,6 +34,12 @@ async def init_producer_id(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     resp = m.InitProducerIdResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1,
                                         ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)
+    if req.transactional_id is not None and not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        resp.error_code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return resp
+    if req.transactional_id is None and not allowed_idempotent_write(ctx):
+        resp.error_code = CLUSTER_AUTHORIZATION_FAILED  # IdempotentWrite on the cluster or Write on a topic
+        return resp
     if req.transactional_id is not None:
         coordinator = getattr(broker, "transaction_coordinator", None)
         if coordinator is not None:

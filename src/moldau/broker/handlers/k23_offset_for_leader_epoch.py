@@ -21,6 +21,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ def end_offset_for(p: Any, requested: int) -> tuple[int, int]:
 
 
 def _answer(ctx: Any, topic: str, part: Any) -> Any:
+    if not allowed(ctx, DESCRIBE, TOPIC, topic):
+        return RESP.EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=part.partition,
+                                   leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
     p = ctx.broker.replica_manager.get_partition(topic, part.partition)
     if p is None:
         return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), partition=part.partition,

@@ -24,6 +24,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import DESCRIBE_CONFIGS, require_config_resource
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def _entries_to_wire(entries: list[tc.ConfigEntry], version: int, include_synony
 
 
 def _describe(ctx: Any, res: Any, include_synonyms: bool, include_docs: bool) -> list[tc.ConfigEntry]:
+    require_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     keys = res.configuration_keys
     if res.resource_type == TOPIC:
         from ..metadata import validate_topic_name

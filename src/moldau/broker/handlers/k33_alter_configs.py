@@ -21,6 +21,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from .k32_describe_configs import BROKER, TOPIC, check_broker_resource
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ def _err(code: ErrorCode, message: str) -> KafkaError:
 
 
 def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+    require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     configs = {c.name: c.value for c in res.configs or []}
     if len(configs) != len(res.configs or []):
         raise _err(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")

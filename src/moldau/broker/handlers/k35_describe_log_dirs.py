@@ -18,6 +18,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, allowed_cluster
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ def _log_dirs(ctx: Any) -> list[str]:
 
 @handler(35, REQ.min_version, REQ.max_version)
 async def describe_log_dirs(ctx: Any, req: Any) -> Any:
+    if not allowed_cluster(ctx, DESCRIBE):
+        return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[])
     wanted = _wanted(req)
     rm = ctx.broker.replica_manager
     partitions = sorted(rm.partitions.values(), key=lambda p: (p.topic, p.index))

@@ -18,6 +18,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import ALTER, TOPIC, require
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ def _err(code: ErrorCode, message: str) -> KafkaError:
 
 
 def _check(ctx: Any, topic: Any) -> Any:
+    require(ctx, ALTER, TOPIC, topic.name)
     md = ctx.broker.metadata
     info = md.topics.get(topic.name)
     if info is None:

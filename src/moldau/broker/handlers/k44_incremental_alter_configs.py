@@ -27,6 +27,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..registry import handler
+from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from .k32_describe_configs import BROKER, BROKER_LOGGER, LOG4J_LEVELS, TOPIC, check_broker_resource
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
 
 
 def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+    require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     ops = [(c.name, c.config_operation, c.value) for c in res.configs or []]
     if res.resource_type == TOPIC:
         tc.broker_dynamic_configs(ctx.broker)

@@ -18,6 +18,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
+from ..security.authorizer import CLUSTER, CLUSTER_NAME, authorized_operations
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,8 @@ async def describe_cluster(ctx: Any, req: Any) -> Any:
     host, port, rack = advertised_endpoint(ctx)
     ops = cluster_authorized_operations() if req.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
+    if ctx.broker.authorizer is not None and req.include_cluster_authorized_operations:
+        ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
     return RESP.new(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,
         cluster_id=cluster_id, controller_id=node_id,

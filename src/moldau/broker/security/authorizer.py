@@ -422,3 +422,18 @@ def require(ctx: Any, operation: int, resource_type: int, name: str = CLUSTER_NA
         from moldau.protocol.errors import KafkaError
 
         raise KafkaError.for_code(AUTHORIZATION_ERRORS.get(resource_type, 31))
+
+
+# DescribeConfigs / AlterConfigs resource types -> ACL resources
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32
+
+
+def require_config_resource(ctx: Any, operation: int, config_resource_type: int, name: str) -> None:
+    """DescribeConfigs (DESCRIBE_CONFIGS) / AlterConfigs (ALTER_CONFIGS) on a config resource: topics by
+    name, brokers and broker loggers through the cluster, groups by name."""
+    if config_resource_type == _CONFIG_TOPIC:
+        require(ctx, operation, TOPIC, name)
+    elif config_resource_type in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
+        require(ctx, operation, CLUSTER)
+    elif config_resource_type == _CONFIG_GROUP:
+        require(ctx, operation, GROUP, name)
