@@ -164,7 +164,7 @@ def consume_confluent(
         out: list[Rec] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
-            msgs = c.consume(num_messages=min(10000, expected - len(out)), timeout=0.5)
+            msgs = c.consume(num_messages=min(10000, expected - len(out)), timeout=0.2)
             for m in msgs:
                 if m.error() is not None:
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -204,6 +204,7 @@ def read_all_confluent(
         "group.id": "unused-" + uuid.uuid4().hex[:8],
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        "fetch.wait.max.ms": 100,
     })
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
@@ -212,7 +213,7 @@ def read_all_confluent(
         deadline = time.monotonic() + timeout
         while len(at_eof) < len(parts):
             assert time.monotonic() < deadline, f"no EOF on partitions {set(parts) - at_eof} in {timeout}s"
-            for m in c.consume(num_messages=10000, timeout=0.5):
+            for m in c.consume(num_messages=10000, timeout=0.1):
                 if m.error() is not None:
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         at_eof.add(m.partition())
