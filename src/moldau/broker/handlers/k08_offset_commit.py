@@ -23,6 +23,7 @@ from moldau.protocol.errors import ErrorCode as E
 from ..groups.api import coordinator_of, topic_by_id, topic_partitions
 from ..groups.group import CommittedOffset
 from ..registry import handler
+from ..security.authorizer import GROUP, READ, TOPIC, allowed
 
 
 @handler(api_key=8, min_version=0, max_version=10)
@@ -38,6 +39,7 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
 
     # per topic: (name or None, topic id or None, [(partition, error or None, CommittedOffset)])
     plan: list[tuple[str | None, Any, list[tuple[int, int | None, CommittedOffset | None]]]] = []
+    group_allowed = allowed(ctx, READ, GROUP, req.group_id)
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for t in req.topics:
         if v >= 10:
@@ -49,7 +51,12 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
             missing_error = E.UNKNOWN_TOPIC_OR_PARTITION
         count = topic_partitions(ctx, name) if name is not None else None
         entries: list[tuple[int, int | None, CommittedOffset | None]] = []
+        denied = E.GROUP_AUTHORIZATION_FAILED if not group_allowed else (
+            E.TOPIC_AUTHORIZATION_FAILED if name is not None and not allowed(ctx, READ, TOPIC, name) else None)
         for p in t.partitions:
+            if denied is not None:
+                entries.append((p.partition_index, denied, None))
+                continue
             if count is None:
                 entries.append((p.partition_index, missing_error, None))
                 continue

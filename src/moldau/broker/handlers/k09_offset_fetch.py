@@ -19,15 +19,23 @@ from moldau.protocol.errors import ErrorCode as E
 from ..groups.api import coordinator_of, topic_by_id
 from ..groups.coordinator import PartitionOffset
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, GROUP, TOPIC, allowed
 
 
 def _fetch(ctx: Any, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
            member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[Any]]:
+    if not allowed(ctx, DESCRIBE, GROUP, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, []
     gc = coordinator_of(ctx)
     if gc is None:
         return E.COORDINATOR_NOT_AVAILABLE, []
     partitions = None if topics is None else [(t, p) for t, ps in topics for p in ps]
-    return gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
+    error, results = gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
+    if ctx.broker.authorizer is not None:  # topics the principal may not Describe: named -> error, all -> left out
+        results = [r if allowed(ctx, DESCRIBE, TOPIC, r.topic) else PartitionOffset(
+            r.topic, r.partition, error=E.TOPIC_AUTHORIZATION_FAILED) for r in results
+            if topics is not None or allowed(ctx, DESCRIBE, TOPIC, r.topic)]
+    return error, results
 
 
 def _group_by_topic(results: list[Any]) -> dict[str, list[Any]]:

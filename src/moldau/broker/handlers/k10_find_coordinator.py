@@ -20,6 +20,8 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
+from ..security.authorizer import GROUP as ACL_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,10 @@ GROUP, TRANSACTION = 0, 1
 
 
 def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
+    if key_type == GROUP and not allowed(ctx, DESCRIBE, ACL_GROUP, key):
+        return E.GROUP_AUTHORIZATION_FAILED, None
+    if key_type == TRANSACTION and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+        return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     if key_type == GROUP:
         gc = coordinator_of(ctx)
         if gc is None:

@@ -19,10 +19,12 @@ from moldau.protocol.errors import ErrorCode as E
 from ..groups.api import client_host, client_id, coordinator_of
 from ..groups.coordinator import JoinRequest
 from ..registry import handler
+from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=11, min_version=0, max_version=9)
 async def join_group(ctx: Any, req: Any) -> Any:
+    require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.JoinGroupResponse
     v = ctx.version
     gc = coordinator_of(ctx)

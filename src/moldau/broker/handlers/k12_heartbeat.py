@@ -15,10 +15,12 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of
 from ..registry import handler
+from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=12, min_version=0, max_version=4)
 async def heartbeat(ctx: Any, req: Any) -> Any:
+    require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     gc = coordinator_of(ctx)
     if gc is None:
         return m.HeartbeatResponse.new(error_code=E.COORDINATOR_NOT_AVAILABLE)

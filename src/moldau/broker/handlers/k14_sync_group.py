@@ -15,10 +15,12 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of
 from ..registry import handler
+from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=14, min_version=0, max_version=5)
 async def sync_group(ctx: Any, req: Any) -> Any:
+    require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.SyncGroupResponse
     v = ctx.version
     gc = coordinator_of(ctx)

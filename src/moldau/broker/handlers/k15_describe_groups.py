@@ -17,6 +17,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, GROUP, allowed, authorized_operations
 
 
 @handler(api_key=15, min_version=0, max_version=6)
@@ -30,6 +31,11 @@ async def describe_groups(ctx: Any, req: Any) -> Any:
         if gc is None:
             out.append(msg.DescribedGroup(error_code=E.COORDINATOR_NOT_AVAILABLE, group_id=group_id,
                                           group_state="", protocol_type="", protocol_data="", members=[]))
+            continue
+        if not allowed(ctx, DESCRIBE, GROUP, group_id):
+            out.append(msg.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                                          protocol_type="", protocol_data="", members=[],
+                                          authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         d = gc.describe_group(group_id)
         if d.error == E.GROUP_ID_NOT_FOUND:
@@ -46,5 +52,6 @@ async def describe_groups(ctx: Any, req: Any) -> Any:
                                               client_id=x.client_id, client_host=x.client_host,
                                               member_metadata=x.metadata, member_assignment=x.assignment)
                      for x in d.members],
-            authorized_operations=GROUP_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED))
+            authorized_operations=(AUTHORIZED_OPERATIONS_OMITTED if not include_ops else GROUP_AUTHORIZED_OPERATIONS
+                                   if ctx.broker.authorizer is None else authorized_operations(ctx, GROUP, group_id))))
     return msg.new(throttle_time_ms=0, groups=out)

@@ -14,6 +14,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of
 from ..registry import handler
+from ..security.authorizer import DELETE, GROUP, allowed
 
 
 @handler(api_key=42, min_version=0, max_version=2)
@@ -21,9 +22,12 @@ async def delete_groups(ctx: Any, req: Any) -> Any:
     msg = m.DeleteGroupsResponse
     gc = coordinator_of(ctx)
     names = list(req.groups_names)
+    denied = {g: E.GROUP_AUTHORIZATION_FAILED for g in names if not allowed(ctx, DELETE, GROUP, g)}
+    names_ok = [g for g in names if g not in denied]
     if gc is None:
         results = {g: E.COORDINATOR_NOT_AVAILABLE for g in names}
     else:
-        results = await gc.delete_groups(names)
+        results = await gc.delete_groups(names_ok) if names_ok else {}
+    results.update(denied)
     return msg.new(throttle_time_ms=0, results=[msg.DeletableGroupResult(group_id=g, error_code=results[g])
                                                 for g in dict.fromkeys(names)])

@@ -15,10 +15,12 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of, topic_partitions
 from ..registry import handler
+from ..security.authorizer import DELETE, GROUP, READ, TOPIC, allowed, require
 
 
 @handler(api_key=47, min_version=0, max_version=0)
 async def offset_delete(ctx: Any, req: Any) -> Any:
+    require(ctx, DELETE, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.OffsetDeleteResponse
     gc = coordinator_of(ctx)
     if gc is None:
@@ -27,8 +29,11 @@ async def offset_delete(ctx: Any, req: Any) -> Any:
     invalid: dict[tuple[str, int], int] = {}
     for t in req.topics:
         count = topic_partitions(ctx, t.name)
+        topic_denied = not allowed(ctx, READ, TOPIC, t.name)
         for p in t.partitions:
-            if count is None or not 0 <= p.partition_index < count:
+            if topic_denied:
+                invalid[(t.name, p.partition_index)] = E.TOPIC_AUTHORIZATION_FAILED
+            elif count is None or not 0 <= p.partition_index < count:
                 invalid[(t.name, p.partition_index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append((t.name, p.partition_index))
