@@ -122,7 +122,7 @@ def _defs(*items: ConfigDef) -> dict[str, ConfigDef]:
 
 
 COMMON = _defs(
-    ConfigDef("bootstrap.servers", "localhost:9092", _list, "host:port list, comma separated or a list"),
+    ConfigDef("bootstrap.servers", ["localhost:9092"], _list, "host:port list, comma separated or a list"),
     ConfigDef("client.id", "moldau", _str),
     ConfigDef("request.timeout.ms", 30000, _int, "time to wait for one response"),
     ConfigDef("metadata.max.age.ms", 300000, _int, "refresh metadata at least this often"),

@@ -157,6 +157,7 @@ class _Accumulator:
                    est: int) -> RecordFuture | None:
         """Append under the lock; None when a new batch is needed but buffer.memory is short."""
         new = False
+        rolled = False  # a full batch was closed (keyless records move to another partition)
         with self.lock:
             parts = self.parts.get(topic)
             st = parts.get(partition) if parts is not None else None
@@ -167,6 +168,7 @@ class _Accumulator:
             if b is None or b.closed or b.est_size + est > self.batch_size:
                 if b is not None:
                     b.closed = True
+                    rolled = True
                 size = self.batch_size if est + _BATCH_OVERHEAD <= self.batch_size else est + _BATCH_OVERHEAD
                 if self.available < size:
                     return None
@@ -182,7 +184,7 @@ class _Accumulator:
             b.est_size += est
             fut = RecordFuture(b.result, idx, ts)
         if new:
-            if self.on_new_batch is not None:
+            if rolled and self.on_new_batch is not None:
                 self.on_new_batch(topic, partition)
             self.wakeup()
         return fut
