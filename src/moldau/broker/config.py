@@ -277,7 +277,7 @@ _d("group.max.session.timeout.ms", "int", 1800000, "")
 _d("group.initial.rebalance.delay.ms", "int", 0, "Delay of a new/empty group's first join (Kafka 3000; moldau 0, "
    "as Kafka's own config/server.properties ships: see docs/groups.md).")
 _d("group.max.size", "int", INT_MAX, "", validator=_at_least(1))
-_d("group.coordinator.rebalance.protocols", "list", ["classic"], "",
+_d("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], "",
    validator=_list_of("classic", "consumer", "share"))
 _d("group.coordinator.threads", "int", 1, "", validator=_at_least(1))
 _d("group.consumer.session.timeout.ms", "int", 45000, "")

@@ -280,7 +280,7 @@ class GroupCoordinator:
             # a KIP-848 consumer group: a classic member may join only once it is empty (then it converts)
             if existing.is_empty:
                 self.consumer.drop_group_for_conversion(existing)
-                existing = None
+                existing = self.groups.get(req.group_id)
             else:
                 respond(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
                 return

@@ -45,17 +45,19 @@ class Box:
 
 class Harness:
     def __init__(self, storage: MemoryOffsetsStorage | None = None, timer: ManualTimer | None = None,
-                 **config: Any) -> None:
+                 topics: Any = None, **config: Any) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.timer = timer or ManualTimer()
         self.storage = storage if storage is not None else MemoryOffsetsStorage()
         self.config = GroupConfig(**config)
-        self.coord = GroupCoordinator(self.config, self.timer, self.storage)
+        self.topics = topics
+        self.coord = GroupCoordinator(self.config, self.timer, self.storage, topics)
 
     def restart(self) -> "Harness":
         """A new coordinator over the same storage (a broker restart), loaded."""
         self.coord.shutdown()
-        h = Harness(self.storage, self.timer, **{k: getattr(self.config, k) for k in self.config.__slots__})
+        h = Harness(self.storage, self.timer, self.topics,
+                    **{k: getattr(self.config, k) for k in self.config.__slots__})
         h.coord.load()
         return h
 
@@ -124,3 +126,31 @@ class Harness:
                 assert b.result.error == 0, b.result
         assert g.state.value == "Stable"
         return [leader] + [m for m in ids if m != leader]
+
+
+class FakeTopics:
+    """A TopicLookup for unit tests: topic name -> partition count, with stable ids."""
+
+    def __init__(self, **counts: int) -> None:
+        import uuid as _uuid
+
+        self.counts = dict(counts)
+        self.ids = {t: _uuid.uuid5(_uuid.NAMESPACE_DNS, t) for t in counts}
+
+    def set(self, topic: str, count: int) -> None:
+        import uuid as _uuid
+
+        self.counts[topic] = count
+        self.ids.setdefault(topic, _uuid.uuid5(_uuid.NAMESPACE_DNS, topic))
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.counts.get(topic)
+
+    def topic_id(self, topic: str) -> Any:
+        return self.ids.get(topic)
+
+    def topic_name(self, topic_id: Any) -> str | None:
+        return next((t for t, i in self.ids.items() if i == topic_id), None)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.counts)

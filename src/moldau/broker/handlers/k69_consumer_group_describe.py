@@ -1,0 +1,65 @@
+"""ConsumerGroupDescribe (key 69), v0-1: KIP-848 consumer groups.
+
+State (Empty, Assigning, Reconciling, Stable), group and assignment epochs, the assignor, and per member its
+epoch, subscription, current and target assignment (topic id + name). Classic or unknown groups answer
+GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID. v1: member_type 1 (consumer protocol member).
+authorized_operations when requested (no authorizer: every group operation), else INT32_MIN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode as E
+
+from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from ..registry import handler
+
+
+def _assignment(msg: Any, gc: Any, a: dict[str, set[int]]) -> Any:
+    tps = []
+    for topic, parts in sorted(a.items()):
+        tid = gc.consumer.topic_id(topic)
+        if tid is not None:
+            tps.append(msg.TopicPartitions(topic_id=tid, topic_name=topic, partitions=sorted(parts)))
+    return msg.Assignment(topic_partitions=tps)
+
+
+@handler(api_key=69, min_version=0, max_version=1)
+async def consumer_group_describe(ctx: Any, req: Any) -> Any:
+    msg = m.ConsumerGroupDescribeResponse
+    gc = coordinator_of(ctx)
+    out = []
+    for group_id in req.group_ids:
+        if gc is None:
+            out.append(msg.DescribedGroup(error_code=E.COORDINATOR_NOT_AVAILABLE, group_id=group_id, group_state="",
+                                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
+        if not group_id:
+            out.append(msg.DescribedGroup(error_code=E.INVALID_GROUP_ID, error_message="Group id can't be empty.",
+                                          group_id=group_id, group_state="", group_epoch=-1, assignment_epoch=-1,
+                                          assignor_name="", members=[]))
+            continue
+        error, message, g = gc.consumer.describe(group_id)
+        if g is None:
+            out.append(msg.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
+                                          group_state="Dead", group_epoch=-1, assignment_epoch=-1,
+                                          assignor_name="", members=[]))
+            continue
+        members = [
+            msg.Member(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,
+                       member_epoch=x.member_epoch, client_id=x.client_id, client_host=x.client_host,
+                       subscribed_topic_names=sorted(x.subscribed_topic_names),
+                       subscribed_topic_regex=x.subscribed_topic_regex,
+                       assignment=_assignment(msg, gc, x.assigned),
+                       target_assignment=_assignment(msg, gc, g.target.get(x.member_id, {})),
+                       member_type=1)
+            for x in g.members.values()
+        ]
+        out.append(msg.DescribedGroup(
+            error_code=E.NONE, group_id=group_id, group_state=g.state_name, group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name, members=members,
+            authorized_operations=GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED))
+    return msg.new(throttle_time_ms=0, groups=out)
