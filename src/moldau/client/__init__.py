@@ -5,6 +5,7 @@ thread, blocking methods, ``concurrent.futures`` futures): ``Producer``, ``Consu
 Configuration uses Kafka's names: keyword arguments with underscores or a dict with dots.
 """
 
+from .admin import AsyncAdmin
 from .config import ConfigError
 from .consumer import AsyncConsumer, ConsumerRebalanceListener
 from .errors import (
@@ -21,7 +22,7 @@ from .errors import (
 )
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import AsyncProducer, RecordTooLargeError
-from .sync import Consumer, Producer
+from .sync import Admin, Consumer, Producer
 from .types import (
     AlterConfigOp,
     ConfigEntry,
@@ -38,7 +39,9 @@ from .types import (
 __all__ = [
     "AsyncProducer",
     "AsyncConsumer",
+    "AsyncAdmin",
     "Producer",
+    "Admin",
     "Consumer",
     "ConsumerRebalanceListener",
     "TopicPartition",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import inspect
 import logging
 import queue
 import threading
@@ -398,8 +399,49 @@ class Consumer(_SyncBase):
             self._lt.stop()
 
 
-class Admin(_SyncBase):  # filled in by the admin module
-    pass
+class Admin(_SyncBase):
+    """Blocking admin client: every coroutine method of ``AsyncAdmin`` as a blocking method.
+
+    ::
+
+        with Admin(bootstrap_servers="localhost:9092") as a:
+            a.create_topics([NewTopic("t", num_partitions=3)])
+            a.list_topics()
+    """
+
+    _name = "moldau-admin"
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from .admin import AsyncAdmin
+
+        self._start_loop(config, kwargs)
+        self._a: AsyncAdmin = self._build(lambda: AsyncAdmin(config, **kwargs))
+        self.config = self._a.config
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self._a, name)
+        if inspect.iscoroutinefunction(attr):
+            def call(*args: Any, **kw: Any) -> Any:
+                return self._run(attr(*args, **kw))
+
+            call.__name__ = name
+            call.__doc__ = attr.__doc__
+            return call
+        return attr
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in dir(self._a) if not n.startswith("_")})
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._a.close(), timeout)
+        finally:
+            self._lt.stop()
 
 
 _ = (Awaitable, Iterator)
