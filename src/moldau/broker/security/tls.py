@@ -262,7 +262,7 @@ def generate(out_dir: str | os.PathLike[str], *, hostnames: list[str] | None = N
     """Write ca.pem/ca.key (reused when present and ``reuse_ca``), broker.pem/broker.key (subject
     CN=<first hostname>, SANs = hostnames) and <client>.pem/<client>.key per client name (subject CN=<name>,
     clientAuth) into ``out_dir``."""
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     hostnames = hostnames or default_hostnames()
     clients = clients or []
