@@ -16,7 +16,9 @@ every partition, writes the checkpoints and the marker.
 
 ``tick(now_ms)`` (the broker calls it about every second, on its event loop) rolls segments older than
 ``segment.ms``, applies retention every ``log.retention.check.interval.ms``, flushes partitions due by
-``flush.ms`` or after a roll, and writes the checkpoints every ``log.flush.offset.checkpoint.interval.ms``.
+``flush.ms`` or after a roll, writes the checkpoints every ``log.flush.offset.checkpoint.interval.ms`` and
+drives the log cleaner (``self.cleaner``, compaction of ``cleanup.policy=compact`` logs, which also keeps
+``cleaner-offset-checkpoint``; its passes run in its own thread and are swapped in during ``tick``).
 fsyncs never run inside ``tick``: flushes and checkpoint writes go to ``flush_executor`` (default: a private
 one-thread executor); ``drain()`` waits for them (tests, shutdown).
 """
@@ -45,6 +47,7 @@ from .checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from .cleaner import LogCleaner
 from .config import LogConfig
 from .errors import InvalidTopicError, StorageError
 from .partition_log import PartitionLog, parse_partition_dir_name
@@ -95,6 +98,11 @@ class LogManager:
         retention_check_interval_ms: int = 300000,
         checkpoint_interval_ms: int = 60000,
         load: bool = True,
+        cleaner_enable: bool = True,
+        cleaner_backoff_ms: int = 15000,
+        cleaner_dedupe_buffer_size: int = 134217728,
+        cleaner_io_buffer_load_factor: float = 0.9,
+        cleaner_executor: Executor | None = None,
     ) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
@@ -119,6 +127,15 @@ class LogManager:
         self._closed = False
         self._last_retention_ms: int | None = None
         self._last_checkpoint_ms: int | None = None
+        # log compaction (cleanup.policy=compact): see cleaner.py; its passes run in its own thread
+        self.cleaner = LogCleaner(
+            self,
+            enabled=cleaner_enable,
+            backoff_ms=cleaner_backoff_ms,
+            dedupe_buffer_size=cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=cleaner_io_buffer_load_factor,
+            executor=cleaner_executor,
+        )
         if load:
             self.load()
 
@@ -136,6 +153,7 @@ class LogManager:
         self._init_meta()
         for d in self.log_dirs:
             self._load_dir(d)
+        self.cleaner.load_checkpoints()
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
@@ -289,6 +307,8 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> bool:
         """Delete the partition's directory. Returns False when it did not exist."""
+        if (topic, partition) in self._logs:
+            self.cleaner.forget(topic, partition)
         plog = self._logs.pop((topic, partition), None)
         self._dir_of.pop((topic, partition), None)
         if plog is None:
@@ -347,6 +367,10 @@ class LogManager:
                 log.exception("background work on %s-%d failed", plog.topic, plog.partition)
         if retention_due:
             self._last_retention_ms = now_ms
+        try:
+            self.cleaner.tick(now_ms)
+        except Exception:
+            log.exception("log cleaner tick failed")
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._submit(self.checkpoint)
             self._last_checkpoint_ms = now_ms
@@ -391,6 +415,7 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown marker."""
+        self.cleaner.shutdown()
         self.drain()
         if self._own_executor and self.flush_executor is not None:
             self.flush_executor.shutdown(wait=True)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _batch
+from . import cleaner as _cleaner
+from .cleaner import recover_interrupted_swaps
 from ._batch import (
     CONTROL_ABORT,
     ATTR_CONTROL,
@@ -43,6 +45,7 @@ from ._batch import (
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,
+    fsync_dir,
     read_epoch_checkpoint,
     read_partition_metadata,
     write_epoch_checkpoint,
@@ -155,9 +158,10 @@ class PartitionLog:
         interval = cfg.index_interval_bytes
         now = self._now_ms()
         bases: list[int] = []
+        recover_interrupted_swaps(self.dir)  # the log cleaner's .cleaned / .swap files
         names = os.listdir(self.dir)
         for name in names:
-            if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
+            if name.endswith((".tmp", ".deleted")):
                 self._unlink(os.path.join(self.dir, name))
                 continue
             stem, ext = os.path.splitext(name)
@@ -577,11 +581,20 @@ class PartitionLog:
     def _time_to_roll(self, seg: Segment, append_max_ts: int, now_ms: int) -> bool:
         """Kafka's rule: time since the first batch's timestamp (message time), or since the segment was
         created when the first batch has no timestamp, exceeds segment.ms - segment.jitter.ms."""
-        limit = self.config.segment_ms - self.config.segment_jitter_ms
+        limit = self._roll_limit_ms()
         rt = seg.rolling_timestamp
         if rt is not None and rt >= 0:
             return append_max_ts - rt > limit
         return now_ms - seg.created_ms > limit
+
+    def _roll_limit_ms(self) -> int:
+        """segment.ms - segment.jitter.ms, where compacted logs use min(segment.ms, max.compaction.lag.ms)
+        (Kafka's maxSegmentMs) so that the active segment's data becomes cleanable in time."""
+        cfg = self.config
+        ms = cfg.segment_ms
+        if cfg.compact_enabled and 0 < cfg.max_compaction_lag_ms < ms:
+            ms = cfg.max_compaction_lag_ms
+        return ms - cfg.segment_jitter_ms
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         self._epochs.append((epoch, start_offset))
@@ -624,7 +637,7 @@ class PartitionLog:
             seg = self._segments[-1]
             if self._closed or seg.size == 0:
                 return False
-            if now_ms - seg.created_ms > self.config.segment_ms - self.config.segment_jitter_ms:
+            if now_ms - seg.created_ms > self._roll_limit_ms():
                 self._roll_locked(now_ms)
                 return True
             return False
@@ -849,6 +862,42 @@ class PartitionLog:
             deleted += self._delete_log_start_breached()
             self.producer_state.remove_expired(now_ms)
         return deleted
+
+    # ================================================================================================ compaction
+    def replace_segments(
+        self, old: Sequence[Segment], sizes: Sequence[int], aborted: list[tuple[int, int, int, int]]
+    ) -> Segment | None:
+        """Swap in the cleaned copy of the contiguous non-active segments ``old`` (``<base>.log.cleaned`` and
+        its index files, written by the log cleaner, ``base`` = ``old[0].base_offset``); ``aborted`` are the
+        (producer id, first, last, LSO) entries of its .txnindex. Crash-safe (see ``cleaner``): .cleaned ->
+        .swap (commit point), old files deleted, .swap -> final names. Returns the new segment, or None (and
+        deletes the cleaned files) when ``old`` is no longer exactly part of the log with ``sizes``."""
+        base = old[0].base_offset
+        with self._lock:
+            segs = self._segments
+            n = len(old)
+            i = next((j for j, s in enumerate(segs) if s is old[0]), -1)
+            if (
+                self._closed
+                or i < 0
+                or i + n >= len(segs)  # the active segment is never replaced
+                or any(segs[i + j] is not old[j] or old[j].active or old[j].size != sizes[j] for j in range(n))
+            ):
+                _cleaner.discard_cleaned(self.dir, base)
+                return None
+            end = segs[i + n].base_offset
+            _cleaner.commit_cleaned(self.dir, base)
+            for s in old:
+                s.delete_files()
+            fsync_dir(self.dir)
+            _cleaner.finish_swap(self.dir, base)
+            new = Segment.open_existing(self.dir, base, self.config.segment_index_bytes, self._cache, self._now_ms())
+            segs[i : i + n] = [new]
+            self._bases[i : i + n] = [base]
+            lo = bisect_left(self._aborted, (base,))
+            hi = bisect_left(self._aborted, (end,))
+            self._aborted[lo:hi] = sorted((last, pid, first, lso) for pid, first, last, lso in aborted)
+            return new
 
     # ================================================================================================ truncation
     def truncate_to(self, offset: int) -> int:
