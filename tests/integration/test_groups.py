@@ -129,6 +129,7 @@ class ConfluentMember(Member):
     lib = "confluent-kafka"
 
     def loop(self) -> None:
+        self.t_subscribe = time.monotonic()
         defaults = self.conf.pop("_defaults", False)
         conf = {
             "bootstrap.servers": self.bootstrap,
@@ -142,7 +143,9 @@ class ConfluentMember(Member):
             for k in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
                 conf.pop(k, None)
         c = Consumer(conf)
-        cooperative = c and "cooperative" in str(conf.get("partition.assignment.strategy", ""))
+        # incremental callbacks: cooperative-sticky, and always with the KIP-848 protocol
+        cooperative = ("cooperative" in str(conf.get("partition.assignment.strategy", ""))
+                       or conf.get("group.protocol") == "consumer")
 
         def on_assign(consumer: Any, parts: list[TopicPartition]) -> None:
             got = {(p.topic, p.partition) for p in parts}
@@ -154,7 +157,6 @@ class ConfluentMember(Member):
             self.events.append(("revoke", gone))
             self.assignment = self.assignment - gone
 
-        self.t_subscribe = time.monotonic()
         c.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke)
         try:
             while not self.stop_evt.is_set():
@@ -185,6 +187,7 @@ class KafkaPythonMember(Member):
     def loop(self) -> None:
         from kafka import KafkaConsumer
 
+        self.t_subscribe = time.monotonic()
         defaults = self.conf.pop("_defaults", False)
         kw: dict[str, Any] = dict(bootstrap_servers=self.bootstrap, group_id=self.group,
                                   auto_offset_reset="earliest", enable_auto_commit=False)
@@ -193,7 +196,6 @@ class KafkaPythonMember(Member):
                       request_timeout_ms=15000)
         kw.update(self.conf)
         c = KafkaConsumer(**kw)
-        self.t_subscribe = time.monotonic()
         c.subscribe(self.topics)
         try:
             while not self.stop_evt.is_set():
