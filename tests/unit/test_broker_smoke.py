@@ -283,3 +283,37 @@ def test_old_fetch_versions_down_convert(tmp_path, version):
         finally:
             await b.stop()
     run(main())
+
+
+def test_stop_answers_pending_long_poll(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        b.metadata.create_topic("sd", 1, 1)
+        c = await RawClient.connect(b.port)
+        corr = await c.send(1, 12, fetch_req("sd", 0, 0, max_wait=30000))
+        await asyncio.sleep(0.1)
+        t0 = time.monotonic()
+        await b.stop()
+        f = await c.recv(1, 12, corr)
+        assert time.monotonic() - t0 < 2 and f.responses[0].partitions[0].error_code == 0
+        assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    run(main())
+
+
+def test_delete_topic_then_recreate(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("gone", 2, 1)
+            c = await RawClient.connect(b.port)
+            await c.call(0, 9, produce_req("gone", 0, batch([b"x"])))
+            b.metadata.delete_topic("gone")
+            assert b.replica_manager.get_partition("gone", 0) is None
+            r = await c.call(0, 9, produce_req("gone", 0, batch([b"x"])))
+            assert r.responses[0].partition_responses[0].error_code == 3
+            b.metadata.create_topic("gone", 1, 1)
+            f = await c.call(1, 12, fetch_req("gone", 0, 0))
+            assert f.responses[0].partitions[0].high_watermark == 0
+        finally:
+            await b.stop()
+    run(main())

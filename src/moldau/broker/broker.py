@@ -128,7 +128,12 @@ class Broker:
         self.metadata.listeners.append(self.replica_manager)
         self._start_optional_components()
         self.server = Server(self)
-        await self.server.start()
+        try:
+            await self.server.start()
+        except BaseException:
+            self.server.stop_accepting()
+            self.log_manager.close()
+            raise
         self.listeners = self.server.bound
         self.replica_manager.start()
         self._started = True
@@ -161,6 +166,8 @@ class Broker:
         conns = list(self.connections)
         for c in conns:
             c.stop_reading()
+        if self.replica_manager is not None:
+            self.replica_manager.begin_shutdown()  # long polls answer now
         if conns:
             await asyncio.gather(*(c.drain(drain_timeout) for c in conns), return_exceptions=True)
         for c in conns:

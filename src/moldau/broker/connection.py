@@ -243,6 +243,10 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def in_flight(self) -> int:
         return len(self._queue) + (1 if self._task is not None else 0)
 

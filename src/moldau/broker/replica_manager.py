@@ -202,6 +202,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.flusher = GroupFlusher()
         self._tasks: list[asyncio.Task[Any]] = []
+        self.shutting_down = False
         self.fetch_sessions = FetchSessionCache(int(broker.config.get("max.incremental.fetch.session.cache.slots")))
 
     # ------------------------------------------------------------------------------------------ setup
@@ -239,6 +240,12 @@ class ReplicaManager:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._maintenance()))
+
+    def begin_shutdown(self) -> None:
+        """No more waiting: pending long polls answer at once."""
+        self.shutting_down = True
+        for p in self.partitions.values():
+            p.wake()
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -425,7 +432,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------------------------------ long poll
     async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> bool:
         """Wait until an append to any of ``partitions`` or ``timeout`` seconds. True if woken."""
-        if timeout <= 0:
+        if timeout <= 0 or self.shutting_down:
             return False
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()

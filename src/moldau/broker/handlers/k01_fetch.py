@@ -216,7 +216,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
         waitable = [it.partition for it in items if it.partition is not None]
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or ctx.connection._closed:
+            if remaining <= 0 or ctx.connection.closed or rm.shutting_down:
                 break
             await rm.wait_for_data(waitable, remaining)
             total, has_error = _read_all(rm, items, max_bytes, isolation)
