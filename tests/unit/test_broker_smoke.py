@@ -317,3 +317,85 @@ def test_delete_topic_then_recreate(tmp_path):
         finally:
             await b.stop()
     run(main())
+
+
+def test_topic_compression_type_recompresses(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("gz", 1, 1, {"compression.type": "gzip"})
+            c = await RawClient.connect(b.port)
+            bb = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0)
+            for i in range(50):
+                bb.append(1000 + i, b"k%d" % i, b"value-%d" % i, [("h", b"1")])
+            await c.call(0, 9, produce_req("gz", 0, bb.build(0)))
+            f = await c.call(1, 12, fetch_req("gz", 0, 0))
+            pd = f.responses[0].partitions[0]
+            raw = bytes(pd.records)
+            (pos, h), = split_batches(raw)
+            assert h.compression == 1 and h.producer_id == 7 and h.base_sequence == 0
+            recs = decode_batch(raw, pos)
+            assert [r.value for r in recs] == [b"value-%d" % i for i in range(50)]
+            assert recs[3].timestamp == 1003 and recs[3].headers == [("h", b"1")]
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_topic_ids_and_metadata_versions(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path, **{"auto.create.topics.enable": "false"})
+        try:
+            t = b.metadata.create_topic("ids", 1, 1)
+            b.metadata.create_topic("other", 1, 1)
+            c = await RawClient.connect(b.port)
+            M = m.ProduceRequest
+            req = M.new(acks=-1, timeout_ms=1000, topic_data=[M.TopicProduceData(topic_id=t.topic_id, partition_data=[
+                M.PartitionProduceData(index=0, records=batch([b"a", b"b"]))])])
+            r = await c.call(0, 13, req)
+            assert r.responses[0].topic_id == t.topic_id
+            assert r.responses[0].partition_responses[0].error_code == 0
+            req.topic_data[0].topic_id = uuid.uuid4()
+            r = await c.call(0, 13, req)
+            assert r.responses[0].partition_responses[0].error_code == 100
+            # Metadata v0: an empty list means all topics
+            md = await c.call(3, 0, m.MetadataRequest.new(topics=[]))
+            assert sorted(x.name for x in md.topics) == ["ids", "other"]
+            # v1+: empty list = none, null = all
+            md = await c.call(3, 1, m.MetadataRequest.new(topics=[]))
+            assert md.topics == []
+            md = await c.call(3, 1, m.MetadataRequest.new(topics=None))
+            assert len(md.topics) == 2
+            # by id (v12), unknown id, unknown name without auto-creation, invalid name
+            MT = m.MetadataRequest.MetadataRequestTopic
+            md = await c.call(3, 12, m.MetadataRequest.new(topics=[
+                MT(name=None, topic_id=t.topic_id), MT(name=None, topic_id=uuid.uuid4()), MT(name="missing"),
+                MT(name="bad name")], allow_auto_topic_creation=True, include_topic_authorized_operations=True))
+            got = [(x.name, x.error_code) for x in md.topics]
+            assert got == [("ids", 0), (None, 100), ("missing", 3), ("bad name", 17)]
+            assert md.topics[0].topic_authorized_operations > 0
+            assert "missing" not in b.metadata.topics
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_init_producer_id(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            c = await RawClient.connect(b.port)
+            M = m.InitProducerIdRequest
+            ids = []
+            for v in (0, 2, 4):
+                r = await c.call(22, v, M.new(transactional_id=None, transaction_timeout_ms=60000))
+                assert r.error_code == 0 and r.producer_epoch == 0
+                ids.append(r.producer_id)
+            assert len(set(ids)) == 3
+            r = await c.call(22, 4, M.new(transactional_id="tx", transaction_timeout_ms=60000))
+            assert r.error_code in (0, 53)
+            r = await c.call(22, 4, M.new(transactional_id="tx", transaction_timeout_ms=10**9))
+            assert r.error_code == 50
+        finally:
+            await b.stop()
+    run(main())

@@ -357,6 +357,9 @@ class ReplicaManager:
                                              f"partition {p.topic}-{p.index}.")
                         res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
                         return res
+            target = getattr(cfg, "compression_type", "producer")
+            if target != "producer":
+                buf, batches = _recompress(buf, batches, target, cfg)
             if min_isr > len(p.isr):
                 res.error = NOT_ENOUGH_REPLICAS
                 res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
@@ -473,6 +476,31 @@ def _parse_topic_id(text: Any) -> Any:
 def _timeout_future(fut: asyncio.Future[Any]) -> None:
     if not fut.done():
         fut.set_result(False)
+
+
+def _recompress(buf: Any, batches: list[Any], target: str, cfg: Any) -> tuple[bytearray, list[Any]]:
+    """Re-encode batches whose codec differs from the topic's compression.type (Kafka's LogValidator does the
+    same). Producer id/epoch/sequence, transactional flag, timestamps, keys, values and headers are kept."""
+    from moldau.protocol.records import BatchBuilder, codec_id, decode_batch
+
+    codec = codec_id(target)
+    if all(h.compression == codec or h.is_control for _pos, h in batches):
+        return buf, batches
+    level = {1: getattr(cfg, "compression_gzip_level", -1), 3: getattr(cfg, "compression_lz4_level", 9),
+             4: getattr(cfg, "compression_zstd_level", 3)}.get(codec, -1)
+    out = bytearray()
+    for pos, h in batches:
+        if h.compression == codec or h.is_control:
+            out += buf[pos:pos + h.size]
+            continue
+        bb = BatchBuilder(compression=codec, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                          base_sequence=h.base_sequence, is_transactional=h.is_transactional,
+                          timestamp_type=h.timestamp_type,
+                          compression_level=None if level in (-1, None) else int(level))
+        for r in decode_batch(buf, pos, header=h):
+            bb.append(r.timestamp, r.key, r.value, r.headers)
+        out += bb.build(0)
+    return out, split_batches(out)
 
 
 def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]:
