@@ -529,3 +529,53 @@ def test_swap_files_left_by_kafka_style_interrupted_swap_are_completed(tmp_path)
     assert lg3.log_end_offset == 20
     assert not [n for n in os.listdir(d) if n.endswith((".cleaned", ".swap"))]
     lg3.close()
+
+
+def test_full_offset_map_cleans_in_several_passes(tmp_path):
+    # room for 4 keys: int(640 * 0.9) // MAP_ENTRY_BYTES
+    lm = manager(tmp_path, cleaner_dedupe_buffer_size=640)
+    assert lm.cleaner.max_map_entries == 4
+    lg = lm.create("t", 0, cfg())
+    latest = {}
+    for rnd in range(3):
+        for k in range(12):
+            info = put(lg, [(b"key%02d" % k, b"r%d" % rnd + b"." * 40)], ts=NOW + rnd * 12 + k)
+            latest[b"key%02d" % k] = info.base_offset
+    lg.roll()
+    ends = []
+    for _ in range(20):
+        c = lm.cleaner.candidate(lg, NOW)
+        if c.dirty_bytes == 0:
+            break
+        ends.append(lm.cleaner.clean_log(lg, NOW).end_offset)
+    assert len(ends) > 2 and ends == sorted(ends) and ends[-1] == lg.log_end_offset
+    assert sorted((o, k) for o, k, _v in kv(lg)) == sorted((o, k) for k, o in latest.items())
+    lm.close()
+
+
+def test_corrupt_segment_marks_the_partition_uncleanable(tmp_path):
+    lm = manager(tmp_path)
+    lg = overwrite_log(lm)
+    before = kv(lg)
+    seg = lg.segments[1]
+    with open(seg.log_path, "r+b") as f:  # flip a byte inside the first record of a non-active segment
+        f.seek(70)
+        b = f.read(1)
+        f.seek(70)
+        f.write(bytes([b[0] ^ 0xFF]))
+    lm.tick(NOW)
+    assert lm.cleaner.wait() is None
+    assert ("t", 0) in lm.cleaner._uncleanable
+    lm.tick(NOW + 1)
+    assert lm.cleaner._future is None  # not tried again
+    assert len(kv_unchecked(lg)) == len(before)
+    assert not [n for n in os.listdir(lg.dir) if n.endswith((".cleaned", ".swap"))]
+    lm.close()
+
+
+def kv_unchecked(lg: PartitionLog):
+    out = []
+    for chunk in lg.read(lg.log_start_offset, 10**9).chunks:
+        for pos, h in split_batches(chunk):
+            out.append(h.base_offset)
+    return out

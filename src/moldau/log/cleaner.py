@@ -1019,7 +1019,7 @@ class LogCleaner:
         # Validate the whole pass first: the offset map covers every group, so if any group's segments changed
         # (truncation, a partial deletion) nothing may be swapped in. Groups deleted as a whole by retention or
         # DeleteRecords (a prefix of the log) are simply skipped.
-        stale = plog.closed or self.manager.get(*key) is not plog
+        stale = plog.closed or self.manager.get(*key) is not plog or not plog.config.compact_enabled
         todo: list[_Group] = []
         if not stale:
             segs = plog.segments
