@@ -8,6 +8,7 @@ reason (see the ``-ra`` summary), never silently dropped.
 Fixtures:
 * ``broker`` (session): shared broker for tests that do not restart or damage it.
 * ``fresh_broker`` (function): a broker of its own, for crash/restart tests.
+* ``module_broker_factory``: the same for brokers shared by one module.
 * ``broker_factory`` (function): ``broker_factory(settings={...}, advertised_port=None)`` starts more,
   all torn down after.
 * ``topic`` / ``make_topic``: unique topic names, created through confluent-kafka's AdminClient.
@@ -87,6 +88,27 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
     finally:
         b.close()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., BrokerProcess]]:
+    """Like broker_factory, for brokers shared by one test module (e.g. one that gets abused)."""
+    started: list[BrokerProcess] = []
+
+    def make(
+        settings: dict[str, str] | None = None, start: bool = True, advertised_port: int | None = None
+    ) -> BrokerProcess:
+        b = _new_broker(tmp_path_factory.mktemp("module-broker"), settings, advertised_port)
+        started.append(b)
+        if start:
+            b.start()
+        return b
+
+    try:
+        yield make
+    finally:
+        for b in started:
+            b.close()
 
 
 @pytest.fixture

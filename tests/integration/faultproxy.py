@@ -1,4 +1,4 @@
-"""A TCP proxy between Kafka clients and the broker that can lose Produce responses.
+"""A TCP proxy between Kafka clients and the broker that can lose Produce responses (and record requests).
 
 The broker advertises the proxy's address, so every client connection goes through it. When armed, the
 proxy lets a Produce request reach the broker, swallows the broker's response, and closes that client
@@ -30,6 +30,8 @@ class FaultProxy:
         self.max_drops = 0
         self.produce_responses = 0
         self.drops = 0
+        self.record = False  # keep a copy of every client->broker request frame in .requests
+        self.requests: list[bytes] = []
         threading.Thread(target=self._accept, daemon=True, name="faultproxy-accept").start()
 
     @property
@@ -91,6 +93,9 @@ class FaultProxy:
                         api_key, _ver, corr = struct.unpack_from(">hhi", buf, 4)
                         if api_key == PRODUCE:
                             produce_ids.add(corr)
+                    if self.record:
+                        with self._lock:
+                            self.requests.append(bytes(buf[: 4 + size]))
                     upstream.sendall(buf[: 4 + size])
                     buf = buf[4 + size:]
         except OSError:
