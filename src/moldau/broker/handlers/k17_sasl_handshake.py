@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from moldau.protocol import messages as m
 
 from ..registry import handler
+from ..security.sasl import FAILED, close_soon
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,9 @@ UNSUPPORTED_SASL_MECHANISM = 33
 
 
 def _close_after_answer(conn: Any) -> None:
-    asyncio.get_running_loop().call_soon(conn.close)
+    if conn.auth is not None:
+        conn.auth.state = FAILED  # drop what else arrives
+    close_soon(conn)
 
 
 @handler(api_key=17, min_version=0, max_version=1)

@@ -3,7 +3,8 @@
 * After SaslHandshake v1 on a SASL listener; each request carries the client's next SASL token and the answer
   the server's (PLAIN: one round, SCRAM: two).
 * Wrong credentials or a malformed exchange: SASL_AUTHENTICATION_FAILED with a message, logged, answered after
-  ``connection.failed.authentication.delay.ms``; then the connection closes (as Kafka).
+  ``connection.failed.authentication.delay.ms``; the connection closes that long after the answer (as Kafka,
+  which delays the close), requests arriving meanwhile are dropped.
 * Out of order (no handshake, v0 handshake, already complete, not a SASL listener): ILLEGAL_SASL_STATE, close.
 * v1+: session_lifetime_ms = ``connections.max.reauth.ms`` (0 = no expiry). When set, the client must
   re-authenticate (KIP-368) before the session ends, or its next request closes the connection.
@@ -11,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -19,7 +19,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.sasl_mechanisms import SaslError
 
 from ..registry import handler
-from ..security.sasl import SaslAuthenticationFailed
+from ..security.sasl import FAILED, SaslAuthenticationFailed, close_soon
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ async def sasl_authenticate(ctx: Any, req: Any) -> Any:
     if auth is None:
         resp.error_code = ILLEGAL_SASL_STATE
         resp.error_message = "SaslAuthenticate request received on a listener without SASL"
-        asyncio.get_running_loop().call_soon(conn.close)
+        close_soon(conn)
         return resp
     try:
         out = auth.authenticate(conn, bytes(req.auth_bytes or b""))
@@ -44,13 +44,16 @@ async def sasl_authenticate(ctx: Any, req: Any) -> Any:
         await auth.failure_delay()
         resp.error_code = SASL_AUTHENTICATION_FAILED
         resp.error_message = str(e)
-        asyncio.get_running_loop().call_soon(conn.close)
+        # close a little after the answer, so that it is read before the end of the stream (as Kafka, which
+        # delays the close); requests arriving meanwhile are dropped (the session is FAILED)
+        auth.close_later(conn)
         return resp
     except SaslError as e:
         log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name, e)
         resp.error_code = ILLEGAL_SASL_STATE
         resp.error_message = str(e)
-        asyncio.get_running_loop().call_soon(conn.close)
+        auth.state = FAILED
+        close_soon(conn)
         return resp
     resp.auth_bytes = out or b""
     if auth.state == "authenticated":

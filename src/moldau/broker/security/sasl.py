@@ -163,6 +163,12 @@ class ScramServer:
         raise SaslAuthenticationFailed("Authentication failed: unexpected SCRAM message")
 
 
+def close_soon(conn: Any, delay_s: float = 0.05) -> None:
+    """Close ``conn`` shortly after an answer written now, so the client reads it before the end of the
+    stream (closing at once can reset the connection and lose the answer)."""
+    asyncio.get_running_loop().call_later(delay_s, conn.close)
+
+
 def server_mechanism(name: str, store: "CredentialStore", secret: bytes) -> PlainServer | ScramServer:
     if name == "PLAIN":
         return PlainServer(store)
@@ -210,6 +216,8 @@ class AuthSession:
         request through, response parts (a raw SASL token was answered) or False (close the connection)."""
         if self.state == RAW:
             return await self._raw_token(conn, frame)
+        if self.state == FAILED:
+            return []  # authentication failed, the connection is about to close: drop the request
         if len(frame) < 4:
             return None  # the router refuses it
         api_key, version = _PEEK.unpack_from(frame, 0)
@@ -293,6 +301,12 @@ class AuthSession:
         delay = self.manager.failed_auth_delay_ms
         if delay > 0:
             await asyncio.sleep(delay / 1000.0)
+
+    def close_later(self, conn: Any) -> None:
+        """Close the connection after the failed-authentication delay (at least 50 ms), so the answer written
+        now is read before the connection ends."""
+        self.state = FAILED
+        close_soon(conn, max(self.manager.failed_auth_delay_ms, 50) / 1000.0)
 
     # ------------------------------------------------------------------------------ SaslHandshake v0
     async def _raw_token(self, conn: Any, frame: bytearray) -> Any:
