@@ -83,7 +83,7 @@ def overwrite_log(lm: LogManager, rounds: int = 20, keys: int = 5) -> PartitionL
     return lg
 
 
-# ---------------------------------------------------------------------------------------------------- basics
+# ---------------------------------------------------------------------------------------------- basics
 
 
 def test_overwritten_keys_compact_to_latest_value_at_original_offsets(tmp_path):
@@ -160,11 +160,14 @@ def test_compressed_batches_are_recompressed_with_their_codec(tmp_path, codec):
     assert recs[1].value == b"value-2" * 5
     # the batch with the tombstone got the delete horizon; its record timestamps are unchanged
     assert h2.has_delete_horizon and h2.base_timestamp == NOW + DAY
-    assert [(r.offset, r.key, r.value, r.timestamp) for r in recs2] == [(6, b"k1", b"new", NOW + 100), (7, b"k4", None, NOW + 101)]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in recs2] == [
+        (6, b"k1", b"new", NOW + 100),
+        (7, b"k4", None, NOW + 101),
+    ]
     lm.close()
 
 
-# ---------------------------------------------------------------------------------------------------- tombstones
+# ------------------------------------------------------------------------------------------ tombstones
 
 
 def test_tombstones_are_removed_after_delete_retention(tmp_path):
@@ -207,7 +210,7 @@ def test_tombstone_superseded_by_a_later_value_goes_at_once(tmp_path):
     lm.close()
 
 
-# ---------------------------------------------------------------------------------------------------- selection
+# ------------------------------------------------------------------------------------------- selection
 
 
 def test_dirty_ratio_lag_and_threaded_tick(tmp_path):
@@ -268,7 +271,7 @@ def test_open_transaction_bounds_the_cleanable_range(tmp_path):
     lm.close()
 
 
-# ---------------------------------------------------------------------------------------------------- crash safety
+# ---------------------------------------------------------------------------------------- crash safety
 
 
 @pytest.mark.parametrize("stage", ["before_commit", "after_commit", "before_finish"])
@@ -332,7 +335,7 @@ def test_crash_during_swap_recovers(tmp_path, monkeypatch, stage):
     lm2.close()
 
 
-# ---------------------------------------------------------------------------------------------------- compact,delete
+# -------------------------------------------------------------------------------------- compact,delete
 
 
 def test_compact_and_delete_together(tmp_path):
@@ -343,7 +346,7 @@ def test_compact_and_delete_together(tmp_path):
     for i in range(12):
         put(lg, [(b"old%d" % (i % 3), b"o" * 60)], ts=old + i)
     lg.roll()
-    for seg in lg.segments[:-1]:  # written long ago: an emptied cleaned segment inherits the file time (Kafka)
+    for seg in lg.segments[:-1]:  # old files: an emptied cleaned segment inherits their mtime (Kafka)
         os.utime(seg.log_path, (old / 1000, old / 1000))
     for i in range(12):
         put(lg, [(b"new%d" % (i % 3), b"n" * 60)], ts=NOW + i)
@@ -364,7 +367,7 @@ def test_compact_and_delete_together(tmp_path):
     lm.close()
 
 
-# ---------------------------------------------------------------------------------------------------- producers
+# ------------------------------------------------------------------------------------------- producers
 
 
 def test_idempotent_producer_state_survives_compaction_and_restart(tmp_path):
@@ -470,7 +473,7 @@ def test_read_committed_still_sees_aborted_ranges_after_a_restart(tmp_path):
     lm2.close()
 
 
-# ---------------------------------------------------------------------------------------------------- lifecycle
+# ------------------------------------------------------------------------------------------- lifecycle
 
 
 def test_non_compacted_logs_are_left_alone_and_delete_forgets_the_checkpoint(tmp_path):

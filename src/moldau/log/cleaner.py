@@ -13,7 +13,7 @@ A log is chosen when its dirty ratio (dirty bytes / (clean + dirty bytes)) is >=
 (Kafka compares with ``>``; moldau uses ``>=`` and requires at least one dirty byte), or when
 ``max.compaction.lag.ms`` has passed for the first batch of a dirty segment, or - when nothing else is
 cleanable - when a delete horizon it recorded earlier has passed (Kafka's ``latestDeleteHorizon`` path, which
-removes tombstones in quiet logs). The filthiest log goes first, one log at a time (``log.cleaner.threads=1``).
+removes tombstones in quiet logs). The filthiest log goes first, one log at a time (log.cleaner.threads=1).
 With ``compact``, the active segment also rolls after ``min(segment.ms, max.compaction.lag.ms)`` so that old
 data becomes cleanable (Kafka's ``maxSegmentMs``).
 
@@ -34,12 +34,12 @@ One cleaning pass:
    * **delete horizon** (Kafka 3.x, KIP-534): when a v2 batch that keeps a tombstone (or a transaction marker
      that may go) is rewritten for the first time, it gets attribute bit 6 (delete horizon flag) and its base
      timestamp becomes the horizon ``now + delete.retention.ms`` (record timestamp deltas are re-encoded from
-     it, so record timestamps do not change). Tombstones are removed by the first pass at or after the horizon.
+     it, so record timestamps do not change). Tombstones are removed by the first pass at/after the horizon.
      The horizon is carried by the batch, so it survives restarts; moldau never uses segment mtimes for it;
    * data batches of **aborted transactions** are removed (their records are never put in the offset map);
    * a **transaction marker** (control batch) stays while records of its transaction remain in the log
      (Kafka's CleanedTransactionMetadata: data batches of that producer seen earlier in the same pass); once
-     they are gone it gets a delete horizon and goes at the first pass after it. The ``.txnindex`` of a cleaned
+     they are gone it gets a delete horizon and goes at the first pass after it. The .txnindex of a cleaned
      segment keeps only aborted transactions whose data was still present in the pass;
    * **producer state**: the batch holding the last data offset of a still-active producer (idempotent or
      transactional) is kept even when all its records go, as an empty batch (Kafka's ``RETAIN_EMPTY``:
@@ -51,7 +51,7 @@ One cleaning pass:
      flags and timestamp type, and recompressed with the same codec (default level).
 
 4. *Swap* (crash-safe, Kafka's protocol): the worker writes ``<base>.log.cleaned`` (+ ``.index.cleaned``,
-   ``.timeindex.cleaned``, ``.txnindex.cleaned``) and fsyncs them. Then, on the event loop under the log's lock
+   ``.timeindex.cleaned``, ``.txnindex.cleaned``) and fsyncs them. Then, on the event loop, under the lock
    (``PartitionLog.replace_segments``): ``.cleaned`` -> ``.swap`` (the ``.log`` first; a ``.log.swap`` is the
    commit point; directory fsynced), the old segments' files are deleted (directory fsynced), ``.swap`` ->
    final names, and the in-memory segment list is updated. At load (``recover_interrupted_swaps``) leftover
@@ -71,10 +71,10 @@ the log's (same objects, same sizes, not active); if retention, DeleteRecords or
 meanwhile, the cleaned files are dropped and the log is simply cleaned again later.
 
 Simplifications (documented, deliberate): the cleaned groups are swapped after the whole pass (Kafka swaps
-each group as it is done); the delete horizon of a quiet log is remembered in memory only, so after a restart a
-log with only expired tombstones is cleaned again when it becomes dirty (as in Kafka); no I/O throttling
+each group as it is done); the delete horizon of a quiet log is remembered in memory only, so after a restart
+a log with only expired tombstones is cleaned again when it becomes dirty (as in Kafka); no I/O throttling
 (``log.cleaner.io.max.bytes.per.second``); a partition whose cleaning fails with an unexpected error is marked
-uncleanable until restart (Kafka's ``uncleanablePartitions``). Batches whose last offset is below the log start
+uncleanable until restart (Kafka's uncleanablePartitions). Batches whose last offset is below the log start
 offset are cleaned like the others (reads never return them).
 """
 
@@ -173,6 +173,10 @@ def cleaned_path(directory: str, base: int, suffix: str) -> str:
     return os.path.join(directory, _name(base, suffix) + CLEANED_SUFFIX)
 
 
+def _swap_path(directory: str, base: int, suffix: str) -> str:
+    return os.path.join(directory, _name(base, suffix) + SWAP_SUFFIX)
+
+
 def _rename_if_exists(src: str, dst: str) -> bool:
     try:
         os.replace(src, dst)
@@ -191,16 +195,16 @@ def _unlink(path: str) -> None:
 def commit_cleaned(directory: str, base: int) -> None:
     """``.cleaned`` -> ``.swap`` for the cleaned segment at ``base``: the ``.log`` first (the commit point),
     then the index files; the directory is fsynced."""
-    os.replace(cleaned_path(directory, base, ".log"), os.path.join(directory, _name(base, ".log") + SWAP_SUFFIX))
+    os.replace(cleaned_path(directory, base, ".log"), _swap_path(directory, base, ".log"))
     for suffix in SEGMENT_SUFFIXES[1:]:
-        _rename_if_exists(cleaned_path(directory, base, suffix), os.path.join(directory, _name(base, suffix) + SWAP_SUFFIX))
+        _rename_if_exists(cleaned_path(directory, base, suffix), _swap_path(directory, base, suffix))
     fsync_dir(directory)
 
 
 def finish_swap(directory: str, base: int) -> None:
     """``.swap`` -> final names (``.log`` first). The old segments' files must be gone already."""
     for suffix in SEGMENT_SUFFIXES:
-        _rename_if_exists(os.path.join(directory, _name(base, suffix) + SWAP_SUFFIX), os.path.join(directory, _name(base, suffix)))
+        _rename_if_exists(_swap_path(directory, base, suffix), os.path.join(directory, _name(base, suffix)))
 
 
 def discard_cleaned(directory: str, base: int) -> None:
@@ -350,7 +354,9 @@ def _encode_records(records: Sequence[Any], base_offset: int, base_ts: int) -> b
     return out
 
 
-def _pack_batch(f: tuple, attrs: int, base_ts: int, max_ts: int, count: int, records: bytes | bytearray) -> bytes:
+def _pack_batch(
+    f: tuple, attrs: int, base_ts: int, max_ts: int, count: int, records: bytes | bytearray
+) -> bytes:
     buf = bytearray(HEADER_SIZE)
     buf += records
     HEADER.pack_into(
@@ -732,7 +738,7 @@ def _clean_group(
                         kept.append(r)
                     all_kept = len(kept) == len(decoded)
                 # ---- write
-                if is_control and not discard:
+                if is_control and not discard and (count or last_of_producer):
                     stats.records_retained += count
                     if count and marker_may_go and batch_horizon is None:
                         # a marker whose transaction has no data left: stamp the horizon (re-batched as is)
@@ -1017,7 +1023,7 @@ class LogCleaner:
         key = task.key
         swapped = 0
         # Validate the whole pass first: the offset map covers every group, so if any group's segments changed
-        # (truncation, a partial deletion) nothing may be swapped in. Groups deleted as a whole by retention or
+        # (truncation, a partial deletion) nothing may be swapped in. Groups deleted as a whole by retention /
         # DeleteRecords (a prefix of the log) are simply skipped.
         stale = plog.closed or self.manager.get(*key) is not plog or not plog.config.compact_enabled
         todo: list[_Group] = []
@@ -1044,7 +1050,8 @@ class LogCleaner:
                 discard_cleaned(task.directory, g.base)
         else:
             for g in todo:
-                if plog.replace_segments([s.seg for s in g.segs], [s.size for s in g.segs], g.aborted) is None:
+                new = plog.replace_segments([s.seg for s in g.segs], [s.size for s in g.segs], g.aborted)
+                if new is None:
                     stale = True  # cannot happen after the checks above; be safe
                 else:
                     swapped += 1
@@ -1128,7 +1135,9 @@ class LogCleaner:
             pass
         return self._collect(fut)
 
-    def clean_log(self, plog: PartitionLog, now_ms: int | None = None, *, force: bool = True) -> CleanerStats | None:
+    def clean_log(
+        self, plog: PartitionLog, now_ms: int | None = None, *, force: bool = True
+    ) -> CleanerStats | None:
         """One synchronous pass over ``plog`` (ignoring the dirty ratio when ``force``). None when it has
         nothing cleanable (or is not compacted)."""
         if now_ms is None:
