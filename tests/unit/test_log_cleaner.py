@@ -582,3 +582,27 @@ def kv_unchecked(lg: PartitionLog):
         for pos, h in split_batches(chunk):
             out.append(h.base_offset)
     return out
+
+
+def test_marker_of_an_active_producer_without_data_is_kept_empty_then_dropped(tmp_path):
+    lm = manager(tmp_path)
+    lg = lm.create("t", 0, cfg(delete_retention_ms=100))
+    put(lg, [(b"a", b"1")], producer_id=3, producer_epoch=2, base_sequence=0, is_transactional=True)  # 0
+    marker(lg, 3, 2, commit=True)  # 1
+    put(lg, [(b"a", b"2")])  # 2
+    lg.roll()
+    lg.producer_state.get(3).batches.clear()  # producer 3 is active but has no data batch left (Kafka's case 3)
+
+    def layout():
+        return [(h.base_offset, h.is_control, h.records_count) for h, _ in all_batches(lg)]
+
+    lm.cleaner.clean_log(lg, NOW)  # data superseded and gone; the marker stays while its data was there
+    assert layout() == [(1, True, 1), (2, False, 1)]
+    lm.cleaner.clean_log(lg, NOW)  # no data left: horizon stamped
+    assert all_batches(lg)[0][0].has_delete_horizon
+    lm.cleaner.clean_log(lg, NOW + 100)  # past the horizon: records go, the header stays for producer 3
+    assert layout() == [(1, True, 0), (2, False, 1)]
+    lg.producer_state.clear()  # producer 3 expired
+    lm.cleaner.clean_log(lg, NOW + 200)
+    assert layout() == [(2, False, 1)]
+    lm.close()
