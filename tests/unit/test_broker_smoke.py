@@ -399,3 +399,33 @@ def test_init_producer_id(tmp_path):
         finally:
             await b.stop()
     run(main())
+
+
+def test_many_pipelined_requests_answered_in_order(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path, **{"queued.max.requests": "16"})
+        try:
+            b.metadata.create_topic("pipe", 1, 1)
+            c = await RawClient.connect(b.port)
+            data = batch([b"x" * 100])
+            corrs = [await c.send(0, 9, produce_req("pipe", 0, data)) for _ in range(500)]
+            offsets = []
+            for corr in corrs:
+                r = await c.recv(0, 9, corr)
+                offsets.append(r.responses[0].partition_responses[0].base_offset)
+            assert offsets == list(range(500))
+        finally:
+            await b.stop()
+    run(main())
+
+
+def test_acks0_error_closes_connection(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            c = await RawClient.connect(b.port)
+            await c.send(0, 9, produce_req("unknown-topic", 0, batch([b"x"]), acks=0))
+            assert await c.r.read() == b""
+        finally:
+            await b.stop()
+    run(main())
