@@ -1,0 +1,80 @@
+"""Spark data-source tests: one local SparkSession for the whole run, a real broker process.
+
+The broker fixtures (``broker``, ``make_topic``, ``topic``...) are the integration harness's
+(tests/integration/conftest.py), loaded here under another module name and re-exported. The suite needs
+pyspark (``pip install 'moldau[spark]'``) and Java 17; without them it is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+_INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
+if str(_INTEGRATION) not in sys.path:
+    sys.path.insert(0, str(_INTEGRATION))
+
+_spec = importlib.util.spec_from_file_location("moldau_integration_conftest", _INTEGRATION / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_ic = importlib.util.module_from_spec(_spec)
+sys.modules["moldau_integration_conftest"] = _ic
+_spec.loader.exec_module(_ic)
+
+# the integration harness's fixtures and hooks, reused as they are
+broker = _ic.broker
+broker_factory = _ic.broker_factory
+fresh_broker = _ic.fresh_broker
+topic = _ic.topic
+make_topic = _ic.make_topic
+kind = _ic.kind
+pytest_collection_modifyitems = _ic.pytest_collection_modifyitems
+
+_WHY_NOT: str | None = None
+try:
+    import pyspark  # noqa: F401
+    import pyarrow  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    _WHY_NOT = f"pyspark/pyarrow not installed ({exc}): pip install 'moldau[spark]'"
+if _WHY_NOT is None and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    _WHY_NOT = "no Java runtime: ./scripts/setup.sh installs openjdk-17-jre-headless"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if _WHY_NOT is not None:
+        if os.environ.get("CI"):
+            pytest.fail(_WHY_NOT)
+        pytest.skip(_WHY_NOT)
+    from pyspark.sql import SparkSession
+
+    import moldau.spark
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("moldau-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    moldau.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def bootstrap(broker: Any) -> str:
+    return broker.bootstrap
