@@ -429,3 +429,23 @@ def test_acks0_error_closes_connection(tmp_path):
         finally:
             await b.stop()
     run(main())
+
+
+def test_flush_every_message_acks_after_fsync(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path, **{"log.flush.interval.messages": "1"})
+        try:
+            b.metadata.create_topic("durable", 1, 1)
+            b.metadata.create_topic("lazy", 1, 1, {"flush.messages": "1000000"})
+            c = await RawClient.connect(b.port)
+            corrs = [await c.send(0, 9, produce_req("durable", 0, batch([b"x"]), acks=-1)) for _ in range(20)]
+            for corr in corrs:
+                r = await c.recv(0, 9, corr)
+                off = r.responses[0].partition_responses[0].base_offset
+                # acknowledged => fsynced: the recovery point covers the record
+                assert b.replica_manager.get_partition("durable", 0).log.recovery_point >= off + 1
+            await c.call(0, 9, produce_req("lazy", 0, batch([b"x"])))
+            assert b.replica_manager.get_partition("lazy", 0).log.recovery_point == 0
+        finally:
+            await b.stop()
+    run(main())
