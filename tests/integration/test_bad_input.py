@@ -19,6 +19,7 @@ from brokerproc import BrokerProcess, free_port
 from clients import Confluent, KafkaPython, make_records
 from faultproxy import FaultProxy
 from kafkautil import consume_confluent, create_topic, produce_confluent, unique_topic, watermarks
+from rawkafka import RawConnection, produce_request, read_frame, record_batch
 
 MAX_REQUEST = 100 * 1024 * 1024  # socket.request.max.bytes default
 
@@ -187,43 +188,15 @@ def test_fuzzed_frames_do_not_hurt_the_broker(target):
     _healthy(b)
 
 
-def _kp_produce_frame(topic: str, batch: bytes, version: int = 7, corr: int = 7) -> bytes:
-    from kafka.protocol.producer import ProduceRequest
-
-    T = ProduceRequest.TopicProduceData
-    P = T.PartitionProduceData
-    req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000,
-                         topic_data=[T(name=topic, partition_data=[P(index=0, records=batch)])], version=version)
-    req.with_header(correlation_id=corr, client_id="moldau-tests")
-    return bytes(req.encode(version=version, header=True, framed=True))
-
-
-def _read_frame(s: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            assert chunk, "connection closed before a full response"
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
-
-
 @pytest.mark.tansu_gap("tansu appends batches whose CRC does not match")
 @pytest.mark.parametrize("where", ["record-byte", "crc-field", "attributes"])
 def test_corrupt_crc_gets_corrupt_message(target, where):
     from kafka.protocol.producer import ProduceResponse
-    from kafka.record.default_records import DefaultRecordBatchBuilder
 
     b = target
     topic = create_topic(b.bootstrap, unique_topic("crc"), 1)
-    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
-    now = int(time.time() * 1000)
-    for i in range(3):
-        builder.append(i, now, b"k%d" % i, b"value-%d" % i, [])
-    batch = bytearray(builder.build())
+    good = bytes(record_batch([b"value-%d" % i for i in range(3)], int(time.time() * 1000), key=b"k"))
+    batch = bytearray(good)
     if where == "record-byte":
         batch[-1] ^= 0xFF
     elif where == "crc-field":
@@ -231,19 +204,16 @@ def test_corrupt_crc_gets_corrupt_message(target, where):
     else:
         batch[21] ^= 0x02  # attributes (covered by the CRC): flip a timestamp-type/compression bit
 
-    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
-        s.sendall(_kp_produce_frame(topic, bytes(batch)))
-        resp = ProduceResponse.decode(_read_frame(s), version=7, header=True)
+    with RawConnection("127.0.0.1", b.port) as conn:
+        resp = conn.call(produce_request(topic, 0, bytes(batch)), ProduceResponse, 7)
     (tresp,) = resp.responses
     (presp,) = tresp.partition_responses
     assert presp.error_code == 2, f"expected CORRUPT_MESSAGE (2), got {presp}"
     assert watermarks(b.bootstrap, topic, 0) == (0, 0)
 
     # the same batch, intact, is accepted on the same topic
-    good = bytes(builder.build())
-    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
-        s.sendall(_kp_produce_frame(topic, good, corr=8))
-        resp = ProduceResponse.decode(_read_frame(s), version=7, header=True)
+    with RawConnection("127.0.0.1", b.port) as conn:
+        resp = conn.call(produce_request(topic, 0, good), ProduceResponse, 7)
     assert resp.responses[0].partition_responses[0].error_code == 0
     assert watermarks(b.bootstrap, topic, 0) == (0, 3)
 
@@ -260,11 +230,11 @@ def test_api_versions_too_new_gets_unsupported_version_with_v0_body(target):
     frame = struct.pack(">i", len(header) + len(body)) + header + body
     with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
         s.sendall(frame)
-        payload = _read_frame(s)
+        payload = read_frame(s)
         # the connection stays usable: a v0 ApiVersions request right after is answered
         v0 = struct.pack(">hhih", 18, 0, corr + 1, len(client_id)) + client_id
         s.sendall(struct.pack(">i", len(v0)) + v0)
-        payload2 = _read_frame(s)
+        payload2 = read_frame(s)
 
     # response header v0 (correlation id only), then the v0 body: error_code, [api_key, min, max]
     got_corr, error_code, n = struct.unpack_from(">ihi", payload)
