@@ -112,11 +112,12 @@ def produce_confluent(bootstrap: str, topic: str, n: int) -> float:
     t0 = time.perf_counter()
     produce = p.produce
     for _ in range(n):
-        try:
-            produce(topic, VALUE)
-        except BufferError:
-            p.poll(0.001)
-            produce(topic, VALUE)
+        while True:
+            try:
+                produce(topic, VALUE)
+                break
+            except BufferError:
+                p.poll(0.001)
     remaining = p.flush(120)
     dt = time.perf_counter() - t0
     assert remaining == 0

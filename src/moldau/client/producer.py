@@ -27,6 +27,7 @@ import logging
 import struct
 import threading
 import time
+from time import time_ns as _time_ns
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from moldau.protocol import messages as m
@@ -103,7 +104,7 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.built: bytearray | None = None
+        self.built: Any = None
         self.order = -1  # drain order within the partition (retries go back in this order)
         self.in_flight = False
 
@@ -397,11 +398,19 @@ class _Sender:
         asyncio.get_running_loop().create_task(go())
 
     # -- sending --------------------------------------------------------------------------------------
-    def _prepare(self, b: ProducerBatch) -> bytearray:
+    def _prepare(self, b: ProducerBatch) -> Any:
         if b.built is None:
-            data = bytearray(b.builder.build(0))
+            builder = b.builder
+            if self.idempotent:
+                # first send: stamp the producer fields before the CRC is computed (no patching later)
+                st = self.acc.state(b.topic, b.partition)
+                b.producer_id = builder.producer_id = self.producer_id
+                b.producer_epoch = builder.producer_epoch = self.producer_epoch
+                b.base_sequence = builder.base_sequence = st.next_sequence
+                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+            b.built = builder.build(0)
             b.builder = None  # type: ignore[assignment]  # free the uncompressed records
-            b.built = data
+            return b.built
         data = b.built
         if self.idempotent:
             if b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or b.base_sequence < 0:
@@ -410,6 +419,7 @@ class _Sender:
                 b.producer_epoch = self.producer_epoch
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+                data = b.built = bytearray(data)
                 _PRODUCER_FIELDS.pack_into(data, 43, b.producer_id, b.producer_epoch, b.base_sequence)
                 _U32.pack_into(data, 17, compute_crc(data, 0, len(data)))
         return data
@@ -623,6 +633,8 @@ class AsyncProducer:
         self._value_ser = c["value.serializer"]
         self._max_block = c["max.block.ms"] / 1000.0
         self._max_request_size = c["max.request.size"]
+        self._simple = self._key_ser is None and self._value_ser is None and self._partitioner_fn is None
+        self._fast_limit = min(self._max_request_size, self._acc.total_memory) - _BATCH_OVERHEAD
         self._sender: _Sender | None = None
         self._sender_task: asyncio.Task | None = None
         self._started = False
@@ -735,10 +747,54 @@ class AsyncProducer:
             return st[0]
         return self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
 
+    def _fast_append(self, topic: str, value: Any, key: Any, partition: int | None,
+                     timestamp: int | None) -> RecordFuture | None:
+        """The common case in one step (bytes, no serializers/headers, metadata known, room in the buffer);
+        None sends the caller down the general path."""
+        t = self._cluster.topics.get(topic)
+        if t is None or self._closed:
+            return None
+        n = len(t.partitions)
+        if not n:
+            return None
+        est = _RECORD_OVERHEAD
+        if value is not None:
+            est += len(value)
+        if key is not None:
+            est += len(key)
+        if est > self._fast_limit:
+            return None
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        sticky = None
+        if partition is None:
+            if key is not None and not self._partitioner.ignore_keys:
+                partition = key_partition(key, n)
+            else:
+                sticky = self._partitioner._sticky.get(topic)
+                if sticky is None or sticky[0] >= n:
+                    partition = self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
+                    sticky = self._partitioner._sticky.get(topic)
+                else:
+                    partition = sticky[0]
+        elif not 0 <= partition < n:
+            raise ValueError(f"partition {partition} of {topic!r} does not exist ({n} partitions)")
+        fut = self._acc.try_append(topic, partition, timestamp, key, value, None, est)
+        if fut is not None and sticky is not None:
+            sticky[1] += est
+            if sticky[1] >= self._partitioner.batch_size:
+                self._partitioner._sticky.pop(topic, None)
+        return fut
+
     async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                    timestamp: int | None = None, headers: Any = None) -> RecordFuture:
         """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
         buffer space up to max.block.ms."""
+        if self._simple and headers is None and (value is None or type(value) is bytes) and (
+                key is None or type(key) is bytes) and self._started:
+            fut = self._fast_append(topic, value, key, partition, timestamp)
+            if fut is not None:
+                return fut
         if not self._started:
             raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
         key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
@@ -767,6 +823,11 @@ class AsyncProducer:
     def send_blocking(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                       timestamp: int | None = None, headers: Any = None, block: bool = True) -> RecordFuture:
         """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms."""
+        if self._simple and headers is None and (value is None or type(value) is bytes) and (
+                key is None or type(key) is bytes) and self._started:
+            fut = self._fast_append(topic, value, key, partition, timestamp)
+            if fut is not None:
+                return fut
         if not self._started:
             raise IllegalStateError("producer not started")
         key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
