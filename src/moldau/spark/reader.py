@@ -286,9 +286,16 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                               f"after the batch's end {e[tp]}")
                     earliest[tp] = e[tp]
             s.update(earliest)
+        # offsets deleted since they were planned (retention, DeleteRecords): report now, on the driver
+        earliest_now = self.client.earliest(sorted(set(e) & set(s)))
         ranges = []
         for tp in sorted(e):
             a, b = s[tp], e[tp]
+            first = earliest_now.get(tp, a)
+            if a < first and a < b:
+                data_loss(o.fail_on_data_loss, f"offsets [{a}, {min(first, b)}) of {tp[0]}-{tp[1]} were deleted "
+                          f"before they were read (the log now starts at {first})")
+                a = min(first, b)
             if b < a:
                 data_loss(o.fail_on_data_loss, f"offset of {tp[0]}-{tp[1]} went back from {a} to {b} "
                           "(the partition was truncated or recreated)")
