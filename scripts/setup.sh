@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Set up moldau in a virtualenv inside the repository (.venv), idempotent and quick when already done.
+#
+#   ./scripts/setup.sh          moldau (editable) and its runtime dependencies
+#   ./scripts/setup.sh --test   also the test dependencies (pip extra "test") and kcat (Debian package)
+#
+# Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
+set -euo pipefail
+
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+
+want_test=0
+for arg in "$@"; do
+    case "$arg" in
+        --test) want_test=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "setup.sh: unknown option: $arg" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+venv="$root/.venv"
+py="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "setup.sh: creating $venv"
+    "$py" -m venv "$venv"
+fi
+
+# Reinstall only when pyproject.toml changed, the mode widened, or the editable install does not point
+# at this checkout (e.g. the repository was moved or cloned afresh).
+extras=""
+stamp="$venv/.moldau-setup"
+if [ "$want_test" = 1 ]; then
+    extras="[test]"
+    stamp="$venv/.moldau-setup-test"
+fi
+digest="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+installed_from="$("$venv/bin/python" -c 'import moldau, os; print(os.path.dirname(moldau.__file__))' 2>/dev/null || true)"
+stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$digest" ]; }
+# a current test install also satisfies the plain mode
+if { stamp_ok "$stamp" || { [ "$want_test" = 0 ] && stamp_ok "$venv/.moldau-setup-test"; }; } \
+        && [ "$installed_from" = "$root/src/moldau" ]; then
+    :
+else
+    echo "setup.sh: pip install -e .${extras}"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".${extras}"
+    echo "$digest" > "$stamp"
+fi
+
+if [ "$want_test" = 1 ] && ! command -v kcat >/dev/null 2>&1; then
+    echo "setup.sh: installing kcat (Debian package)"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
+fi
+
+echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"
