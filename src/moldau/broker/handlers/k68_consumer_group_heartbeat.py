@@ -7,6 +7,7 @@
 * Errors: INVALID_REQUEST (malformed heartbeat), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
   GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the id belongs to a non-empty classic group),
   INVALID_REGULAR_EXPRESSION (v1).
+* ACLs: Read on the group (GROUP_AUTHORIZATION_FAILED).
 * Semantics: moldau.broker.groups.consumer.
 """
 
@@ -19,6 +20,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import client_host, client_id, coordinator_of
 from ..registry import handler
+from ..security.authorizer import GROUP, READ, allowed
 
 
 @handler(api_key=68, min_version=0, max_version=1)
@@ -27,6 +29,8 @@ async def consumer_group_heartbeat(ctx: Any, req: Any) -> Any:
     gc = coordinator_of(ctx)
     if gc is None:
         return msg.new(error_code=E.COORDINATOR_NOT_AVAILABLE, member_epoch=-1, heartbeat_interval_ms=0)
+    if not allowed(ctx, READ, GROUP, req.group_id):
+        return msg.new(error_code=E.GROUP_AUTHORIZATION_FAILED, member_epoch=-1, heartbeat_interval_ms=0)
     v = ctx.version
     owned = None if req.topic_partitions is None else [(tp.topic_id, list(tp.partitions))
                                                          for tp in req.topic_partitions]

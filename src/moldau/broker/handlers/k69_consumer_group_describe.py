@@ -3,7 +3,8 @@
 State (Empty, Assigning, Reconciling, Stable), group and assignment epochs, the assignor, and per member its
 epoch, subscription, current and target assignment (topic id + name). Classic or unknown groups answer
 GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID. v1: member_type 1 (consumer protocol member).
-authorized_operations when requested (no authorizer: every group operation), else INT32_MIN.
+authorized_operations when requested (no authorizer: every group operation), else INT32_MIN. ACLs: Describe on
+the group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
 from ..registry import handler
+from ..security.authorizer import DESCRIBE, GROUP, allowed, authorized_operations
 
 
 def _assignment(msg: Any, gc: Any, a: dict[str, set[int]]) -> Any:
@@ -41,6 +43,10 @@ async def consumer_group_describe(ctx: Any, req: Any) -> Any:
                                           group_id=group_id, group_state="", group_epoch=-1, assignment_epoch=-1,
                                           assignor_name="", members=[]))
             continue
+        if not allowed(ctx, DESCRIBE, GROUP, group_id):
+            out.append(msg.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
         error, message, g = gc.consumer.describe(group_id)
         if g is None:
             out.append(msg.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
@@ -60,6 +66,7 @@ async def consumer_group_describe(ctx: Any, req: Any) -> Any:
         out.append(msg.DescribedGroup(
             error_code=E.NONE, group_id=group_id, group_state=g.state_name, group_epoch=g.group_epoch,
             assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name, members=members,
-            authorized_operations=GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED))
+            authorized_operations=(AUTHORIZED_OPERATIONS_OMITTED if not req.include_authorized_operations
+                                   else GROUP_AUTHORIZED_OPERATIONS if ctx.broker.authorizer is None
+                                   else authorized_operations(ctx, GROUP, group_id))))
     return msg.new(throttle_time_ms=0, groups=out)
