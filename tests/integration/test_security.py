@@ -379,11 +379,13 @@ def test_ssl_client_certificates(secure: Secured) -> None:
                  secure.rdkafka("SSL", **{"ssl.certificate.location": str(other / "mallory.pem"),
                                           "ssl.key.location": str(other / "mallory.key")})):
         errors: list[Any] = []
+        delivery: list[Any] = []
         p = Producer({**conf, "error_cb": errors.append, "message.timeout.ms": 3000})
-        p.produce(topic, b"nope")
-        assert p.flush(6) == 1
-        assert errors and all(e.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN,
-                                           KafkaError._MSG_TIMED_OUT) for e in errors), errors
+        p.produce(topic, b"nope", on_delivery=lambda err, msg: delivery.append(err))
+        p.flush(6)
+        assert delivery and delivery[0] is not None and delivery[0].code() == KafkaError._MSG_TIMED_OUT
+        assert errors and all(e.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN)
+                              for e in errors), errors
     # the raw TLS handshake itself is refused for the other CA's certificate
     ctx = ssl.create_default_context(cafile=str(secure.certs / "ca.pem"))
     ctx.load_cert_chain(str(other / "mallory.pem"), str(other / "mallory.key"))
@@ -405,10 +407,12 @@ def test_metadata_advertises_the_listener_used(secure: Secured) -> None:
 def test_wrong_password_confluent(secure: Secured) -> None:
     for mech in MECHS:
         errors: list[Any] = []
-        p = Producer({**secure.rdkafka("SASL_SSL", mech, pw="wrong"), "error_cb": errors.append,
-                      "message.timeout.ms": 3000})
+        p = Producer({**secure.rdkafka("SASL_SSL", mech, pw="wrong"), "error_cb": errors.append})
         p.produce("whatever", b"x")
-        p.flush(5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            p.poll(0.1)
+        p.purge()
         auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
         assert auth, errors
         assert "Authentication failed" in auth[0].str(), auth[0].str()
@@ -423,7 +427,7 @@ def test_wrong_password_kafka_python_and_aiokafka(secure: Secured, caplog: pytes
 
     with caplog.at_level(logging.ERROR):
         kw = {**kafka_python_conf(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256"), "sasl_plain_password": "wrong",
-              "request_timeout_ms": 3000}
+              "request_timeout_ms": 3000, "bootstrap_timeout_ms": 3000}
         with pytest.raises(KafkaTimeoutError):
             KafkaConsumer(**kw).topics()
     assert "SaslAuthenticationFailed" in caplog.text and "Authentication failed" in caplog.text

@@ -6,7 +6,8 @@ Server mechanisms (one object per authentication, ``step(token) -> token``, ``co
 * ``ScramServer``: RFC 5802/7677 without channel binding (``n,,`` GS2 header only, as Kafka). Unknown users
   get a server-first-message with a salt derived from a per-broker secret, so the answer does not tell
   whether a user exists; the exchange then fails at the proof like a wrong password. ``tokenauth``
-  (delegation tokens) is refused.
+  (delegation tokens) is refused. The nonce of the client's final message must end with the server's nonce
+  (Kafka's check: librdkafka before 2.1 sends the client nonce followed by the whole server nonce).
 
 ``AuthSession`` is the authentication state of one connection on a SASL listener (``conn.auth``):
 
@@ -142,7 +143,9 @@ class ScramServer:
                 return self._server_first.encode("utf-8")
             if self._state == 1:
                 final = parse_client_final(data)
-                if final.nonce != self._nonce:
+                # Kafka checks endsWith, not equality: librdkafka before 2.1 sends client nonce + server's r=
+                if not final.nonce.endswith(self._nonce):
+                    log.debug("SCRAM: nonce %r in the client's final message, expected %r", final.nonce, self._nonce)
                     raise SaslAuthenticationFailed("Authentication failed: invalid nonce")
                 if final.channel_binding != self._first.gs2_header.encode("utf-8"):
                     raise SaslAuthenticationFailed("Authentication failed: invalid channel binding")
