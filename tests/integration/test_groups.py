@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -85,7 +84,7 @@ class Producing(threading.Thread):
 
 
 class Member(threading.Thread):
-    """One group member in a thread: consumes, commits synchronously after every batch, records what it saw."""
+    """A group member in a thread: consumes, commits synchronously after every batch, records what it saw."""
 
     lib = "?"
 
@@ -144,8 +143,10 @@ class ConfluentMember(Member):
                 conf.pop(k, None)
         c = Consumer(conf)
         # incremental callbacks: cooperative-sticky, and always with the KIP-848 protocol
-        cooperative = ("cooperative" in str(conf.get("partition.assignment.strategy", ""))
-                       or conf.get("group.protocol") == "consumer")
+        cooperative = (
+            "cooperative" in str(conf.get("partition.assignment.strategy", ""))
+            or conf.get("group.protocol") == "consumer"
+        )
 
         def on_assign(consumer: Any, parts: list[TopicPartition]) -> None:
             got = {(p.topic, p.partition) for p in parts}
@@ -173,9 +174,13 @@ class ConfluentMember(Member):
                     try:
                         c.commit(asynchronous=False)
                     except KafkaException as exc:
-                        if exc.args[0].code() not in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
-                                                      KafkaError.UNKNOWN_MEMBER_ID, KafkaError._NO_OFFSET,
-                                                      KafkaError.STALE_MEMBER_EPOCH):
+                        if exc.args[0].code() not in (
+                            KafkaError.REBALANCE_IN_PROGRESS,
+                            KafkaError.ILLEGAL_GENERATION,
+                            KafkaError.UNKNOWN_MEMBER_ID,
+                            KafkaError._NO_OFFSET,
+                            KafkaError.STALE_MEMBER_EPOCH,
+                        ):
                             raise
         finally:
             c.close()
@@ -189,11 +194,19 @@ class KafkaPythonMember(Member):
 
         self.t_subscribe = time.monotonic()
         defaults = self.conf.pop("_defaults", False)
-        kw: dict[str, Any] = dict(bootstrap_servers=self.bootstrap, group_id=self.group,
-                                  auto_offset_reset="earliest", enable_auto_commit=False)
+        kw: dict[str, Any] = dict(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         if not defaults:
-            kw.update(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100,
-                      request_timeout_ms=15000)
+            kw.update(
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=HEARTBEAT_MS,
+                fetch_max_wait_ms=100,
+                request_timeout_ms=15000,
+            )
         kw.update(self.conf)
         c = KafkaConsumer(**kw)
         c.subscribe(self.topics)
@@ -228,11 +241,19 @@ class AioKafkaMember(Member):
         from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
 
         defaults = self.conf.pop("_defaults", False)
-        kw: dict[str, Any] = dict(bootstrap_servers=self.bootstrap, group_id=self.group,
-                                  auto_offset_reset="earliest", enable_auto_commit=False)
+        kw: dict[str, Any] = dict(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         if not defaults:
-            kw.update(session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS, fetch_max_wait_ms=100,
-                      request_timeout_ms=15000)
+            kw.update(
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=HEARTBEAT_MS,
+                fetch_max_wait_ms=100,
+                request_timeout_ms=15000,
+            )
         kw.update(self.conf)
         c = AIOKafkaConsumer(**kw)
         await c.start()
@@ -273,8 +294,12 @@ def wait_assigned(members: list[Member], topic: str, partitions: int, timeout: f
         owned = [tp for m in members for tp in m.assignment]
         return all(m.assignment for m in members) and sorted(owned) == [(topic, i) for i in range(partitions)]
 
-    wait_until(ok, timeout, f"assignment of {partitions} partitions over {len(members)} members: "
-               f"{[sorted(m.assignment) for m in members]}")
+    wait_until(
+        ok,
+        timeout,
+        f"assignment of {partitions} partitions over {len(members)} members: "
+        f"{[sorted(m.assignment) for m in members]}",
+    )
 
 
 def all_consumed(members: list[Member]) -> list[tuple[str, int, int, bytes]]:
@@ -345,8 +370,12 @@ CHILD = textwrap.dedent("""
 
 class ChildMember:
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, bootstrap, group, topic],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.records: list[tuple[int, int]] = []
         self.assignment: set[int] = set()
         self.closed = False
@@ -379,21 +408,34 @@ def test_member_closes_another_is_killed_partitions_move_nothing_lost(broker):
     group = group_name()
     kids = [ChildMember(broker.bootstrap, group, topic) for _ in range(3)]
     try:
-        wait_until(lambda: sorted(p for k in kids for p in k.assignment) == list(range(6))
-                   and all(k.assignment for k in kids), what="three members with two partitions each")
+        wait_until(
+            lambda: (
+                sorted(p for k in kids for p in k.assignment) == list(range(6))
+                and all(k.assignment for k in kids)
+            ),
+            what="three members with two partitions each",
+        )
         produce(broker.bootstrap, topic, [b"a%d" % i for i in range(300)], 6)
         wait_until(lambda: len({r for k in kids for r in k.records}) >= 300, what="first 300 records")
         closing, dying, survivor = kids
         closing.terminate()  # a clean close: LeaveGroup, the partitions move at once
         assert closing.closed
-        wait_until(lambda: len(dying.assignment) + len(survivor.assignment) == 6
-                   and not (dying.assignment & survivor.assignment), what="partitions of the closed member moved")
+        wait_until(
+            lambda: (
+                len(dying.assignment) + len(survivor.assignment) == 6
+                and not (dying.assignment & survivor.assignment)
+            ),
+            what="partitions of the closed member moved",
+        )
         dying_parts = set(dying.assignment)
         dying.kill9()  # no LeaveGroup: the session timeout (6 s) has to notice
         t_kill = time.monotonic()
         produce(broker.bootstrap, topic, [b"b%d" % i for i in range(300)], 6)
-        wait_until(lambda: survivor.assignment == set(range(6)), timeout=SESSION_MS / 1000 + 20,
-                   what="the survivor takes over every partition")
+        wait_until(
+            lambda: survivor.assignment == set(range(6)),
+            timeout=SESSION_MS / 1000 + 20,
+            what="the survivor takes over every partition",
+        )
         moved_after = time.monotonic() - t_kill
         wait_until(lambda: len({r for k in kids for r in k.records}) >= 600, what="all 600 records")
         consumed = {r for k in kids for r in k.records}
@@ -416,8 +458,15 @@ def test_committed_offsets_survive_consumer_and_broker_restart(fresh_broker):
     group = group_name()
 
     def consume(n: int) -> list[tuple[int, int]]:
-        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "session.timeout.ms": SESSION_MS})
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+            }
+        )
         c.subscribe([topic])
         out: list[tuple[int, int]] = []
         deadline = time.monotonic() + TIMEOUT
@@ -546,7 +595,7 @@ def test_mixed_clients_share_one_group(broker):
 
 @pytest.mark.parametrize("api_version", [(0, 9), (0, 10, 1), (0, 11), (2, 0)])
 def test_old_protocol_versions_from_kafka_python(broker, api_version):
-    """kafka-python pinned to old brokers speaks JoinGroup v0/v1/v2, OffsetCommit v1/v2/v3, OffsetFetch v1/v3..."""
+    """kafka-python pinned to old brokers: JoinGroup v0/v1/v2, OffsetCommit v1/v2/v3, OffsetFetch v1/v3..."""
     topic = unique_topic("oldv")
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, [b"%d" % i for i in range(20)], 2)
@@ -587,18 +636,26 @@ def test_admin_groups_confluent(broker):
         wait_until(lambda: len(m.records) == 20, what="20 records")
         # an idle group with committed offsets (a simple consumer's commit)
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": idle})
-        c.commit(offsets=[TopicPartition(topic, 0, 7, "meta-data"), TopicPartition(topic, 1, 3)], asynchronous=False)
+        c.commit(
+            offsets=[TopicPartition(topic, 0, 7, "meta-data"), TopicPartition(topic, 1, 3)],
+            asynchronous=False,
+        )
         c.close()
         adm = AdminClient({"bootstrap.servers": broker.bootstrap})
         listed = adm.list_consumer_groups().result(TIMEOUT)
         states = {g.group_id: g.state for g in listed.valid}
         assert states[active] == ConsumerGroupState.STABLE and states[idle] == ConsumerGroupState.EMPTY
         only_stable = adm.list_consumer_groups(states={ConsumerGroupState.STABLE}).result(TIMEOUT)
-        assert active in {g.group_id for g in only_stable.valid} and idle not in {g.group_id for g in only_stable.valid}
+        assert active in {g.group_id for g in only_stable.valid} and idle not in {
+            g.group_id for g in only_stable.valid
+        }
         desc = adm.describe_consumer_groups([active, idle])
         d = desc[active].result(TIMEOUT)
         assert d.state == ConsumerGroupState.STABLE and len(d.members) == 1
-        assert {(tp.topic, tp.partition) for tp in d.members[0].assignment.topic_partitions} == {(topic, 0), (topic, 1)}
+        assert {(tp.topic, tp.partition) for tp in d.members[0].assignment.topic_partitions} == {
+            (topic, 0),
+            (topic, 1),
+        }
         assert d.members[0].host.startswith("/")
         offs = adm.list_consumer_group_offsets([ConsumerGroupTopicPartitions(idle)])[idle].result(TIMEOUT)
         got = {tp.partition: (tp.offset, tp.metadata) for tp in offs.topic_partitions}
@@ -607,11 +664,13 @@ def test_admin_groups_confluent(broker):
         # group, refused while the group has members (confluent-kafka has no DeleteConsumerGroupOffsets;
         # OffsetDelete is covered with kafka-python below)
         res = adm.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, 0, 2)])])[idle].result(TIMEOUT)
+            [ConsumerGroupTopicPartitions(idle, [TopicPartition(topic, 0, 2)])]
+        )[idle].result(TIMEOUT)
         assert [tp.error for tp in res.topic_partitions] == [None]
         try:
             res = adm.alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(active, [TopicPartition(topic, 0, 1)])])[active].result(TIMEOUT)
+                [ConsumerGroupTopicPartitions(active, [TopicPartition(topic, 0, 1)])]
+            )[active].result(TIMEOUT)
             errors = [tp.error.code() for tp in res.topic_partitions if tp.error is not None]
         except KafkaException as exc:
             errors = [exc.args[0].code()]
@@ -648,18 +707,27 @@ def test_admin_groups_kafka_python(broker):
         from kafka import KafkaConsumer
 
         kc = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=idle, enable_auto_commit=False)
-        kc.commit({KTP(topic, 0): OffsetAndMetadata(5, "m0", -1), KTP(topic, 1): OffsetAndMetadata(6, "", -1)})
+        kc.commit(
+            {KTP(topic, 0): OffsetAndMetadata(5, "m0", -1), KTP(topic, 1): OffsetAndMetadata(6, "", -1)}
+        )
         kc.close()
         adm = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             groups = {g["group_id"]: g for g in adm.list_groups()}
             assert groups[active]["protocol_type"] == "consumer" and groups[active]["group_state"] == "Stable"
             assert groups[idle]["group_state"] == "Empty"
-            assert [g["group_id"] for g in adm.list_groups(states_filter=["Stable"]) if g["group_id"] == idle] == []
+            assert [
+                g["group_id"] for g in adm.list_groups(states_filter=["Stable"]) if g["group_id"] == idle
+            ] == []
             d = adm.describe_groups([active])[active]
-            assert d["group_state"] == "Stable" and d["protocol_type"] == "consumer" and len(d["members"]) == 1
+            assert (
+                d["group_state"] == "Stable" and d["protocol_type"] == "consumer" and len(d["members"]) == 1
+            )
             offs = adm.list_group_offsets({idle: None})[idle]
-            assert {tp.partition: (om.offset, om.metadata) for tp, om in offs.items()} == {0: (5, "m0"), 1: (6, "")}
+            assert {tp.partition: (om.offset, om.metadata) for tp, om in offs.items()} == {
+                0: (5, "m0"),
+                1: (6, ""),
+            }
             assert isinstance(next(iter(offs.values())), OffsetAndMetadata)
             res = adm.delete_group_offsets(idle, [KTP(topic, 0)])
             assert [e.errno for e in res.values()] == [0]
@@ -802,15 +870,24 @@ def test_group_apis_every_version(broker):
                 assert (resp.error_code, resp.port) == (0, port)
             else:
                 resp = r.call(10, v, key_type=0, coordinator_keys=["a", "b"])
-                assert [(c.key, c.error_code, c.port) for c in resp.coordinators] == [("a", 0, port), ("b", 0, port)]
+                assert [(c.key, c.error_code, c.port) for c in resp.coordinators] == [
+                    ("a", 0, port),
+                    ("b", 0, port),
+                ]
                 resp = r.call(10, v, key_type=2, coordinator_keys=["s"])
                 assert resp.coordinators[0].error_code == 42  # INVALID_REQUEST
         sub = encode_subscription([topic])
         J = msgs.JoinGroupRequest
         for v in range(0, 10):
             group = f"raw-join-{v}-{uuid.uuid4().hex[:6]}"
-            kw = dict(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
-                      protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(name="range", metadata=sub)])
+            kw = dict(
+                group_id=group,
+                session_timeout_ms=10000,
+                rebalance_timeout_ms=10000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[J.JoinGroupRequestProtocol(name="range", metadata=sub)],
+            )
             resp = r.call(11, v, **kw)
             if v >= 4:
                 assert resp.error_code == 79  # MEMBER_ID_REQUIRED
@@ -824,8 +901,16 @@ def test_group_apis_every_version(broker):
             sv = min(v, 5)
             S = msgs.SyncGroupRequest
             a = encode_assignment({topic: [0, 1]})
-            sresp = r.call(14, sv, group_id=group, generation_id=1, member_id=mid, protocol_type="consumer",
-                           protocol_name="range", assignments=[S.SyncGroupRequestAssignment(member_id=mid, assignment=a)])
+            sresp = r.call(
+                14,
+                sv,
+                group_id=group,
+                generation_id=1,
+                member_id=mid,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[S.SyncGroupRequestAssignment(member_id=mid, assignment=a)],
+            )
             assert sresp.error_code == 0 and bytes(sresp.assignment) == a
             assert r.call(12, min(v, 4), group_id=group, generation_id=1, member_id=mid).error_code == 0
             assert r.call(12, min(v, 4), group_id=group, generation_id=0, member_id=mid).error_code == 22
@@ -840,32 +925,67 @@ def test_group_apis_every_version(broker):
                 assert r.call(13, lv, group_id=group, member_id=mid).error_code == 0
             else:
                 L = msgs.LeaveGroupRequest
-                resp = r.call(13, lv, group_id=group, members=[L.MemberIdentity(member_id=mid),
-                                                               L.MemberIdentity(member_id="ghost")])
+                resp = r.call(
+                    13,
+                    lv,
+                    group_id=group,
+                    members=[L.MemberIdentity(member_id=mid), L.MemberIdentity(member_id="ghost")],
+                )
                 assert [x.error_code for x in resp.members] == [0, 25]
         # OffsetCommit v0-10 / OffsetFetch v0-10 on a simple group
-        md = r.call(3, 12, topics=[msgs.MetadataRequest.MetadataRequestTopic(name=topic)],
-                    allow_auto_topic_creation=False)
+        md = r.call(
+            3,
+            12,
+            topics=[msgs.MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=False,
+        )
         tid = md.topics[0].topic_id
         C = msgs.OffsetCommitRequest
         F = msgs.OffsetFetchRequest
         for v in range(0, 11):
             group = f"raw-commit-{v}-{uuid.uuid4().hex[:6]}"
-            part = C.OffsetCommitRequestPartition(partition_index=1, committed_offset=100 + v, committed_leader_epoch=3,
-                                                  commit_timestamp=1_700_000_000_000, committed_metadata=f"m{v}")
+            part = C.OffsetCommitRequestPartition(
+                partition_index=1,
+                committed_offset=100 + v,
+                committed_leader_epoch=3,
+                commit_timestamp=1_700_000_000_000,
+                committed_metadata=f"m{v}",
+            )
             t = C.OffsetCommitRequestTopic(name=topic, topic_id=tid, partitions=[part])
-            resp = r.call(8, v, group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                          retention_time_ms=-1, topics=[t])
+            resp = r.call(
+                8,
+                v,
+                group_id=group,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                retention_time_ms=-1,
+                topics=[t],
+            )
             assert [p.error_code for p in resp.topics[0].partitions] == [0], (v, resp)
             for fv in range(0, 11):
                 if fv < 8:
-                    fresp = r.call(9, fv, group_id=group, topics=[F.OffsetFetchRequestTopic(name=topic,
-                                                                                            partition_indexes=[1, 0])])
+                    fresp = r.call(
+                        9,
+                        fv,
+                        group_id=group,
+                        topics=[F.OffsetFetchRequestTopic(name=topic, partition_indexes=[1, 0])],
+                    )
                     parts = {p.partition_index: p for p in fresp.topics[0].partitions}
                 else:
-                    fresp = r.call(9, fv, groups=[F.OffsetFetchRequestGroup(
-                        group_id=group, topics=[F.OffsetFetchRequestTopics(name=topic, topic_id=tid,
-                                                                           partition_indexes=[1, 0])])])
+                    fresp = r.call(
+                        9,
+                        fv,
+                        groups=[
+                            F.OffsetFetchRequestGroup(
+                                group_id=group,
+                                topics=[
+                                    F.OffsetFetchRequestTopics(
+                                        name=topic, topic_id=tid, partition_indexes=[1, 0]
+                                    )
+                                ],
+                            )
+                        ],
+                    )
                     g = fresp.groups[0]
                     assert g.error_code == 0
                     parts = {p.partition_index: p for p in g.topics[0].partitions}
@@ -874,15 +994,25 @@ def test_group_apis_every_version(broker):
                 if fv >= 5:
                     assert parts[1].committed_leader_epoch == (3 if v >= 6 else -1)
         # unknown topic / partition
-        t = C.OffsetCommitRequestTopic(name="no-such-topic", partitions=[C.OffsetCommitRequestPartition(
-            partition_index=0, committed_offset=1, committed_metadata=None)])
-        t2 = C.OffsetCommitRequestTopic(name=topic, partitions=[C.OffsetCommitRequestPartition(
-            partition_index=9, committed_offset=1, committed_metadata=None)])
+        t = C.OffsetCommitRequestTopic(
+            name="no-such-topic",
+            partitions=[
+                C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None)
+            ],
+        )
+        t2 = C.OffsetCommitRequestTopic(
+            name=topic,
+            partitions=[
+                C.OffsetCommitRequestPartition(partition_index=9, committed_offset=1, committed_metadata=None)
+            ],
+        )
         resp = r.call(8, 8, group_id="raw-x", generation_id_or_member_epoch=-1, member_id="", topics=[t, t2])
         assert [tt.partitions[0].error_code for tt in resp.topics] == [3, 3]
         # topics=null fetches everything the group has (v2+)
         fresp = r.call(9, 7, group_id=group, topics=None)
-        assert [(tt.name, [p.partition_index for p in tt.partitions]) for tt in fresp.topics] == [(topic, [1])]
+        assert [(tt.name, [p.partition_index for p in tt.partitions]) for tt in fresp.topics] == [
+            (topic, [1])
+        ]
         # ListGroups v0-5, OffsetDelete v0, DeleteGroups v0-2
         for v in range(0, 6):
             kw2: dict[str, Any] = {}
@@ -893,8 +1023,16 @@ def test_group_apis_every_version(broker):
             resp = r.call(16, v, **kw2)
             assert resp.error_code == 0 and group in {x.group_id for x in resp.groups}
         OD = msgs.OffsetDeleteRequest
-        resp = r.call(47, 0, group_id=group, topics=[OD.OffsetDeleteRequestTopic(
-            name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=1)])])
+        resp = r.call(
+            47,
+            0,
+            group_id=group,
+            topics=[
+                OD.OffsetDeleteRequestTopic(
+                    name=topic, partitions=[OD.OffsetDeleteRequestPartition(partition_index=1)]
+                )
+            ],
+        )
         assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
         for v in range(0, 3):
             resp = r.call(42, v, groups_names=[f"raw-commit-{v}" + "-nope", group if v == 2 else "missing"])

@@ -26,8 +26,13 @@ async def test_first_join_v4_needs_member_id_then_completes_at_once():
     second = h.join("g", first.member_id, client_id="app")
     r = second.result  # answered at once: the only known member has joined
     assert r.error == E.NONE
-    assert (r.generation_id, r.leader_id, r.member_id, r.protocol_name, r.protocol_type) == \
-        (1, first.member_id, first.member_id, "range", "consumer")
+    assert (r.generation_id, r.leader_id, r.member_id, r.protocol_name, r.protocol_type) == (
+        1,
+        first.member_id,
+        first.member_id,
+        "range",
+        "consumer",
+    )
     assert r.members == [(first.member_id, None, SUB_T)]
     assert h.coord.classic_group("g").state is S.COMPLETING_REBALANCE
 
@@ -312,8 +317,10 @@ async def test_leader_never_syncs_pending_sync_expires():
     h = Harness()
     leader, follower = await h.stable_group("g", 2, session=10_000, rebalance=15_000)
     g = h.coord.classic_group("g")
-    b = [h.join("g", leader, session=10_000, rebalance=15_000),
-         h.join("g", follower, session=10_000, rebalance=15_000)]
+    b = [
+        h.join("g", leader, session=10_000, rebalance=15_000),
+        h.join("g", follower, session=10_000, rebalance=15_000),
+    ]
     gen = b[0].result.generation_id
     s = h.sync("g", gen, follower)  # the leader has died before syncing
     h.timer.advance(15_000)
@@ -363,6 +370,7 @@ async def test_last_member_leaving_empties_group_and_writes_it():
     g = h.coord.classic_group("g")
     assert g.state is S.EMPTY and g.generation_id == 2 and g.protocol_name is None
     from moldau.broker.groups import offsets as fmt
+
     last_key, last_value = h.storage.partitions[h.coord.partition_for("g")][-1]
     v = fmt.decode_group_metadata_value(last_value)
     assert (v.generation, v.members, v.protocol, v.protocol_type) == (2, [], None, "consumer")
@@ -402,14 +410,25 @@ async def _static_stable(h: Harness, instances: list[str]) -> dict[str, str]:
             continue
     g = h.coord.classic_group("g")
     # drive: everyone (re)joins until one generation holds them all
-    pending = {inst: h.join("g", g.static_members[inst], instance=inst, client_id=inst) for inst in instances
-               if inst in g.static_members}
+    pending = {
+        inst: h.join("g", g.static_members[inst], instance=inst, client_id=inst)
+        for inst in instances
+        if inst in g.static_members
+    }
     results = {inst: b.result for inst, b in pending.items()}
     gen = next(iter(results.values())).generation_id
     leader = next(iter(results.values())).leader_id
     assignment = {g.static_members[inst]: encode_assignment({"t": [i]}) for i, inst in enumerate(instances)}
-    syncs = [h.sync("g", gen, g.static_members[inst], assignment if g.static_members[inst] == leader else None,
-                    instance=inst) for inst in instances]
+    syncs = [
+        h.sync(
+            "g",
+            gen,
+            g.static_members[inst],
+            assignment if g.static_members[inst] == leader else None,
+            instance=inst,
+        )
+        for inst in instances
+    ]
     await h.settle()
     assert all(s.result.error == E.NONE for s in syncs)
     assert g.state is S.STABLE
@@ -441,6 +460,7 @@ async def test_static_member_restart_keeps_assignment_without_rebalance():
     # the new one is fine; the replacement was persisted
     assert h.coord.heartbeat("g", gen, r.member_id, "i2") == E.NONE
     from moldau.broker.groups import offsets as fmt
+
     v = fmt.decode_group_metadata_value(h.storage.partitions[h.coord.partition_for("g")][-1][1])
     assert r.member_id in [m.member_id for m in v.members]
 
@@ -523,9 +543,14 @@ async def test_concurrent_joins_and_leaves_never_lose_live_members(seed):
             self.unknown = 0
 
         def start_join(self) -> None:
-            self.join_box = h.join(g_id, self.member_id, client_id=self.name,
-                                   protocols=[("cooperative-sticky", encode_subscription(["t"], self.name.encode()))],
-                                   session=10_000, rebalance=20_000)
+            self.join_box = h.join(
+                g_id,
+                self.member_id,
+                client_id=self.name,
+                protocols=[("cooperative-sticky", encode_subscription(["t"], self.name.encode()))],
+                session=10_000,
+                rebalance=20_000,
+            )
 
         def step(self) -> None:
             if not self.alive:
@@ -546,8 +571,11 @@ async def test_concurrent_joins_and_leaves_never_lose_live_members(seed):
                     self.start_join()
                     return
                 self.generation = r.generation_id
-                assignment = ({m: encode_assignment({"t": [i]}) for i, (m, _, _) in enumerate(r.members)}
-                              if r.leader_id == self.member_id else None)
+                assignment = (
+                    {m: encode_assignment({"t": [i]}) for i, (m, _, _) in enumerate(r.members)}
+                    if r.leader_id == self.member_id
+                    else None
+                )
                 self.sync_box = h.sync(g_id, self.generation, self.member_id, assignment)
                 return
             if self.sync_box is not None and self.sync_box.done:

@@ -1,4 +1,4 @@
-"""KIP-848 consumer groups (ConsumerGroupHeartbeat) driven with an injected clock, and the server assignors."""
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat) with an injected clock, and the server assignors."""
 
 from __future__ import annotations
 
@@ -16,9 +16,17 @@ from moldau.protocol.errors import ErrorCode as E
 class Client:
     """A KIP-848 client: owns exactly what the last assignment said (revokes at once, then acknowledges)."""
 
-    def __init__(self, h: Harness, group: str = "g", topics: list[str] | None = None, member_id: str = "",
-                 instance: str | None = None, regex: str | None = None, assignor: str | None = None,
-                 version: int = 1) -> None:
+    def __init__(
+        self,
+        h: Harness,
+        group: str = "g",
+        topics: list[str] | None = None,
+        member_id: str = "",
+        instance: str | None = None,
+        regex: str | None = None,
+        assignor: str | None = None,
+        version: int = 1,
+    ) -> None:
         self.h, self.group = h, group
         self.topics = ["t"] if topics is None and regex is None else topics
         self.regex = regex
@@ -36,13 +44,19 @@ class Client:
     def heartbeat(self, full: bool = False):
         first = self.epoch == 0
         r = self.h.coord.consumer.heartbeat(
-            group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
-            instance_id=self.instance, rebalance_timeout_ms=30_000 if first or full else -1,
+            group_id=self.group,
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            instance_id=self.instance,
+            rebalance_timeout_ms=30_000 if first or full else -1,
             subscribed_topic_names=self.topics if first or full else None,
             subscribed_topic_regex=self.regex if first or full else None,
             server_assignor=self.assignor if first else None,
-            owned=[] if first else self.owned_ids(), client_id="cl", client_host="/127.0.0.1",
-            api_version=self.version)
+            owned=[] if first else self.owned_ids(),
+            client_id="cl",
+            client_host="/127.0.0.1",
+            api_version=self.version,
+        )
         self.last = r
         if r.error == E.NONE:
             self.member_id = r.member_id
@@ -52,9 +66,13 @@ class Client:
         return r
 
     def leave(self, static: bool = False):
-        r = self.h.coord.consumer.heartbeat(group_id=self.group, member_id=self.member_id,
-                                            member_epoch=-2 if static else -1, instance_id=self.instance,
-                                            api_version=self.version)
+        r = self.h.coord.consumer.heartbeat(
+            group_id=self.group,
+            member_id=self.member_id,
+            member_epoch=-2 if static else -1,
+            instance_id=self.instance,
+            api_version=self.version,
+        )
         self.owned = {}
         return r
 
@@ -163,13 +181,18 @@ async def test_member_that_never_revokes_is_fenced_after_rebalance_timeout():
     b.heartbeat()
     g = h.coord.groups["g"]
     # a learns it must revoke but keeps reporting all six partitions
-    h.coord.consumer.heartbeat(group_id="g", member_id=a.member_id, member_epoch=1,
-                               owned=[(h.topics.topic_id("t"), list(range(6)))])
+    h.coord.consumer.heartbeat(
+        group_id="g", member_id=a.member_id, member_epoch=1, owned=[(h.topics.topic_id("t"), list(range(6)))]
+    )
     assert g.members[a.member_id].state == "unrevoked_partitions"
     for _ in range(7):
         h.timer.advance(5000)
-        h.coord.consumer.heartbeat(group_id="g", member_id=a.member_id, member_epoch=1,
-                                   owned=[(h.topics.topic_id("t"), list(range(6)))])
+        h.coord.consumer.heartbeat(
+            group_id="g",
+            member_id=a.member_id,
+            member_epoch=1,
+            owned=[(h.topics.topic_id("t"), list(range(6)))],
+        )
         b.heartbeat()
     assert a.member_id not in g.members
     assert b.n == 6
@@ -185,16 +208,52 @@ async def test_epoch_errors_and_invalid_requests():
     assert hb(group_id="g", member_id="nobody", member_epoch=1).error == E.UNKNOWN_MEMBER_ID
     assert hb(group_id="nogroup", member_id="x", member_epoch=3).error == E.UNKNOWN_MEMBER_ID
     assert hb(group_id="", member_id="x", member_epoch=0).error == E.INVALID_REQUEST
-    assert hb(group_id="g", member_id="new", member_epoch=0, subscribed_topic_names=["t"],
-              owned=[]).error == E.INVALID_REQUEST  # no rebalance timeout
-    assert hb(group_id="g", member_id="new", member_epoch=0, rebalance_timeout_ms=1000, owned=[],
-              api_version=1).error == E.INVALID_REQUEST  # no subscription
-    assert hb(group_id="g", member_id="", member_epoch=0, rebalance_timeout_ms=1000, owned=[],
-              subscribed_topic_names=["t"], api_version=1).error == E.INVALID_REQUEST  # v1: client makes the id
-    assert hb(group_id="g", member_id="new", member_epoch=0, rebalance_timeout_ms=1000, owned=[],
-              subscribed_topic_names=["t"], server_assignor="sticky").error == E.UNSUPPORTED_ASSIGNOR
-    assert hb(group_id="g", member_id="new", member_epoch=0, rebalance_timeout_ms=1000, owned=[],
-              subscribed_topic_regex="([", api_version=1).error == E.INVALID_REGULAR_EXPRESSION
+    assert (
+        hb(group_id="g", member_id="new", member_epoch=0, subscribed_topic_names=["t"], owned=[]).error
+        == E.INVALID_REQUEST
+    )  # no rebalance timeout
+    assert (
+        hb(
+            group_id="g", member_id="new", member_epoch=0, rebalance_timeout_ms=1000, owned=[], api_version=1
+        ).error
+        == E.INVALID_REQUEST
+    )  # no subscription
+    assert (
+        hb(
+            group_id="g",
+            member_id="",
+            member_epoch=0,
+            rebalance_timeout_ms=1000,
+            owned=[],
+            subscribed_topic_names=["t"],
+            api_version=1,
+        ).error
+        == E.INVALID_REQUEST
+    )  # v1: client makes the id
+    assert (
+        hb(
+            group_id="g",
+            member_id="new",
+            member_epoch=0,
+            rebalance_timeout_ms=1000,
+            owned=[],
+            subscribed_topic_names=["t"],
+            server_assignor="sticky",
+        ).error
+        == E.UNSUPPORTED_ASSIGNOR
+    )
+    assert (
+        hb(
+            group_id="g",
+            member_id="new",
+            member_epoch=0,
+            rebalance_timeout_ms=1000,
+            owned=[],
+            subscribed_topic_regex="([",
+            api_version=1,
+        ).error
+        == E.INVALID_REGULAR_EXPRESSION
+    )
     assert hb(group_id="g", member_id="x", member_epoch=-7).error == E.INVALID_REQUEST
 
 
@@ -209,8 +268,9 @@ async def test_lost_response_previous_epoch_accepted():
     r = a.heartbeat()  # epoch 2 now
     assert r.member_epoch == old_epoch + 1
     # the answer was lost: the client heartbeats with the previous epoch and a subset of its assignment
-    r = h.coord.consumer.heartbeat(group_id="g", member_id=a.member_id, member_epoch=old_epoch,
-                                   owned=a.owned_ids())
+    r = h.coord.consumer.heartbeat(
+        group_id="g", member_id=a.member_id, member_epoch=old_epoch, owned=a.owned_ids()
+    )
     assert r.error == E.NONE and r.member_epoch == old_epoch + 1
 
 
@@ -300,11 +360,20 @@ async def test_offsets_with_member_epochs():
     a.heartbeat()
     co = {("t", 0): CommittedOffset(5)}
     assert await h.coord.commit_offsets("g", a.member_id, a.epoch, None, co, 9) == {("t", 0): E.NONE}
-    assert await h.coord.commit_offsets("g", a.member_id, a.epoch + 1, None, co, 9) == {("t", 0): E.STALE_MEMBER_EPOCH}
+    assert await h.coord.commit_offsets("g", a.member_id, a.epoch + 1, None, co, 9) == {
+        ("t", 0): E.STALE_MEMBER_EPOCH
+    }
     assert await h.coord.commit_offsets("g", "x", a.epoch, None, co, 9) == {("t", 0): E.UNKNOWN_MEMBER_ID}
-    assert await h.coord.commit_offsets("g", a.member_id, a.epoch, None, co, 8) == {("t", 0): E.UNSUPPORTED_VERSION}
-    assert h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=a.epoch)[1][0].offset == 5
-    assert h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=9)[0] == E.STALE_MEMBER_EPOCH
+    assert await h.coord.commit_offsets("g", a.member_id, a.epoch, None, co, 8) == {
+        ("t", 0): E.UNSUPPORTED_VERSION
+    }
+    assert (
+        h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=a.epoch)[1][0].offset == 5
+    )
+    assert (
+        h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=9)[0]
+        == E.STALE_MEMBER_EPOCH
+    )
     assert h.coord.fetch_offsets("g", [("t", 0)])[1][0].offset == 5  # admin: no member
     # OffsetDelete refuses subscribed topics; DeleteGroups refuses a group with members
     err, res = await h.coord.delete_offsets("g", [("t", 0)])
@@ -340,8 +409,9 @@ async def test_list_and_describe():
     a = Client(h)
     a.heartbeat()
     listed = h.coord.list_groups()
-    assert [(x.group_id, x.protocol_type, x.state, x.group_type) for x in listed] == \
-        [("g", "consumer", "Stable", "consumer")]
+    assert [(x.group_id, x.protocol_type, x.state, x.group_type) for x in listed] == [
+        ("g", "consumer", "Stable", "consumer")
+    ]
     assert h.coord.list_groups(types_filter=["classic"]) == []
     assert h.coord.describe_group("g").error == E.GROUP_ID_NOT_FOUND
     err, msg, g = h.coord.consumer.describe("g")
@@ -392,12 +462,20 @@ def test_uniform_balances_and_is_sticky():
     spec2["d"] = assignors.MemberSpec({"t"})
     second = assignors.uniform(spec2, {"t": 7})
     moved = sum(len(first[m]["t"] - second[m].get("t", set())) for m in first)
-    assert moved == len(second["d"]["t"]) and sorted(len(a.get("t", ())) for a in second.values()) == [1, 2, 2, 2]
+    assert moved == len(second["d"]["t"]) and sorted(len(a.get("t", ())) for a in second.values()) == [
+        1,
+        2,
+        2,
+        2,
+    ]
 
 
 def test_uniform_heterogeneous_subscriptions():
-    spec = {"a": assignors.MemberSpec({"t"}), "b": assignors.MemberSpec({"t", "u"}),
-            "c": assignors.MemberSpec({"u"})}
+    spec = {
+        "a": assignors.MemberSpec({"t"}),
+        "b": assignors.MemberSpec({"t", "u"}),
+        "c": assignors.MemberSpec({"u"}),
+    }
     out = assignors.uniform(spec, {"t": 4, "u": 4})
     assert set().union(*(a.get("t", set()) for a in out.values())) == set(range(4))
     assert "u" not in out["a"] and "t" not in out["c"]

@@ -23,7 +23,11 @@ async def test_simple_consumer_commit_creates_group_and_round_trips():
     assert res == {("t", 0): E.NONE}
     err, parts = h.coord.fetch_offsets("simple", [("t", 0), ("t", 1), ("u", 0)])
     assert err == E.NONE
-    assert parts == [PartitionOffset("t", 0, 42, 7, "m\u00e9ta"), PartitionOffset("t", 1), PartitionOffset("u", 0)]
+    assert parts == [
+        PartitionOffset("t", 0, 42, 7, "m\u00e9ta"),
+        PartitionOffset("t", 1),
+        PartitionOffset("u", 0),
+    ]
     # all partitions (topics null)
     assert h.coord.fetch_offsets("simple", None)[1] == [PartitionOffset("t", 0, 42, 7, "m\u00e9ta")]
     g = h.coord.classic_group("simple")
@@ -31,7 +35,7 @@ async def test_simple_consumer_commit_creates_group_and_round_trips():
     listed = h.coord.list_groups()
     assert [(x.group_id, x.protocol_type, x.state) for x in listed] == [("simple", "", "Empty")]
     # the record on disk is Kafka's OffsetCommitKey/Value v3
-    (k, v), = h.storage.partitions[h.coord.partition_for("simple")]
+    ((k, v),) = h.storage.partitions[h.coord.partition_for("simple")]
     assert fmt.decode_key(k) == fmt.OffsetCommitKey("simple", "t", 0)
     assert fmt.decode_offset_commit_value(v) == fmt.OffsetCommitValue(42, "m\u00e9ta", 1000, 7, -1, 3)
 
@@ -57,12 +61,16 @@ async def test_commit_validation_for_members():
     gen = h.coord.classic_group("g").generation_id
     ok = await h.coord.commit_offsets("g", leader, gen, None, {("t", 0): co(5)})
     assert ok == {("t", 0): E.NONE}
-    assert await h.coord.commit_offsets("g", leader, gen - 1, None, {("t", 0): co(5)}) == \
-        {("t", 0): E.ILLEGAL_GENERATION}
-    assert await h.coord.commit_offsets("g", "ghost", gen, None, {("t", 0): co(5)}) == \
-        {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert await h.coord.commit_offsets("g", leader, gen - 1, None, {("t", 0): co(5)}) == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
+    assert await h.coord.commit_offsets("g", "ghost", gen, None, {("t", 0): co(5)}) == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID
+    }
     # a simple consumer may not commit for an active group
-    assert await h.coord.commit_offsets("g", "", -1, None, {("t", 0): co(5)}, 1) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert await h.coord.commit_offsets("g", "", -1, None, {("t", 0): co(5)}, 1) == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID
+    }
     # while the group is preparing a rebalance, members of the current generation can still commit
     h.join_new("g", client_id="c9")
     assert h.coord.classic_group("g").state is S.PREPARING_REBALANCE
@@ -72,24 +80,29 @@ async def test_commit_validation_for_members():
     h.join("g", follower)
     g = h.coord.classic_group("g")
     assert g.state is S.COMPLETING_REBALANCE
-    assert await h.coord.commit_offsets("g", leader, g.generation_id, None, {("t", 0): co(7)}) == \
-        {("t", 0): E.REBALANCE_IN_PROGRESS}
+    assert await h.coord.commit_offsets("g", leader, g.generation_id, None, {("t", 0): co(7)}) == {
+        ("t", 0): E.REBALANCE_IN_PROGRESS
+    }
 
 
 @aio
 async def test_commit_unknown_group_with_generation():
     h = Harness()
-    assert await h.coord.commit_offsets("x", "m", 3, None, {("t", 0): co(1)}, api_version=8) == \
-        {("t", 0): E.ILLEGAL_GENERATION}
-    assert await h.coord.commit_offsets("x", "m", 3, None, {("t", 0): co(1)}, api_version=9) == \
-        {("t", 0): E.GROUP_ID_NOT_FOUND}
+    assert await h.coord.commit_offsets("x", "m", 3, None, {("t", 0): co(1)}, api_version=8) == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
+    assert await h.coord.commit_offsets("x", "m", 3, None, {("t", 0): co(1)}, api_version=9) == {
+        ("t", 0): E.GROUP_ID_NOT_FOUND
+    }
     assert "x" not in h.coord.groups
 
 
 @aio
 async def test_offset_metadata_too_large():
     h = Harness(offset_metadata_max_bytes=10)
-    res = await h.coord.commit_offsets("g", "", -1, None, {("t", 0): co(1, "x" * 11), ("t", 1): co(2, "y" * 10)})
+    res = await h.coord.commit_offsets(
+        "g", "", -1, None, {("t", 0): co(1, "x" * 11), ("t", 1): co(2, "y" * 10)}
+    )
     assert res == {("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE}
     assert [p.offset for p in h.coord.fetch_offsets("g", [("t", 0), ("t", 1)])[1]] == [-1, 2]
 
@@ -120,7 +133,9 @@ async def test_offsets_and_group_survive_restart():
     assert {m.member_id: m.assignment for m in g2.members.values()} == assignments
     assert g2.protocol_name == "range" and g2.subscribed_topics == {"t"}
     assert h2.coord.fetch_offsets("g", [("t", 0), ("t", 1)])[1] == [
-        PartitionOffset("t", 0, 11, 4, "c"), PartitionOffset("t", 1, 20, -1, "b")]
+        PartitionOffset("t", 0, 11, 4, "c"),
+        PartitionOffset("t", 1, 20, -1, "b"),
+    ]
     assert h2.coord.fetch_offsets("solo", None)[1] == [PartitionOffset("u", 0, 99, -1, "")]
     # the members carry on with their generation after the restart
     assert h2.coord.heartbeat("g", gen, follower) == E.NONE
@@ -184,8 +199,9 @@ async def test_simple_group_offsets_expire_from_commit_and_explicit_expire_times
     now = h.timer.now_ms()
     await h.coord.commit_offsets("s", "", -1, None, {("t", 0): co(1, ts=now)})
     h.timer.advance(DAY // 2)
-    await h.coord.commit_offsets("s", "", -1, None, {("t", 1): co(1, ts=h.timer.now_ms(),
-                                                                  expire=h.timer.now_ms() + 3 * DAY)})
+    await h.coord.commit_offsets(
+        "s", "", -1, None, {("t", 1): co(1, ts=h.timer.now_ms(), expire=h.timer.now_ms() + 3 * DAY)}
+    )
     h.timer.advance(DAY // 2)
     assert await h.coord.cleanup_expired_offsets() == 1
     assert [p.partition for p in h.coord.fetch_offsets("s", None)[1]] == [1]
@@ -228,7 +244,12 @@ async def test_delete_groups():
     await h.stable_group("busy", 1)
     await h.coord.commit_offsets("idle", "", -1, None, {("t", 0): co(1)})
     res = await h.coord.delete_groups(["busy", "idle", "ghost", ""])
-    assert res == {"busy": E.NON_EMPTY_GROUP, "idle": E.NONE, "ghost": E.GROUP_ID_NOT_FOUND, "": E.INVALID_GROUP_ID}
+    assert res == {
+        "busy": E.NON_EMPTY_GROUP,
+        "idle": E.NONE,
+        "ghost": E.GROUP_ID_NOT_FOUND,
+        "": E.INVALID_GROUP_ID,
+    }
     assert "idle" not in h.coord.groups
     assert h.coord.fetch_offsets("idle", [("t", 0)])[1][0].offset == -1
     tomb = [fmt.decode_key(k) for k, v in h.storage.partitions[h.coord.partition_for("idle")] if v is None]
@@ -243,8 +264,10 @@ async def test_list_and_describe_groups():
     h.join_new("prep")
     listed = {x.group_id: x for x in h.coord.list_groups()}
     assert {k: (v.state, v.protocol_type, v.group_type) for k, v in listed.items()} == {
-        "g": ("Stable", "consumer", "classic"), "simple": ("Empty", "", "classic"),
-        "prep": ("CompletingRebalance", "consumer", "classic")}
+        "g": ("Stable", "consumer", "classic"),
+        "simple": ("Empty", "", "classic"),
+        "prep": ("CompletingRebalance", "consumer", "classic"),
+    }
     assert [x.group_id for x in h.coord.list_groups(["stable", "Empty"])] == ["g", "simple"]
     assert [x.group_id for x in h.coord.list_groups(None, ["Classic"])] == ["g", "simple", "prep"]
     assert h.coord.list_groups(None, ["consumer"]) == []

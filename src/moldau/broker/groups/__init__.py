@@ -1,6 +1,6 @@
 """The group coordinator: consumer groups (classic and KIP-848) and committed offsets.
 
-    from moldau.broker.groups import GroupCoordinator, GroupConfig
+from moldau.broker.groups import GroupCoordinator, GroupConfig
 """
 
 from typing import Any
@@ -8,7 +8,6 @@ from typing import Any
 from .coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from .group import ClassicGroupState, CommittedOffset, JoinResult, SyncResult
 from .timer import AsyncioTimer, ManualTimer
-
 
 
 def create_group_coordinator(broker: Any) -> GroupCoordinator:

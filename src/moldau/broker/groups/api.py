@@ -6,7 +6,7 @@ from typing import Any
 
 from moldau.protocol.errors import ErrorCode
 
-# AclOperation codes a group supports: READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
+# AclOperations of a group: READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 

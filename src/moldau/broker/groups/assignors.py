@@ -34,7 +34,9 @@ class UnsupportedAssignor(ValueError):
 ASSIGNORS = ("uniform", "range")
 
 
-def assign(name: str, members: dict[str, MemberSpec], partition_counts: dict[str, int]) -> dict[str, Assignment]:
+def assign(
+    name: str, members: dict[str, MemberSpec], partition_counts: dict[str, int]
+) -> dict[str, Assignment]:
     if name == "uniform":
         return uniform(members, partition_counts)
     if name == "range":

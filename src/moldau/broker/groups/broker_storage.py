@@ -42,9 +42,16 @@ class LogOffsetsStorage:
             return
         cfg = self.broker.config
         try:
-            store.create_topic(OFFSETS_TOPIC, self.num_partitions, int(cfg.get("offsets.topic.replication.factor")),
-                               {"cleanup.policy": "compact", "compression.type": "producer",
-                                "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
+            store.create_topic(
+                OFFSETS_TOPIC,
+                self.num_partitions,
+                int(cfg.get("offsets.topic.replication.factor")),
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+                },
+            )
             log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
         except KafkaError as exc:
             if OFFSETS_TOPIC not in store.topics:  # not a concurrent creation

@@ -189,17 +189,39 @@ class ConsumerGroupManager:
         return False
 
     # ============================================================================= heartbeat
-    def heartbeat(self, *, group_id: str, member_id: str, member_epoch: int, instance_id: str | None = None,
-                  rack_id: str | None = None, rebalance_timeout_ms: int = -1,
-                  subscribed_topic_names: list[str] | None = None, subscribed_topic_regex: str | None = None,
-                  server_assignor: str | None = None, owned: list[tuple[Any, list[int]]] | None = None,
-                  client_id: str = "", client_host: str = "", api_version: int = 0) -> HeartbeatResult:
+    def heartbeat(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: list[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: list[tuple[Any, list[int]]] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        api_version: int = 0,
+    ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat. ``owned``: (topic id, partitions) pairs or None (unchanged)."""
         interval = self.config.consumer_heartbeat_interval_ms
         if "consumer" not in self.config.rebalance_protocols:
             return HeartbeatResult(E.UNSUPPORTED_VERSION, "The consumer group protocol is disabled.")
-        error = self._validate(group_id, member_id, member_epoch, instance_id, rebalance_timeout_ms,
-                               subscribed_topic_names, subscribed_topic_regex, server_assignor, owned, api_version)
+        error = self._validate(
+            group_id,
+            member_id,
+            member_epoch,
+            instance_id,
+            rebalance_timeout_ms,
+            subscribed_topic_names,
+            subscribed_topic_regex,
+            server_assignor,
+            owned,
+            api_version,
+        )
         if error is not None:
             return error
         owned_names = None if owned is None else self._owned_by_name(owned)
@@ -228,11 +250,15 @@ class ConsumerGroupManager:
                 if existing_id is not None and existing_id != member_id:
                     existing = group.members.get(existing_id)
                     if existing is not None and existing.member_epoch != LEAVE_STATIC_EPOCH:
-                        return HeartbeatResult(E.UNRELEASED_INSTANCE_ID,
-                                               f"Static member {instance_id} is still in use by {existing_id}.")
+                        return HeartbeatResult(
+                            E.UNRELEASED_INSTANCE_ID,
+                            f"Static member {instance_id} is still in use by {existing_id}.",
+                        )
                     replaced = existing
             if not self._has_room(group, member_id, replaced):
-                return HeartbeatResult(E.GROUP_MAX_SIZE_REACHED, f"Group {group_id} reached its maximum size.")
+                return HeartbeatResult(
+                    E.GROUP_MAX_SIZE_REACHED, f"Group {group_id} reached its maximum size."
+                )
             if not member_id:
                 member_id = str(uuid.uuid4())
             if member is not None and replaced is None:
@@ -252,17 +278,22 @@ class ConsumerGroupManager:
                 log.info("consumer group %s: member %s (client %s) joins", group_id, member_id, client_id)
         else:
             if member is None:
-                return HeartbeatResult(E.UNKNOWN_MEMBER_ID,
-                                       f"Member {member_id} is not a member of group {group_id}.")
+                return HeartbeatResult(
+                    E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                )
             if member_epoch > member.member_epoch:
-                return HeartbeatResult(E.FENCED_MEMBER_EPOCH,
-                                       f"The member epoch {member_epoch} is newer than {member.member_epoch}.")
+                return HeartbeatResult(
+                    E.FENCED_MEMBER_EPOCH,
+                    f"The member epoch {member_epoch} is newer than {member.member_epoch}.",
+                )
             if member_epoch < member.member_epoch:
                 # the answer with the bumped epoch may have been lost: accept the previous epoch if the member
                 # owns no more than its assignment
                 if member_epoch != member.previous_member_epoch or not _subset(owned_names, member.assigned):
-                    return HeartbeatResult(E.FENCED_MEMBER_EPOCH,
-                                           f"The member epoch {member_epoch} is older than {member.member_epoch}.")
+                    return HeartbeatResult(
+                        E.FENCED_MEMBER_EPOCH,
+                        f"The member epoch {member_epoch} is older than {member.member_epoch}.",
+                    )
             if instance_id is not None and member.instance_id not in (None, instance_id):
                 return HeartbeatResult(E.FENCED_INSTANCE_ID, "The instance id does not match the member.")
 
@@ -276,7 +307,9 @@ class ConsumerGroupManager:
             member.rack_id = rack_id
         if rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = rebalance_timeout_ms
-        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(member.subscribed_topic_names):
+        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(
+            member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = list(subscribed_topic_names)
             epoch_bump = True
         if subscribed_topic_regex is not None:
@@ -297,16 +330,33 @@ class ConsumerGroupManager:
         before = _copy(member.assigned)
         self._reconcile(group, member, owned_names)
         self._schedule_session(group, member)
-        full = member_epoch == 0 or (rebalance_timeout_ms != -1 and owned is not None and (
-            subscribed_topic_names is not None or subscribed_topic_regex is not None))
+        full = member_epoch == 0 or (
+            rebalance_timeout_ms != -1
+            and owned is not None
+            and (subscribed_topic_names is not None or subscribed_topic_regex is not None)
+        )
         return HeartbeatResult(
-            E.NONE, None, member.member_id, member.member_epoch, interval,
+            E.NONE,
+            None,
+            member.member_id,
+            member.member_epoch,
+            interval,
             _copy(member.assigned) if full or member.assigned != before else None,
         )
 
-    def _validate(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
-                  rebalance_timeout_ms: int, names: list[str] | None, regex: str | None,
-                  server_assignor: str | None, owned: Any, api_version: int) -> HeartbeatResult | None:
+    def _validate(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rebalance_timeout_ms: int,
+        names: list[str] | None,
+        regex: str | None,
+        server_assignor: str | None,
+        owned: Any,
+        api_version: int,
+    ) -> HeartbeatResult | None:
         def bad(msg: str) -> HeartbeatResult:
             return HeartbeatResult(E.INVALID_REQUEST, msg)
 
@@ -336,8 +386,11 @@ class ConsumerGroupManager:
         if regex is not None and regex and self._regex(regex) is None:
             return HeartbeatResult(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {regex} is invalid.")
         if server_assignor is not None and server_assignor not in self.config.consumer_assignors:
-            return HeartbeatResult(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {server_assignor} is not supported. "
-                                   f"Supported assignors: {', '.join(self.config.consumer_assignors)}.")
+            return HeartbeatResult(
+                E.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(self.config.consumer_assignors)}.",
+            )
         return None
 
     def _owned_by_name(self, owned: list[tuple[Any, list[int]]]) -> Assignment:
@@ -354,7 +407,11 @@ class ConsumerGroupManager:
         return len(group.members) < self.config.consumer_max_size
 
     def _classic_is_empty(self, group: GroupBase) -> bool:
-        return group.is_empty and not getattr(group, "members", None) and not getattr(group, "pending_members", None)
+        return (
+            group.is_empty
+            and not getattr(group, "members", None)
+            and not getattr(group, "pending_members", None)
+        )
 
     def _convert_from_classic(self, classic: GroupBase) -> ConsumerGroup:
         group = ConsumerGroup(classic.group_id, self.coordinator.now())
@@ -368,8 +425,14 @@ class ConsumerGroupManager:
         return group
 
     def _take_over(self, group: ConsumerGroup, old: ConsumerMember, new: ConsumerMember) -> None:
-        for attr in ("rebalance_timeout_ms", "subscribed_topic_names", "subscribed_topic_regex", "server_assignor",
-                     "rack_id", "state"):
+        for attr in (
+            "rebalance_timeout_ms",
+            "subscribed_topic_names",
+            "subscribed_topic_regex",
+            "server_assignor",
+            "rack_id",
+            "state",
+        ):
             setattr(new, attr, getattr(old, attr))
         new.assigned = _copy(old.assigned)
         new.pending_revocation = _copy(old.pending_revocation)
@@ -382,8 +445,13 @@ class ConsumerGroupManager:
         for tp, owner in list(group.owner.items()):
             if owner == old.member_id:
                 group.owner[tp] = new.member_id
-        log.info("consumer group %s: static member %s now %s (was %s)", group.group_id, old.instance_id,
-                 new.member_id, old.member_id)
+        log.info(
+            "consumer group %s: static member %s now %s (was %s)",
+            group.group_id,
+            old.instance_id,
+            new.member_id,
+            old.member_id,
+        )
 
     # =========================================================================== assignment
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
@@ -404,16 +472,23 @@ class ConsumerGroupManager:
             return
         name = self._choose_assignor(group)
         specs = {
-            mid: assignors.MemberSpec(topics=self.member_topics(m) & set(group.partition_counts),
-                                      current=_copy(group.target.get(mid) or m.assigned), rack=m.rack_id)
+            mid: assignors.MemberSpec(
+                topics=self.member_topics(m) & set(group.partition_counts),
+                current=_copy(group.target.get(mid) or m.assigned),
+                rack=m.rack_id,
+            )
             for mid, m in group.members.items()
         }
         group.target = assignors.assign(name, specs, group.partition_counts)
         group.assignor_name = name
         group.assignment_epoch = group.group_epoch
-        log.info("consumer group %s: target assignment for epoch %d with %s: %s", group.group_id,
-                 group.assignment_epoch, name,
-                 {mid: {t: sorted(ps) for t, ps in a.items()} for mid, a in group.target.items()})
+        log.info(
+            "consumer group %s: target assignment for epoch %d with %s: %s",
+            group.group_id,
+            group.assignment_epoch,
+            name,
+            {mid: {t: sorted(ps) for t, ps in a.items()} for mid, a in group.target.items()},
+        )
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
         if member.state == UNREVOKED:
@@ -465,8 +540,9 @@ class ConsumerGroupManager:
             member.revocation_timer.cancel()
             member.revocation_timer = None
 
-    def _set_assignment(self, group: ConsumerGroup, member: ConsumerMember, assigned: Assignment,
-                        pending: Assignment) -> None:
+    def _set_assignment(
+        self, group: ConsumerGroup, member: ConsumerMember, assigned: Assignment, pending: Assignment
+    ) -> None:
         mine = {(t, p) for a in (assigned, pending) for t, ps in a.items() for p in ps}
         for tp, owner in list(group.owner.items()):
             if owner == member.member_id and tp not in mine:
@@ -482,22 +558,31 @@ class ConsumerGroupManager:
                 del group.owner[tp]
 
     # =============================================================================== leaving
-    def _leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int) -> HeartbeatResult:
+    def _leave(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int
+    ) -> HeartbeatResult:
         member = group.members.get(member_id)
         if member is None and instance_id is not None:
             mid = group.static_members.get(instance_id)
             member = group.members.get(mid) if mid else None
         if member is None:
-            return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            return HeartbeatResult(
+                E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
+            )
         if epoch == LEAVE_STATIC_EPOCH and member.instance_id is not None:
             # a static member going away for a restart keeps its partitions until its session times out
             member.member_epoch = LEAVE_STATIC_EPOCH
             self._schedule_session(group, member)
-            log.info("consumer group %s: static member %s left temporarily", group.group_id, member.instance_id)
-            return HeartbeatResult(E.NONE, None, member.member_id, LEAVE_STATIC_EPOCH,
-                                   self.config.consumer_heartbeat_interval_ms)
+            log.info(
+                "consumer group %s: static member %s left temporarily", group.group_id, member.instance_id
+            )
+            return HeartbeatResult(
+                E.NONE, None, member.member_id, LEAVE_STATIC_EPOCH, self.config.consumer_heartbeat_interval_ms
+            )
         self.remove_member(group, member, "left the group")
-        return HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH, self.config.consumer_heartbeat_interval_ms)
+        return HeartbeatResult(
+            E.NONE, None, member.member_id, LEAVE_EPOCH, self.config.consumer_heartbeat_interval_ms
+        )
 
     def remove_member(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         if group.members.get(member.member_id) is not member:
@@ -506,7 +591,10 @@ class ConsumerGroupManager:
         self._release_member(group, member)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
-        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+        if (
+            member.instance_id is not None
+            and group.static_members.get(member.instance_id) == member.member_id
+        ):
             del group.static_members[member.instance_id]
         log.info("consumer group %s: member %s %s", group.group_id, member.member_id, reason)
         self._refresh_partition_counts(group)
@@ -522,18 +610,22 @@ class ConsumerGroupManager:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = self.timer.call_later(
-            self.config.consumer_session_timeout_ms, lambda: self._on_session_expired(group, member))
+            self.config.consumer_session_timeout_ms, lambda: self._on_session_expired(group, member)
+        )
 
     def _on_session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_timer = None
         if group.members.get(member.member_id) is member:
-            self.remove_member(group, member, f"session timed out ({self.config.consumer_session_timeout_ms} ms)")
+            self.remove_member(
+                group, member, f"session timed out ({self.config.consumer_session_timeout_ms} ms)"
+            )
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.revocation_timer is not None:
             return
         member.revocation_timer = self.timer.call_later(
-            member.rebalance_timeout_ms, lambda: self._on_revocation_expired(group, member))
+            member.rebalance_timeout_ms, lambda: self._on_revocation_expired(group, member)
+        )
 
     def _on_revocation_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.revocation_timer = None
@@ -573,8 +665,9 @@ class ConsumerGroupManager:
         self.remove_member(group, member, "removed by LeaveGroup")
         return E.NONE
 
-    def validate_commit(self, group: GroupBase, member_id: str, epoch: int, api_version: int,
-                        transactional: bool) -> int:
+    def validate_commit(
+        self, group: GroupBase, member_id: str, epoch: int, api_version: int, transactional: bool
+    ) -> int:
         assert isinstance(group, ConsumerGroup)
         if epoch < 0 and not group.members:
             return E.NONE

@@ -11,7 +11,8 @@ rebalance timeout, initial rebalance delay, pending sync, offset expiry) come fr
 
 Public API (used by the handlers in ``moldau.broker.handlers.k08..k69``)::
 
-    GroupCoordinator(config: GroupConfig, timer: Timer, storage: OffsetsStorage | None, topics: TopicLookup | None)
+    GroupCoordinator(config: GroupConfig, timer: Timer, storage: OffsetsStorage | None,
+                     topics: TopicLookup | None)
     .load()                                   # replay __consumer_offsets
     .start() / .shutdown()                    # periodic offset expiry
     .partition_for(group_id) -> int
@@ -198,8 +199,13 @@ class DescribedGroup:
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig | None = None, timer: Timer | None = None,
-                 storage: OffsetsStorage | None = None, topics: TopicLookup | None = None) -> None:
+    def __init__(
+        self,
+        config: GroupConfig | None = None,
+        timer: Timer | None = None,
+        storage: OffsetsStorage | None = None,
+        topics: TopicLookup | None = None,
+    ) -> None:
         from .timer import AsyncioTimer
 
         self.config = config or GroupConfig()
@@ -268,7 +274,9 @@ class GroupCoordinator:
         if not req.group_id:
             respond(JoinResult(E.INVALID_GROUP_ID, member_id=req.member_id))
             return
-        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms):
+        if not (
+            self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms
+        ):
             respond(JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id))
             return
         if "classic" not in self.config.rebalance_protocols:
@@ -305,7 +313,13 @@ class GroupCoordinator:
 
         if group.is_in(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
-        if created and group.is_empty and not group.members and not group.pending_members and not group.offsets:
+        if (
+            created
+            and group.is_empty
+            and not group.members
+            and not group.pending_members
+            and not group.offsets
+        ):
             # the join failed before anything was kept: do not leave an empty group behind
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
@@ -319,7 +333,9 @@ class GroupCoordinator:
             return (m is not None and m.awaiting_join is not None) or group.num_awaiting_join < max_size
         return member_id in group.members or group.size < max_size
 
-    def _new_member_join(self, group: ClassicGroup, req: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
+    def _new_member_join(
+        self, group: ClassicGroup, req: JoinRequest, respond: Callable[[JoinResult], None]
+    ) -> None:
         if group.is_dead:
             respond(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=UNKNOWN_MEMBER_ID))
             return
@@ -331,16 +347,18 @@ class GroupCoordinator:
             self._static_member_join(group, new_id, req, respond)
         elif req.require_known_member_id:
             # KIP-394: hand out the id first, the member joins again with it
-            handle = self.timer.call_later(req.session_timeout_ms,
-                                           lambda: self._on_pending_member_expired(group, new_id))
+            handle = self.timer.call_later(
+                req.session_timeout_ms, lambda: self._on_pending_member_expired(group, new_id)
+            )
             group.add_pending_member(new_id, handle)
             log.debug("group %s: new member gets id %s (MEMBER_ID_REQUIRED)", group.group_id, new_id)
             respond(JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
             self._add_member_and_rebalance(group, new_id, req, respond)
 
-    def _static_member_join(self, group: ClassicGroup, new_id: str, req: JoinRequest,
-                            respond: Callable[[JoinResult], None]) -> None:
+    def _static_member_join(
+        self, group: ClassicGroup, new_id: str, req: JoinRequest, respond: Callable[[JoinResult], None]
+    ) -> None:
         assert req.group_instance_id is not None
         old_id = group.static_member_id(req.group_instance_id)
         if old_id is None:
@@ -348,8 +366,9 @@ class GroupCoordinator:
         else:
             self._update_static_member_and_rebalance(group, old_id, new_id, req, respond)
 
-    def _current_member_join(self, group: ClassicGroup, req: JoinRequest,
-                             respond: Callable[[JoinResult], None]) -> None:
+    def _current_member_join(
+        self, group: ClassicGroup, req: JoinRequest, respond: Callable[[JoinResult], None]
+    ) -> None:
         mid = req.member_id
         if group.is_dead:
             respond(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=mid))
@@ -364,7 +383,9 @@ class GroupCoordinator:
                 return
             self._add_member_and_rebalance(group, mid, req, respond)
             return
-        instance_not_found = req.group_instance_id is not None and req.group_instance_id not in group.static_members
+        instance_not_found = (
+            req.group_instance_id is not None and req.group_instance_id not in group.static_members
+        )
         if group.is_static_member_fenced(req.group_instance_id, mid):
             respond(JoinResult(E.FENCED_INSTANCE_ID, member_id=mid))
             return
@@ -372,7 +393,9 @@ class GroupCoordinator:
             respond(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
             return
         member = group.get(mid)
-        reason = f"member {mid} rejoins during {group.state.value}" + (f" ({req.reason})" if req.reason else "")
+        reason = f"member {mid} rejoins during {group.state.value}" + (
+            f" ({req.reason})" if req.reason else ""
+        )
         if group.is_in(S.PREPARING_REBALANCE):
             self._update_member_and_rebalance(group, member, req, respond, reason)
         elif group.is_in(S.COMPLETING_REBALANCE):
@@ -386,9 +409,16 @@ class GroupCoordinator:
                 # the leader's JoinGroup forces a rebalance (topic metadata changes); so does changed metadata
                 self._update_member_and_rebalance(group, member, req, respond, reason)
             else:
-                respond(JoinResult(E.NONE, member_id=mid, generation_id=group.generation_id,
-                                   protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                                   leader_id=group.leader_id or ""))
+                respond(
+                    JoinResult(
+                        E.NONE,
+                        member_id=mid,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader_id=group.leader_id or "",
+                    )
+                )
         else:  # Empty (or Dead): the member must reset and join again
             respond(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
 
@@ -403,8 +433,9 @@ class GroupCoordinator:
             members=group.current_member_metadata() if group.is_leader(member.member_id) else [],
         )
 
-    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, req: JoinRequest,
-                                  respond: Callable[[JoinResult], None]) -> None:
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, member_id: str, req: JoinRequest, respond: Callable[[JoinResult], None]
+    ) -> None:
         member = ClassicMember(
             member_id=member_id,
             group_instance_id=req.group_instance_id,
@@ -422,25 +453,42 @@ class GroupCoordinator:
         # a new member that never completes its join is dropped after the new-member timeout (KIP-394)
         self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
         log.info("group %s: member %s (client %s) joins", group.group_id, member_id, req.client_id)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}"
-                                      + (f" ({req.reason})" if req.reason else ""))
+        self._maybe_prepare_rebalance(
+            group, f"adding new member {member_id}" + (f" ({req.reason})" if req.reason else "")
+        )
 
-    def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember, req: JoinRequest,
-                                     respond: Callable[[JoinResult], None], reason: str) -> None:
+    def _update_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        member: ClassicMember,
+        req: JoinRequest,
+        respond: Callable[[JoinResult], None],
+        reason: str,
+    ) -> None:
         if member.awaiting_join is not None:
             # a duplicate JoinGroup (the client gave up on the first one): the older request gets an answer
             # that makes it retry rather than hang
-            group.invoke_join_callback(member, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+            group.invoke_join_callback(
+                member, JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id)
+            )
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, respond)
         self._maybe_prepare_rebalance(group, reason)
 
-    def _update_static_member_and_rebalance(self, group: ClassicGroup, old_id: str, new_id: str, req: JoinRequest,
-                                            respond: Callable[[JoinResult], None]) -> None:
+    def _update_static_member_and_rebalance(
+        self,
+        group: ClassicGroup,
+        old_id: str,
+        new_id: str,
+        req: JoinRequest,
+        respond: Callable[[JoinResult], None],
+    ) -> None:
         assert req.group_instance_id is not None
         instance_id = req.group_instance_id
         current_leader = group.leader_id or ""
         member = group.replace_static_member(
-            instance_id, old_id, new_id,
+            instance_id,
+            old_id,
+            new_id,
             JoinResult(E.FENCED_INSTANCE_ID, member_id=old_id),
             SyncResult(E.FENCED_INSTANCE_ID),
         )
@@ -448,27 +496,54 @@ class GroupCoordinator:
         old_protocols = list(member.protocols)
         old_rebalance_timeout, old_session_timeout = member.rebalance_timeout_ms, member.session_timeout_ms
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, respond)
-        log.info("group %s: static member %s rejoins as %s (was %s)", group.group_id, instance_id, new_id, old_id)
+        log.info(
+            "group %s: static member %s rejoins as %s (was %s)", group.group_id, instance_id, new_id, old_id
+        )
         if group.is_in(S.STABLE):
             if group.protocol_name == group.select_protocol():
                 # nothing changes for the group: keep the generation and the assignment, persist the new id
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
                 generation = group.generation_id
-                self.spawn(self._store_static_replacement(
-                    group, member, generation, assignment, instance_id, old_id, new_id, current_leader,
-                    old_protocols, old_rebalance_timeout, old_session_timeout, req.supports_skip_assignment))
+                self.spawn(
+                    self._store_static_replacement(
+                        group,
+                        member,
+                        generation,
+                        assignment,
+                        instance_id,
+                        old_id,
+                        new_id,
+                        current_leader,
+                        old_protocols,
+                        old_rebalance_timeout,
+                        old_session_timeout,
+                        req.supports_skip_assignment,
+                    )
+                )
             else:
-                self._maybe_prepare_rebalance(group, f"static member {instance_id} rejoins with another protocol")
+                self._maybe_prepare_rebalance(
+                    group, f"static member {instance_id} rejoins with another protocol"
+                )
         elif group.is_in(S.COMPLETING_REBALANCE):
             # the old incarnation may already have an assignment the new one does not know: rebalance
             self._prepare_rebalance(group, f"static member {instance_id} rejoins during CompletingRebalance")
         # PreparingRebalance: the member simply takes part in the join phase
 
-    async def _store_static_replacement(self, group: ClassicGroup, member: ClassicMember, generation: int,
-                                        assignment: dict[str, bytes], instance_id: str, old_id: str, new_id: str,
-                                        current_leader: str, old_protocols: list[tuple[str, bytes]],
-                                        old_rebalance_timeout: int, old_session_timeout: int,
-                                        supports_skip: bool) -> None:
+    async def _store_static_replacement(
+        self,
+        group: ClassicGroup,
+        member: ClassicMember,
+        generation: int,
+        assignment: dict[str, bytes],
+        instance_id: str,
+        old_id: str,
+        new_id: str,
+        current_leader: str,
+        old_protocols: list[tuple[str, bytes]],
+        old_rebalance_timeout: int,
+        old_session_timeout: int,
+        supports_skip: bool,
+    ) -> None:
         error = await self._store_group(group, assignment)
         if group.members.get(new_id) is not member:
             return
@@ -476,27 +551,45 @@ class GroupCoordinator:
             # restore the old member id; the join is answered with the storage error
             cb = member.awaiting_join
             group.update_member(member, old_protocols, old_rebalance_timeout, old_session_timeout, None)
-            restored = group.replace_static_member(instance_id, new_id, old_id,
-                                                   JoinResult(error, member_id=UNKNOWN_MEMBER_ID),
-                                                   SyncResult(error))
+            restored = group.replace_static_member(
+                instance_id, new_id, old_id, JoinResult(error, member_id=UNKNOWN_MEMBER_ID), SyncResult(error)
+            )
             self._schedule_heartbeat(group, restored)
             if cb is not None:
-                cb(JoinResult(error, member_id=UNKNOWN_MEMBER_ID, generation_id=group.generation_id,
-                              protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                              leader_id=current_leader))
+                cb(
+                    JoinResult(
+                        error,
+                        member_id=UNKNOWN_MEMBER_ID,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader_id=current_leader,
+                    )
+                )
             return
         if supports_skip:
             # KIP-814: the leader learns it leads but must not run the assignor while the group is stable
             is_leader = group.is_leader(new_id)
-            result = JoinResult(E.NONE, member_id=new_id, generation_id=group.generation_id,
-                                protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                                leader_id=group.leader_id or "", skip_assignment=is_leader,
-                                members=group.current_member_metadata() if is_leader else [])
+            result = JoinResult(
+                E.NONE,
+                member_id=new_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=group.leader_id or "",
+                skip_assignment=is_leader,
+                members=group.current_member_metadata() if is_leader else [],
+            )
         else:
             # before JoinGroup v9: report the old leader id so that a replaced leader does not reassign
-            result = JoinResult(E.NONE, member_id=new_id, generation_id=group.generation_id,
-                                protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                                leader_id=current_leader)
+            result = JoinResult(
+                E.NONE,
+                member_id=new_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=current_leader,
+            )
         group.invoke_join_callback(member, result)
 
     def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
@@ -519,10 +612,15 @@ class GroupCoordinator:
             group.join_timer = self.timer.call_later(delay, lambda: self._on_initial_delay_expired(group))
         else:
             group.join_timer_is_initial = False
-            group.join_timer = self.timer.call_later(group.rebalance_timeout_ms(),
-                                                     lambda: self._on_join_timeout(group))
-        log.info("group %s: preparing to rebalance, old generation %d (%s)", group.group_id,
-                 group.generation_id, reason)
+            group.join_timer = self.timer.call_later(
+                group.rebalance_timeout_ms(), lambda: self._on_join_timeout(group)
+            )
+        log.info(
+            "group %s: preparing to rebalance, old generation %d (%s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
         self._try_complete_join(group)
 
     def _on_initial_delay_expired(self, group: ClassicGroup) -> None:
@@ -546,7 +644,11 @@ class GroupCoordinator:
             self._complete_join(group)
 
     def _try_complete_join(self, group: ClassicGroup) -> None:
-        if group.is_in(S.PREPARING_REBALANCE) and not group.join_timer_is_initial and group.has_all_members_joined():
+        if (
+            group.is_in(S.PREPARING_REBALANCE)
+            and not group.join_timer_is_initial
+            and group.has_all_members_joined()
+        ):
             self._complete_join(group)
 
     def _complete_join(self, group: ClassicGroup) -> None:
@@ -557,7 +659,9 @@ class GroupCoordinator:
         # dynamic members that did not rejoin in time are out; static ones keep their place
         for m in group.not_yet_rejoined_members():
             if not m.is_static:
-                log.info("group %s: member %s did not rejoin in time, removing it", group.group_id, m.member_id)
+                log.info(
+                    "group %s: member %s did not rejoin in time, removing it", group.group_id, m.member_id
+                )
                 group.invoke_sync_callback(m, SyncResult(E.UNKNOWN_MEMBER_ID))
                 group.remove(m.member_id)
         if group.is_dead:
@@ -565,16 +669,23 @@ class GroupCoordinator:
         if not group.maybe_elect_new_joined_leader() and group.members:
             # nobody rejoined: wait for the session timeouts to remove the silent (static) members
             log.warning("group %s: no member rejoined, waiting another rebalance timeout", group.group_id)
-            group.join_timer = self.timer.call_later(max(group.rebalance_timeout_ms(), 1),
-                                                     lambda: self._on_join_timeout(group))
+            group.join_timer = self.timer.call_later(
+                max(group.rebalance_timeout_ms(), 1), lambda: self._on_join_timeout(group)
+            )
             return
         group.init_next_generation(self.now())
         if group.is_empty:
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
             self.spawn(self._store_group(group, {}))
             return
-        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
-                 group.generation_id, group.size, group.protocol_name, group.leader_id)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            group.group_id,
+            group.generation_id,
+            group.size,
+            group.protocol_name,
+            group.leader_id,
+        )
         for m in list(group.members.values()):
             group.invoke_join_callback(m, self._join_result_for(group, m))
             self._schedule_heartbeat(group, m)
@@ -583,10 +694,16 @@ class GroupCoordinator:
         self._schedule_pending_sync(group)
 
     # ================================================================================ SyncGroup
-    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
-                         group_instance_id: str | None = None, protocol_type: str | None = None,
-                         protocol_name: str | None = None,
-                         assignments: dict[str, bytes] | None = None) -> SyncResult:
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: dict[str, bytes] | None = None,
+    ) -> SyncResult:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[SyncResult] = loop.create_future()
 
@@ -594,13 +711,29 @@ class GroupCoordinator:
             if not fut.done():
                 fut.set_result(result)
 
-        self.handle_sync(group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-                         assignments or {}, respond)
+        self.handle_sync(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            assignments or {},
+            respond,
+        )
         return await fut
 
-    def handle_sync(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-                    respond: Callable[[SyncResult], None]) -> None:
+    def handle_sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        respond: Callable[[SyncResult], None],
+    ) -> None:
         if not group_id:
             respond(SyncResult(E.INVALID_GROUP_ID))
             return
@@ -641,16 +774,21 @@ class GroupCoordinator:
                 missing = [mid for mid in group.members if mid not in assignments]
                 if missing:
                     log.warning("group %s: leader %s gave no assignment for %s", group_id, member_id, missing)
-                log.info("group %s: assignment received from leader %s for generation %d", group_id, member_id,
-                         group.generation_id)
+                log.info(
+                    "group %s: assignment received from leader %s for generation %d",
+                    group_id,
+                    member_id,
+                    group.generation_id,
+                )
                 self.spawn(self._store_and_propagate(group, group.generation_id, assignment, member_id))
         else:  # Stable: hand out the current assignment
             group.pending_sync_members.discard(member_id)
             respond(SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
             self._schedule_heartbeat(group, member)
 
-    async def _store_and_propagate(self, group: ClassicGroup, generation: int, assignment: dict[str, bytes],
-                                   leader_id: str) -> None:
+    async def _store_and_propagate(
+        self, group: ClassicGroup, generation: int, assignment: dict[str, bytes], leader_id: str
+    ) -> None:
         error = await self._store_group(group, assignment)
         # another member may have joined meanwhile: only act if the generation is still completing
         if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:
@@ -672,8 +810,9 @@ class GroupCoordinator:
 
     def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
         for m in list(group.members.values()):
-            result = SyncResult(error, m.assignment if error == E.NONE else b"", group.protocol_type,
-                                group.protocol_name)
+            result = SyncResult(
+                error, m.assignment if error == E.NONE else b"", group.protocol_type, group.protocol_name
+            )
             if group.invoke_sync_callback(m, result):
                 # restart the session clock: expiries that fell while the member waited were ignored
                 self._schedule_heartbeat(group, m)
@@ -681,8 +820,9 @@ class GroupCoordinator:
     def _schedule_pending_sync(self, group: ClassicGroup) -> None:
         self._cancel_pending_sync(group)
         generation = group.generation_id
-        group.sync_timer = self.timer.call_later(group.rebalance_timeout_ms(),
-                                                 lambda: self._on_pending_sync_expired(group, generation))
+        group.sync_timer = self.timer.call_later(
+            group.rebalance_timeout_ms(), lambda: self._on_pending_sync_expired(group, generation)
+        )
 
     def _cancel_pending_sync(self, group: ClassicGroup) -> None:
         group.pending_sync_members.clear()
@@ -706,8 +846,9 @@ class GroupCoordinator:
         self._prepare_rebalance(group, f"removing {missing} on pending sync expiration")
 
     # ================================================================================ Heartbeat
-    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
-                  group_instance_id: str | None = None) -> int:
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
+    ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
         group = self.classic_group(group_id)
@@ -734,7 +875,9 @@ class GroupCoordinator:
         # CompletingRebalance: clients may heartbeat between the JoinGroup and the SyncGroup answers
         return E.NONE
 
-    def _schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember, timeout_ms: int | None = None) -> None:
+    def _schedule_heartbeat(
+        self, group: ClassicGroup, member: ClassicMember, timeout_ms: int | None = None
+    ) -> None:
         member.cancel_expiry()
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.expiry = self.timer.call_later(timeout, lambda: self._on_heartbeat_expired(group, member))
@@ -746,8 +889,12 @@ class GroupCoordinator:
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             # waiting on the coordinator counts as alive; the clock restarts when the wait ends
             return
-        log.info("group %s: member %s failed its session timeout (%d ms), removing it", group.group_id,
-                 member.member_id, member.session_timeout_ms)
+        log.info(
+            "group %s: member %s failed its session timeout (%d ms), removing it",
+            group.group_id,
+            member.member_id,
+            member.session_timeout_ms,
+        )
         self._remove_member_and_update_group(group, member, f"member {member.member_id} session expired")
 
     def _on_pending_member_expired(self, group: ClassicGroup, member_id: str) -> None:
@@ -758,7 +905,9 @@ class GroupCoordinator:
         if group.is_in(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
+    def _remove_member_and_update_group(
+        self, group: ClassicGroup, member: ClassicMember, reason: str
+    ) -> None:
         # a member still waiting on JoinGroup/SyncGroup gets an answer that makes it rejoin if it is alive
         group.invoke_join_callback(member, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID))
         group.invoke_sync_callback(member, SyncResult(E.UNKNOWN_MEMBER_ID))
@@ -769,9 +918,10 @@ class GroupCoordinator:
             self._try_complete_join(group)
 
     # ================================================================================ LeaveGroup
-    async def leave_group(self, group_id: str,
-                          members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
-        """``members``: (member_id, group_instance_id, reason). Returns (top-level error, per-member errors)."""
+    async def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None, str | None]]
+    ) -> tuple[int, list[int]]:
+        """``members``: (member_id, group_instance_id, reason) -> (top-level error, per-member errors)."""
         if not group_id:
             return E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID] * len(members)
         group = self.groups.get(group_id)
@@ -813,7 +963,9 @@ class GroupCoordinator:
         self._remove_member_and_update_group(group, member, reason)
 
     # ============================================================================ group persistence
-    def group_metadata_value(self, group: ClassicGroup, assignment: dict[str, bytes]) -> fmt.GroupMetadataValue:
+    def group_metadata_value(
+        self, group: ClassicGroup, assignment: dict[str, bytes]
+    ) -> fmt.GroupMetadataValue:
         protocol = group.protocol_name
         return fmt.GroupMetadataValue(
             protocol_type=group.protocol_type or "",
@@ -846,8 +998,16 @@ class GroupCoordinator:
         return E.NONE
 
     # =============================================================================== OffsetCommit
-    def validate_commit(self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None,
-                        api_version: int, *, transactional: bool = False) -> tuple[int, GroupBase | None]:
+    def validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        api_version: int,
+        *,
+        transactional: bool = False,
+    ) -> tuple[int, GroupBase | None]:
         """Kafka's offset commit validation; creates a "simple" group for generation -1 commits."""
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
@@ -857,8 +1017,9 @@ class GroupCoordinator:
                 return E.GROUP_ID_NOT_FOUND, None
             return E.ILLEGAL_GENERATION, None
         if not isinstance(group, ClassicGroup):
-            return self.consumer.validate_commit(group, member_id, generation_id, api_version,
-                                                 transactional), group
+            return self.consumer.validate_commit(
+                group, member_id, generation_id, api_version, transactional
+            ), group
         if generation_id < 0 and group.is_empty:
             return E.NONE, group
         if generation_id >= 0 or member_id or group_instance_id is not None:
@@ -886,10 +1047,18 @@ class GroupCoordinator:
         # Kafka compares String.length() (UTF-16 code units)
         return len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes
 
-    async def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
-                             group_instance_id: str | None, offsets: dict[TopicPartition, CommittedOffset],
-                             api_version: int = 9) -> dict[TopicPartition, int]:
-        error, group = self.validate_commit(group_id, member_id, generation_id, group_instance_id, api_version)
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, CommittedOffset],
+        api_version: int = 9,
+    ) -> dict[TopicPartition, int]:
+        error, group = self.validate_commit(
+            group_id, member_id, generation_id, group_instance_id, api_version
+        )
         if error != E.NONE or group is None:
             return {tp: error for tp in offsets}
         results: dict[TopicPartition, int] = {}
@@ -920,18 +1089,25 @@ class GroupCoordinator:
         return {tp: results[tp] for tp in offsets}
 
     # ----------------------------------------------------------------- transactional offsets (hooks)
-    async def commit_transactional_offsets(self, group_id: str, producer_id: int, member_id: str,
-                                           generation_id: int, group_instance_id: str | None,
-                                           offsets: dict[TopicPartition, CommittedOffset],
-                                           api_version: int = 3) -> dict[TopicPartition, int]:
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, CommittedOffset],
+        api_version: int = 3,
+    ) -> dict[TopicPartition, int]:
         """TxnOffsetCommit: offsets kept pending until the transaction ends (``complete_transaction``)."""
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             group = self._create_classic_group(group_id)
             error = E.NONE
         else:
-            error, _ = self.validate_commit(group_id, member_id, generation_id, group_instance_id, api_version,
-                                            transactional=True)
+            error, _ = self.validate_commit(
+                group_id, member_id, generation_id, group_instance_id, api_version, transactional=True
+            )
         if error != E.NONE:
             return {tp: error for tp in offsets}
         results: dict[TopicPartition, int] = {}
@@ -944,8 +1120,9 @@ class GroupCoordinator:
                 results[tp] = E.NONE
         return results
 
-    async def complete_transaction(self, producer_id: int, committed: bool,
-                                   group_ids: Iterable[str] | None = None) -> None:
+    async def complete_transaction(
+        self, producer_id: int, committed: bool, group_ids: Iterable[str] | None = None
+    ) -> None:
         """End of a transaction: its pending offsets become committed (and durable) or are dropped."""
         for gid in list(group_ids) if group_ids is not None else list(self.groups):
             group = self.groups.get(gid)
@@ -954,15 +1131,23 @@ class GroupCoordinator:
             pending = group.pending_txn_offsets.pop(producer_id, None)
             if not pending or not committed:
                 continue
-            records = [(fmt.encode_offset_commit_key(gid, t, p), fmt.encode_offset_commit_value(_to_value(co)))
-                       for (t, p), co in pending.items()]
+            records = [
+                (fmt.encode_offset_commit_key(gid, t, p), fmt.encode_offset_commit_value(_to_value(co)))
+                for (t, p), co in pending.items()
+            ]
             await self.append(gid, records)
             if not group.is_dead:
                 group.offsets.update(pending)
 
     # ================================================================================ OffsetFetch
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
-                      member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[PartitionOffset]]:
+    def fetch_offsets(
+        self,
+        group_id: str,
+        partitions: list[TopicPartition] | None,
+        require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> tuple[int, list[PartitionOffset]]:
         """Committed offsets; ``partitions`` None = all of the group's. Unknown ones answer offset -1."""
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
@@ -974,8 +1159,11 @@ class GroupCoordinator:
             if error != E.NONE:
                 return error, []
         if partitions is None:
-            wanted = sorted(set(group.offsets) | {tp for offs in group.pending_txn_offsets.values() for tp in offs}
-                            if require_stable else group.offsets)
+            wanted = sorted(
+                set(group.offsets) | {tp for offs in group.pending_txn_offsets.values() for tp in offs}
+                if require_stable
+                else group.offsets
+            )
         else:
             wanted = list(partitions)
         out: list[PartitionOffset] = []
@@ -991,16 +1179,19 @@ class GroupCoordinator:
         return E.NONE, out
 
     # =============================================================================== OffsetDelete
-    async def delete_offsets(self, group_id: str,
-                             partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, int]]:
         if not group_id:
             return E.INVALID_GROUP_ID, {}
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             return E.GROUP_ID_NOT_FOUND, {}
         if isinstance(group, ClassicGroup):
-            if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) \
-                    and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            if (
+                group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE)
+                and group.protocol_type != CONSUMER_PROTOCOL_TYPE
+            ):
                 return E.NON_EMPTY_GROUP, {}
             subscribed = group.is_subscribed_to_topic
         else:
@@ -1018,7 +1209,9 @@ class GroupCoordinator:
             for tp in deleted:
                 group.offsets.pop(tp, None)
             try:
-                await self.append(group_id, [(fmt.encode_offset_commit_key(group_id, t, p), None) for t, p in deleted])
+                await self.append(
+                    group_id, [(fmt.encode_offset_commit_key(group_id, t, p), None) for t, p in deleted]
+                )
             except Exception as exc:
                 log.warning("group %s: writing offset tombstones failed: %s", group_id, exc)
                 return _storage_error(exc), {}
@@ -1069,8 +1262,9 @@ class GroupCoordinator:
             del self.groups[group.group_id]
 
     # ============================================================================ List / Describe
-    def list_groups(self, states_filter: list[str] | None = None,
-                    types_filter: list[str] | None = None) -> list[ListedGroup]:
+    def list_groups(
+        self, states_filter: list[str] | None = None, types_filter: list[str] | None = None
+    ) -> list[ListedGroup]:
         states = {s.lower() for s in states_filter or []}
         types = {t.lower() for t in types_filter or []}
         out: list[ListedGroup] = []
@@ -1088,21 +1282,41 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
-            return DescribedGroup(group_id, error=E.GROUP_ID_NOT_FOUND,
-                                  error_message=f"Group {group_id} not found.")
+            return DescribedGroup(
+                group_id, error=E.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."
+            )
         if not isinstance(group, ClassicGroup):
-            return DescribedGroup(group_id, error=E.GROUP_ID_NOT_FOUND,
-                                  error_message=f"Group {group_id} is not a classic group.")
+            return DescribedGroup(
+                group_id,
+                error=E.GROUP_ID_NOT_FOUND,
+                error_message=f"Group {group_id} is not a classic group.",
+            )
         if group.is_in(S.STABLE):
             protocol = group.protocol_name or ""
-            members = [DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                       m.metadata(protocol), m.assignment) for m in group.members.values()]
+            members = [
+                DescribedMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(protocol),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ]
         else:
             protocol = ""
-            members = [DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
-                       for m in group.members.values()]
-        return DescribedGroup(group_id, state=group.state_name, protocol_type=group.protocol_type or "",
-                              protocol=protocol, members=members)
+            members = [
+                DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+                for m in group.members.values()
+            ]
+        return DescribedGroup(
+            group_id,
+            state=group.state_name,
+            protocol_type=group.protocol_type or "",
+            protocol=protocol,
+            members=members,
+        )
 
     # ================================================================================ expiration
     def start(self) -> None:
@@ -1113,8 +1327,9 @@ class GroupCoordinator:
     def _schedule_cleanup(self) -> None:
         if self._stopped:
             return
-        self._cleanup_handle = self.timer.call_later(self.config.offsets_retention_check_interval_ms,
-                                                     self._on_cleanup_timer)
+        self._cleanup_handle = self.timer.call_later(
+            self.config.offsets_retention_check_interval_ms, self._on_cleanup_timer
+        )
 
     def _on_cleanup_timer(self) -> None:
         self.spawn(self.cleanup_expired_offsets())
@@ -1162,17 +1377,28 @@ class GroupCoordinator:
                 return now >= co.expire_timestamp
             return now - base >= retention
 
-        def pick(base_of: Callable[[CommittedOffset], int], subscribed: set[str] | None = None) -> list[TopicPartition]:
-            return [tp for tp, co in group.offsets.items()
-                    if (subscribed is None or tp[0] not in subscribed)
-                    and not group.has_pending_txn_offset(tp) and expired(co, base_of(co))]
+        def pick(
+            base_of: Callable[[CommittedOffset], int], subscribed: set[str] | None = None
+        ) -> list[TopicPartition]:
+            return [
+                tp
+                for tp, co in group.offsets.items()
+                if (subscribed is None or tp[0] not in subscribed)
+                and not group.has_pending_txn_offset(tp)
+                and expired(co, base_of(co))
+            ]
 
         if isinstance(group, ClassicGroup):
             if group.protocol_type is not None and group.is_empty:
                 # nobody in the group: retention counts from when it became empty
-                return pick(lambda co: group.state_timestamp if group.state_timestamp >= 0 else co.commit_timestamp)
-            if group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None \
-                    and group.is_in(S.STABLE):
+                return pick(
+                    lambda co: group.state_timestamp if group.state_timestamp >= 0 else co.commit_timestamp
+                )
+            if (
+                group.protocol_type == CONSUMER_PROTOCOL_TYPE
+                and group.subscribed_topics is not None
+                and group.is_in(S.STABLE)
+            ):
                 # active consumers: offsets of topics nobody subscribes to expire from their last commit
                 return pick(lambda co: co.commit_timestamp, group.subscribed_topics)
             if group.protocol_type is None:
@@ -1204,7 +1430,8 @@ class GroupCoordinator:
                         else:
                             v = fmt.decode_offset_commit_value(value)
                             group_offsets[(k.topic, k.partition)] = CommittedOffset(
-                                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                            )
                     elif isinstance(k, fmt.GroupMetadataKey):
                         groups[k.group] = None if value is None else fmt.decode_group_metadata_value(value)
                     else:
@@ -1241,7 +1468,9 @@ class GroupCoordinator:
                 group_instance_id=rec.group_instance_id,
                 client_id=rec.client_id,
                 client_host=rec.client_host,
-                rebalance_timeout_ms=rec.rebalance_timeout if rec.rebalance_timeout >= 0 else rec.session_timeout,
+                rebalance_timeout_ms=rec.rebalance_timeout
+                if rec.rebalance_timeout >= 0
+                else rec.session_timeout,
                 session_timeout_ms=rec.session_timeout,
                 protocol_type=group.protocol_type or "",
                 protocols=[(value.protocol or "", rec.subscription)],
@@ -1273,8 +1502,13 @@ class GroupCoordinator:
 
 
 def _to_value(co: CommittedOffset) -> fmt.OffsetCommitValue:
-    return fmt.OffsetCommitValue(offset=co.offset, metadata=co.metadata or "", commit_timestamp=co.commit_timestamp,
-                                 leader_epoch=co.leader_epoch, expire_timestamp=co.expire_timestamp)
+    return fmt.OffsetCommitValue(
+        offset=co.offset,
+        metadata=co.metadata or "",
+        commit_timestamp=co.commit_timestamp,
+        leader_epoch=co.leader_epoch,
+        expire_timestamp=co.expire_timestamp,
+    )
 
 
 def _storage_error(exc: BaseException) -> int:

@@ -167,7 +167,9 @@ class ClassicGroup(GroupBase):
 
     group_type = "classic"
 
-    def __init__(self, group_id: str, now_ms: int, state: ClassicGroupState = ClassicGroupState.EMPTY) -> None:
+    def __init__(
+        self, group_id: str, now_ms: int, state: ClassicGroupState = ClassicGroupState.EMPTY
+    ) -> None:
         super().__init__(group_id, now_ms)
         self.state = state
         self.state_timestamp: int = now_ms
@@ -207,13 +209,18 @@ class ClassicGroup(GroupBase):
 
     def transition(self, new: ClassicGroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[new]:
-            raise AssertionError(f"group {self.group_id}: invalid transition {self.state.value} -> {new.value}")
+            raise AssertionError(
+                f"group {self.group_id}: invalid transition {self.state.value} -> {new.value}"
+            )
         self.state = new
         self.state_timestamp = now_ms
 
     def can_rebalance(self) -> bool:
-        return self.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE,
-                              ClassicGroupState.EMPTY)
+        return self.state in (
+            ClassicGroupState.STABLE,
+            ClassicGroupState.COMPLETING_REBALANCE,
+            ClassicGroupState.EMPTY,
+        )
 
     # --- members
     def has(self, member_id: str) -> bool:
@@ -280,8 +287,10 @@ class ClassicGroup(GroupBase):
             self.supported_protocols += Counter()  # drop zero counts
             if member.awaiting_join is not None:
                 self.num_awaiting_join -= 1
-            if member.group_instance_id is not None and \
-                    self.static_members.get(member.group_instance_id) == member_id:
+            if (
+                member.group_instance_id is not None
+                and self.static_members.get(member.group_instance_id) == member_id
+            ):
                 del self.static_members[member.group_instance_id]
             member.cancel_expiry()
         if self.leader_id == member_id:
@@ -290,8 +299,14 @@ class ClassicGroup(GroupBase):
         self.pending_sync_members.discard(member_id)
         return member
 
-    def update_member(self, member: ClassicMember, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, callback: JoinCallback | None) -> None:
+    def update_member(
+        self,
+        member: ClassicMember,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        callback: JoinCallback | None,
+    ) -> None:
         self.supported_protocols.subtract(set(member.protocol_names()))
         member.protocols = list(protocols)
         self.supported_protocols.update(set(member.protocol_names()))
@@ -304,8 +319,14 @@ class ClassicGroup(GroupBase):
             self.num_awaiting_join -= 1
         member.awaiting_join = callback
 
-    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str,
-                              fence_join: JoinResult, fence_sync: SyncResult) -> ClassicMember:
+    def replace_static_member(
+        self,
+        group_instance_id: str,
+        old_member_id: str,
+        new_member_id: str,
+        fence_join: JoinResult,
+        fence_sync: SyncResult,
+    ) -> ClassicMember:
         member = self.members.pop(old_member_id)
         # fence a request the old incarnation may still be waiting on
         self.invoke_join_callback(member, fence_join)
@@ -377,7 +398,9 @@ class ClassicGroup(GroupBase):
         return sorted(tied)[0]
 
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
-        return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
+        return [
+            (m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()
+        ]
 
     def compute_subscribed_topics(self) -> set[str] | None:
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -446,7 +469,7 @@ def parse_subscription_topics(metadata: bytes) -> list[str] | None:
             pos += 2
             if n < 0 or pos + n > len(buf):
                 return None
-            topics.append(buf[pos: pos + n].decode("utf-8"))
+            topics.append(buf[pos : pos + n].decode("utf-8"))
             pos += n
         return topics
     except (struct.error, UnicodeDecodeError):
@@ -466,7 +489,7 @@ def parse_assignment(assignment: bytes) -> dict[str, list[int]] | None:
         for _ in range(max(count, 0)):
             (n,) = _I16.unpack_from(buf, pos)
             pos += 2
-            topic = buf[pos: pos + n].decode("utf-8")
+            topic = buf[pos : pos + n].decode("utf-8")
             pos += n
             (np_,) = _I32.unpack_from(buf, pos)
             pos += 4
@@ -488,7 +511,9 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None, versi
     return b"".join(parts)
 
 
-def encode_assignment(partitions: dict[str, list[int]], user_data: bytes | None = None, version: int = 0) -> bytes:
+def encode_assignment(
+    partitions: dict[str, list[int]], user_data: bytes | None = None, version: int = 0
+) -> bytes:
     parts = [_I16.pack(version), _I32.pack(len(partitions))]
     for t, ps in partitions.items():
         b = t.encode()
@@ -500,9 +525,18 @@ def encode_assignment(partitions: dict[str, list[int]], user_data: bytes | None 
 
 def describe_dict(group: GroupBase) -> dict[str, Any]:
     """A debugging snapshot of a group."""
-    out: dict[str, Any] = {"group_id": group.group_id, "type": group.group_type, "state": group.state_name,
-                           "offsets": len(group.offsets)}
+    out: dict[str, Any] = {
+        "group_id": group.group_id,
+        "type": group.group_type,
+        "state": group.state_name,
+        "offsets": len(group.offsets),
+    }
     if isinstance(group, ClassicGroup):
-        out.update(generation=group.generation_id, protocol_type=group.protocol_type,
-                   protocol=group.protocol_name, leader=group.leader_id, members=list(group.members))
+        out.update(
+            generation=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            members=list(group.members),
+        )
     return out

@@ -198,7 +198,9 @@ class _Writer:
         return b"".join(self.parts)
 
 
-def encode_offset_commit_key(group: str, topic: str, partition: int, version: int = KEY_OFFSET_COMMIT) -> bytes:
+def encode_offset_commit_key(
+    group: str, topic: str, partition: int, version: int = KEY_OFFSET_COMMIT
+) -> bytes:
     w = _Writer()
     w.i16(version)
     w.string(group)
@@ -216,7 +218,11 @@ def encode_group_metadata_key(group: str) -> bytes:
 
 def offset_commit_value_version(value: OffsetCommitValue) -> int:
     """The version Kafka would write for this value: 1 with an expire timestamp, else 3."""
-    return OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE if value.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+    return (
+        OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRE
+        if value.expire_timestamp >= 0
+        else OFFSET_COMMIT_VALUE_VERSION
+    )
 
 
 def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = None) -> bytes:
@@ -436,8 +442,13 @@ def decode_offsets_record(
         return {"type": "unknown", "error": str(exc), "key_hex": bytes(key).hex()}
     out: dict[str, Any]
     if isinstance(k, OffsetCommitKey):
-        out = {"type": "offset_commit", "key_version": k.version, "group": k.group, "topic": k.topic,
-               "partition": k.partition}
+        out = {
+            "type": "offset_commit",
+            "key_version": k.version,
+            "group": k.group,
+            "topic": k.topic,
+            "partition": k.partition,
+        }
         if value is None:
             out["tombstone"] = True
             return out
@@ -446,8 +457,13 @@ def decode_offsets_record(
         except RecordFormatError as exc:
             out["error"] = str(exc)
             return out
-        out.update(value_version=v.version, offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
-                   commit_timestamp=v.commit_timestamp)
+        out.update(
+            value_version=v.version,
+            offset=v.offset,
+            leader_epoch=v.leader_epoch,
+            metadata=v.metadata,
+            commit_timestamp=v.commit_timestamp,
+        )
         if v.version == 1:
             out["expire_timestamp"] = v.expire_timestamp
         return out
@@ -483,12 +499,18 @@ def decode_offsets_record(
             ],
         )
         return out
-    return {"type": "other", "key_version": k.version, "key_hex": k.raw.hex(),
-            "value_hex": None if value is None else bytes(value).hex(), "tombstone": value is None}
+    return {
+        "type": "other",
+        "key_version": k.version,
+        "key_hex": k.raw.hex(),
+        "value_hex": None if value is None else bytes(value).hex(),
+        "tombstone": value is None,
+    }
 
 
-def dump_fields(key: bytes | bytearray | memoryview | None,
-                value: bytes | bytearray | memoryview | None) -> dict[str, Any]:
+def dump_fields(
+    key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
+) -> dict[str, Any]:
     """``key``/``payload`` strings for ``moldau log dump`` of a __consumer_offsets partition, in the shape of
     Kafka's ``kafka-dump-log.sh --offsets-decoder``: ``{"type":"1","data":{...}}`` and
     ``{"version":"3","data":{...}}`` (``<DELETE>`` for a tombstone), plus the flat ``decoded`` dict."""
@@ -500,21 +522,40 @@ def dump_fields(key: bytes | bytearray | memoryview | None,
         return out
     if d["type"] == "offset_commit":
         kdata: dict[str, Any] = {"group": d["group"], "topic": d["topic"], "partition": d["partition"]}
-        vdata: dict[str, Any] = {"offset": d.get("offset"), "leaderEpoch": d.get("leader_epoch"),
-                                 "metadata": d.get("metadata"), "commitTimestamp": d.get("commit_timestamp")}
+        vdata: dict[str, Any] = {
+            "offset": d.get("offset"),
+            "leaderEpoch": d.get("leader_epoch"),
+            "metadata": d.get("metadata"),
+            "commitTimestamp": d.get("commit_timestamp"),
+        }
         if "expire_timestamp" in d:
             vdata["expireTimestamp"] = d["expire_timestamp"]
     else:
         kdata = {"group": d["group"]}
-        vdata = {"protocolType": d.get("protocol_type"), "generation": d.get("generation"),
-                 "protocol": d.get("protocol"), "leader": d.get("leader"),
-                 "currentStateTimestamp": d.get("current_state_timestamp"),
-                 "members": [{"memberId": m["member_id"], "groupInstanceId": m["group_instance_id"],
-                              "clientId": m["client_id"], "clientHost": m["client_host"],
-                              "rebalanceTimeout": m["rebalance_timeout"], "sessionTimeout": m["session_timeout"],
-                              "subscription": m["subscription_hex"], "assignment": m["assignment_hex"]}
-                             for m in d.get("members", [])]}
+        vdata = {
+            "protocolType": d.get("protocol_type"),
+            "generation": d.get("generation"),
+            "protocol": d.get("protocol"),
+            "leader": d.get("leader"),
+            "currentStateTimestamp": d.get("current_state_timestamp"),
+            "members": [
+                {
+                    "memberId": m["member_id"],
+                    "groupInstanceId": m["group_instance_id"],
+                    "clientId": m["client_id"],
+                    "clientHost": m["client_host"],
+                    "rebalanceTimeout": m["rebalance_timeout"],
+                    "sessionTimeout": m["session_timeout"],
+                    "subscription": m["subscription_hex"],
+                    "assignment": m["assignment_hex"],
+                }
+                for m in d.get("members", [])
+            ],
+        }
     out["key"] = json.dumps({"type": str(d["key_version"]), "data": kdata}, separators=(",", ":"))
-    out["payload"] = "<DELETE>" if d.get("tombstone") else json.dumps(
-        {"version": str(d["value_version"]), "data": vdata}, separators=(",", ":"))
+    out["payload"] = (
+        "<DELETE>"
+        if d.get("tombstone")
+        else json.dumps({"version": str(d["value_version"]), "data": vdata}, separators=(",", ":"))
+    )
     return out

@@ -1,7 +1,7 @@
 """Where the coordinator's records go: the partitions of ``__consumer_offsets``.
 
     class OffsetsStorage(Protocol):
-        async def append(partition, records: list[(key bytes, value bytes | None)]) -> None   # durable on return
+        async def append(partition, records: list[(key, value | None)]) -> None   # durable on return
         def read(partition) -> Iterable[(key, value)]                                        # for loading
 
 ``MemoryOffsetsStorage`` keeps the records in lists (unit tests, and the "restart" of a coordinator over

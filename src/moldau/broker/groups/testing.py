@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from moldau.broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
-from moldau.broker.groups.group import JoinResult, SyncResult, encode_assignment, encode_subscription
+from moldau.broker.groups.group import JoinResult, encode_assignment, encode_subscription
 from moldau.broker.groups.storage import MemoryOffsetsStorage
 from moldau.broker.groups.timer import ManualTimer
 
@@ -44,8 +44,13 @@ class Box:
 
 
 class Harness:
-    def __init__(self, storage: MemoryOffsetsStorage | None = None, timer: ManualTimer | None = None,
-                 topics: Any = None, **config: Any) -> None:
+    def __init__(
+        self,
+        storage: MemoryOffsetsStorage | None = None,
+        timer: ManualTimer | None = None,
+        topics: Any = None,
+        **config: Any,
+    ) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.timer = timer or ManualTimer()
         self.storage = storage if storage is not None else MemoryOffsetsStorage()
@@ -56,21 +61,44 @@ class Harness:
     def restart(self) -> "Harness":
         """A new coordinator over the same storage (a broker restart), loaded."""
         self.coord.shutdown()
-        h = Harness(self.storage, self.timer, self.topics,
-                    **{k: getattr(self.config, k) for k in self.config.__slots__})
+        h = Harness(
+            self.storage,
+            self.timer,
+            self.topics,
+            **{k: getattr(self.config, k) for k in self.config.__slots__},
+        )
         h.coord.load()
         return h
 
-    def join(self, group: str = "g", member_id: str = "", *, protocols: list[tuple[str, bytes]] | None = None,
-             protocol_type: str = "consumer", instance: str | None = None, session: int = 10_000,
-             rebalance: int = 30_000, client_id: str = "c", version: int = 9, reason: str | None = None) -> Box:
+    def join(
+        self,
+        group: str = "g",
+        member_id: str = "",
+        *,
+        protocols: list[tuple[str, bytes]] | None = None,
+        protocol_type: str = "consumer",
+        instance: str | None = None,
+        session: int = 10_000,
+        rebalance: int = 30_000,
+        client_id: str = "c",
+        version: int = 9,
+        reason: str | None = None,
+    ) -> Box:
         box = Box()
-        req = JoinRequest(group_id=group, member_id=member_id, session_timeout_ms=session,
-                          rebalance_timeout_ms=rebalance, protocol_type=protocol_type,
-                          protocols=protocols if protocols is not None else [("range", SUB_T)],
-                          group_instance_id=instance, client_id=client_id, client_host="/127.0.0.1",
-                          require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
-                          reason=reason)
+        req = JoinRequest(
+            group_id=group,
+            member_id=member_id,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            protocol_type=protocol_type,
+            protocols=protocols if protocols is not None else [("range", SUB_T)],
+            group_instance_id=instance,
+            client_id=client_id,
+            client_host="/127.0.0.1",
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+            reason=reason,
+        )
         self.coord.handle_join(req, box)
         return box
 
@@ -80,12 +108,20 @@ class Harness:
         assert first.error == 79, first
         return first.member_id, self.join(group, first.member_id, **kw)
 
-    def sync(self, group: str, generation: int, member_id: str, assignments: dict[str, bytes] | None = None,
-             instance: str | None = None, protocol_type: str | None = None,
-             protocol_name: str | None = None) -> Box:
+    def sync(
+        self,
+        group: str,
+        generation: int,
+        member_id: str,
+        assignments: dict[str, bytes] | None = None,
+        instance: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> Box:
         box = Box()
-        self.coord.handle_sync(group, generation, member_id, instance, protocol_type, protocol_name,
-                               assignments or {}, box)
+        self.coord.handle_sync(
+            group, generation, member_id, instance, protocol_type, protocol_name, assignments or {}, box
+        )
         return box
 
     async def settle(self) -> None:
@@ -120,7 +156,9 @@ class Harness:
         leader = next(r.leader_id for r in results.values())
         if n > 1:
             assignment = {mid: encode_assignment({"t": [i]}) for i, mid in enumerate(ids)}
-            sync_boxes = {mid: self.sync(group, gen, mid, assignment if mid == leader else None) for mid in ids}
+            sync_boxes = {
+                mid: self.sync(group, gen, mid, assignment if mid == leader else None) for mid in ids
+            }
             await self.settle()
             for b in sync_boxes.values():
                 assert b.result.error == 0, b.result

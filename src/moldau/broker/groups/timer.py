@@ -38,8 +38,9 @@ def _run_safely(fn: Callable[[], None]) -> None:
 class AsyncioTimer:
     """Callbacks on the event loop; ``now_ms`` from the given clock (default: wall clock)."""
 
-    def __init__(self, now_ms: Callable[[], int] | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self, now_ms: Callable[[], int] | None = None, loop: asyncio.AbstractEventLoop | None = None
+    ) -> None:
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._loop = loop
 

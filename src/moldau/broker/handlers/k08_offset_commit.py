@@ -51,8 +51,15 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
             missing_error = E.UNKNOWN_TOPIC_OR_PARTITION
         count = topic_partitions(ctx, name) if name is not None else None
         entries: list[tuple[int, int | None, CommittedOffset | None]] = []
-        denied = E.GROUP_AUTHORIZATION_FAILED if not group_allowed else (
-            E.TOPIC_AUTHORIZATION_FAILED if name is not None and not allowed(ctx, READ, TOPIC, name) else None)
+        denied = (
+            E.GROUP_AUTHORIZATION_FAILED
+            if not group_allowed
+            else (
+                E.TOPIC_AUTHORIZATION_FAILED
+                if name is not None and not allowed(ctx, READ, TOPIC, name)
+                else None
+            )
+        )
         for p in t.partitions:
             if denied is not None:
                 entries.append((p.partition_index, denied, None))
@@ -92,6 +99,9 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
             if error is None:
                 error = results.get((name, index), E.NONE)  # type: ignore[arg-type]
             parts.append(msg.OffsetCommitResponsePartition(partition_index=index, error_code=error))
-        topics_out.append(msg.OffsetCommitResponseTopic(name=t.name if v < 10 else None,
-                                                        topic_id=topic_id, partitions=parts))
+        topics_out.append(
+            msg.OffsetCommitResponseTopic(
+                name=t.name if v < 10 else None, topic_id=topic_id, partitions=parts
+            )
+        )
     return msg.new(throttle_time_ms=0, topics=topics_out)

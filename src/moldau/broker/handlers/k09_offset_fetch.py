@@ -6,7 +6,7 @@
 * v0 (ZooKeeper offsets in Kafka) is served like v1 from __consumer_offsets.
 * A partition without a committed offset answers offset -1, leader epoch -1, metadata "" and no error.
 * require_stable (v7+): partitions with offsets pending in an open transaction answer UNSTABLE_OFFSET_COMMIT.
-* Group-level errors (coordinator unavailable): top-level error_code v2-7, per partition in v0-1, per group v8+.
+* Group-level errors (coordinator unavailable): top-level error_code v2-7, per partition v0-1, per group v8+.
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, TOPIC, allowed
 
 
-def _fetch(ctx: Any, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool,
-           member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list[Any]]:
+def _fetch(
+    ctx: Any,
+    group_id: str,
+    topics: list[tuple[str, list[int]]] | None,
+    require_stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> tuple[int, list[Any]]:
     if not allowed(ctx, DESCRIBE, GROUP, group_id):
         return E.GROUP_AUTHORIZATION_FAILED, []
     gc = coordinator_of(ctx)
@@ -31,10 +37,16 @@ def _fetch(ctx: Any, group_id: str, topics: list[tuple[str, list[int]]] | None, 
         return E.COORDINATOR_NOT_AVAILABLE, []
     partitions = None if topics is None else [(t, p) for t, ps in topics for p in ps]
     error, results = gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
-    if ctx.broker.authorizer is not None:  # topics the principal may not Describe: named -> error, all -> left out
-        results = [r if allowed(ctx, DESCRIBE, TOPIC, r.topic) else PartitionOffset(
-            r.topic, r.partition, error=E.TOPIC_AUTHORIZATION_FAILED) for r in results
-            if topics is not None or allowed(ctx, DESCRIBE, TOPIC, r.topic)]
+    if (
+        ctx.broker.authorizer is not None
+    ):  # topics the principal may not Describe: named -> error, all -> left out
+        results = [
+            r
+            if allowed(ctx, DESCRIBE, TOPIC, r.topic)
+            else PartitionOffset(r.topic, r.partition, error=E.TOPIC_AUTHORIZATION_FAILED)
+            for r in results
+            if topics is not None or allowed(ctx, DESCRIBE, TOPIC, r.topic)
+        ]
     return error, results
 
 
@@ -57,10 +69,19 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
             # no top-level error field: every partition carries it
             results = [PartitionOffset(t, p, error=error) for t, ps in topics for p in ps]
         topics_out = [
-            msg.OffsetFetchResponseTopic(name=name, partitions=[
-                msg.OffsetFetchResponsePartition(partition_index=r.partition, committed_offset=r.offset,
-                                                 committed_leader_epoch=r.leader_epoch, metadata=r.metadata,
-                                                 error_code=r.error) for r in rs])
+            msg.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    msg.OffsetFetchResponsePartition(
+                        partition_index=r.partition,
+                        committed_offset=r.offset,
+                        committed_leader_epoch=r.leader_epoch,
+                        metadata=r.metadata,
+                        error_code=r.error,
+                    )
+                    for r in rs
+                ],
+            )
             for name, rs in _group_by_topic(results).items()
         ]
         return msg.new(throttle_time_ms=0, topics=topics_out, error_code=error if v >= 2 else 0)
@@ -83,8 +104,14 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
                     topics.append((info.name, list(t.partition_indexes)))
                 else:
                     topics.append((t.name, list(t.partition_indexes)))
-        error, results = _fetch(ctx, g.group_id, topics, require_stable,
-                                g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+        error, results = _fetch(
+            ctx,
+            g.group_id,
+            topics,
+            require_stable,
+            g.member_id if v >= 9 else None,
+            g.member_epoch if v >= 9 else -1,
+        )
         topics_out = []
         for name, rs in _group_by_topic(results).items():
             tid = None
@@ -95,16 +122,40 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
                     if info is None:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info.topic_id
-            topics_out.append(msg.OffsetFetchResponseTopics(
-                name=name if v < 10 else None, topic_id=tid,
-                partitions=[msg.OffsetFetchResponsePartitions(
-                    partition_index=r.partition, committed_offset=r.offset, committed_leader_epoch=r.leader_epoch,
-                    metadata=r.metadata, error_code=r.error) for r in rs]))
+            topics_out.append(
+                msg.OffsetFetchResponseTopics(
+                    name=name if v < 10 else None,
+                    topic_id=tid,
+                    partitions=[
+                        msg.OffsetFetchResponsePartitions(
+                            partition_index=r.partition,
+                            committed_offset=r.offset,
+                            committed_leader_epoch=r.leader_epoch,
+                            metadata=r.metadata,
+                            error_code=r.error,
+                        )
+                        for r in rs
+                    ],
+                )
+            )
         for tid, parts in unknown_ids:
-            topics_out.append(msg.OffsetFetchResponseTopics(
-                name=None, topic_id=tid,
-                partitions=[msg.OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1,
-                                                              committed_leader_epoch=-1, metadata="",
-                                                              error_code=E.UNKNOWN_TOPIC_ID) for p in parts]))
-        groups_out.append(msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics_out, error_code=error))
+            topics_out.append(
+                msg.OffsetFetchResponseTopics(
+                    name=None,
+                    topic_id=tid,
+                    partitions=[
+                        msg.OffsetFetchResponsePartitions(
+                            partition_index=p,
+                            committed_offset=-1,
+                            committed_leader_epoch=-1,
+                            metadata="",
+                            error_code=E.UNKNOWN_TOPIC_ID,
+                        )
+                        for p in parts
+                    ],
+                )
+            )
+        groups_out.append(
+            msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics_out, error_code=error)
+        )
     return msg.new(throttle_time_ms=0, groups=groups_out)

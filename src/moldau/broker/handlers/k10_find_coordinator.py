@@ -57,14 +57,26 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
     if ctx.version < 4:
         error, message = _lookup(ctx, req.key, key_type)
         ok = error == E.NONE
-        return msg.new(throttle_time_ms=0, error_code=error, error_message=message,
-                       node_id=broker.node_id if ok else -1, host=lst.host if ok else "",
-                       port=lst.port if ok else -1)
+        return msg.new(
+            throttle_time_ms=0,
+            error_code=error,
+            error_message=message,
+            node_id=broker.node_id if ok else -1,
+            host=lst.host if ok else "",
+            port=lst.port if ok else -1,
+        )
     coordinators = []
     for key in req.coordinator_keys:
         error, message = _lookup(ctx, key, key_type)
         ok = error == E.NONE
-        coordinators.append(msg.Coordinator(key=key, node_id=broker.node_id if ok else -1,
-                                            host=lst.host if ok else "", port=lst.port if ok else -1,
-                                            error_code=error, error_message=message))
+        coordinators.append(
+            msg.Coordinator(
+                key=key,
+                node_id=broker.node_id if ok else -1,
+                host=lst.host if ok else "",
+                port=lst.port if ok else -1,
+                error_code=error,
+                error_message=message,
+            )
+        )
     return msg.new(throttle_time_ms=0, coordinators=coordinators)

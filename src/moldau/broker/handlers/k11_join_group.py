@@ -29,23 +29,31 @@ async def join_group(ctx: Any, req: Any) -> Any:
     v = ctx.version
     gc = coordinator_of(ctx)
     if gc is None:
-        return msg.new(error_code=E.COORDINATOR_NOT_AVAILABLE, generation_id=-1, member_id=req.member_id,
-                       protocol_name=None if v >= 7 else "", leader="", members=[])
+        return msg.new(
+            error_code=E.COORDINATOR_NOT_AVAILABLE,
+            generation_id=-1,
+            member_id=req.member_id,
+            protocol_name=None if v >= 7 else "",
+            leader="",
+            members=[],
+        )
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
-    result = await gc.join_group(JoinRequest(
-        group_id=req.group_id,
-        member_id=req.member_id,
-        session_timeout_ms=req.session_timeout_ms,
-        rebalance_timeout_ms=rebalance_timeout,
-        protocol_type=req.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-        group_instance_id=req.group_instance_id if v >= 5 else None,
-        client_id=client_id(ctx),
-        client_host=client_host(ctx),
-        require_known_member_id=v >= 4,
-        supports_skip_assignment=v >= 9,
-        reason=req.reason if v >= 8 else None,
-    ))
+    result = await gc.join_group(
+        JoinRequest(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            group_instance_id=req.group_instance_id if v >= 5 else None,
+            client_id=client_id(ctx),
+            client_host=client_host(ctx),
+            require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
+            reason=req.reason if v >= 8 else None,
+        )
+    )
     protocol_name = result.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
@@ -58,6 +66,8 @@ async def join_group(ctx: Any, req: Any) -> Any:
         leader=result.leader_id,
         skip_assignment=result.skip_assignment,
         member_id=result.member_id,
-        members=[msg.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
-                 for mid, iid, meta in result.members],
+        members=[
+            msg.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+            for mid, iid, meta in result.members
+        ],
     )

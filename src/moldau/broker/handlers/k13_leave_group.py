@@ -36,6 +36,13 @@ async def leave_group(ctx: Any, req: Any) -> Any:
     if v <= 2:
         error = top if top != E.NONE else next((e for e in errors if e != E.NONE), E.NONE)
         return msg.new(throttle_time_ms=0, error_code=error)
-    return msg.new(throttle_time_ms=0, error_code=top,
-                   members=[msg.MemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
-                            for (mid, iid, _), err in zip(members, errors)] if top == E.NONE else [])
+    return msg.new(
+        throttle_time_ms=0,
+        error_code=top,
+        members=[
+            msg.MemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
+            for (mid, iid, _), err in zip(members, errors)
+        ]
+        if top == E.NONE
+        else [],
+    )

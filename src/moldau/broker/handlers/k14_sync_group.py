@@ -32,14 +32,19 @@ async def sync_group(ctx: Any, req: Any) -> Any:
     for a in req.assignments:
         assignments[a.member_id] = bytes(a.assignment) if a.assignment is not None else b""
     result = await gc.sync_group(
-        req.group_id, req.generation_id, req.member_id,
+        req.group_id,
+        req.generation_id,
+        req.member_id,
         group_instance_id=req.group_instance_id if v >= 3 else None,
         protocol_type=req.protocol_type if v >= 5 else None,
         protocol_name=req.protocol_name if v >= 5 else None,
         assignments=assignments,
     )
     ok = result.error == E.NONE
-    return msg.new(throttle_time_ms=0, error_code=result.error,
-                   protocol_type=result.protocol_type if ok else None,
-                   protocol_name=result.protocol_name if ok else None,
-                   assignment=result.assignment)
+    return msg.new(
+        throttle_time_ms=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type if ok else None,
+        protocol_name=result.protocol_name if ok else None,
+        assignment=result.assignment,
+    )

@@ -29,29 +29,71 @@ async def describe_groups(ctx: Any, req: Any) -> Any:
     out = []
     for group_id in req.groups:
         if gc is None:
-            out.append(msg.DescribedGroup(error_code=E.COORDINATOR_NOT_AVAILABLE, group_id=group_id,
-                                          group_state="", protocol_type="", protocol_data="", members=[]))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.COORDINATOR_NOT_AVAILABLE,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
             continue
         if not allowed(ctx, DESCRIBE, GROUP, group_id):
-            out.append(msg.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
-                                          protocol_type="", protocol_data="", members=[],
-                                          authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.GROUP_AUTHORIZATION_FAILED,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
             continue
         d = gc.describe_group(group_id)
         if d.error == E.GROUP_ID_NOT_FOUND:
-            out.append(msg.DescribedGroup(
-                error_code=E.GROUP_ID_NOT_FOUND if v >= 6 else E.NONE,
-                error_message=d.error_message if v >= 6 else None,
-                group_id=group_id, group_state="Dead", protocol_type="", protocol_data="", members=[],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.GROUP_ID_NOT_FOUND if v >= 6 else E.NONE,
+                    error_message=d.error_message if v >= 6 else None,
+                    group_id=group_id,
+                    group_state="Dead",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
             continue
-        out.append(msg.DescribedGroup(
-            error_code=d.error, error_message=d.error_message, group_id=group_id, group_state=d.state,
-            protocol_type=d.protocol_type, protocol_data=d.protocol,
-            members=[msg.DescribedGroupMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
-                                              client_id=x.client_id, client_host=x.client_host,
-                                              member_metadata=x.metadata, member_assignment=x.assignment)
-                     for x in d.members],
-            authorized_operations=(AUTHORIZED_OPERATIONS_OMITTED if not include_ops else GROUP_AUTHORIZED_OPERATIONS
-                                   if ctx.broker.authorizer is None else authorized_operations(ctx, GROUP, group_id))))
+        out.append(
+            msg.DescribedGroup(
+                error_code=d.error,
+                error_message=d.error_message,
+                group_id=group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol,
+                members=[
+                    msg.DescribedGroupMember(
+                        member_id=x.member_id,
+                        group_instance_id=x.group_instance_id,
+                        client_id=x.client_id,
+                        client_host=x.client_host,
+                        member_metadata=x.metadata,
+                        member_assignment=x.assignment,
+                    )
+                    for x in d.members
+                ],
+                authorized_operations=(
+                    AUTHORIZED_OPERATIONS_OMITTED
+                    if not include_ops
+                    else GROUP_AUTHORIZED_OPERATIONS
+                    if ctx.broker.authorizer is None
+                    else authorized_operations(ctx, GROUP, group_id)
+                ),
+            )
+        )
     return msg.new(throttle_time_ms=0, groups=out)

@@ -24,10 +24,21 @@ async def list_groups(ctx: Any, req: Any) -> Any:
     if gc is None:
         return msg.new(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE, groups=[])
     v = ctx.version
-    listed = gc.list_groups(list(req.states_filter) if v >= 4 else None,
-                            list(req.types_filter) if v >= 5 else None)
+    listed = gc.list_groups(
+        list(req.states_filter) if v >= 4 else None, list(req.types_filter) if v >= 5 else None
+    )
     if ctx.broker.authorizer is not None and not allowed_cluster(ctx, DESCRIBE):
         listed = [g for g in listed if allowed(ctx, DESCRIBE, GROUP, g.group_id)]  # only describable groups
-    return msg.new(throttle_time_ms=0, error_code=E.NONE, groups=[
-        msg.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                        group_type=g.group_type) for g in listed])
+    return msg.new(
+        throttle_time_ms=0,
+        error_code=E.NONE,
+        groups=[
+            msg.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listed
+        ],
+    )

@@ -29,5 +29,7 @@ async def delete_groups(ctx: Any, req: Any) -> Any:
     else:
         results = await gc.delete_groups(names_ok) if names_ok else {}
     results.update(denied)
-    return msg.new(throttle_time_ms=0, results=[msg.DeletableGroupResult(group_id=g, error_code=results[g])
-                                                for g in dict.fromkeys(names)])
+    return msg.new(
+        throttle_time_ms=0,
+        results=[msg.DeletableGroupResult(group_id=g, error_code=results[g]) for g in dict.fromkeys(names)],
+    )

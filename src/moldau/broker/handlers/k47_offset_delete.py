@@ -42,10 +42,16 @@ async def offset_delete(ctx: Any, req: Any) -> Any:
         return msg.new(error_code=error, throttle_time_ms=0, topics=[])
     results.update(invalid)
     topics_out = [
-        msg.OffsetDeleteResponseTopic(name=t.name, partitions=[
-            msg.OffsetDeleteResponsePartition(partition_index=p.partition_index,
-                                              error_code=results.get((t.name, p.partition_index), E.NONE))
-            for p in t.partitions])
+        msg.OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=[
+                msg.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index,
+                    error_code=results.get((t.name, p.partition_index), E.NONE),
+                )
+                for p in t.partitions
+            ],
+        )
         for t in req.topics
     ]
     return msg.new(error_code=E.NONE, throttle_time_ms=0, topics=topics_out)

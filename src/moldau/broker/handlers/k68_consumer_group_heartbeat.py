@@ -4,7 +4,7 @@
   -1 leaves, -2 leaves temporarily (static members, instance_id). Fields left null mean "unchanged".
 * The broker assigns partitions with a server-side assignor (``uniform`` default, ``range``; others:
   UNSUPPORTED_ASSIGNOR) and hands each member its assignment (topic ids) as it reconciles.
-* Errors: INVALID_REQUEST (malformed heartbeat), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
+* Errors: INVALID_REQUEST (malformed), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
   GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND (the id belongs to a non-empty classic group),
   INVALID_REGULAR_EXPRESSION (v1).
 * ACLs: Read on the group (GROUP_AUTHORIZATION_FAILED).
@@ -32,14 +32,26 @@ async def consumer_group_heartbeat(ctx: Any, req: Any) -> Any:
     if not allowed(ctx, READ, GROUP, req.group_id):
         return msg.new(error_code=E.GROUP_AUTHORIZATION_FAILED, member_epoch=-1, heartbeat_interval_ms=0)
     v = ctx.version
-    owned = None if req.topic_partitions is None else [(tp.topic_id, list(tp.partitions))
-                                                         for tp in req.topic_partitions]
+    owned = (
+        None
+        if req.topic_partitions is None
+        else [(tp.topic_id, list(tp.partitions)) for tp in req.topic_partitions]
+    )
     r = gc.consumer.heartbeat(
-        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
-        instance_id=req.instance_id, rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
-        subscribed_topic_names=None if req.subscribed_topic_names is None else list(req.subscribed_topic_names),
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topic_names=None
+        if req.subscribed_topic_names is None
+        else list(req.subscribed_topic_names),
         subscribed_topic_regex=req.subscribed_topic_regex if v >= 1 else None,
-        server_assignor=req.server_assignor, owned=owned, client_id=client_id(ctx), client_host=client_host(ctx),
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=client_id(ctx),
+        client_host=client_host(ctx),
         api_version=v,
     )
     assignment = None
@@ -50,7 +62,12 @@ async def consumer_group_heartbeat(ctx: Any, req: Any) -> Any:
             if tid is not None:
                 tps.append(msg.TopicPartitions(topic_id=tid, partitions=sorted(parts)))
         assignment = msg.Assignment(topic_partitions=tps)
-    return msg.new(throttle_time_ms=0, error_code=r.error, error_message=r.error_message,
-                   member_id=r.member_id if r.error == E.NONE else None,
-                   member_epoch=r.member_epoch if r.error == E.NONE else -1,
-                   heartbeat_interval_ms=r.heartbeat_interval_ms, assignment=assignment)
+    return msg.new(
+        throttle_time_ms=0,
+        error_code=r.error,
+        error_message=r.error_message,
+        member_id=r.member_id if r.error == E.NONE else None,
+        member_epoch=r.member_epoch if r.error == E.NONE else -1,
+        heartbeat_interval_ms=r.heartbeat_interval_ms,
+        assignment=assignment,
+    )

@@ -35,38 +35,92 @@ async def consumer_group_describe(ctx: Any, req: Any) -> Any:
     out = []
     for group_id in req.group_ids:
         if gc is None:
-            out.append(msg.DescribedGroup(error_code=E.COORDINATOR_NOT_AVAILABLE, group_id=group_id, group_state="",
-                                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.COORDINATOR_NOT_AVAILABLE,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
             continue
         if not group_id:
-            out.append(msg.DescribedGroup(error_code=E.INVALID_GROUP_ID, error_message="Group id can't be empty.",
-                                          group_id=group_id, group_state="", group_epoch=-1, assignment_epoch=-1,
-                                          assignor_name="", members=[]))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.INVALID_GROUP_ID,
+                    error_message="Group id can't be empty.",
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
             continue
         if not allowed(ctx, DESCRIBE, GROUP, group_id):
-            out.append(msg.DescribedGroup(error_code=E.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
-                                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=E.GROUP_AUTHORIZATION_FAILED,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
             continue
         error, message, g = gc.consumer.describe(group_id)
         if g is None:
-            out.append(msg.DescribedGroup(error_code=error, error_message=message, group_id=group_id,
-                                          group_state="Dead", group_epoch=-1, assignment_epoch=-1,
-                                          assignor_name="", members=[]))
+            out.append(
+                msg.DescribedGroup(
+                    error_code=error,
+                    error_message=message,
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=[],
+                )
+            )
             continue
         members = [
-            msg.Member(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,
-                       member_epoch=x.member_epoch, client_id=x.client_id, client_host=x.client_host,
-                       subscribed_topic_names=sorted(x.subscribed_topic_names),
-                       subscribed_topic_regex=x.subscribed_topic_regex,
-                       assignment=_assignment(msg, gc, x.assigned),
-                       target_assignment=_assignment(msg, gc, g.target.get(x.member_id, {})),
-                       member_type=1)
+            msg.Member(
+                member_id=x.member_id,
+                instance_id=x.instance_id,
+                rack_id=x.rack_id,
+                member_epoch=x.member_epoch,
+                client_id=x.client_id,
+                client_host=x.client_host,
+                subscribed_topic_names=sorted(x.subscribed_topic_names),
+                subscribed_topic_regex=x.subscribed_topic_regex,
+                assignment=_assignment(msg, gc, x.assigned),
+                target_assignment=_assignment(msg, gc, g.target.get(x.member_id, {})),
+                member_type=1,
+            )
             for x in g.members.values()
         ]
-        out.append(msg.DescribedGroup(
-            error_code=E.NONE, group_id=group_id, group_state=g.state_name, group_epoch=g.group_epoch,
-            assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name, members=members,
-            authorized_operations=(AUTHORIZED_OPERATIONS_OMITTED if not req.include_authorized_operations
-                                   else GROUP_AUTHORIZED_OPERATIONS if ctx.broker.authorizer is None
-                                   else authorized_operations(ctx, GROUP, group_id))))
+        out.append(
+            msg.DescribedGroup(
+                error_code=E.NONE,
+                group_id=group_id,
+                group_state=g.state_name,
+                group_epoch=g.group_epoch,
+                assignment_epoch=g.assignment_epoch,
+                assignor_name=g.assignor_name,
+                members=members,
+                authorized_operations=(
+                    AUTHORIZED_OPERATIONS_OMITTED
+                    if not req.include_authorized_operations
+                    else GROUP_AUTHORIZED_OPERATIONS
+                    if ctx.broker.authorizer is None
+                    else authorized_operations(ctx, GROUP, group_id)
+                ),
+            )
+        )
     return msg.new(throttle_time_ms=0, groups=out)
