@@ -130,6 +130,17 @@ class MetadataTopics:
 
 def create_group_coordinator(broker: Any) -> GroupCoordinator:
     config = GroupConfig.from_broker_config(broker.config)
+    existing = broker.metadata.get(OFFSETS_TOPIC)
+    if existing is not None and int(existing.num_partitions) != config.offsets_topic_num_partitions:
+        # Kafka hashes over the partitions the topic actually has, whatever the config says now
+        log.warning(
+            "%s has %d partitions, offsets.topic.num.partitions is %d: using %d",
+            OFFSETS_TOPIC,
+            existing.num_partitions,
+            config.offsets_topic_num_partitions,
+            existing.num_partitions,
+        )
+        config.offsets_topic_num_partitions = int(existing.num_partitions)
     clock = broker.clock
     timer = AsyncioTimer(now_ms=clock.time_ms if hasattr(clock, "time_ms") else None)
     storage = LogOffsetsStorage(broker, config.offsets_topic_num_partitions)
