@@ -2,7 +2,8 @@
 # Set up moldau in a virtualenv inside the repository (.venv), idempotent and quick when already done.
 #
 #   ./scripts/setup.sh          moldau (editable) and its runtime dependencies
-#   ./scripts/setup.sh --test   also the test dependencies (pip extra "test") and kcat (Debian package)
+#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat and Java 17
+#                               (Debian packages)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
@@ -33,7 +34,7 @@ fi
 extras=""
 stamp="$venv/.moldau-setup"
 if [ "$want_test" = 1 ]; then
-    extras="[test]"
+    extras="[test,spark]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
     stamp="$venv/.moldau-setup-test"
 fi
 digest="$(sha256sum pyproject.toml | cut -d' ' -f1)"
@@ -58,5 +59,18 @@ if [ "$want_test" = 1 ] && ! command -v kcat >/dev/null 2>&1; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
 fi
+
+# --- moldau.spark (spark engineer): Java 17 for PySpark (tests/spark), Debian package when missing ---
+if [ "$want_test" = 1 ] && ! { command -v java >/dev/null 2>&1 \
+        && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; }; then
+    echo "setup.sh: installing Java 17 (Debian package openjdk-17-jre-headless) for PySpark"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+# --- end moldau.spark ---
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"
