@@ -35,7 +35,7 @@ class Connection(asyncio.BufferedProtocol):
         "broker", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
         "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
-        "_max_queued", "_loop", "client_id", "client_software", "_eof", "auth",
+        "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
     )
 
     def __init__(self, broker: "Broker", router: "Router", listener_name: str) -> None:
@@ -69,6 +69,8 @@ class Connection(asyncio.BufferedProtocol):
         self.client_id: str | None = None
         self.client_software: tuple[str, str] | None = None
         self._eof = False
+        self._out: list[Any] = []          # response parts not yet handed to the transport
+        self._flush_scheduled = False
 
     # ------------------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -230,8 +232,12 @@ class Connection(asyncio.BufferedProtocol):
                     self.close()
                     break
                 if not self._closed:
-                    self.transport.writelines(parts)  # type: ignore[union-attr]
-                    self._last_activity = time.monotonic()
+                    # Corked: responses of pipelined requests handled in one go leave in one writelines
+                    # call, as soon as this task yields (queue empty or a handler waiting).
+                    self._out.extend(parts)
+                    if not self._flush_scheduled:
+                        self._flush_scheduled = True
+                        self._loop.call_soon(self._flush_out)  # type: ignore[union-attr]
         finally:
             self._task = None
             if self._closed:
@@ -251,6 +257,15 @@ class Connection(asyncio.BufferedProtocol):
         return len(self._queue) + (1 if self._task is not None else 0)
 
     # ------------------------------------------------------------------------------ lifecycle
+    def _flush_out(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if out:
+            self._out = []
+            if not self._closed:
+                self.transport.writelines(out)  # type: ignore[union-attr]
+                self._last_activity = time.monotonic()
+
     def _check_idle(self) -> None:
         self._idle_handle = None
         if self._closed:
@@ -268,6 +283,8 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self._closed:
             return
+        if self._out and self.transport is not None:
+            self._flush_out()  # answers already computed still go out
         self._closed = True
         self._queue.clear()
         if self.transport is not None:
