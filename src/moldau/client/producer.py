@@ -49,6 +49,7 @@ from .errors import (
 )
 from .futures import BatchResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
+
 from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
@@ -400,15 +401,18 @@ class _Sender:
     # -- sending --------------------------------------------------------------------------------------
     def _prepare(self, b: ProducerBatch) -> Any:
         if b.built is None:
-            builder = b.builder
             if self.idempotent:
                 # first send: stamp the producer fields before the CRC is computed (no patching later)
                 st = self.acc.state(b.topic, b.partition)
-                b.producer_id = builder.producer_id = self.producer_id
-                b.producer_epoch = builder.producer_epoch = self.producer_epoch
-                b.base_sequence = builder.base_sequence = st.next_sequence
+                b.producer_id = self.producer_id
+                b.producer_epoch = self.producer_epoch
+                b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
-            b.built = builder.build(0)
+            builder = b.builder
+            builder.producer_id = b.producer_id
+            builder.producer_epoch = b.producer_epoch
+            builder.base_sequence = b.base_sequence
+            b.built = builder.build_mutable(0)
             b.builder = None  # type: ignore[assignment]  # free the uncompressed records
             return b.built
         data = b.built
@@ -419,7 +423,6 @@ class _Sender:
                 b.producer_epoch = self.producer_epoch
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
-                data = b.built = bytearray(data)
                 _PRODUCER_FIELDS.pack_into(data, 43, b.producer_id, b.producer_epoch, b.base_sequence)
                 _U32.pack_into(data, 17, compute_crc(data, 0, len(data)))
         return data
