@@ -449,3 +449,33 @@ def test_flush_every_message_acks_after_fsync(tmp_path):
         finally:
             await b.stop()
     run(main())
+
+
+def test_fetch_session_round_robin(tmp_path):
+    async def main():
+        b = await start_broker(tmp_path)
+        try:
+            b.metadata.create_topic("rr", 2, 1)
+            c = await RawClient.connect(b.port)
+            for part, n in ((0, 2), (1, 1)):
+                for _ in range(n):
+                    await c.call(0, 9, produce_req("rr", part, batch([b"x" * 1000])))
+            M = m.FetchRequest
+
+            def req(epoch, sid, parts):
+                return M.new(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=100, session_id=sid,
+                             session_epoch=epoch, topics=[M.FetchTopic(topic="rr", partitions=[
+                                 M.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                                 for p, o in parts])] if parts else [], forgotten_topics_data=[])
+
+            f = await c.call(1, 12, req(0, 0, [(0, 0), (1, 0)]))
+            with_data = [(p.partition_index, len(records_of(p))) for t in f.responses for p in t.partitions
+                         if records_of(p)]
+            assert with_data == [(0, 1)]
+            f = await c.call(1, 12, req(1, f.session_id, [(0, 1)]))
+            with_data = [(p.partition_index, len(records_of(p))) for t in f.responses for p in t.partitions
+                         if records_of(p)]
+            assert with_data == [(1, 1)]  # partition 1 is served first now
+        finally:
+            await b.stop()
+    run(main())

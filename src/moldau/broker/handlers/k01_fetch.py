@@ -263,6 +263,16 @@ async def fetch(ctx: Any, req: Any) -> Any:
             current_key = key
         current.partitions.append(pd)
 
+    if session is not None:
+        # round robin (as Kafka): partitions that returned records go to the end of the session's order, so
+        # a response limit cannot starve the partitions behind them
+        parts = session.partitions
+        for it in items:
+            if it.cached is not None and it.info is not None and it.info.size:
+                key = (it.topic_id if by_id else it.topic, it.index)
+                if key in parts:
+                    parts.move_to_end(key)
+
     return msg.new(throttle_time_ms=0, error_code=0, session_id=session_id_out, responses=topics_out)
 
 
