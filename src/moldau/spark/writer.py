@@ -178,6 +178,7 @@ def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> int:
 
 def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
     s = _Sender(opts)
+    psend = s.producer.send
     for batch in batches:
         n = batch.num_rows
         if n == 0:
@@ -190,13 +191,21 @@ def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
 
         values = col("value")
         keys = col("key")
-        topics = col("topic") if opts.topic is None else [opts.topic] * n
         parts = col("partition")
         hi = names.get("headers")
         headers = [_headers(h) for h in batch.column(hi).to_pylist()] if hi is not None else [None] * n
-        send = s.send
-        for i in range(n):
-            send(topics[i], values[i], keys[i], parts[i], headers[i])
+        if opts.topic is not None:
+            t = opts.topic
+            futures = [psend(t, v, k, p, None, h) for v, k, p, h in zip(values, keys, parts, headers)]
+        else:
+            topics = col("topic")
+            if None in topics:
+                raise OptionError("null topic present in the data. Use the topic option for setting a topic.")
+            futures = [psend(t, v, k, p, None, h) for t, v, k, p, h in zip(topics, values, keys, parts, headers)]
+        s.pending.extend(futures)
+        s.rows += n
+        if len(s.pending) >= 100_000:
+            s._reap(50_000)
     return s.finish()
 
 
