@@ -241,3 +241,52 @@ def test_auto_offset_reset_latest_and_none(conf, make_topic, group_id):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 c.poll(0.5)
+
+
+def _broker_has_transactions(bootstrap: str) -> bool:
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def main():
+        from moldau.client.conn import Connection
+
+        conn = await Connection.open(host, int(port))
+        conn.close()
+        return 26 in conn.broker_versions and 24 in conn.broker_versions
+
+    return asyncio.run(main())
+
+
+@pytest.mark.tansu_gap("tansu discards an aborted transaction's records instead of keeping them behind an "
+                       "ABORT marker (and listing them in the Fetch response's aborted transactions)")
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_read_committed_skips_aborted_transactions(conf, make_topic, broker, codec):
+    if not _broker_has_transactions(broker.bootstrap):
+        pytest.skip("the broker under test has no transactions (EndTxn/AddPartitionsToTxn)")
+    from confluent_kafka import Producer as CProducer
+
+    topic = make_topic(1)
+    p = CProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-" + topic,
+                   "compression.type": codec})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, b"aborted-%d" % i, partition=0)
+    p.abort_transaction(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, b"committed-%d" % i, partition=0)
+    p.commit_transaction(20)
+    tp = TopicPartition(topic, 0)
+    for level, expected in (("read_committed", [b"committed-%d" % i for i in range(3)]),
+                            ("read_uncommitted", [b"aborted-%d" % i for i in range(5)] +
+                             [b"committed-%d" % i for i in range(3)])):
+        with Consumer(config=conf, auto_offset_reset="earliest", isolation_level=level) as c:
+            c.assign([tp])
+            got = []
+            deadline = time.monotonic() + 15
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                got += c.poll(0.5)
+            got += c.poll(0.5)
+            assert [r.value for r in got] == expected, level
+            # control markers are skipped but advance the position
+            assert c.position(tp) == 10

@@ -397,10 +397,8 @@ class AsyncConsumer:
                     log.warning("commit_async failed: %s", exc)
             if callback is not None:
                 callback(snapshot, err)
-            if err is not None and callback is None:
-                return
             if err is not None:
-                raise err
+                raise err  # the returned task/future carries the error too
 
         task = asyncio.get_running_loop().create_task(go())
         task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
