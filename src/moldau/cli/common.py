@@ -273,7 +273,7 @@ def describe_error(exc: BaseException, bootstrap: str) -> tuple[str, int]:
     if isinstance(exc, ClientConfigError):
         return f"bad client setting: {exc}", EXIT_USAGE
     if isinstance(exc, KafkaError):
-        base = Exception.__str__(exc)
+        base = _tidy(Exception.__str__(exc))
         name = exc.code.name if getattr(exc, "raw_code", None) == int(exc.code) else f"error {exc.raw_code}"
         return (f"{name}: {base}" if base and base != exc.code.message else
                 f"{name}: {exc.code.message}"), EXIT_FAILED
@@ -291,6 +291,17 @@ def describe_error(exc: BaseException, bootstrap: str) -> tuple[str, int]:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or exc}", EXIT_FAILED
     return f"unexpected error: {type(exc).__name__}: {exc} (MOLDAU_DEBUG=1 shows the traceback)", EXIT_FAILED
+
+
+def _tidy(text: str) -> str:
+    """Client messages name resources by their repr; say 'topic x' / 'broker 1' instead."""
+    import re
+
+    def res(mo: Any) -> str:
+        kind = {"2": "topic", "4": "broker", "8": "broker logger", "32": "group"}.get(mo.group(1), "resource")
+        return f"{kind} {mo.group(2)}".rstrip()
+
+    return re.sub(r"ConfigResource\(resource_type=(\d+), name='([^']*)'\)", res, text)
 
 
 def run_command(fn: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
