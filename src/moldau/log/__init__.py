@@ -23,7 +23,7 @@ API summary::
     log.delete_records_before(offset), log.truncate_to(offset), log.enforce_retention(now_ms), log.roll()
     log.end_offset_for_epoch(epoch), log.leader_epochs, log.update_config(config), log.close(), log.delete()
 
-Errors are ``LogError`` subclasses carrying the Kafka error ``code``.
+Errors are ``LogError`` subclasses (``moldau.protocol.errors.KafkaError``s) carrying the Kafka error ``code``.
 """
 
 from .config import LogConfig

@@ -1,15 +1,20 @@
-"""Exceptions raised by the storage engine, each carrying the Kafka error code a broker answers with.
+"""Exceptions raised by the storage engine: ``moldau.protocol.errors.KafkaError`` subclasses.
 
-``LogError.code`` is the Kafka error code (``OFFSET_OUT_OF_RANGE`` = 1, ...), ``name`` its Kafka name and
-``retriable`` Kafka's retriable flag, so a handler maps any of them straight to a partition error:
-``except LogError as e: error_code = e.code``.
+Each class derives from ``LogError`` and from the protocol's per-code class (``OffsetOutOfRangeError`` is also a
+``moldau.protocol.errors.OffsetOutOfRangeError``), so ``except LogError``, ``except KafkaError`` and ``except``
+on the per-code class all work. ``.code`` is the ``ErrorCode`` (an int, ``OFFSET_OUT_OF_RANGE`` == 1), ``.name``
+its Kafka name and ``.retriable`` Kafka's retriable flag, all from the protocol's error table; a handler maps
+any of them straight to a partition error: ``except LogError as e: error_code = e.code``.
 
-``moldau.protocol.errors`` had no exception table when this was written; these classes only need ``code``,
-``name`` and ``retriable``, so they can later derive from ``moldau.protocol.errors.KafkaError`` without any
-change to callers.
+Unlike a plain KafkaError, ``str()`` of a LogError is its message alone (no ``[NAME (code)]`` prefix): the broker
+answers it as the partition's ``error_message``.
 """
 
 from __future__ import annotations
+
+from moldau.protocol import errors as _perr
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.records.exceptions import CorruptRecordError as _RecordsCorruptRecordError
 
 __all__ = [
     "LogError",
@@ -37,98 +42,85 @@ __all__ = [
     "UNKNOWN_SERVER_ERROR",
 ]
 
-UNKNOWN_SERVER_ERROR = -1
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-INVALID_TOPIC_EXCEPTION = 17
-RECORD_LIST_TOO_LARGE = 18
-INVALID_TIMESTAMP = 32
-INVALID_CONFIG = 40
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-KAFKA_STORAGE_ERROR = 56
+# The codes the engine raises (ErrorCode members, equal to the plain ints).
+UNKNOWN_SERVER_ERROR = ErrorCode.UNKNOWN_SERVER_ERROR
+OFFSET_OUT_OF_RANGE = ErrorCode.OFFSET_OUT_OF_RANGE
+CORRUPT_MESSAGE = ErrorCode.CORRUPT_MESSAGE
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
+INVALID_TOPIC_EXCEPTION = ErrorCode.INVALID_TOPIC_EXCEPTION
+RECORD_LIST_TOO_LARGE = ErrorCode.RECORD_LIST_TOO_LARGE
+INVALID_TIMESTAMP = ErrorCode.INVALID_TIMESTAMP
+INVALID_CONFIG = ErrorCode.INVALID_CONFIG
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
+KAFKA_STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-class LogError(Exception):
-    """Base class: a storage-engine failure with a Kafka error code."""
-
-    code: int = UNKNOWN_SERVER_ERROR
-    name: str = "UNKNOWN_SERVER_ERROR"
-    retriable: bool = False
+class LogError(KafkaError):
+    """Base class: a storage-engine failure with a Kafka error code (UNKNOWN_SERVER_ERROR unless a subclass or
+    ``code=`` says otherwise). The code comes from the per-code protocol class each subclass also derives
+    from, so LogError itself sets none."""
 
     def __init__(self, message: str = "", *, code: int | None = None) -> None:
-        super().__init__(message or self.name)
-        if code is not None:
-            self.code = code
+        super().__init__(message or None, code)
+        if not message:
+            self.args = (self.name,)
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code}, {str(self)!r})"
 
 
-class OffsetOutOfRangeError(LogError):
-    code = OFFSET_OUT_OF_RANGE
-    name = "OFFSET_OUT_OF_RANGE"
+# The per-code protocol classes are generated at import time, hence the type: ignore on each base.
 
 
-class CorruptRecordError(LogError):
-    code = CORRUPT_MESSAGE
-    name = "CORRUPT_MESSAGE"
-    retriable = True
+class OffsetOutOfRangeError(LogError, _perr.OffsetOutOfRangeError):  # type: ignore[misc,name-defined]
+    """OFFSET_OUT_OF_RANGE (1)."""
 
 
-class MessageTooLargeError(LogError):
-    code = MESSAGE_TOO_LARGE
-    name = "MESSAGE_TOO_LARGE"
+class CorruptRecordError(LogError, _RecordsCorruptRecordError):
+    """CORRUPT_MESSAGE (2), retriable; also the record format's ``CorruptRecordError``."""
 
 
-class RecordListTooLargeError(LogError):
-    code = RECORD_LIST_TOO_LARGE
-    name = "RECORD_LIST_TOO_LARGE"
+class MessageTooLargeError(LogError, _perr.MessageTooLargeError):  # type: ignore[misc,name-defined]
+    """MESSAGE_TOO_LARGE (10): a batch above max.message.bytes."""
 
 
-class InvalidTimestampError(LogError):
-    code = INVALID_TIMESTAMP
-    name = "INVALID_TIMESTAMP"
+class RecordListTooLargeError(LogError, _perr.RecordListTooLargeError):  # type: ignore[misc,name-defined]
+    """RECORD_LIST_TOO_LARGE (18): an append larger than segment.bytes."""
 
 
-class InvalidTopicError(LogError):
-    code = INVALID_TOPIC_EXCEPTION
-    name = "INVALID_TOPIC_EXCEPTION"
+class InvalidTimestampError(LogError, _perr.InvalidTimestampError):  # type: ignore[misc,name-defined]
+    """INVALID_TIMESTAMP (32)."""
 
 
-class InvalidConfigError(LogError, ValueError):
-    """A topic/log configuration value is invalid; ``key`` names the offending Kafka config key."""
+class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ignore[misc,name-defined]
+    """INVALID_TOPIC_EXCEPTION (17)."""
 
-    code = INVALID_CONFIG
-    name = "INVALID_CONFIG"
+
+class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[misc,name-defined]
+    """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka config
+    key."""
 
     def __init__(self, message: str = "", *, key: str | None = None) -> None:
         super().__init__(message)
         self.key = key
 
 
-class OutOfOrderSequenceError(LogError):
-    code = OUT_OF_ORDER_SEQUENCE_NUMBER
-    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+class OutOfOrderSequenceError(LogError, _perr.OutOfOrderSequenceNumberError):  # type: ignore[misc,name-defined]
+    """OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
 
 
-class InvalidProducerEpochError(LogError):
-    code = INVALID_PRODUCER_EPOCH
-    name = "INVALID_PRODUCER_EPOCH"
+class InvalidProducerEpochError(LogError, _perr.InvalidProducerEpochError):  # type: ignore[misc,name-defined]
+    """INVALID_PRODUCER_EPOCH (47)."""
 
 
-class StorageError(LogError):
-    """KAFKA_STORAGE_ERROR: an I/O error on the log directory."""
-
-    code = KAFKA_STORAGE_ERROR
-    name = "KAFKA_STORAGE_ERROR"
-    retriable = True
+class StorageError(LogError, _perr.KafkaStorageErrorError):  # type: ignore[misc,name-defined]
+    """KAFKA_STORAGE_ERROR (56), retriable: an I/O error on the log directory."""
 
 
-class UnexpectedAppendOffsetError(LogError):
+class UnexpectedAppendOffsetError(LogError, _perr.UnknownServerErrorError):  # type: ignore[misc,name-defined]
     """A follower-style append (assign_offsets=False) whose offsets go backwards (Kafka's
     UnexpectedAppendOffsetException, reported as UNKNOWN_SERVER_ERROR)."""
-
-    code = UNKNOWN_SERVER_ERROR
-    name = "UNKNOWN_SERVER_ERROR"

@@ -50,15 +50,7 @@ def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
         # The partition's high watermark is the replica manager's; the log checks against its own copy.
         if getattr(plog, "high_watermark", hw) < hw:
             plog.high_watermark = hw
-        try:
-            plog.delete_records_before(target)
-        except KafkaError:
-            raise
-        except Exception as exc:
-            code = getattr(exc, "code", None)
-            if isinstance(code, int) and code > 0:
-                raise KafkaError.for_code(code, str(exc)) from exc
-            raise
+        plog.delete_records_before(target)  # log errors are KafkaErrors carrying their code
         log.info("deleted records of %s-%d before offset %d", topic, index, target)
     return int(p.log_start_offset)
 
