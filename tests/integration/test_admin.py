@@ -208,6 +208,7 @@ def test_incremental_alter_unknown_key_is_refused(broker):
 
 
 @LEGACY_ALTER_GAP
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_legacy_alter_configs_replaces_all(broker):
     """AlterConfigs (non-incremental) sets exactly the given dynamic configs; others return to default."""
     a = admin(broker.bootstrap)
