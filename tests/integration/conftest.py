@@ -111,6 +111,22 @@ def module_broker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             b.close()
 
 
+@pytest.fixture(autouse=True)
+def _session_broker_health(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that kills the shared broker fails (with the broker's output) instead of the tests after it;
+    those get the broker restarted on the same data dir."""
+    if "broker" not in request.fixturenames:
+        yield
+        return
+    b: BrokerProcess = request.getfixturevalue("broker")
+    if not b.alive():
+        b.start()
+    yield
+    if not b.alive():
+        pytest.fail(f"the shared {b.kind} broker died during this test (exit code {b.proc.returncode}):\n"
+                    f"{b.output()[-8000:]}", pytrace=False)
+
+
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     started: list[BrokerProcess] = []

@@ -73,7 +73,7 @@ def test_empty_fetch_returns_after_max_wait(broker, make_topic, max_wait_ms):
     th.join(max_wait_ms / 1000 + 10)
     assert "error" not in result, result.get("error")
     elapsed = result["elapsed"]
-    assert max_wait_ms / 1000 * 0.9 <= elapsed <= max_wait_ms / 1000 + 0.7, (
+    assert max_wait_ms / 1000 * 0.9 <= elapsed <= max_wait_ms / 1000 + 1.0, (
         f"empty fetch with max_wait {max_wait_ms} ms returned after {elapsed:.2f}s"
     )
     err, hw, records = _records_in(result["resp"])
