@@ -43,6 +43,7 @@ from .errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     ProducerClosedError,
+    UnsupportedVersionError,
     broker_error,
     error_name,
     is_retriable,
@@ -292,6 +293,9 @@ class _Sender:
     async def _run_once(self) -> float | None:
         now = time.monotonic()
         self._expire(now)
+        if self.fatal is not None:
+            self._fail_all(self.fatal)
+            return None
         if self.idempotent:
             if self.need_bump or self.producer_id < 0:
                 if self.total_in_flight:
@@ -568,6 +572,12 @@ class _Sender:
             resp = await conn.send(_INIT_PRODUCER_ID, req)
         except asyncio.CancelledError:
             raise
+        except UnsupportedVersionError as exc:
+            self.fatal = UnsupportedVersionError(
+                f"{exc}: the idempotent producer needs InitProducerId (set enable.idempotence=false)")
+            log.error("producer: %s", self.fatal)
+            self._fail_all(self.fatal)
+            return
         except Exception as exc:  # noqa: BLE001
             log.info("producer: InitProducerId failed (%s); retrying", exc)
             await asyncio.sleep(self.retry_backoff)
