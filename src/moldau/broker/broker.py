@@ -87,6 +87,7 @@ class Broker:
         self.security: Any = None    # security.SecurityManager, made by the server before it listens
         self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.server: Any = None
+        self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -129,6 +130,9 @@ class Broker:
         self._start_optional_components()
         self.server = Server(self)
         try:
+            from .metrics import start_metrics
+
+            self.metrics = await start_metrics(self)
             await self.server.start()
         except BaseException:
             self.server.stop_accepting()
@@ -184,6 +188,8 @@ class Broker:
                 log.exception("error stopping the group coordinator")
         if self.replica_manager is not None:
             await self.replica_manager.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.log_manager is not None:
             try:
                 self.log_manager.close()

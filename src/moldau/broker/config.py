@@ -315,6 +315,8 @@ _d("metrics.num.samples", "int", 2, "", validator=_at_least(1))
 _d("metrics.sample.window.ms", "long", 30000, "", validator=_at_least(1))
 _d("metrics.recording.level", "string", "INFO", "", validator=_one_of("INFO", "DEBUG", "TRACE"))
 _d("auto.include.jmx.reporter", "boolean", True, "")
+_d("metrics.listener", "string", None, "moldau: HOST:PORT of the Prometheus metrics endpoint (/metrics, /health, "
+   "/ready); off when unset.")
 
 # security
 _d("authorizer.class.name", "string", "", "")
