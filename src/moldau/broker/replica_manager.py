@@ -384,6 +384,9 @@ class ReplicaManager:
         res.log_start_offset = info.log_start_offset
         if info.duplicate:
             return res
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.record_append(p.topic, n, sum(h.records_count for _, h in batches))
         # one node: the ISR (this node) has everything the log has
         plog = p.log
         plog.high_watermark = plog.log_end_offset
@@ -423,6 +426,9 @@ class ReplicaManager:
             size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
         info.records = chunks if size else None
         info.size = size
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.record_read(p.topic, size)
         if isolation_level == 1:
             aborted = getattr(rr, "aborted_transactions", None)
             info.aborted_transactions = list(aborted) if aborted else []

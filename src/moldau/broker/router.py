@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
@@ -107,6 +108,8 @@ class Router:
             log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
                         conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
+        metrics = getattr(self.broker, "metrics", None)
+        t0 = time.perf_counter() if metrics is not None else 0.0
         view = memoryview(frame)
         try:
             header, offset = _frame.decode_request_header(view)
@@ -133,9 +136,14 @@ class Router:
             if _has_field(resp_msg, "error_message", version):
                 resp.error_message = _error_message(e)
         if resp is None:
+            if metrics is not None:
+                metrics.observe_request(api_key, len(frame), None, time.perf_counter() - t0)
             return None
         body = m.RESPONSES[api_key].encode_parts(resp, version)
-        return frame_response(correlation_id, api_key, version, body)
+        parts = frame_response(correlation_id, api_key, version, body)
+        if metrics is not None:
+            metrics.observe_request(api_key, len(frame), parts, time.perf_counter() - t0)
+        return parts
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]

@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
@@ -601,5 +601,3 @@ class Fetcher:
                 if firsts:
                     firsts.pop(0)
 
-
-_ = Iterable

@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures as cf
 import logging
 import threading
-from concurrent.futures._base import CANCELLED_AND_NOTIFIED, FINISHED, PENDING  # type: ignore[attr-defined]
+from concurrent.futures._base import FINISHED, PENDING  # type: ignore[attr-defined]
 from typing import Any, Callable
 
 from .types import RecordMetadata
@@ -244,8 +244,6 @@ class _WaiterList(list):
             else:
                 waiter.add_result(self.fut)
 
-
-_ = CANCELLED_AND_NOTIFIED  # imported for readers: the states concurrent.futures checks
 
 
 def completed_future(value: Any) -> cf.Future:

@@ -28,7 +28,7 @@ import struct
 import threading
 import time
 from time import time_ns as _time_ns
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import BatchBuilder, codec_id, compute_crc
@@ -45,7 +45,6 @@ from .errors import (
     ProducerClosedError,
     UnsupportedVersionError,
     broker_error,
-    error_name,
     is_retriable,
 )
 from .futures import BatchResult, RecordFuture
@@ -920,5 +919,3 @@ def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:
         out.append((k, v))
     return out
 
-
-_ = (Sequence, error_name)

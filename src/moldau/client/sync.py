@@ -13,7 +13,7 @@ import inspect
 import logging
 import queue
 import threading
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Coroutine, Iterator, Mapping, TypeVar
 
 from .errors import IllegalStateError
 from .futures import RecordFuture
@@ -443,5 +443,3 @@ class Admin(_SyncBase):
         finally:
             self._lt.stop()
 
-
-_ = (Awaitable, Iterator)
