@@ -18,7 +18,8 @@
   records or a changed high watermark / last stable offset / log start offset, or an error. Unknown session:
   FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH; switching between topic names and ids
   inside a session: FETCH_SESSION_TOPIC_ID_ERROR.
-* v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3).
+* v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3);
+  topics with message.downconversion.enable=false answer UNSUPPORTED_VERSION instead, as Kafka.
 * Records go out as the log's chunks (a list), which the encoder writes without copying.
 * preferred_read_replica (v11+) -1; follower fetches (replica_id >= 0) are served like consumer fetches.
 """
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
+UNSUPPORTED_VERSION = 35
 TOPIC_AUTHORIZATION_FAILED = 29
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
@@ -244,7 +246,12 @@ async def fetch(ctx: Any, req: Any) -> Any:
             records = info.records if info.records is not None else b""
             aborted = info.aborted_transactions if isolation == 1 else None
             if magic < 2 and info.size:
-                records = _down_convert(records, magic)
+                p = it.partition
+                if p is not None and not getattr(p.config, "message_downconversion_enable", True):
+                    error = UNSUPPORTED_VERSION  # Kafka: message.downconversion.enable=false
+                    records = b""
+                else:
+                    records = _down_convert(records, magic)
         if it.cached is not None:
             respond = it.cached.must_respond(error, bool(info is not None and info.size), hw, lso, lstart)
             if incremental and not respond:
