@@ -103,6 +103,9 @@ class Connection(asyncio.BufferedProtocol):
             return self._big_view[self._big_pos:]  # type: ignore[index]
         if self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):  # pragma: no cover - cannot happen: larger frames go to _big
+                self._buf = self._buf + bytearray(len(self._buf))
+                self._view = memoryview(self._buf)
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
