@@ -73,7 +73,7 @@ def _exchange(port: int, data: bytes, half_close: bool = True, timeout: float = 
             s.sendall(data)
             if half_close:
                 s.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # EPIPE, ECONNRESET, ENOTCONN: the broker already closed the connection
             return got, True
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
