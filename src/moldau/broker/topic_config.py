@@ -1,7 +1,9 @@
-"""Topic-level configuration: Kafka's topic config keys, their types, defaults, validators and broker synonyms.
+"""Topic-level configuration as the broker serves it: config sources, broker synonyms' values, dynamic broker
+configs, DescribeConfigs / AlterConfigs / IncrementalAlterConfigs.
 
-Facts (names, types, defaults, ranges, synonym order) follow Kafka 4.1's ``LogConfig`` /
-``ServerTopicConfigSynonyms``; the documentation strings are moldau's own words.
+The table itself - Kafka's topic config keys, their types, defaults, validators, broker synonyms and LogConfig
+fields - is ``moldau.log.config.TOPIC_CONFIGS`` (the storage engine consumes it); it and its helpers are
+re-exported here under the same names.
 
 Resolution of a topic config's effective value, highest priority first (Kafka's order):
 
@@ -14,8 +16,8 @@ Broker synonyms with a unit (``log.retention.hours``) are converted to the topic
 
 Public API::
 
-    TOPIC_CONFIGS: dict[str, TopicConfigDef]
-    validate_topic_configs(configs)                       # KafkaError(INVALID_CONFIG, msg)
+    TOPIC_CONFIGS: dict[str, TopicConfigDef]              # from moldau.log.config
+    validate_topic_configs(configs)                       # InvalidConfigError (a KafkaError, INVALID_CONFIG)
     effective_topic_configs(topic_configs, broker_config) # name -> typed value
     log_config_for(topic_configs, broker_config) -> moldau.log.LogConfig
     describe_topic_config(topic_configs, broker_config, name) -> (value, source, is_default, synonyms)
@@ -32,34 +34,41 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from moldau.log.config import (  # noqa: F401  (re-exported: the table and its helpers)
+    BROKER_ONLY_LOG_FIELDS,
+    HOURS,
+    INT_MAX,
+    INT_MIN,
+    LONG_MAX,
+    LONG_MIN,
+    MINUTES,
+    TOPIC_CONFIGS,
+    ConfigType,
+    LogConfig,
+    Synonym,
+    TopicConfigDef,
+    Validator,
+    at_least,
+    between,
+    invalid_value,
+    level_or_default,
+    list_of,
+    one_of,
+    parse_value,
+    throttled_replicas,
+    to_kafka_string,
+    validate_topic_config,
+    validate_topic_configs,
+)
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-LONG_MAX = 9223372036854775807
-LONG_MIN = -9223372036854775808
-INT_MAX = 2147483647
-INT_MIN = -2147483648
-
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-
-
-class ConfigType(enum.IntEnum):
-    """DescribeConfigsResponse ConfigType (v3+)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
+INVALID_CONFIG = ErrorCode.INVALID_CONFIG
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
 class ConfigSource(enum.IntEnum):
@@ -89,27 +98,14 @@ class AlterConfigOp(enum.IntEnum):
 # errors
 
 
-class ConfigValidationError(ValueError):
-    """Raised when a config name or value is refused. ``code`` is the Kafka error code (INVALID_CONFIG)."""
-
-    def __init__(self, message: str, code: int = INVALID_CONFIG) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def config_error(message: str, code: int = INVALID_CONFIG) -> Exception:
-    """The exception to raise for a refused config: moldau's KafkaError for ``code`` (INVALID_CONFIG by
-    default) carrying ``message``."""
-    try:
-        from moldau.protocol.errors import KafkaError
-    except ImportError:  # pragma: no cover - protocol package always present in the broker
-        return ConfigValidationError(message, code)
+def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
+    """The exception to raise for a refused config: the KafkaError for ``code`` (INVALID_CONFIG by default)
+    carrying ``message``."""
     return KafkaError.for_code(code, message)
 
 
 def error_code_of(exc: BaseException) -> int:
-    """The Kafka error code carried by ``exc`` (KafkaError or ConfigValidationError)."""
+    """The Kafka error code carried by ``exc`` (a KafkaError; INVALID_CONFIG when it carries none)."""
     code = getattr(exc, "code", None)
     if code is None:
         code = getattr(exc, "error_code", None)
@@ -119,7 +115,7 @@ def error_code_of(exc: BaseException) -> int:
 
 
 def error_message_of(exc: BaseException) -> str:
-    """The message a KafkaError / ConfigValidationError carries (without the code prefix)."""
+    """The message a KafkaError carries (without the code prefix)."""
     msg = getattr(exc, "message", None)
     if isinstance(msg, str) and msg:
         return msg
@@ -129,354 +125,7 @@ def error_message_of(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# parsing and printing values (Kafka's ConfigDef rules)
-
-
-def _invalid(name: str, value: object, why: str) -> Exception:
-    return config_error(f"Invalid value {value} for configuration {name}: {why}")
-
-
-def parse_value(ctype: ConfigType, name: str, value: object) -> Any:
-    """Parse ``value`` (normally a string) as Kafka's ConfigDef would for ``ctype``."""
-    if value is None:
-        return None
-    if ctype == ConfigType.LIST:
-        if isinstance(value, (list, tuple)):
-            return [str(v).strip() for v in value]
-        text = str(value).strip()
-        if not text:
-            return []
-        return [part.strip() for part in text.split(",")]
-    if not isinstance(value, str):
-        if ctype == ConfigType.BOOLEAN and isinstance(value, bool):
-            return value
-        if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT) and isinstance(value, int) \
-                and not isinstance(value, bool):
-            text = str(value)
-        elif ctype == ConfigType.DOUBLE and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        else:
-            text = to_kafka_string(value)
-    else:
-        text = value.strip()
-    if ctype in (ConfigType.STRING, ConfigType.PASSWORD, ConfigType.CLASS):
-        return text
-    if ctype == ConfigType.BOOLEAN:
-        low = text.lower()
-        if low == "true":
-            return True
-        if low == "false":
-            return False
-        raise _invalid(name, value, "Expected value to be either true or false")
-    if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
-        kind = {ConfigType.INT: "32-bit integer", ConfigType.LONG: "64-bit integer",
-                ConfigType.SHORT: "16-bit integer"}[ctype]
-        try:
-            num = int(text, 10)
-        except ValueError:
-            raise _invalid(name, value, f"Not a number of type {ctype.name}") from None
-        lo, hi = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX),
-                  ConfigType.SHORT: (-32768, 32767)}[ctype]
-        if not lo <= num <= hi:
-            raise _invalid(name, value, f"Not a number of type {ctype.name} ({kind})")
-        return num
-    if ctype == ConfigType.DOUBLE:
-        try:
-            num_f = float(text)
-        except ValueError:
-            raise _invalid(name, value, "Not a number of type DOUBLE") from None
-        if math.isnan(num_f):
-            raise _invalid(name, value, "Not a number of type DOUBLE")
-        return num_f
-    return text
-
-
-def to_kafka_string(value: object) -> str | None:
-    """Kafka's ConfigDef.convertToString: lists comma-joined, booleans lower case, doubles like Java."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# validators: callables (name, parsed value) -> None, raising the config error
-
-
-Validator = Callable[[str, Any], None]
-
-
-def at_least(minimum: float) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is not None and value < minimum:
-            raise _invalid(name, to_kafka_string(value), f"Value must be at least {minimum}")
-    check.__doc__ = f"[{minimum},...]"
-    return check
-
-
-def between(lo: float, hi: float) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is None:
-            return
-        if value < lo:
-            raise _invalid(name, to_kafka_string(value), f"Value must be at least {lo}")
-        if value > hi:
-            raise _invalid(name, to_kafka_string(value), f"Value must be no more than {hi}")
-    check.__doc__ = f"[{lo},...,{hi}]"
-    return check
-
-
-def one_of(*allowed: str, case_insensitive: bool = False) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is None:
-            return
-        ok = value.lower() in {a.lower() for a in allowed} if case_insensitive else value in allowed
-        if not ok:
-            raise _invalid(name, value, f"String must be one of: {', '.join(allowed)}")
-    check.__doc__ = "[" + ", ".join(allowed) + "]"
-    return check
-
-
-def list_of(*allowed: str) -> Validator:
-    def check(name: str, value: Any) -> None:
-        if value is None:
-            return
-        for item in value:
-            if item not in allowed:
-                raise _invalid(name, to_kafka_string(value), f"String must be one of: {', '.join(allowed)}")
-        if len(set(value)) != len(value):
-            raise _invalid(name, to_kafka_string(value), "Values must not be duplicated")
-    check.__doc__ = "[" + ", ".join(allowed) + "]"
-    return check
-
-
-def level_or_default(lo: int, hi: int, default: int) -> Validator:
-    """Compression level validators: a level in [lo, hi] or the codec's default marker."""
-    def check(name: str, value: Any) -> None:
-        if value is None or value == default or lo <= value <= hi:
-            return
-        raise _invalid(name, value, f"Value must be between {lo} and {hi}" +
-                       (f" or equal to {default}" if not lo <= default <= hi else ""))
-    check.__doc__ = f"[{lo},...,{hi}]"
-    return check
-
-
-def throttled_replicas(name: str, value: Any) -> None:
-    """``*`` or a list of ``partition:broker`` pairs."""
-    if not value or value == ["*"]:
-        return
-    for item in value:
-        parts = item.split(":")
-        if len(parts) != 2 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
-            raise _invalid(name, to_kafka_string(value),
-                           "must be the literal '*' or a list of replicas in the following format: "
-                           "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# the table
-
-
-@dataclass(slots=True, frozen=True)
-class Synonym:
-    """A broker key that supplies a topic config's default; ``multiplier`` converts its unit (hours -> ms)."""
-
-    name: str
-    multiplier: int = 1
-
-
-@dataclass(slots=True, frozen=True)
-class TopicConfigDef:
-    name: str
-    type: ConfigType
-    default: Any                         # typed default (None = no default)
-    broker_synonyms: tuple[Synonym, ...]
-    validator: Validator | None = None
-    doc: str = ""
-    sensitive: bool = False
-    internal: bool = False               # accepted but never described (Kafka's defineInternal)
-    log_fields: tuple[str, ...] = ()     # candidate moldau.log.LogConfig field names
-    honoured: bool = True                # False: stored and described, no effect on a single node
-
-    @property
-    def broker_synonym(self) -> str | None:
-        return self.broker_synonyms[0].name if self.broker_synonyms else None
-
-    def parse(self, value: object) -> Any:
-        return parse_value(self.type, self.name, value)
-
-    def validate(self, value: Any) -> None:
-        if self.validator is not None:
-            self.validator(self.name, value)
-
-
-HOURS = 3_600_000
-MINUTES = 60_000
-
-_SEVEN_DAYS_MS = 7 * 24 * HOURS
-_ONE_DAY_MS = 24 * HOURS
-
-
-def _s(*names: str | tuple[str, int]) -> tuple[Synonym, ...]:
-    return tuple(Synonym(n) if isinstance(n, str) else Synonym(n[0], n[1]) for n in names)
-
-
-def _build() -> dict[str, TopicConfigDef]:
-    T = ConfigType
-    defs = [
-        TopicConfigDef(
-            "cleanup.policy", T.LIST, ["delete"], _s("log.cleanup.policy"), list_of("compact", "delete"),
-            "How old log segments are cleaned: 'delete' removes segments past the retention time or size, "
-            "'compact' keeps the latest record for each key; both may be given.",
-            log_fields=("cleanup_policy",)),
-        TopicConfigDef(
-            "compression.type", T.STRING, "producer", _s("compression.type"),
-            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-            "Codec of the stored batches: 'producer' keeps what the producer sent, 'uncompressed' or a codec "
-            "name recompresses on append.",
-            log_fields=("compression_type",)),
-        TopicConfigDef(
-            "compression.gzip.level", T.INT, -1, _s("compression.gzip.level"), level_or_default(1, 9, -1),
-            "Level used when compression.type is gzip.", log_fields=("compression_gzip_level",)),
-        TopicConfigDef(
-            "compression.lz4.level", T.INT, 9, _s("compression.lz4.level"), level_or_default(1, 17, 9),
-            "Level used when compression.type is lz4.", log_fields=("compression_lz4_level",)),
-        TopicConfigDef(
-            "compression.zstd.level", T.INT, 3, _s("compression.zstd.level"), level_or_default(-131072, 22, 3),
-            "Level used when compression.type is zstd.", log_fields=("compression_zstd_level",)),
-        TopicConfigDef(
-            "delete.retention.ms", T.LONG, _ONE_DAY_MS, _s("log.cleaner.delete.retention.ms"), at_least(0),
-            "How long tombstones (records with a null value) are kept on a compacted topic.",
-            log_fields=("delete_retention_ms",)),
-        TopicConfigDef(
-            "file.delete.delay.ms", T.LONG, 60_000, _s("log.segment.delete.delay.ms"), at_least(0),
-            "Time to wait before a deleted segment's files are removed from disk.",
-            log_fields=("file_delete_delay_ms",)),
-        TopicConfigDef(
-            "flush.messages", T.LONG, LONG_MAX, _s("log.flush.interval.messages"), at_least(1),
-            "Force an fsync after this many records were appended (default: leave it to the OS).",
-            log_fields=("flush_interval_messages", "flush_messages")),
-        TopicConfigDef(
-            "flush.ms", T.LONG, LONG_MAX, _s("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-            at_least(0),
-            "Force an fsync when the oldest unflushed record is this old (default: leave it to the OS).",
-            log_fields=("flush_interval_ms", "flush_ms")),
-        TopicConfigDef(
-            "follower.replication.throttled.replicas", T.LIST, [], (), throttled_replicas,
-            "Replicas whose follower fetches are throttled (no effect on a single broker).", honoured=False),
-        TopicConfigDef(
-            "index.interval.bytes", T.INT, 4096, _s("log.index.interval.bytes"), at_least(0),
-            "Bytes appended between two offset index entries.", log_fields=("index_interval_bytes",)),
-        TopicConfigDef(
-            "leader.replication.throttled.replicas", T.LIST, [], (), throttled_replicas,
-            "Replicas whose leader side is throttled (no effect on a single broker).", honoured=False),
-        TopicConfigDef(
-            "local.retention.bytes", T.LONG, -2, _s("log.local.retention.bytes"), at_least(-2),
-            "Tiered storage: local retention size (-2: same as retention.bytes). Stored, not used.",
-            honoured=False),
-        TopicConfigDef(
-            "local.retention.ms", T.LONG, -2, _s("log.local.retention.ms"), at_least(-2),
-            "Tiered storage: local retention time (-2: same as retention.ms). Stored, not used.",
-            honoured=False),
-        TopicConfigDef(
-            "max.compaction.lag.ms", T.LONG, LONG_MAX, _s("log.cleaner.max.compaction.lag.ms"), at_least(1),
-            "Longest time a record may stay uncompacted in a compacted log.",
-            log_fields=("max_compaction_lag_ms",)),
-        TopicConfigDef(
-            "max.message.bytes", T.INT, 1_048_588, _s("message.max.bytes"), at_least(0),
-            "Largest record batch (after compression) the topic accepts.", log_fields=("max_message_bytes",)),
-        TopicConfigDef(
-            "message.downconversion.enable", T.BOOLEAN, True, _s("log.message.downconversion.enable"), None,
-            "Whether batches are down-converted for fetch requests of old versions (message format v0/v1).",
-            log_fields=("message_downconversion_enable",)),
-        TopicConfigDef(
-            "message.timestamp.after.max.ms", T.LONG, 3_600_000, _s("log.message.timestamp.after.max.ms"),
-            at_least(0),
-            "How far in the future a CreateTime record timestamp may be relative to the broker clock.",
-            log_fields=("message_timestamp_after_max_ms",)),
-        TopicConfigDef(
-            "message.timestamp.before.max.ms", T.LONG, LONG_MAX, _s("log.message.timestamp.before.max.ms"),
-            at_least(0),
-            "How far in the past a CreateTime record timestamp may be relative to the broker clock.",
-            log_fields=("message_timestamp_before_max_ms",)),
-        TopicConfigDef(
-            "message.timestamp.type", T.STRING, "CreateTime", _s("log.message.timestamp.type"),
-            one_of("CreateTime", "LogAppendTime"),
-            "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).",
-            log_fields=("message_timestamp_type",)),
-        TopicConfigDef(
-            "min.cleanable.dirty.ratio", T.DOUBLE, 0.5, _s("log.cleaner.min.cleanable.ratio"), between(0, 1),
-            "Fraction of the log that must be uncompacted before the cleaner compacts it.",
-            log_fields=("min_cleanable_dirty_ratio", "min_cleanable_ratio")),
-        TopicConfigDef(
-            "min.compaction.lag.ms", T.LONG, 0, _s("log.cleaner.min.compaction.lag.ms"), at_least(0),
-            "Shortest time a record stays uncompacted.", log_fields=("min_compaction_lag_ms",)),
-        TopicConfigDef(
-            "min.insync.replicas", T.INT, 1, _s("min.insync.replicas"), at_least(1),
-            "Replicas that must have a write for an acks=all produce to succeed.",
-            log_fields=("min_insync_replicas",)),
-        TopicConfigDef(
-            "preallocate", T.BOOLEAN, False, _s("log.preallocate"), None,
-            "Whether a new segment file is preallocated to its full size.", log_fields=("preallocate",)),
-        TopicConfigDef(
-            "remote.log.copy.disable", T.BOOLEAN, False, (), None,
-            "Tiered storage: stop copying segments to remote storage. Stored, not used.", honoured=False),
-        TopicConfigDef(
-            "remote.log.delete.on.disable", T.BOOLEAN, False, (), None,
-            "Tiered storage: delete remote data when tiered storage is turned off. Stored, not used.",
-            honoured=False),
-        TopicConfigDef(
-            "remote.storage.enable", T.BOOLEAN, False, (), _no_remote_storage,
-            "Tiered storage for this topic. moldau has no remote storage, so only false is accepted.",
-            honoured=False),
-        TopicConfigDef(
-            "retention.bytes", T.LONG, -1, _s("log.retention.bytes"), None,
-            "Largest size a partition may grow to before old segments are deleted (-1: no limit).",
-            log_fields=("retention_bytes",)),
-        TopicConfigDef(
-            "retention.ms", T.LONG, _SEVEN_DAYS_MS,
-            _s("log.retention.ms", ("log.retention.minutes", MINUTES), ("log.retention.hours", HOURS)),
-            at_least(-1),
-            "How long a segment is kept before it is deleted (-1: forever).", log_fields=("retention_ms",)),
-        TopicConfigDef(
-            "segment.bytes", T.INT, 1_073_741_824, _s("log.segment.bytes"), at_least(1024 * 1024),
-            "Size at which the active segment is rolled.", log_fields=("segment_bytes",)),
-        TopicConfigDef(
-            "segment.index.bytes", T.INT, 10_485_760, _s("log.index.size.max.bytes"), at_least(4),
-            "Size of the offset and time index files of a segment.",
-            log_fields=("segment_index_bytes", "max_index_size", "index_size_max_bytes")),
-        TopicConfigDef(
-            "segment.jitter.ms", T.LONG, 0, _s("log.roll.jitter.ms", ("log.roll.jitter.hours", HOURS)),
-            at_least(0),
-            "Random jitter subtracted from segment.ms, so segments of many partitions do not roll together.",
-            log_fields=("segment_jitter_ms",)),
-        TopicConfigDef(
-            "segment.ms", T.LONG, _SEVEN_DAYS_MS, _s("log.roll.ms", ("log.roll.hours", HOURS)), at_least(1),
-            "Age at which the active segment is rolled even when not full.", log_fields=("segment_ms",)),
-        TopicConfigDef(
-            "unclean.leader.election.enable", T.BOOLEAN, False, _s("unclean.leader.election.enable"), None,
-            "Whether a replica outside the ISR may become leader (no effect on a single broker).",
-            log_fields=("unclean_leader_election_enable",)),
-        # Kafka's test-only override of segment.bytes without the 1 MiB minimum (defineInternal).
-        TopicConfigDef(
-            "internal.segment.bytes", T.INT, None, (), at_least(1),
-            "Testing only: segment size overriding segment.bytes, without its minimum.", internal=True),
-    ]
-    return {d.name: d for d in defs}
-
-
-def _no_remote_storage(name: str, value: Any) -> None:
-    if value:
-        raise _invalid(name, "true", "Tiered Storage functionality is disabled in the broker. "
-                       "Topic cannot be configured with remote log storage.")
-
-
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = _build()
+# broker synonyms
 
 #: Kafka's static defaults of the broker synonym keys (None = the key has no default). Used when the broker
 #: config object does not define a key itself.
@@ -486,7 +135,7 @@ BROKER_SYNONYM_DEFAULTS: dict[str, Any] = {
     "compression.gzip.level": -1,
     "compression.lz4.level": 9,
     "compression.zstd.level": 3,
-    "log.cleaner.delete.retention.ms": _ONE_DAY_MS,
+    "log.cleaner.delete.retention.ms": 24 * HOURS,
     "log.segment.delete.delay.ms": 60_000,
     "log.flush.interval.messages": LONG_MAX,
     "log.flush.interval.ms": None,
@@ -537,11 +186,7 @@ BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
 def broker_key_type(key: str) -> ConfigType:
     """Type of a broker synonym key (the ``*.hours`` / ``*.minutes`` keys are INT in Kafka)."""
     d, mult = BROKER_KEY_TO_TOPIC[key]
-    if mult != 1:
-        return ConfigType.INT
-    if key == "log.flush.scheduler.interval.ms" or key.endswith(".ms"):
-        return ConfigType.LONG if d.type in (ConfigType.LONG, ConfigType.INT) else d.type
-    return d.type
+    return d.synonym_type(key, mult)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -721,28 +366,6 @@ def broker_lookup(broker_config: Any, key: str) -> list[tuple[str | None, int]]:
 # validation
 
 
-def validate_topic_config(name: str, value: object) -> Any:
-    """Check one topic config; return its parsed value. Raises the INVALID_CONFIG error."""
-    d = TOPIC_CONFIGS.get(name)
-    if d is None:
-        raise config_error(f"Unknown topic config name: {name}")
-    if value is None:
-        raise config_error(f"Null value not supported for topic configs: {name}")
-    parsed = d.parse(value)
-    d.validate(parsed)
-    return parsed
-
-
-def validate_topic_configs(configs: Mapping[str, object]) -> None:
-    """Validate a topic's overrides (names, values, and cross-config rules). Raises KafkaError(INVALID_CONFIG)."""
-    parsed = {name: validate_topic_config(name, value) for name, value in configs.items()}
-    lo = parsed.get("min.compaction.lag.ms", TOPIC_CONFIGS["min.compaction.lag.ms"].default)
-    hi = parsed.get("max.compaction.lag.ms", TOPIC_CONFIGS["max.compaction.lag.ms"].default)
-    if lo > hi:
-        raise config_error(f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
-                           f"max.compaction.lag.ms ({hi})")
-
-
 def normalize_topic_configs(configs: Mapping[str, object]) -> dict[str, str]:
     """Validated overrides as Kafka strings (``"compact,delete"``, ``"true"``), ready to persist."""
     validate_topic_configs(configs)
@@ -775,7 +398,7 @@ def validate_broker_config(key: str, value: object) -> Any:
             raise config_error(error_message_of(exc).replace(f"configuration {d.name}",
                                                              f"configuration {key}")) from None
     elif parsed is not None and parsed < (-1 if "retention" in key else 0):
-        raise _invalid(key, value, f"Value must be at least {-1 if 'retention' in key else 0}")
+        raise invalid_value(key, value, f"Value must be at least {-1 if 'retention' in key else 0}")
     return parsed
 
 
@@ -897,84 +520,40 @@ def describe_topic_configs(topic_configs: Mapping[str, object] | None, broker_co
 # LogConfig
 
 
-def _coerce_for_field(value: Any, example: Any, fname: str) -> Any:
-    """Convert a topic config value to the type a LogConfig field uses (judged by the field's default)."""
-    if example is None or value is None:
-        return value
-    if isinstance(example, bool):
-        return bool(value)
-    if isinstance(example, int) and not isinstance(example, bool):
-        if isinstance(value, str):          # e.g. message_timestamp_type as 0/1
-            return {"CreateTime": 0, "LogAppendTime": 1}.get(value, value)
-        return int(value)
-    if isinstance(example, float):
-        return float(value)
-    if isinstance(example, str):
-        return to_kafka_string(value)
-    if isinstance(example, (tuple, list, frozenset, set)):
-        seq = value if isinstance(value, (list, tuple)) else [value]
-        return type(example)(seq)
-    if isinstance(example, enum.Enum):
-        enum_type = type(example)
-        for member in enum_type:
-            if member.name.lower() == str(value).lower() or member.value == value or \
-                    str(member.value).lower() == str(value).lower():
-                return member
-        raise ValueError(f"cannot map {value!r} onto {enum_type.__name__} for LogConfig.{fname}")
-    return value
-
-
 def log_config_kwargs(topic_configs: Mapping[str, object] | None, broker_config: Any,
                       field_names: Mapping[str, Any]) -> dict[str, Any]:
-    """kwargs for a LogConfig whose fields (name -> default) are ``field_names``."""
+    """kwargs for a LogConfig restricted to the fields named in ``field_names`` (name -> default): the
+    effective value of each topic config with a ``log_field``, ``internal.segment.bytes`` over segment.bytes,
+    ``compact`` / ``delete`` flags from cleanup.policy, and the broker-only fields when the broker sets them."""
     values = effective_topic_configs(topic_configs, broker_config)
     if values.get("internal.segment.bytes") is not None:
         values["segment.bytes"] = values["internal.segment.bytes"]
     kwargs: dict[str, Any] = {}
     for d in TOPIC_CONFIGS.values():
-        for fname in d.log_fields:
-            if fname in field_names:
-                kwargs[fname] = _coerce_for_field(values[d.name], field_names[fname], fname)
-                break
+        if d.log_field is not None and d.log_field in field_names:
+            kwargs[d.log_field] = d.field_value(values[d.name])
     policy = values["cleanup.policy"]
-    for fname, flag in (("compact", "compact"), ("delete", "delete")):
-        if fname in field_names and fname not in kwargs:
-            kwargs[fname] = flag in policy
-    # LogConfig fields that only have a broker key
-    for fname, bkey in _BROKER_ONLY_LOG_FIELDS.items():
-        if fname in field_names and fname not in kwargs and broker_config is not None:
-            entries = broker_lookup(broker_config, bkey)
+    for flag in ("compact", "delete"):
+        if flag in field_names and flag not in kwargs:
+            kwargs[flag] = flag in policy
+    if broker_config is not None:
+        for f in BROKER_ONLY_LOG_FIELDS:
+            if f.log_field not in field_names:
+                continue
+            entries = broker_lookup(broker_config, f.key)
             if entries and entries[0][0] is not None:
                 try:
-                    kwargs[fname] = _coerce_for_field(int(entries[0][0]), field_names[fname], fname)
-                except ValueError:
-                    log.warning("ignoring invalid broker value %s=%r", bkey, entries[0][0])
+                    kwargs[f.log_field] = parse_value(f.type, f.key, entries[0][0])
+                except KafkaError:
+                    log.warning("ignoring invalid broker value %s=%r", f.key, entries[0][0])
     return kwargs
 
 
-_BROKER_ONLY_LOG_FIELDS = {
-    "producer_id_expiration_ms": "producer.id.expiration.ms",
-    "message_timestamp_difference_max_ms": "log.message.timestamp.difference.max.ms",
-}
-
-
-def log_config_for(topic_configs: Mapping[str, object] | None, broker_config: Any = None):
+def log_config_for(topic_configs: Mapping[str, object] | None, broker_config: Any = None) -> LogConfig:
     """The moldau.log.LogConfig for a topic with overrides ``topic_configs`` on a broker configured by
-    ``broker_config``. Fields of LogConfig that have no topic config keep LogConfig's own defaults."""
-    from moldau.log import LogConfig  # local import: moldau.log must not be needed to validate configs
-
-    field_defaults: dict[str, Any] = {}
-    if dataclasses.is_dataclass(LogConfig):
-        for f in dataclasses.fields(LogConfig):
-            if f.default is not dataclasses.MISSING:
-                field_defaults[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                field_defaults[f.name] = f.default_factory()  # type: ignore[misc]
-            else:
-                field_defaults[f.name] = None
-    else:  # a plain class: use its instance attributes
-        field_defaults = dict(vars(LogConfig()))
-    return LogConfig(**log_config_kwargs(topic_configs, broker_config, field_defaults))
+    ``broker_config``."""
+    fields = {f.name: f.default for f in dataclasses.fields(LogConfig)}
+    return LogConfig(**log_config_kwargs(topic_configs, broker_config, fields))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -1283,7 +862,7 @@ def topic_for_alter(broker: Any, name: str) -> Any:
 
 __all__ = [
     "AlterConfigOp", "BROKER_KEY_TO_TOPIC", "BROKER_SYNONYM_DEFAULTS", "BrokerConfigView", "ConfigEntry",
-    "ConfigSource", "ConfigSynonymEntry", "ConfigType", "ConfigValidationError", "DYNAMIC_BROKER_KEYS",
+    "ConfigSource", "ConfigSynonymEntry", "ConfigType", "DYNAMIC_BROKER_KEYS",
     "DynamicBrokerConfigs", "TOPIC_CONFIGS", "TopicConfigDef", "apply_incremental_ops",
     "attach_dynamic_configs", "broker_lookup", "config_error", "describe_topic_config",
     "describe_topic_configs", "dynamic_configs_of", "effective_topic_configs", "error_code_of",
