@@ -1,0 +1,766 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator + TransactionStateManager, one node).
+
+    coordinator = create_transaction_coordinator(broker)      # Broker.start: loads __transaction_state
+    await coordinator.handle_init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch) -> (err, pid, epoch)
+    await coordinator.handle_add_partitions(txn_id, pid, epoch, {(topic, p), ...}) -> err
+    coordinator.verify_partitions(txn_id, pid, epoch, partitions) -> (err, {tp: err})   # AddPartitionsToTxn v4+
+    coordinator.verify_produce(txn_id, topic, partition, pid, epoch) -> err             # KIP-890 part 1
+    coordinator.check_txn_offset_commit(txn_id, pid, epoch, offsets_partition) -> err
+    await coordinator.handle_end_txn(txn_id, pid, epoch, commit, tv2=False) -> (err, pid, epoch)
+    coordinator.describe(txn_id) -> TxnMetadata | None ; coordinator.list_transactions(...) -> [TxnMetadata]
+
+Every transition is written to ``__transaction_state`` (partition abs(hash(txn id)) % partitions) before it
+is applied. One asyncio lock per transactional id serialises the operations on it, so the in-memory state and
+the log never disagree; other transactional ids proceed in parallel.
+
+Choices (Kafka's behaviour unless said):
+
+* InitProducerId while a transaction is Ongoing fences it: PrepareAbort with the epoch bumped, markers,
+  CompleteAbort. Kafka then answers CONCURRENT_TRANSACTIONS and the client retries, getting the epoch bumped a
+  second time; moldau does that second step at once and answers it (same end state, no client backoff).
+* EndTxn writes PrepareCommit/PrepareAbort, the markers (in-process) and CompleteCommit/CompleteAbort before
+  it answers (Kafka answers after the Prepare record and completes in the background), so a client's next
+  transaction never meets CONCURRENT_TRANSACTIONS. A marker that cannot be written leaves the transaction
+  prepared; a background task retries it (and the answer is still NONE: the outcome is decided).
+* Transactions V2 (KIP-890 part 2): EndTxn v5 bumps the epoch at every end and answers the new producer id /
+  epoch (rotating the producer id when the epoch is exhausted). moldau advertises no ``transaction.version``
+  feature, so clients use V1; the V2 path exists for clients that send v5 anyway.
+* A transaction whose ``transaction.timeout.ms`` passed while Ongoing is fenced and aborted by a task that
+  runs every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``.
+* Transactional ids idle in a completed state for ``transactional.id.expiration.ms`` are removed (tombstone)
+  every ``transaction.remove.expired.transaction.cleanup.interval.ms``.
+* At start the topic is read; transactions found in PrepareCommit / PrepareAbort (the broker stopped between
+  the decision and its completion) get their markers and their Complete record before anything else touches
+  them; Ongoing ones time out as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Protocol
+
+from moldau.protocol.errors import ErrorCode as E
+
+from .state import (
+    COMPLETED,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    PREPARED,
+    SHORT_MAX,
+    TRANSACTION_STATE_TOPIC,
+    RecordFormatError,
+    TxnMetadata,
+    TxnState,
+    TxnTransit,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+
+log = logging.getLogger(__name__)
+
+S = TxnState
+READ_CHUNK = 1 << 20
+MARKER_RETRY_S = 1.0
+
+
+@dataclass(slots=True)
+class TxnConfig:
+    num_partitions: int = 50
+    segment_bytes: int = 104857600
+    replication_factor: int = 1
+    max_timeout_ms: int = 900000
+    abort_interval_ms: int = 10000
+    expiration_ms: int = 604800000
+    remove_expired_interval_ms: int = 3600000
+    verification: bool = True
+
+    @classmethod
+    def from_broker_config(cls, cfg: Any) -> "TxnConfig":
+        def get(key: str, default: Any) -> Any:
+            try:
+                v = cfg.get(key)
+            except Exception:  # pragma: no cover - a config without the key
+                return default
+            return default if v is None else v
+
+        verification = get("transaction.partition.verification.enable", True)
+        if isinstance(verification, str):
+            verification = verification.strip().lower() == "true"
+        return cls(
+            num_partitions=int(get("transaction.state.log.num.partitions", 50)),
+            segment_bytes=int(get("transaction.state.log.segment.bytes", 104857600)),
+            replication_factor=int(get("transaction.state.log.replication.factor", 1)),
+            max_timeout_ms=int(get("transaction.max.timeout.ms", 900000)),
+            abort_interval_ms=int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)),
+            expiration_ms=int(get("transactional.id.expiration.ms", 604800000)),
+            remove_expired_interval_ms=int(get("transaction.remove.expired.transaction.cleanup.interval.ms",
+                                               3600000)),
+            verification=bool(verification),
+        )
+
+
+# ------------------------------------------------------------------------------------------------ storage
+
+
+class TxnStorage(Protocol):
+    def topic_exists(self) -> bool: ...
+
+    def ensure_topic(self) -> None: ...
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None: ...
+
+    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]: ...
+
+    def coordinator_epoch(self, partition: int) -> int: ...
+
+
+class MemoryTxnStorage:
+    """Records in lists (unit tests; a "restart" is a new coordinator over the same storage)."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.fail_next: Exception | None = None
+        self.created = False
+
+    def topic_exists(self) -> bool:
+        return self.created
+
+    def ensure_topic(self) -> None:
+        self.created = True
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        if self.fail_next is not None:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        self.created = True
+        self.partitions.setdefault(partition, []).append((key, value))
+
+    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
+        return list(self.partitions.get(partition, []))
+
+    def coordinator_epoch(self, partition: int) -> int:
+        return 0
+
+    def records(self) -> list[tuple[int, bytes, bytes | None]]:
+        return [(p, k, v) for p, recs in sorted(self.partitions.items()) for k, v in recs]
+
+
+class LogTxnStorage:
+    """``__transaction_state`` as real log partitions, written through the replica manager."""
+
+    def __init__(self, broker: Any, config: TxnConfig) -> None:
+        self.broker = broker
+        self.config = config
+
+    def topic_exists(self) -> bool:
+        return TRANSACTION_STATE_TOPIC in self.broker.metadata.topics
+
+    def ensure_topic(self) -> None:
+        """Created on first use with Kafka's settings: compacted, internal, the configured partitions."""
+        from moldau.protocol.errors import KafkaError
+
+        store = self.broker.metadata
+        if TRANSACTION_STATE_TOPIC in store.topics:
+            return
+        try:
+            store.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                self.config.num_partitions,
+                self.config.replication_factor,
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "min.insync.replicas": "1",
+                    "unclean.leader.election.enable": "false",
+                    "segment.bytes": str(self.config.segment_bytes),
+                },
+            )
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.config.num_partitions)
+        except KafkaError:
+            if TRANSACTION_STATE_TOPIC not in store.topics:
+                raise
+
+    def _partition(self, partition: int) -> Any:
+        from moldau.protocol.errors import KafkaError
+
+        self.ensure_topic()
+        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        if p is None:
+            raise KafkaError.for_code(E.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_STATE_TOPIC}-{partition}")
+        return p
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        from moldau.protocol.errors import KafkaError
+        from moldau.protocol.records import BatchBuilder
+
+        p = self._partition(partition)
+        now = self.broker.clock.time_ms()
+        builder = BatchBuilder(magic=2)
+        builder.append(now, key, value)
+        res = self.broker.replica_manager.append(p, bytearray(builder.build(0)), internal=True, now_ms=now)
+        if res.error:
+            raise KafkaError.for_code(res.error, res.error_message)
+        if res.flush is not None:
+            await res.flush
+
+    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        from moldau.protocol.records import decode_batch, split_batches
+
+        if not self.topic_exists():
+            return
+        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        if p is None:
+            return
+        plog = p.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            rr = plog.read(offset, READ_CHUNK, min_one=True)
+            data = b"".join(bytes(c) for c in rr.chunks)
+            if not data:
+                break
+            nxt = offset
+            for pos, h in split_batches(data, allow_truncated=True):
+                nxt = max(nxt, h.last_offset + 1)
+                if h.is_control:
+                    continue
+                for rec in decode_batch(data, pos, header=h):
+                    if rec.offset >= offset:
+                        yield rec.key, rec.value
+            if nxt <= offset:
+                break
+            offset = nxt
+
+    def coordinator_epoch(self, partition: int) -> int:
+        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        return int(p.leader_epoch) if p is not None else 0
+
+
+# ------------------------------------------------------------------------------------------------ markers
+
+MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaitable[dict[tuple[str, int], int]]]
+
+
+def _append_error(exc: BaseException) -> int:
+    """Kafka's mapping of a failed __transaction_state append to the client's error."""
+    code = getattr(exc, "raw_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "code", None), "code", getattr(exc, "code", None))
+    try:
+        code = int(code) if code is not None else E.UNKNOWN_SERVER_ERROR
+    except (TypeError, ValueError):
+        code = E.UNKNOWN_SERVER_ERROR
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                E.REQUEST_TIMED_OUT):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
+        return E.UNKNOWN_SERVER_ERROR
+    return code
+
+
+# ------------------------------------------------------------------------------------------------ coordinator
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, storage: TxnStorage, markers: MarkerWriter,
+                 next_producer_id: Callable[[], int], now_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.storage = storage
+        self.markers = markers
+        self.next_producer_id = next_producer_id
+        self.now_ms = now_ms
+        self.txns: dict[str, TxnMetadata] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._loops: list[asyncio.Task[Any]] = []
+        self._retry_scheduled = False
+        self._stopped = False
+
+    # ------------------------------------------------------------------------------------ helpers
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        return self.storage.coordinator_epoch(self.partition_for(transactional_id))
+
+    @staticmethod
+    def _lock(md: TxnMetadata) -> asyncio.Lock:
+        if md.lock is None:
+            md.lock = asyncio.Lock()
+        return md.lock
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("transaction coordinator background task failed", exc_info=task.exception())
+
+    async def _write(self, md: TxnMetadata, t: TxnTransit) -> int:
+        """Persist ``t`` (the record the metadata moves to); an error code, 0 when durable."""
+        try:
+            await self.storage.append(self.partition_for(md.transactional_id), encode_key(md.transactional_id),
+                                      encode_value(t.to_value()))
+        except Exception as exc:
+            code = _append_error(exc)
+            log.warning("transactional id %s: writing %s to %s failed: %s", md.transactional_id,
+                        t.state.display_name, TRANSACTION_STATE_TOPIC, exc)
+            return code or E.UNKNOWN_SERVER_ERROR
+        return E.NONE
+
+    async def _transition(self, md: TxnMetadata, t: TxnTransit) -> int:
+        md.pending_state = t.state
+        try:
+            err = await self._write(md, t)
+        finally:
+            md.pending_state = None
+        if err == E.NONE:
+            md.complete_transition(t)
+        return err
+
+    # ------------------------------------------------------------------------------------ load / lifecycle
+    def load(self) -> None:
+        """Replay __transaction_state (the last record of each transactional id wins; null = removed)."""
+        if not self.storage.topic_exists():
+            return
+        count = 0
+        for partition in range(self.config.num_partitions):
+            for key, value in self.storage.read(partition):
+                if key is None:
+                    continue
+                count += 1
+                try:
+                    txn_id = decode_key(key)
+                    if value is None:
+                        self.txns.pop(txn_id, None)
+                    else:
+                        self.txns[txn_id] = TxnMetadata.from_value(txn_id, decode_value(value))
+                except RecordFormatError as exc:
+                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC, partition,
+                                exc)
+        for txn_id, md in list(self.txns.items()):
+            if md.state == S.DEAD:
+                del self.txns[txn_id]
+        prepared = sum(1 for md in self.txns.values() if md.state in PREPARED)
+        log.info("loaded %d transactional ids (%d records) from %s, %d to complete", len(self.txns), count,
+                 TRANSACTION_STATE_TOPIC, prepared)
+
+    def start(self) -> None:
+        """Complete transactions found prepared; start the timeout and expiration tasks."""
+        loop = asyncio.get_running_loop()
+        prepared = [md for md in self.txns.values() if md.state in PREPARED]
+        for md in prepared:
+            self._spawn(self._complete_locked(md))
+        self._loops.append(loop.create_task(self._every(self.config.abort_interval_ms,
+                                                         self.abort_timed_out_transactions)))
+        self._loops.append(loop.create_task(self._every(self.config.remove_expired_interval_ms,
+                                                         self.remove_expired_transactional_ids)))
+
+    async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[Any]]) -> None:
+        while not self._stopped:
+            await asyncio.sleep(max(interval_ms, 1) / 1000.0)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let the task die
+                log.exception("transaction coordinator periodic task failed")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        for t in self._loops:
+            t.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in self._loops + list(self._tasks):
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._loops.clear()
+        self._tasks.clear()
+
+    # ------------------------------------------------------------------------------------ InitProducerId
+    def _valid_expected_producer(self, md: TxnMetadata, pid: int, epoch: int) -> bool:
+        return (md.producer_epoch == NO_PRODUCER_EPOCH or pid == md.producer_id
+                or (pid == md.last_producer_id and epoch >= SHORT_MAX - 1))
+
+    async def handle_init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                                      producer_epoch: int = -1) -> tuple[int, int, int]:
+        if not transactional_id:
+            return E.INVALID_REQUEST, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return E.INVALID_REQUEST, -1, -1
+        expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+        try:
+            self.storage.ensure_topic()
+        except Exception as exc:
+            log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
+            return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        md = self.txns.get(transactional_id)
+        if md is None:
+            md = TxnMetadata(transactional_id, self.next_producer_id(), timeout_ms, self.now_ms())
+            self.txns[transactional_id] = md
+        async with self._lock(md):
+            if self.txns.get(transactional_id) is not md:  # expired while we waited
+                return E.CONCURRENT_TRANSACTIONS, -1, -1
+            for _ in range(3):
+                if expected is not None and not self._valid_expected_producer(md, *expected):
+                    return E.PRODUCER_FENCED, -1, -1
+                if md.state in PREPARED:
+                    if not await self._complete_prepared(md):
+                        return E.CONCURRENT_TRANSACTIONS, -1, -1
+                    continue
+                if md.state == S.ONGOING:
+                    err = await self._fence_and_abort(md, "a new producer initialised the transactional id")
+                    if err != E.NONE:
+                        return err, -1, -1
+                    continue
+                now = self.now_ms()
+                t: TxnTransit | int
+                if md.epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
+                    t = md.prepare_producer_id_rotation(self.next_producer_id(), timeout_ms, now,
+                                                        expected is not None)
+                else:
+                    t = md.prepare_increment_epoch(timeout_ms, None if expected is None else expected[1], now)
+                if isinstance(t, int):
+                    return t, -1, -1
+                err = await self._transition(md, t)
+                if err != E.NONE:
+                    return err, -1, -1
+                log.info("initialised transactional id %s: producer id %d epoch %d (%s-%d)", transactional_id,
+                         md.producer_id, md.producer_epoch, TRANSACTION_STATE_TOPIC,
+                         self.partition_for(transactional_id))
+                return E.NONE, md.producer_id, md.producer_epoch
+            return E.CONCURRENT_TRANSACTIONS, -1, -1
+
+    # ------------------------------------------------------------------------------------ AddPartitionsToTxn
+    def _check_producer(self, md: TxnMetadata | None, pid: int, epoch: int) -> int:
+        if md is None or md.producer_id != pid:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if md.producer_epoch != epoch:
+            return E.PRODUCER_FENCED
+        return E.NONE
+
+    async def handle_add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: Iterable[tuple[str, int]]) -> int:
+        parts = set(partitions)
+        md = self.txns.get(transactional_id)
+        if md is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        async with self._lock(md):
+            err = self._check_producer(md, producer_id, producer_epoch)
+            if err != E.NONE:
+                return err
+            if md.pending or md.state in PREPARED:
+                return E.CONCURRENT_TRANSACTIONS
+            if md.state == S.ONGOING and parts <= md.partitions:
+                return E.NONE
+            if md.state not in COMPLETED and md.state != S.ONGOING:
+                return E.INVALID_TXN_STATE
+            t = md.prepare_add_partitions(parts, self.now_ms())
+            return await self._transition(md, t)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+        """AddPartitionsToTxn v4+ verify_only: whether each partition is in the ongoing transaction."""
+        md = self.txns.get(transactional_id)
+        err = self._check_producer(md, producer_id, producer_epoch)
+        if err != E.NONE:
+            return err, {}
+        assert md is not None
+        if md.state in PREPARED:
+            return E.CONCURRENT_TRANSACTIONS, {}
+        ongoing = md.state == S.ONGOING
+        return E.NONE, {tp: (E.NONE if ongoing and tp in md.partitions else E.TRANSACTION_ABORTABLE)
+                        for tp in partitions}
+
+    def verify_produce(self, transactional_id: str | None, topic: str, partition: int, producer_id: int,
+                       producer_epoch: int) -> int:
+        """KIP-890 part 1: a transactional batch is only appended to a partition of the producer's ongoing
+        transaction (no hanging transactions). Produce error codes as Kafka maps them."""
+        if not self.config.verification:
+            return E.NONE
+        md = self.txns.get(transactional_id) if transactional_id else None
+        if md is None or md.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != md.producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH
+        if md.state in PREPARED or md.pending:
+            return E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS, retriable for every produce version
+        if md.state != S.ONGOING or (topic, partition) not in md.partitions:
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
+    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                offsets_partition: tuple[str, int]) -> int:
+        """TxnOffsetCommit: the producer's transaction must be ongoing with the group's offsets partition."""
+        md = self.txns.get(transactional_id)
+        err = self._check_producer(md, producer_id, producer_epoch)
+        if err != E.NONE:
+            return err
+        assert md is not None
+        if md.state in PREPARED or md.pending:
+            return E.CONCURRENT_TRANSACTIONS
+        if md.state != S.ONGOING or offsets_partition not in md.partitions:
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
+    def note_group(self, transactional_id: str, group_id: str) -> None:
+        md = self.txns.get(transactional_id)
+        if md is not None:
+            md.groups.add(group_id)
+
+    # ------------------------------------------------------------------------------------ EndTxn
+    async def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                             *, tv2: bool = False) -> tuple[int, int, int]:
+        """(error, producer id, producer epoch): the id/epoch the client continues with (EndTxn v5)."""
+        md = self.txns.get(transactional_id)
+        if md is None:
+            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        async with self._lock(md):
+            retry_on_bump = (tv2 and producer_id == md.producer_id and md.last_producer_epoch >= 0
+                             and producer_epoch == md.last_producer_epoch)
+            retry_on_overflow = (tv2 and producer_id == md.last_producer_id and md.producer_epoch == 0
+                                 and producer_epoch == SHORT_MAX - 1)
+            is_retry = retry_on_bump or retry_on_overflow
+            if md.pending:
+                return E.CONCURRENT_TRANSACTIONS, -1, -1
+            if md.producer_id != producer_id and not retry_on_overflow:
+                return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            if producer_epoch != md.producer_epoch and not is_retry:
+                return E.PRODUCER_FENCED, -1, -1
+            st = md.state
+            target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            ok = (E.NONE, md.producer_id, md.producer_epoch)
+            if st == S.ONGOING:
+                if is_retry:
+                    return E.PRODUCER_FENCED, -1, -1
+            elif st == S.COMPLETE_COMMIT:
+                if commit:
+                    return ok if (not tv2 or is_retry) else self._invalid(md, commit)
+                if not tv2 or is_retry:
+                    return self._invalid(md, commit)
+            elif st == S.COMPLETE_ABORT:
+                if not commit:
+                    if not tv2 or is_retry:
+                        return ok
+                else:
+                    return self._invalid(md, commit)
+            elif st == S.PREPARE_COMMIT:
+                return (E.CONCURRENT_TRANSACTIONS, -1, -1) if commit else self._invalid(md, commit)
+            elif st == S.PREPARE_ABORT:
+                return (E.CONCURRENT_TRANSACTIONS, -1, -1) if not commit else self._invalid(md, commit)
+            elif st == S.EMPTY:
+                if commit or not tv2:
+                    return self._invalid(md, commit)
+            else:
+                return self._invalid(md, commit)
+            now = self.now_ms()
+            if tv2:
+                t = md.prepare_abort_or_commit(target, now, producer_epoch=md.producer_epoch + 1,
+                                               last_producer_epoch=md.producer_epoch, client_transaction_version=2)
+                if md.epoch_exhausted:
+                    t.next_producer_id = self.next_producer_id()
+            else:
+                t = md.prepare_abort_or_commit(target, now)
+            err = await self._transition(md, t)
+            if err != E.NONE:
+                return err, -1, -1
+            log.debug("transactional id %s: %s (producer id %d epoch %d, %d partitions)", transactional_id,
+                      md.state.display_name, md.producer_id, md.producer_epoch, len(md.partitions))
+            await self._complete_prepared(md)
+            if md.state in PREPARED and md.next_producer_id != NO_PRODUCER_ID:
+                return E.NONE, md.next_producer_id, 0
+            return E.NONE, md.producer_id, md.producer_epoch
+
+    @staticmethod
+    def _invalid(md: TxnMetadata, commit: bool) -> tuple[int, int, int]:
+        log.debug("transactional id %s: %s in state %s refused (INVALID_TXN_STATE)", md.transactional_id,
+                  "commit" if commit else "abort", md.state.display_name)
+        return E.INVALID_TXN_STATE, -1, -1
+
+    # ------------------------------------------------------------------------------------ completion
+    async def _fence_and_abort(self, md: TxnMetadata, why: str) -> int:
+        """Ongoing -> (PrepareEpochFence) -> PrepareAbort with the bumped epoch -> markers -> CompleteAbort.
+        The lock is held. Returns an error when the PrepareAbort record could not be written."""
+        fence = md.prepare_fence_epoch()
+        log.info("transactional id %s: aborting the ongoing transaction of producer id %d epoch %d (%s); "
+                 "epoch now %d", md.transactional_id, md.producer_id, md.producer_epoch, why, fence.producer_epoch)
+        md.pending_state = S.PREPARE_EPOCH_FENCE
+        t = md.prepare_abort_or_commit(S.PREPARE_ABORT, self.now_ms(), producer_epoch=fence.producer_epoch,
+                                       last_producer_epoch=NO_PRODUCER_EPOCH)
+        err = await self._transition(md, t)
+        if err != E.NONE:
+            # Kafka keeps the bumped epoch in memory: the old producer stays fenced, no second bump later
+            md.producer_epoch = fence.producer_epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+            md.failed_epoch_fence = True
+            return err
+        md.failed_epoch_fence = False
+        await self._complete_prepared(md)
+        return E.NONE
+
+    async def _complete_locked(self, md: TxnMetadata) -> None:
+        async with self._lock(md):
+            if md.state in PREPARED:
+                await self._complete_prepared(md)
+
+    async def _complete_prepared(self, md: TxnMetadata) -> bool:
+        """Markers for a PrepareCommit/PrepareAbort transaction, then its Complete record. The lock is held.
+        True when the transaction is complete; otherwise a retry is scheduled."""
+        commit = md.state == S.PREPARE_COMMIT
+        todo = set(md.partitions) if md.markers_left is None else set(md.markers_left)
+        if todo:
+            try:
+                results = await self.markers(md.producer_id, md.producer_epoch, commit, todo,
+                                             self.coordinator_epoch(md.transactional_id))
+            except Exception:
+                log.exception("transactional id %s: writing markers failed", md.transactional_id)
+                results = {tp: E.UNKNOWN_SERVER_ERROR for tp in todo}
+            failed = set()
+            for tp, code in results.items():
+                if code == E.UNKNOWN_TOPIC_OR_PARTITION:
+                    log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id, *tp)
+                elif code != E.NONE:
+                    failed.add(tp)
+            if failed:
+                md.markers_left = failed
+                self._schedule_retry()
+                return False
+        md.markers_left = set()
+        now = self.now_ms()
+        t = md.prepare_complete(now)
+        if md.next_producer_id != NO_PRODUCER_ID:  # TV2: the epoch overflowed, continue on the new id
+            t.last_producer_id = md.producer_id
+            t.producer_id = md.next_producer_id
+            t.next_producer_id = NO_PRODUCER_ID
+            t.producer_epoch = 0
+        err = await self._transition(md, t)
+        if err != E.NONE:
+            self._schedule_retry()
+            return False
+        md.markers_left = None
+        log.debug("transactional id %s: %s", md.transactional_id, md.state.display_name)
+        return True
+
+    def _schedule_retry(self) -> None:
+        if self._retry_scheduled or self._stopped:
+            return
+        self._retry_scheduled = True
+
+        async def retry() -> None:
+            await asyncio.sleep(MARKER_RETRY_S)
+            self._retry_scheduled = False
+            for md in [m for m in self.txns.values() if m.state in PREPARED]:
+                await self._complete_locked(md)
+
+        try:
+            self._spawn(retry())
+        except RuntimeError:  # pragma: no cover - no running loop (unit tests driving by hand)
+            self._retry_scheduled = False
+
+    # ------------------------------------------------------------------------------------ periodic tasks
+    async def abort_timed_out_transactions(self) -> int:
+        now = self.now_ms()
+        n = 0
+        for md in list(self.txns.values()):
+            if md.state == S.ONGOING and not md.pending and md.txn_start_ms + md.txn_timeout_ms < now:
+                async with self._lock(md):
+                    if md.state == S.ONGOING and md.txn_start_ms + md.txn_timeout_ms < self.now_ms():
+                        if await self._fence_and_abort(md, f"timed out after {md.txn_timeout_ms} ms") == E.NONE:
+                            n += 1
+            elif md.state in PREPARED and not md.pending and not (md.lock and md.lock.locked()):
+                await self._complete_locked(md)
+        return n
+
+    async def remove_expired_transactional_ids(self) -> int:
+        now = self.now_ms()
+        n = 0
+        for txn_id, md in list(self.txns.items()):
+            if md.state in COMPLETED and not md.pending and md.txn_last_update_ms + self.config.expiration_ms <= now:
+                async with self._lock(md):
+                    if self.txns.get(txn_id) is not md or md.state not in COMPLETED:
+                        continue
+                    try:
+                        await self.storage.append(self.partition_for(txn_id), encode_key(txn_id), None)
+                    except Exception as exc:
+                        log.warning("transactional id %s: cannot write its tombstone: %s", txn_id, exc)
+                        continue
+                    del self.txns[txn_id]
+                    n += 1
+                    log.info("transactional id %s expired (idle since %d)", txn_id, md.txn_last_update_ms)
+        return n
+
+    # ------------------------------------------------------------------------------------ describe / list
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        return self.txns.get(transactional_id)
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_ms: int = -1, pattern: str | None = None
+                          ) -> tuple[list[TxnMetadata], list[str]]:
+        """(matching transactions, unknown state filter names). Raises re.error for a bad pattern."""
+        wanted: set[TxnState] = set()
+        unknown: list[str] = []
+        for name in states:
+            st = TxnState.from_name(name)
+            if st is None:
+                unknown.append(name)
+            else:
+                wanted.add(st)
+        state_filter = bool(list(states))
+        pids = set(producer_ids)
+        rx = re.compile(pattern) if pattern else None
+        now = self.now_ms()
+        out = []
+        for txn_id, md in sorted(self.txns.items()):
+            if md.state == S.DEAD:
+                continue
+            if state_filter and md.state not in wanted:
+                continue
+            if pids and md.producer_id not in pids:
+                continue
+            if duration_ms >= 0 and (md.txn_start_ms < 0 or now - md.txn_start_ms <= duration_ms):
+                continue
+            if rx is not None and not rx.fullmatch(txn_id):
+                continue
+            out.append(md)
+        return out, unknown
+
+
+# ------------------------------------------------------------------------------------------------ broker hook
+
+
+def create_transaction_coordinator(broker: Any) -> TransactionCoordinator:
+    """Broker._start_optional_components: a loaded coordinator writing through the replica manager."""
+    from .markers import write_markers
+
+    config = TxnConfig.from_broker_config(broker.config)
+    existing = broker.metadata.get(TRANSACTION_STATE_TOPIC)
+    if existing is not None and int(existing.num_partitions) != config.num_partitions:
+        log.warning("%s has %d partitions, transaction.state.log.num.partitions is %d: using %d",
+                    TRANSACTION_STATE_TOPIC, existing.num_partitions, config.num_partitions,
+                    existing.num_partitions)
+        config.num_partitions = int(existing.num_partitions)
+    clock = broker.clock
+
+    async def markers(pid: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]],
+                      coordinator_epoch: int) -> dict[tuple[str, int], int]:
+        return await write_markers(broker, pid, epoch, commit, partitions, coordinator_epoch)
+
+    coordinator = TransactionCoordinator(config, LogTxnStorage(broker, config), markers,
+                                         broker.producer_ids.next_id, clock.time_ms)
+    coordinator.load()
+    return coordinator

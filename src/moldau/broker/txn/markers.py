@@ -1,0 +1,91 @@
+"""Transaction markers: COMMIT / ABORT control batches written to the partitions of a transaction.
+
+On one node the coordinator writes them in-process (Kafka's TransactionMarkerChannelManager sends
+WriteTxnMarkers requests to each partition leader; here the leader is this broker). ``write_markers`` is also
+what the WriteTxnMarkers handler (key 27) calls, so both paths write the same bytes:
+
+* one control batch per partition (``build_control_batch``: producer id and epoch, transactional and control
+  attributes, base sequence -1, one record with key (version 0, type 0 ABORT / 1 COMMIT) and value
+  (version 0, coordinator epoch)), appended as an internal append (clients may not produce control batches);
+* the log turns it into the end of the producer's transaction on that partition: the last stable offset moves
+  on, and an ABORT becomes an entry of the segment's ``.txnindex``;
+* a marker on a ``__consumer_offsets`` partition also ends the transactional offset commits of that producer
+  for the groups of the partition (``GroupCoordinator.complete_transaction``): committed offsets become
+  visible, aborted ones are dropped.
+
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (the topic is gone: the coordinator treats the marker as
+written, as Kafka does for deleted partitions), INVALID_PRODUCER_EPOCH (a marker older than the producer's
+epoch on that partition), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or the log's error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.records import build_control_batch
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def write_marker(broker: Any, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int, *, check_epochs: bool = False) -> int:
+    """Append one COMMIT/ABORT marker to ``topic``-``partition``; returns an error code (0 = written)."""
+    rm = broker.replica_manager
+    p = rm.get_partition(topic, partition)
+    if p is None:
+        return E.UNKNOWN_TOPIC_OR_PARTITION
+    if check_epochs:
+        entry = p.log.producer_state.get(producer_id)
+        if entry is not None:
+            if producer_epoch < entry.epoch:
+                return E.INVALID_PRODUCER_EPOCH
+            if 0 <= coordinator_epoch < entry.coordinator_epoch:
+                return E.TRANSACTION_COORDINATOR_FENCED
+    now = broker.clock.time_ms()
+    buf = bytearray(build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                        timestamp=now, coordinator_epoch=coordinator_epoch,
+                                        partition_leader_epoch=p.leader_epoch))
+    res = rm.append(p, buf, internal=True, now_ms=now)
+    if res.error:
+        log.warning("%s marker for producer %d (epoch %d) on %s-%d failed: %s (%s)",
+                    "COMMIT" if commit else "ABORT", producer_id, producer_epoch, topic, partition, res.error,
+                    res.error_message)
+        return int(res.error)
+    entry = p.log.producer_state.get(producer_id)
+    if entry is not None and coordinator_epoch > entry.coordinator_epoch:
+        entry.coordinator_epoch = coordinator_epoch
+    return E.NONE
+
+
+async def write_markers(broker: Any, producer_id: int, producer_epoch: int, commit: bool,
+                        partitions: Iterable[tuple[str, int]], coordinator_epoch: int, *,
+                        check_epochs: bool = False) -> dict[tuple[str, int], int]:
+    """Markers on every partition in ``partitions``; group offsets of ``__consumer_offsets`` partitions are
+    completed after their marker. Returns the error code per partition."""
+    results: dict[tuple[str, int], int] = {}
+    offsets_partitions: list[int] = []
+    for topic, partition in sorted(set(partitions)):
+        code = write_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                            check_epochs=check_epochs)
+        results[(topic, partition)] = code
+        if code == E.NONE and topic == OFFSETS_TOPIC:
+            offsets_partitions.append(partition)
+    if offsets_partitions:
+        await complete_group_offsets(broker, producer_id, commit, offsets_partitions)
+    return results
+
+
+async def complete_group_offsets(broker: Any, producer_id: int, commit: bool, partitions: list[int]) -> None:
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is None or not hasattr(gc, "complete_transaction"):
+        return
+    wanted = set(partitions)
+    groups = [g for g in list(gc.groups) if gc.partition_for(g) in wanted]
+    if not groups:
+        return
+    # the marker just written makes the offsets durable (or drops them): nothing more to append
+    await gc.complete_transaction(producer_id, commit, groups, persist=False)
