@@ -152,14 +152,30 @@ class Broker:
         try:
             from .groups import create_group_coordinator  # type: ignore[attr-defined]
         except ImportError:
-            return
+            create_group_coordinator = None
         except Exception:  # pragma: no cover - a broken optional module must not stop the broker
             log.exception("cannot load the group coordinator")
+            create_group_coordinator = None
+        if create_group_coordinator is not None:
+            try:
+                self.group_coordinator = create_group_coordinator(self)
+            except Exception:  # pragma: no cover
+                log.exception("cannot start the group coordinator")
+        # after the group coordinator: completing transactions found prepared at start completes their
+        # transactional offset commits too
+        try:
+            from .txn import create_transaction_coordinator
+        except ImportError:
+            return
+        except Exception:  # pragma: no cover
+            log.exception("cannot load the transaction coordinator")
             return
         try:
-            self.group_coordinator = create_group_coordinator(self)
+            self.transaction_coordinator = create_transaction_coordinator(self)
+            self.transaction_coordinator.start()
         except Exception:  # pragma: no cover
-            log.exception("cannot start the group coordinator")
+            log.exception("cannot start the transaction coordinator")
+            self.transaction_coordinator = None
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         if self._stopping:
@@ -178,6 +194,12 @@ class Broker:
             c.close()
         if self.server is not None:
             await self.server.wait_closed()
+        tc = self.transaction_coordinator
+        if tc is not None and hasattr(tc, "stop"):
+            try:
+                await tc.stop()
+            except Exception:  # pragma: no cover
+                log.exception("error stopping the transaction coordinator")
         gc = self.group_coordinator
         if gc is not None and hasattr(gc, "stop"):
             try:
