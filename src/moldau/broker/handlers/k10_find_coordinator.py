@@ -8,6 +8,7 @@
   COORDINATOR_NOT_AVAILABLE until it exists; moldau creates it synchronously and answers at once).
   The group's partition is abs(String.hashCode(group)) % offsets.topic.num.partitions (logged only: on one
   broker it does not change the answer).
+* A transaction key creates ``__transaction_state`` on first use in the same way (moldau.broker.txn).
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     if key_type == TRANSACTION:
+        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        if tc is not None:
+            try:
+                tc.storage.ensure_topic()  # Kafka creates __transaction_state on first lookup too
+            except Exception as exc:  # pragma: no cover - metadata store refused
+                log.warning("cannot create __transaction_state: %s", exc)
+                return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     return E.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
 

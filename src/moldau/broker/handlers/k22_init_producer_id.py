@@ -5,10 +5,12 @@
   persisted in the data directory, so they are never reused after a restart), epoch 0. As in Kafka, a v3+
   request that names its current producer id/epoch (KIP-360) also gets a fresh id.
 * transaction_timeout_ms above ``transaction.max.timeout.ms``: INVALID_TRANSACTION_TIMEOUT (50), like Kafka.
-* With a transactional id: handed to ``broker.transaction_coordinator`` when one exists. Until then the answer
-  is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
-  ("Transactional Id authorization failed") instead of retrying for minutes as it would with the retriable
-  COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR; the broker logs a line saying transactions are not supported.
+* With a transactional id: handed to ``broker.transaction_coordinator`` (moldau.broker.txn: epoch bumps,
+  fencing, KIP-360 bumps with the current producer id/epoch of v3+, INVALID_TRANSACTION_TIMEOUT; PRODUCER_FENCED
+  is answered as INVALID_PRODUCER_EPOCH below v4, KIP-588). Without a coordinator the answer is
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
+  instead of retrying for minutes as it would with the retriable COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR;
+  the broker logs a line saying transactions are not supported.
 * v6 fields (2PC, ongoing txn producer id/epoch) answered with -1.
 """
 
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 INVALID_TRANSACTION_TIMEOUT = 50
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_PRODUCER_EPOCH = 47
+PRODUCER_FENCED = 90
 
 
 @handler(api_key=22, min_version=0, max_version=6)
@@ -43,7 +47,15 @@ async def init_producer_id(ctx: Any, req: Any) -> Any:
     if req.transactional_id is not None:
         coordinator = getattr(broker, "transaction_coordinator", None)
         if coordinator is not None:
-            return await coordinator.init_producer_id(ctx, req)
+            pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
+            error, pid, epoch = await coordinator.handle_init_producer_id(
+                req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+            if error == PRODUCER_FENCED and ctx.version < 4:
+                error = INVALID_PRODUCER_EPOCH  # KIP-588: older clients do not know PRODUCER_FENCED
+            resp.error_code = error
+            if error == 0:
+                resp.producer_id, resp.producer_epoch = pid, epoch
+            return resp
         max_timeout = int(broker.config.get("transaction.max.timeout.ms"))
         if req.transaction_timeout_ms <= 0 or req.transaction_timeout_ms > max_timeout:
             resp.error_code = INVALID_TRANSACTION_TIMEOUT
