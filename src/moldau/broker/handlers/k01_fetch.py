@@ -8,8 +8,9 @@
   both limits, so a consumer always progresses. A fetch offset inside a batch returns that whole batch (the
   client skips the records before its offset).
 * Offsets outside [log start, log end]: OFFSET_OUT_OF_RANGE. Offsets between the high watermark and the log
-  end: empty. read_committed (v4+) reads up to the last stable offset (= the high watermark until
-  transactions exist) and gets an aborted_transactions list (else null).
+  end: empty. read_committed (v4+) reads up to the last stable offset (the first offset of the oldest
+  ongoing transaction, or the high watermark) and gets the aborted transactions (producer id, first offset)
+  overlapping the returned range, from the segments' .txnindex (read_uncommitted: null).
 * Errors: UNKNOWN_TOPIC_OR_PARTITION; UNKNOWN_TOPIC_ID (v13+, topics by id); FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH when current_leader_epoch (v9+) is older / newer than the partition's.
 * Fetch sessions (KIP-227, v7+): epoch -1 = sessionless full fetch (closes session_id if given); epoch 0 =
@@ -228,6 +229,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
     # ------------------------------------------------------------------ response
     magic = 0 if v <= 1 else (1 if v <= 3 else 2)
     PD = msg.PartitionData
+    AbortedTxn = msg.AbortedTransaction
     topics_out: list[Any] = []
     current = None
     current_key: Any = object()
@@ -244,7 +246,10 @@ async def fetch(ctx: Any, req: Any) -> Any:
             assert info is not None
             hw, lso, lstart = info.high_watermark, info.last_stable_offset, info.log_start_offset
             records = info.records if info.records is not None else b""
-            aborted = info.aborted_transactions if isolation == 1 else None
+            aborted = None
+            if isolation == 1:  # the log's (producer_id, first_offset) pairs -> AbortedTransaction
+                aborted = [AbortedTxn(producer_id=pid, first_offset=first)
+                           for pid, first in (info.aborted_transactions or ())]
             if magic < 2 and info.size:
                 p = it.partition
                 if p is not None and not getattr(p.config, "message_downconversion_enable", True):
