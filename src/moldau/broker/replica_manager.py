@@ -302,9 +302,13 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     # ------------------------------------------------------------------------------------------ append
-    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None
-               ) -> AppendResult:
+    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None,
+               verify_txn: Any = None) -> AppendResult:
         """Validate and append one partition's produce data (bytes-like, writable preferred).
+
+        ``verify_txn(header) -> error code``: called for each transactional (non-control) batch before
+        anything is written; a non-zero code fails the partition (the transaction coordinator's check that the
+        partition is in the producer's ongoing transaction, KIP-890 part 1).
 
         Errors are per partition and leave the log untouched. A successful append advances the high watermark,
         wakes fetchers waiting on the partition and, when the flush policy requires it, carries a future that
@@ -348,6 +352,13 @@ class ReplicaManager:
                     res.error = INVALID_RECORD
                     res.error_message = "Control batches cannot be produced by clients"
                     return res
+                if verify_txn is not None and h.is_transactional and not h.is_control:
+                    code = verify_txn(h)
+                    if code:
+                        res.error = code
+                        res.error_message = (f"transactional batch of producer {h.producer_id} (epoch "
+                                             f"{h.producer_epoch}) refused for {p.topic}-{p.index}")
+                        return res
                 if compacted:
                     try:
                         validate_batch(buf, pos, h, require_keys=True)

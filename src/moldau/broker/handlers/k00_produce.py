@@ -14,7 +14,11 @@
   (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...). A failed partition writes nothing.
 * Legacy payloads (magic 0/1, Produce v0-2 clients) are converted to v2 batches before the append.
 * log_append_time_ms (v2+) is the broker time for LogAppendTime topics, else -1; log_start_offset (v5+).
-* Transactional batches are accepted as is (no transaction coordinator yet, so nothing checks them).
+* Transactional batches (v3+) are checked by the transaction coordinator before the append
+  (``transaction.partition.verification.enable``, KIP-890 part 1): the partition must be in the producer's
+  ongoing transaction (INVALID_TXN_STATE), with the current producer id (INVALID_PRODUCER_ID_MAPPING) and epoch
+  (INVALID_PRODUCER_EPOCH); while the transaction completes, NOT_ENOUGH_REPLICAS (retriable), as Kafka maps
+  CONCURRENT_TRANSACTIONS for produce.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ async def produce(ctx: Any, req: Any) -> Any:
     any_error = False
     txn_id = req.transactional_id if version >= 3 else None
     txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
+    txn_coordinator = getattr(broker, "transaction_coordinator", None)
     for td in req.topic_data:
         parts_out = []
         if by_id:
@@ -95,7 +100,10 @@ async def produce(ctx: Any, req: Any) -> Any:
                 pr.error_code = UNKNOWN_TOPIC_OR_PARTITION
                 any_error = True
                 continue
-            res: AppendResult = rm.append(p, pd.records, now_ms=now)
+            verify = None
+            if txn_coordinator is not None and version >= 3:
+                verify = _txn_verifier(txn_coordinator, txn_id, topic.name, pd.index)
+            res: AppendResult = rm.append(p, pd.records, now_ms=now, verify_txn=verify)
             if res.error:
                 any_error = True
                 pr.error_code = res.error
@@ -134,3 +142,10 @@ async def produce(ctx: Any, req: Any) -> Any:
                 log.error("fsync of %s failed: %s", pr.index, f.exception())
                 pr.error_code = 56  # KAFKA_STORAGE_ERROR
     return msg.new(responses=topics_out, throttle_time_ms=0)
+
+
+def _txn_verifier(tc: Any, txn_id: str | None, topic: str, partition: int) -> Any:
+    def verify(h: Any) -> int:
+        return tc.verify_produce(txn_id, topic, partition, h.producer_id, h.producer_epoch)
+
+    return verify
