@@ -30,6 +30,7 @@ class LogOffsetsStorage:
     def __init__(self, broker: Any, num_partitions: int) -> None:
         self.broker = broker
         self.num_partitions = num_partitions
+        self._pending: dict[int, dict[int, list[tuple[bytes | None, bytes | None]]]] = {}
 
     # ------------------------------------------------------------------------------------ topic
     def topic_exists(self) -> bool:
@@ -65,10 +66,13 @@ class LogOffsetsStorage:
         return p
 
     # ----------------------------------------------------------------------------------- append
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1, transactional: bool = False) -> None:
+        """``transactional``: a transactional batch of the producer (TxnOffsetCommit), decided by a marker."""
         p = self._partition(partition)
         now = self.broker.clock.time_ms()
-        builder = BatchBuilder(magic=2)
+        builder = BatchBuilder(magic=2, producer_id=producer_id, producer_epoch=producer_epoch,
+                               is_transactional=transactional)
         for key, value in records:
             builder.append(now, key, value)
         buf = bytearray(builder.build(0))
@@ -80,6 +84,10 @@ class LogOffsetsStorage:
 
     # ------------------------------------------------------------------------------------- read
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        """Records in log order; transactional records at their COMMIT marker (aborted ones never), those
+        still undecided at the end kept for ``pending_transactional``."""
+        pending: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+        self._pending[partition] = pending
         if not self.topic_exists():
             return
         p = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
@@ -96,14 +104,36 @@ class LogOffsetsStorage:
             last = offset
             for pos, h in split_batches(data, allow_truncated=True):
                 last = max(last, h.last_offset + 1)
-                if h.is_control:
+                if h.last_offset < offset:
                     continue
-                for rec in decode_batch(data, pos, header=h):
-                    if rec.offset >= offset:
-                        yield rec.key, rec.value
+                if h.is_control:
+                    decided = pending.pop(h.producer_id, None)
+                    if decided and _is_commit(data, pos, h):
+                        yield from decided
+                    continue
+                recs = [(rec.key, rec.value) for rec in decode_batch(data, pos, header=h) if rec.offset >= offset]
+                if h.is_transactional:
+                    pending.setdefault(h.producer_id, []).extend(recs)
+                else:
+                    yield from recs
             if last <= offset:
                 break
             offset = last
+
+
+    def pending_transactional(self, partition: int) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
+        """After ``read(partition)``: producer id -> records of transactions without a marker yet."""
+        return self._pending.get(partition, {})
+
+
+def _is_commit(data: bytes, pos: int, h: Any) -> bool:
+    from moldau.protocol.records import parse_control_record
+
+    try:
+        recs = decode_batch(data, pos, header=h)
+        return bool(recs) and parse_control_record(recs[0].key)[1] == 1
+    except Exception:  # a malformed marker decides nothing
+        return False
 
 
 class MetadataTopics:

@@ -239,10 +239,14 @@ class GroupCoordinator:
         if not task.cancelled() and task.exception() is not None:
             log.error("group coordinator background task failed", exc_info=task.exception())
 
-    async def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **txn: Any) -> None:
+        """``txn``: producer_id, producer_epoch, transactional=True for TxnOffsetCommit records."""
         if self.storage is None or not records:
             return
-        await self.storage.append(self.partition_for(group_id), records)
+        if txn:
+            await self.storage.append(self.partition_for(group_id), records, **txn)
+        else:
+            await self.storage.append(self.partition_for(group_id), records)
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
@@ -1098,8 +1102,13 @@ class GroupCoordinator:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, CommittedOffset],
         api_version: int = 3,
+        producer_epoch: int | None = None,
     ) -> dict[TopicPartition, int]:
-        """TxnOffsetCommit: offsets kept pending until the transaction ends (``complete_transaction``)."""
+        """TxnOffsetCommit: offsets kept pending until the transaction ends (``complete_transaction``).
+
+        With ``producer_epoch`` (the broker's TxnOffsetCommit handler) the records are written at once as a
+        transactional batch of the producer, as Kafka does: the transaction coordinator's COMMIT/ABORT marker
+        on the partition then decides them, also after a restart (``load``)."""
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             group = self._create_classic_group(group_id)
@@ -1111,19 +1120,40 @@ class GroupCoordinator:
         if error != E.NONE:
             return {tp: error for tp in offsets}
         results: dict[TopicPartition, int] = {}
-        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        accepted: dict[TopicPartition, CommittedOffset] = {}
         for tp, co in offsets.items():
             if self.metadata_too_large(co.metadata):
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                pending[tp] = co
+                accepted[tp] = co
                 results[tp] = E.NONE
+        if accepted and producer_epoch is not None:
+            records = [
+                (fmt.encode_offset_commit_key(group_id, t, p), fmt.encode_offset_commit_value(_to_value(co)))
+                for (t, p), co in accepted.items()
+            ]
+            try:
+                await self.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch,
+                                  transactional=True)
+            except Exception as exc:
+                log.warning("group %s: storing transactional offsets failed: %s", group_id, exc)
+                err = _storage_error(exc)
+                results.update({tp: err for tp in accepted})
+                return results
+        if accepted:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
         return results
 
     async def complete_transaction(
-        self, producer_id: int, committed: bool, group_ids: Iterable[str] | None = None
+        self,
+        producer_id: int,
+        committed: bool,
+        group_ids: Iterable[str] | None = None,
+        persist: bool = True,
     ) -> None:
-        """End of a transaction: its pending offsets become committed (and durable) or are dropped."""
+        """End of a transaction: its pending offsets become committed (and durable) or are dropped.
+        ``persist=False``: the records are already in the log, decided by the marker just written (the
+        transaction coordinator's call), so nothing is appended."""
         for gid in list(group_ids) if group_ids is not None else list(self.groups):
             group = self.groups.get(gid)
             if group is None:
@@ -1131,11 +1161,12 @@ class GroupCoordinator:
             pending = group.pending_txn_offsets.pop(producer_id, None)
             if not pending or not committed:
                 continue
-            records = [
-                (fmt.encode_offset_commit_key(gid, t, p), fmt.encode_offset_commit_value(_to_value(co)))
-                for (t, p), co in pending.items()
-            ]
-            await self.append(gid, records)
+            if persist:
+                records = [
+                    (fmt.encode_offset_commit_key(gid, t, p), fmt.encode_offset_commit_value(_to_value(co)))
+                    for (t, p), co in pending.items()
+                ]
+                await self.append(gid, records)
             if not group.is_dead:
                 group.offsets.update(pending)
 
@@ -1453,7 +1484,30 @@ class GroupCoordinator:
             if group is None:
                 group = self._create_classic_group(gid)  # offsets only: a simple group
             group.offsets.update(offs)
+        self._load_pending_transactional_offsets()
         log.info("loaded %d groups (%d records) from %s", len(self.groups), count, fmt.OFFSETS_TOPIC)
+
+    def _load_pending_transactional_offsets(self) -> None:
+        """Transactional offset commits whose marker was not written yet (the storage read them without
+        applying them): pending again, for the transaction coordinator to complete."""
+        pending_of = getattr(self.storage, "pending_transactional", None)
+        if pending_of is None:
+            return
+        for partition in range(self.config.offsets_topic_num_partitions):
+            for producer_id, records in pending_of(partition).items():
+                for key, value in records:
+                    try:
+                        k = fmt.decode_key(key)
+                        if not isinstance(k, fmt.OffsetCommitKey) or value is None:
+                            continue
+                        v = fmt.decode_offset_commit_value(value)
+                    except fmt.RecordFormatError as exc:
+                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+                        continue
+                    group = self.groups.get(k.group) or self._create_classic_group(k.group)
+                    group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = (
+                        CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                        v.expire_timestamp))
 
     def _load_classic_group(self, group_id: str, value: fmt.GroupMetadataValue, now: int) -> None:
         state = S.STABLE if value.members else S.EMPTY

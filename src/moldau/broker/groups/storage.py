@@ -25,12 +25,17 @@ class OffsetsStorage(Protocol):
 class MemoryOffsetsStorage:
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.transactional: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.fail_next: Exception | None = None  # tests: make the next append fail
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1, transactional: bool = False) -> None:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
+        if transactional:  # no markers here: kept aside, complete_transaction(persist=True) writes them
+            self.transactional.setdefault(partition, []).extend(records)
+            return
         self.partitions.setdefault(partition, []).extend(records)
 
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
