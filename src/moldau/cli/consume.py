@@ -284,14 +284,17 @@ def cmd_consume(args: argparse.Namespace) -> int:
                     if args.max_messages is not None and count >= args.max_messages:
                         break
                 if args.group and not args.no_commit and time.monotonic() - committed_at > 5.0:
-                    _commit(c, consumed)
                     committed_at = time.monotonic()
+                    try:
+                        _commit(c, consumed)
+                    except Exception as e:  # noqa: BLE001 - a rebalance under the commit: the next one
+                        err(f"moldau consume: warning: commit failed: {e}")
                 if args.exit_at_end and _at_end(c, ends, subscribed):
                     break
             out.flush()
         finally:
             signal.signal(signal.SIGINT, stop.previous or signal.SIG_DFL)
-            if args.group and not args.no_commit and consumed:
+            if args.group and not args.no_commit:
                 try:
                     _commit(c, consumed)
                 except Exception as e:  # noqa: BLE001 - report, still close
@@ -340,5 +343,10 @@ def _at_end(c: Any, ends: dict[Any, int], subscribed: bool) -> bool:
 
 
 def _commit(c: Any, consumed: dict[Any, int]) -> None:
-    if consumed:
+    """Commit the positions of every assigned partition: poll() is asked for no more records than are
+    printed, so a position is exactly what was printed (also for partitions that had none: their reset
+    position, as the Java console consumer commits it)."""
+    if c.assignment():
+        c.commit()
+    elif consumed:
         c.commit(dict(consumed))
