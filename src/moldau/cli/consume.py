@@ -224,6 +224,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     interactive = sys.stdout.isatty()
     stop = _Stop()
     stop.previous = signal.signal(signal.SIGINT, stop.handler)
+    prev_term = signal.signal(signal.SIGTERM, stop.handler)  # stop cleanly (commit, leave) on SIGTERM too
     count = 0
     consumed: dict[Any, int] = {}  # tp -> next offset after the last record printed
     committed_at = time.monotonic()
@@ -294,6 +295,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
             out.flush()
         finally:
             signal.signal(signal.SIGINT, stop.previous or signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, prev_term or signal.SIG_DFL)
             if args.group and not args.no_commit:
                 try:
                     _commit(c, consumed)
