@@ -63,27 +63,51 @@ def test_max_offsets_per_trigger_uneven_partitions(spark, bootstrap, make_topic,
     assert spark.read.parquet(str(tmp_path / "out")).count() == 1000
 
 
-def test_processing_time_trigger_memory_sink(spark, bootstrap, make_topic):
+def _wait(cond, timeout=90.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def test_processing_time_trigger_stop_and_restart(spark, bootstrap, make_topic, tmp_path):
     topic = make_topic(4)
-    produce_values(bootstrap, topic, 100, 4, prefix=b"old")  # before the query: not read (latest)
-    df = reader(spark, bootstrap, stream=True, subscribe=topic).load()
-    q = df.writeStream.format("memory").queryName("pt_sink").trigger(processingTime="300 milliseconds").start()
+    produce_values(bootstrap, topic, 100, 4, prefix=b"old")  # before the query starts: not read (latest)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+
+    def start():
+        df = reader(spark, bootstrap, stream=True, subscribe=topic, maxOffsetsPerTrigger="25000").load()
+        return (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(cp))
+                .trigger(processingTime="200 milliseconds").start())
+
+    def rows_read(q):
+        return sum(p["numInputRows"] for p in q.recentProgress)
+
+    q = start()
     try:
-        deadline = time.monotonic() + 60
-        while q.lastProgress is None and time.monotonic() < deadline:
-            time.sleep(0.2)  # the first trigger fixes the initial (latest) offsets
-        produce_values(bootstrap, topic, 2_000, 4, prefix=b"new")
-        produce_values(bootstrap, topic, 2_000, 4, prefix=b"new", start=2_000)
-        while time.monotonic() < deadline:
-            if spark.table("pt_sink").count() >= 4_000:
-                break
-            time.sleep(0.5)
-        rows = spark.table("pt_sink").select("value", "partition", "offset").collect()
+        _wait(lambda: q.lastProgress is not None, what="the first trigger")  # fixes the initial offsets
+        produce_values(bootstrap, topic, 60_000, 4, prefix=b"new")
+        _wait(lambda: rows_read(q) >= 25_000, what="the first batches")
     finally:
         q.stop()
-    assert sorted(int(r["value"][3:]) for r in rows) == list(range(4_000))
-    assert all(r["value"].startswith(b"new") for r in rows)
-    assert len({(r["partition"], r["offset"]) for r in rows}) == 4_000
+    first = rows_read(q)
+    assert all(p["numInputRows"] <= 25_000 for p in q.recentProgress)
+    produce_values(bootstrap, topic, 40_000, 4, prefix=b"new", start=60_000)
+    q = start()
+    try:
+        _wait(lambda: rows_read(q) >= 100_000 - first, what="the rest after the restart")
+    finally:
+        q.stop()
+    rows = _assert_exactly_range(spark, out, 4, 25, 25_025)
+    assert sorted(int(r["value"][3:]) for r in rows) == list(range(100_000))
+
+
+def _assert_exactly_range(spark, out, partitions, lo, hi):
+    rows = spark.read.parquet(str(out)).select("partition", "offset", "value").collect()
+    seen = sorted((r["partition"], r["offset"]) for r in rows)
+    assert len(seen) == len(set(seen)), "duplicates"
+    assert seen == sorted((p, o) for p in range(partitions) for o in range(lo, hi)), "gaps or extra rows"
+    return rows
 
 
 def test_new_partitions_are_picked_up(spark, bootstrap, make_topic, tmp_path):
