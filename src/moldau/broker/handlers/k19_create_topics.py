@@ -16,21 +16,19 @@ import uuid
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import allowed_create_topic
+from ._common import attempt, split_duplicates
+from ._common import err as _err
 
 log = logging.getLogger(__name__)
 
 REQ = m.CreateTopicsRequest
 RESP = m.CreateTopicsResponse
 ZERO_UUID = uuid.UUID(int=0)
-
-
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return KafkaError.for_code(int(code), message)
 
 
 def _broker_count(ctx: Any) -> int:
@@ -134,27 +132,14 @@ def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | Non
 @handler(19, REQ.min_version, REQ.max_version)
 async def create_topics(ctx: Any, req: Any) -> Any:
     validate_only = bool(getattr(req, "validate_only", False))
-    counts: dict[str, int] = {}
-    for t in req.topics:
-        counts[t.name] = counts.get(t.name, 0) + 1
+    topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
-    duplicates: list[str] = []
-    for t in req.topics:
-        if counts[t.name] > 1:
-            if t.name not in duplicates:
-                duplicates.append(t.name)
-            continue
-        try:
-            info, configs = _create_one(ctx, t, validate_only)
-        except KafkaError as exc:
-            log.info("create topic %s refused: %s", t.name, exc)
+    for t in topics:
+        created, exc = attempt(log, f"create topic {t.name}", _create_one, ctx, t, validate_only)
+        if created is None:
             results.append(_result(ctx, t.name, exc=exc))
             continue
-        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
-            log.exception("create topic %s failed", t.name)
-            results.append(_result(ctx, t.name, exc=_err(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))))
-            continue
-        results.append(_result(ctx, t.name, info, configs))
+        results.append(_result(ctx, t.name, *created))
     for name in duplicates:
         results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))
     return RESP.new(throttle_time_ms=0, topics=results)

@@ -22,6 +22,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import DELETE, TOPIC, allowed
+from ._common import attempt
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +117,9 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
         if not allowed(ctx, DELETE, TOPIC, name):
             results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
             continue
-        try:
-            _delete_one(ctx, info)
-        except KafkaError as exc:
+        _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+        if exc is not None:
             results.append(_result(name, tid, tc.error_code_of(exc), tc.error_message_of(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
-            log.exception("delete topic %s failed", name)
-            results.append(_result(name, tid, int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)))
             continue
         log.info("deleted topic %s (id %s)", name, tid)
         results.append(_result(name, tid, 0, None))

@@ -20,11 +20,13 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import DESCRIBE_CONFIGS, require_config_resource
+from ._common import attempt
+from ._common import err as _err
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +47,6 @@ def log4j_level_name(level: int) -> str:
         if level <= value:
             return name
     return "OFF"
-
-
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return KafkaError.for_code(int(code), message)
 
 
 def check_broker_resource(ctx: Any, name: str, *, allow_empty: bool = True) -> bool:
@@ -122,19 +120,14 @@ async def describe_configs(ctx: Any, req: Any) -> Any:
     include_docs = bool(getattr(req, "include_documentation", False)) and ctx.version >= 3
     results = []
     for res in req.resources:
-        try:
-            entries = _describe(ctx, res, include_synonyms, include_docs)
-        except KafkaError as exc:
+        entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}", _describe,
+                               ctx, res, include_synonyms, include_docs, log_refusal=False)
+        if exc is not None:
             results.append(RESP.DescribeConfigsResult(
                 error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc),
                 resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
             continue
-        except Exception as exc:  # noqa: BLE001 - answer it, keep the connection
-            log.exception("describing configs of %s/%s failed", res.resource_type, res.resource_name)
-            results.append(RESP.DescribeConfigsResult(
-                error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc),
-                resource_type=res.resource_type, resource_name=res.resource_name, configs=[]))
-            continue
+        assert entries is not None
         results.append(RESP.DescribeConfigsResult(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name,
             configs=_entries_to_wire(entries, ctx.version, include_synonyms)))

@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections import Counter
+from typing import Any, Callable
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -22,6 +23,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
+from ._common import attempt
+from ._common import err as _err
 from .k32_describe_configs import BROKER, TOPIC, check_broker_resource
 
 log = logging.getLogger(__name__)
@@ -30,10 +33,6 @@ REQ = m.AlterConfigsRequest
 RESP = m.AlterConfigsResponse
 
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
-
-
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return KafkaError.for_code(int(code), message)
 
 
 def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
@@ -64,30 +63,27 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
     raise _err(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}.")
 
 
-@handler(33, REQ.min_version, REQ.max_version)
-async def alter_configs(ctx: Any, req: Any) -> Any:
+def answer_resources(ctx: Any, req: Any, resp_msg: Any, alter: Callable[[Any, Any, bool], None],
+                     logger: logging.Logger, what: str, *, log_refusal: bool) -> Any:
+    """The AlterConfigs / IncrementalAlterConfigs response: ``alter(ctx, resource, validate_only)`` for each
+    resource, its KafkaError (or UNKNOWN_SERVER_ERROR for anything else) answered in that resource's result;
+    a resource given twice: INVALID_REQUEST."""
     validate_only = bool(req.validate_only)
-    seen: dict[tuple[int, str], int] = {}
-    for res in req.resources:
-        key = (res.resource_type, res.resource_name)
-        seen[key] = seen.get(key, 0) + 1
+    seen = Counter((res.resource_type, res.resource_name) for res in req.resources)
     results = []
     for res in req.resources:
-        try:
-            if seen[(res.resource_type, res.resource_name)] > 1:
-                raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
-            _alter(ctx, res, validate_only)
-        except KafkaError as exc:
-            results.append(RESP.AlterConfigsResourceResponse(
-                error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc),
-                resource_type=res.resource_type, resource_name=res.resource_name))
-            continue
-        except Exception as exc:  # noqa: BLE001 - answer it, keep the connection
-            log.exception("altering configs of %s/%s failed", res.resource_type, res.resource_name)
-            results.append(RESP.AlterConfigsResourceResponse(
-                error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc),
-                resource_type=res.resource_type, resource_name=res.resource_name))
-            continue
-        results.append(RESP.AlterConfigsResourceResponse(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name))
-    return RESP.new(throttle_time_ms=0, responses=results)
+        if seen[(res.resource_type, res.resource_name)] > 1:
+            exc: KafkaError | None = _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+        else:
+            _, exc = attempt(logger, f"{what} {res.resource_type}/{res.resource_name}", alter, ctx, res,
+                             validate_only, log_refusal=log_refusal)
+        results.append(resp_msg.AlterConfigsResourceResponse(
+            error_code=0 if exc is None else tc.error_code_of(exc),
+            error_message=None if exc is None else tc.error_message_of(exc),
+            resource_type=res.resource_type, resource_name=res.resource_name))
+    return resp_msg.new(throttle_time_ms=0, responses=results)
+
+
+@handler(33, REQ.min_version, REQ.max_version)
+async def alter_configs(ctx: Any, req: Any) -> Any:
+    return answer_resources(ctx, req, RESP, _alter, log, "alter configs", log_refusal=False)

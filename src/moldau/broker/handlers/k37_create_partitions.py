@@ -14,20 +14,18 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import ALTER, TOPIC, require
+from ._common import attempt, split_duplicates
+from ._common import err as _err
 
 log = logging.getLogger(__name__)
 
 REQ = m.CreatePartitionsRequest
 RESP = m.CreatePartitionsResponse
-
-
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return KafkaError.for_code(int(code), message)
 
 
 def _check(ctx: Any, topic: Any) -> Any:
@@ -72,34 +70,21 @@ def _check(ctx: Any, topic: Any) -> Any:
     return info
 
 
+def _grow(ctx: Any, topic: Any, validate_only: bool) -> None:
+    _check(ctx, topic)
+    ctx.broker.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only)
+
+
 @handler(37, REQ.min_version, REQ.max_version)
 async def create_partitions(ctx: Any, req: Any) -> Any:
-    md = ctx.broker.metadata
     validate_only = bool(req.validate_only)
-    counts: dict[str, int] = {}
-    for t in req.topics:
-        counts[t.name] = counts.get(t.name, 0) + 1
+    topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
-    duplicates: list[str] = []
-    for t in req.topics:
-        if counts[t.name] > 1:
-            if t.name not in duplicates:
-                duplicates.append(t.name)
-            continue
-        try:
-            _check(ctx, t)
-            md.create_partitions(t.name, t.count, validate_only=validate_only)
-        except KafkaError as exc:
-            log.info("create partitions for %s refused: %s", t.name, exc)
-            results.append(RESP.CreatePartitionsTopicResult(
-                name=t.name, error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - e.g. a disk error: answer it, keep the connection
-            log.exception("create partitions for %s failed", t.name)
-            results.append(RESP.CreatePartitionsTopicResult(
-                name=t.name, error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc)))
-            continue
-        results.append(RESP.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None))
+    for t in topics:
+        _, exc = attempt(log, f"create partitions for {t.name}", _grow, ctx, t, validate_only)
+        results.append(RESP.CreatePartitionsTopicResult(
+            name=t.name, error_code=0 if exc is None else tc.error_code_of(exc),
+            error_message=None if exc is None else tc.error_message_of(exc)))
     for name in duplicates:
         results.append(RESP.CreatePartitionsTopicResult(
             name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name."))

@@ -23,12 +23,14 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
+from ._common import err as _err
 from .k32_describe_configs import BROKER, BROKER_LOGGER, LOG4J_LEVELS, TOPIC, check_broker_resource
+from .k33_alter_configs import answer_resources
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +38,6 @@ REQ = m.IncrementalAlterConfigsRequest
 RESP = m.IncrementalAlterConfigsResponse
 
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
-
-
-def _err(code: ErrorCode, message: str) -> KafkaError:
-    return KafkaError.for_code(int(code), message)
 
 
 def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
@@ -110,29 +108,4 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
 
 @handler(44, REQ.min_version, REQ.max_version)
 async def incremental_alter_configs(ctx: Any, req: Any) -> Any:
-    validate_only = bool(req.validate_only)
-    seen: dict[tuple[int, str], int] = {}
-    for res in req.resources:
-        key = (res.resource_type, res.resource_name)
-        seen[key] = seen.get(key, 0) + 1
-    results = []
-    for res in req.resources:
-        try:
-            if seen[(res.resource_type, res.resource_name)] > 1:
-                raise _err(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
-            _alter(ctx, res, validate_only)
-        except KafkaError as exc:
-            log.info("incremental alter configs %s/%s refused: %s", res.resource_type, res.resource_name, exc)
-            results.append(RESP.AlterConfigsResourceResponse(
-                error_code=tc.error_code_of(exc), error_message=tc.error_message_of(exc),
-                resource_type=res.resource_type, resource_name=res.resource_name))
-            continue
-        except Exception as exc:  # noqa: BLE001 - answer it, keep the connection
-            log.exception("altering configs of %s/%s failed", res.resource_type, res.resource_name)
-            results.append(RESP.AlterConfigsResourceResponse(
-                error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR), error_message=str(exc),
-                resource_type=res.resource_type, resource_name=res.resource_name))
-            continue
-        results.append(RESP.AlterConfigsResourceResponse(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name))
-    return RESP.new(throttle_time_ms=0, responses=results)
+    return answer_resources(ctx, req, RESP, _alter, log, "incremental alter configs", log_refusal=True)
