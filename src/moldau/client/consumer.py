@@ -96,7 +96,11 @@ class AsyncConsumer:
         self._started = True
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         if self._initial_topics:
-            self.subscribe(list(self._initial_topics))
+            try:
+                self.subscribe(list(self._initial_topics))
+            except BaseException:
+                await self.close(autocommit=False)
+                raise
 
     async def __aenter__(self) -> "AsyncConsumer":
         await self.start()

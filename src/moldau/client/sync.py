@@ -282,7 +282,11 @@ class Consumer(_SyncBase):
         self._iter: list[Any] = []
         self._iter_pos = 0
         if topics:
-            self.subscribe(list(topics))
+            try:
+                self.subscribe(list(topics))
+            except BaseException:
+                self.close(autocommit=False)
+                raise
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._bridge.run(coro)
