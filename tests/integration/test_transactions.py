@@ -1,0 +1,682 @@
+"""Transactions against a real broker process: transactional producers (confluent-kafka, kafka-python,
+aiokafka, moldau), read_committed / read_uncommitted consumers of every client, exactly-once
+consume-transform-produce with kill -9 of the worker, zombie fencing, broker crashes in the middle of a
+transaction, and the last stable offset / aborted-transaction list at the protocol level."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from kafkautil import create_topic, unique_topic
+
+pytestmark = pytest.mark.moldau_only("transactions need moldau's transaction coordinator")
+
+# abort timed-out transactions every 200 ms (Kafka: 10 s), so timeout tests stay short
+TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(module_broker_factory):
+    return module_broker_factory(settings=TXN_SETTINGS)
+
+
+def _txid(prefix: str = "tx") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def txn_producer(bootstrap: str, txid: str, **conf: Any) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid, "linger.ms": 2,
+                  "retry.backoff.ms": 50, **conf})
+    p.init_transactions(20)
+    return p
+
+
+def run_txn(p: Producer, topic: str, values: list[bytes], *, commit: bool, partitions: int = 1) -> list[Any]:
+    """One transaction: produce ``values`` round robin over the partitions, flush, commit or abort.
+    Returns the delivered messages (offsets known)."""
+    delivered: list[Any] = []
+    p.begin_transaction()
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % partitions,
+                  on_delivery=lambda err, msg: delivered.append(msg) if err is None else None)
+    assert p.flush(20) == 0
+    if commit:
+        p.commit_transaction(20)
+    else:
+        p.abort_transaction(20)
+    return delivered
+
+
+# ------------------------------------------------------------------------------------------------ readers
+
+
+def read_confluent(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float = 20.0
+                   ) -> list[tuple[int, int, bytes]]:
+    """Everything readable up to the end (partition EOF: the LSO for read_committed)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + uuid.uuid4().hex[:8],
+                  "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 50})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: list[tuple[int, int, bytes]] = []
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"no EOF on {set(range(partitions)) - eof}"
+            for m in c.consume(1000, 0.1):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                        continue
+                    raise KafkaException(m.error())
+                eof.discard(m.partition())
+                out.append((m.partition(), m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def read_kafka_python(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
+                      timeout: float = 20.0) -> list[tuple[int, int, bytes]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=100, request_timeout_ms=15000)
+    try:
+        tps = [KTP(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        out: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            for _tp, msgs in c.poll(timeout_ms=200).items():
+                out.extend((m.partition, m.offset, m.value) for m in msgs)
+        for _ in range(3):  # nothing more may come
+            for _tp, msgs in c.poll(timeout_ms=150).items():
+                out.extend((m.partition, m.offset, m.value) for m in msgs)
+        return out
+    finally:
+        c.close(autocommit=False)
+
+
+def read_aiokafka(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
+                  timeout: float = 20.0) -> list[tuple[int, int, bytes]]:
+    async def go() -> list[tuple[int, int, bytes]]:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as ATP
+
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100, request_timeout_ms=15000)
+        await c.start()
+        try:
+            tps = [ATP(topic, p) for p in range(partitions)]
+            c.assign(tps)
+            await c.seek_to_beginning(*tps)
+            out: list[tuple[int, int, bytes]] = []
+            deadline = time.monotonic() + timeout
+            while len(out) < expected and time.monotonic() < deadline:
+                for _tp, msgs in (await c.getmany(timeout_ms=200)).items():
+                    out.extend((m.partition, m.offset, m.value) for m in msgs)
+            for _ in range(3):
+                for _tp, msgs in (await c.getmany(timeout_ms=150)).items():
+                    out.extend((m.partition, m.offset, m.value) for m in msgs)
+            return out
+        finally:
+            await c.stop()
+
+    return asyncio.run(go())
+
+
+def read_moldau(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
+                timeout: float = 20.0) -> list[tuple[int, int, bytes]]:
+    from moldau.client import Consumer as MConsumer
+    from moldau.client import TopicPartition as MTP
+
+    c = MConsumer(config={"bootstrap.servers": bootstrap, "isolation.level": isolation,
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                          "fetch.max.wait.ms": 100})
+    try:
+        c.assign([MTP(topic, p) for p in range(partitions)])
+        out: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in c.poll(0.2):
+                out.append((m.partition, m.offset, m.value))
+        for _ in range(3):
+            for m in c.poll(0.15):
+                out.append((m.partition, m.offset, m.value))
+        return out
+    finally:
+        c.close()
+
+
+def values(records: list[tuple[int, int, bytes]]) -> list[bytes]:
+    return sorted(v for _p, _o, v in records)
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+def test_commit_and_abort_seen_by_every_read_committed_client(txn_broker):
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-mixed"), 3)
+    p = txn_producer(bs, _txid())
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+    for t in range(6):
+        vals = [f"t{t}-r{i}".encode() for i in range(7)]
+        commit = t % 3 != 1
+        run_txn(p, topic, vals, commit=commit, partitions=3)
+        (committed if commit else aborted).extend(vals)
+    # a non-transactional producer in between: always visible
+    plain = Producer({"bootstrap.servers": bs})
+    for i in range(4):
+        plain.produce(topic, value=f"plain-{i}".encode(), partition=i % 3)
+    assert plain.flush(10) == 0
+    visible = sorted(committed + [f"plain-{i}".encode() for i in range(4)])
+    everything = sorted(visible + aborted)
+    p.flush(5)
+
+    assert values(read_confluent(bs, topic, 3, "read_committed")) == visible
+    assert values(read_confluent(bs, topic, 3, "read_uncommitted")) == everything
+    assert values(read_kafka_python(bs, topic, 3, "read_committed", len(visible))) == visible
+    assert values(read_kafka_python(bs, topic, 3, "read_uncommitted", len(everything))) == everything
+    assert values(read_aiokafka(bs, topic, 3, "read_committed", len(visible))) == visible
+    assert values(read_aiokafka(bs, topic, 3, "read_uncommitted", len(everything))) == everything
+
+
+def test_zombie_producer_is_fenced(txn_broker):
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-zombie"), 1)
+    txid = _txid("zombie")
+    old = txn_producer(bs, txid)
+    old.begin_transaction()
+    old.produce(topic, value=b"zombie-1")
+    assert old.flush(10) == 0
+    new = txn_producer(bs, txid)  # fences the old producer, aborts its open transaction
+    with pytest.raises(KafkaException) as info:
+        old.produce(topic, value=b"zombie-2")
+        old.flush(10)
+        old.commit_transaction(10)
+    err = info.value.args[0]
+    assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                         KafkaError.INVALID_PRODUCER_EPOCH), err
+    run_txn(new, topic, [b"new-1"], commit=True)
+    assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"new-1"]
+    assert b"zombie-1" in values(read_confluent(bs, topic, 1, "read_uncommitted"))
+
+
+def test_transaction_timeout_aborts_and_fences(txn_broker):
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-timeout"), 1)
+    p = txn_producer(bs, _txid("slow"), **{"transaction.timeout.ms": 1500})
+    p.begin_transaction()
+    p.produce(topic, value=b"late")
+    assert p.flush(10) == 0
+    # the open transaction holds the last stable offset back
+    assert read_confluent(bs, topic, 1, "read_committed") == []
+    time.sleep(2.5)
+    # the coordinator aborted it: read_committed consumers are no longer held back
+    assert read_confluent(bs, topic, 1, "read_uncommitted")[0][2] == b"late"
+    lo, hi = _lso_and_hw(bs, topic, 0)
+    assert lo == hi
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+
+
+def test_invalid_transaction_timeout_is_refused(txn_broker):
+    p = Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": _txid("big"),
+                  "transaction.timeout.ms": 900001})
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(10)
+    assert info.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+# ------------------------------------------------------------------------------------------------ protocol
+
+
+def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
+    """(ListOffsets latest read_committed, ListOffsets latest read_uncommitted) via kafka-python's protocol."""
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    from rawkafka import RawConnection
+
+    out = []
+    with RawConnection.to(bs) as conn:
+        for iso in (1, 0):
+            T = ListOffsetsRequest.ListOffsetsTopic
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=iso, topics=[
+                T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=partition, timestamp=-1,
+                                                                 current_leader_epoch=-1)])])
+            resp = conn.call(req, ListOffsetsResponse, 7)
+            pr = resp.topics[0].partitions[0]
+            assert pr.error_code == 0
+            out.append(pr.offset)
+    return out[0], out[1]
+
+
+def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isolation: int = 1) -> Any:
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    from rawkafka import RawConnection
+
+    T = FetchRequest.FetchTopic
+    P = T.FetchPartition
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
+                       session_id=0, session_epoch=-1,
+                       topics=[T(topic=topic, partitions=[P(partition=partition, current_leader_epoch=-1,
+                                                            fetch_offset=offset, log_start_offset=-1,
+                                                            partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id="")
+    with RawConnection.to(bs) as conn:
+        resp = conn.call(req, FetchResponse, 11)
+    return resp.responses[0].partitions[0]
+
+
+def test_lso_and_aborted_transactions_at_the_protocol_level(txn_broker):
+    """Mixed non-transactional, committed, aborted and open transactional batches on one partition."""
+    from moldau.protocol.records import split_batches
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-lso"), 1)
+    plain = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    plain.produce(topic, value=b"p0")
+    plain.produce(topic, value=b"p1")
+    assert plain.flush(10) == 0
+    a = txn_producer(bs, _txid("A"))
+    b = txn_producer(bs, _txid("B"))
+    run_txn(a, topic, [b"a0", b"a1"], commit=True)          # committed
+    aborted_msgs = run_txn(b, topic, [b"b0", b"b1", b"b2"], commit=False)  # aborted
+    first_aborted = min(m.offset() for m in aborted_msgs)
+    plain.produce(topic, value=b"p2")
+    assert plain.flush(10) == 0
+    # an open transaction: the last stable offset stops at its first record
+    c = txn_producer(bs, _txid("C"))
+    c.begin_transaction()
+    delivered: list[Any] = []
+    c.produce(topic, value=b"c0", on_delivery=lambda e, m: delivered.append(m))
+    assert c.flush(10) == 0
+    first_open = delivered[0].offset()
+    plain.produce(topic, value=b"p3")
+    assert plain.flush(10) == 0
+
+    lso, hw = _lso_and_hw(bs, topic, 0)
+    assert lso == first_open and hw > lso
+    pd = _fetch_committed(bs, topic, 0)
+    assert pd.error_code == 0 and pd.high_watermark == hw and pd.last_stable_offset == lso
+    b_pid = _producer_id_of(pd.records, b"b0")
+    assert [(t.producer_id, t.first_offset) for t in pd.aborted_transactions] == [(b_pid, first_aborted)]
+    # nothing at or past the LSO is returned to read_committed
+    assert max(h.last_offset for _pos, h in split_batches(bytes(pd.records))) < lso
+    # read_uncommitted: no aborted list, data up to the high watermark
+    pu = _fetch_committed(bs, topic, 0, isolation=0)
+    assert pu.aborted_transactions is None
+    assert max(h.last_offset for _pos, h in split_batches(bytes(pu.records))) == hw - 1
+    # from an offset after the aborted transaction's marker: not listed any more
+    pd2 = _fetch_committed(bs, topic, 0, offset=first_open - 1)
+    assert not pd2.aborted_transactions
+    # the transaction ends: the LSO catches up
+    c.commit_transaction(10)
+    lso, hw = _lso_and_hw(bs, topic, 0)
+    assert lso == hw
+    got = values(read_confluent(bs, topic, 1, "read_committed"))
+    assert got == sorted([b"p0", b"p1", b"a0", b"a1", b"p2", b"c0", b"p3"])
+
+
+def _producer_id_of(records: Any, value: bytes) -> int:
+    from moldau.protocol.records import decode_batch, split_batches
+
+    buf = bytes(records)
+    for pos, h in split_batches(buf):
+        if not h.is_control and any(r.value == value for r in decode_batch(buf, pos, header=h)):
+            return h.producer_id
+    raise AssertionError(f"{value!r} not found")
+
+
+def test_describe_list_transactions_and_producers(txn_broker):
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-describe"), 2)
+    txid = _txid("desc")
+    p = txn_producer(bs, txid)
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=1)
+    assert p.flush(10) == 0
+
+    from kafka.protocol.admin import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+    )
+
+    from rawkafka import RawConnection
+
+    with RawConnection.to(bs) as conn:
+        d = conn.call(DescribeTransactionsRequest(transactional_ids=[txid, "no-such-id"]),
+                      DescribeTransactionsResponse, 0)
+        st, missing = d.transaction_states
+        assert st.error_code == 0 and st.transaction_state == "Ongoing"
+        assert [(t.topic, list(t.partitions)) for t in st.topics] == [(topic, [1])]
+        assert missing.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+        lst = conn.call(ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[],
+                                                duration_filter=-1, transactional_id_pattern=None),
+                        ListTransactionsResponse, 1)
+        assert lst.error_code == 0 and list(lst.unknown_state_filters) == ["Nope"]
+        assert txid in [t.transactional_id for t in lst.transaction_states]
+        T = DescribeProducersRequest.TopicRequest
+        dp = conn.call(DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[0, 1])]),
+                       DescribeProducersResponse, 0)
+        p0, p1 = dp.topics[0].partitions
+        assert p0.active_producers == [] and len(p1.active_producers) == 1
+        prod = p1.active_producers[0]
+        assert prod.producer_id == st.producer_id and prod.current_txn_start_offset == 0
+    p.commit_transaction(10)
+
+
+# ------------------------------------------------------------------------------------------------ crashes
+
+
+def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_factory):
+    b = broker_factory(settings=TXN_SETTINGS)
+    bs = b.bootstrap
+    topic = create_topic(bs, unique_topic("txn-crash"), 2)
+    txid = _txid("crash")
+    p = txn_producer(bs, txid, **{"transaction.timeout.ms": 3000})
+    run_txn(p, topic, [b"before-0", b"before-1"], commit=True, partitions=2)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, value=f"open-{i}".encode(), partition=i % 2)
+    assert p.flush(10) == 0
+    b.kill9()
+    b.start()
+    # the transaction was Ongoing at the crash: still open after the restart, then aborted by its timeout
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if all(lso == hw for lso, hw in (_lso_and_hw(bs, topic, i) for i in range(2))):
+            break
+        time.sleep(0.2)
+    assert values(read_confluent(bs, topic, 2, "read_committed")) == [b"before-0", b"before-1"]
+    # the same transactional id works again
+    p2 = txn_producer(bs, txid)
+    run_txn(p2, topic, [b"after"], commit=True)
+    assert values(read_confluent(bs, topic, 2, "read_committed")) == [b"after", b"before-0", b"before-1"]
+
+
+def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory):
+    """A crash between PrepareCommit and the markers: the restarted coordinator writes the markers.
+
+    The crash point is made exact offline: with an Ongoing transaction (records written, no marker) the broker
+    is killed, and the PrepareCommit record it would have written next is appended to __transaction_state
+    with moldau's log library; the restart then finds the transaction prepared."""
+    from moldau.broker.txn.state import TxnState, decode_key, decode_value, encode_value
+    from moldau.log import LogConfig, LogManager
+    from moldau.protocol.records import BatchBuilder, decode_batch, split_batches
+
+    b = broker_factory(settings=TXN_SETTINGS)
+    bs = b.bootstrap
+    topic = create_topic(bs, unique_topic("txn-prepared"), 2)
+    txid = _txid("prep")
+    p = txn_producer(bs, txid)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(topic, value=f"decided-{i}".encode(), partition=i % 2)
+    assert p.flush(10) == 0
+    assert read_confluent(bs, topic, 2, "read_committed") == []
+    b.kill9()
+
+    lm = LogManager([str(b.data_dir)], LogConfig(), time)
+    try:
+        last = None
+        where = None
+        for (t, part) in list(lm.partitions()):
+            if t != "__transaction_state":
+                continue
+            plog = lm.get(t, part)
+            rr = plog.read(plog.log_start_offset, 1 << 24)
+            data = b"".join(bytes(c) for c in rr.chunks)
+            for pos, h in split_batches(data):
+                for r in decode_batch(data, pos, header=h):
+                    if r.key is not None and decode_key(r.key) == txid and r.value is not None:
+                        last, where = decode_value(r.value), part
+        assert last is not None and last.transaction_status == TxnState.ONGOING
+        last.transaction_status = TxnState.PREPARE_COMMIT
+        bb = BatchBuilder()
+        bb.append(int(time.time() * 1000), _key(txid), encode_value(last))
+        buf = bytearray(bb.build(0))
+        plog = lm.get("__transaction_state", where)
+        plog.append(buf, split_batches(buf))
+    finally:
+        lm.close()
+
+    b.start()
+    got: list[bytes] = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(got) < 6:
+        got = values(read_confluent(bs, topic, 2, "read_committed"))
+        time.sleep(0.1)
+    assert got == sorted(f"decided-{i}".encode() for i in range(6))
+
+
+def _key(txid: str) -> bytes:
+    from moldau.broker.txn.state import encode_key
+
+    return encode_key(txid)
+
+
+# ------------------------------------------------------------------------------------------------ exactly once
+
+WORKER = textwrap.dedent("""
+    import json, sys, time
+    from confluent_kafka import Consumer, Producer, TopicPartition, KafkaException
+    bs, src, dst, group, txid, parts, batch = sys.argv[1:8]
+    parts, batch = int(parts), int(batch)
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20})
+    p = Producer({"bootstrap.servers": bs, "transactional.id": txid, "linger.ms": 1,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    tps = [TopicPartition(src, i) for i in range(parts)]
+    committed = c.committed(tps, timeout=10)
+    c.assign([TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
+    print("started", json.dumps([tp.offset for tp in committed]), flush=True)
+    idle = 0
+    while idle < 30:
+        msgs = [m for m in c.consume(batch, 0.1) if m.error() is None]
+        if not msgs:
+            idle += 1
+            continue
+        idle = 0
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(dst, key=m.key(), value=b"out:" + m.value(), partition=m.partition())
+            time.sleep(0.002)   # spend time inside the transaction: the kill lands mid-transaction
+        p.flush(30)
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        print("committed", len(msgs), flush=True)
+    print("done", flush=True)
+""")
+
+
+def _start_worker(tmp: Path, args: list[str]) -> subprocess.Popen[bytes]:
+    script = tmp / "ctp_worker.py"
+    script.write_text(WORKER)
+    log = open(tmp / f"worker-{time.monotonic_ns()}.log", "wb")
+    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=log,
+                            start_new_session=True)
+
+
+def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_path):
+    bs = txn_broker.bootstrap
+    parts = 2
+    src = create_topic(bs, unique_topic("eos-in"), parts)
+    dst = create_topic(bs, unique_topic("eos-out"), parts)
+    n = 600
+    inp = Producer({"bootstrap.servers": bs})
+    for i in range(n):
+        inp.produce(src, key=str(i).encode(), value=f"v{i}".encode(), partition=i % parts)
+    assert inp.flush(10) == 0
+    group, txid = "eos-" + uuid.uuid4().hex[:6], _txid("eos")
+    args = [bs, src, dst, group, txid, str(parts), "20"]
+
+    w = _start_worker(tmp_path, args)
+    assert w.stdout is not None
+    commits = 0
+    deadline = time.monotonic() + 60
+    while commits < 5 and time.monotonic() < deadline:
+        line = w.stdout.readline().decode()
+        commits += line.startswith("committed")
+    assert commits >= 5, "worker made no progress"
+    time.sleep(0.03)
+    os.killpg(w.pid, 9)  # kill -9 in the middle of a transaction (most likely)
+    w.wait(10)
+    w.stdout.close()
+
+    w2 = _start_worker(tmp_path, args)  # same transactional id: fences and aborts the dead one's transaction
+    try:
+        out, _ = w2.communicate(timeout=120)
+    finally:
+        if w2.poll() is None:
+            os.killpg(w2.pid, 9)
+    assert b"done" in out, out[-500:]
+    got = read_confluent(bs, dst, parts, "read_committed")
+    outs = sorted(v for _p, _o, v in got)
+    assert len(outs) == n, f"{len(outs)} outputs for {n} inputs ({len(outs) - len(set(outs))} duplicates)"
+    assert outs == sorted(f"out:v{i}".encode() for i in range(n))
+    # some output of the killed worker's open transaction is in the log, aborted
+    raw = read_confluent(bs, dst, parts, "read_uncommitted")
+    assert len(raw) >= n
+    # the group's committed offsets are exactly the end of the input
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        committed = c.committed([TopicPartition(src, i) for i in range(parts)], timeout=10)
+        assert [tp.offset for tp in committed] == [n // parts] * parts
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------------------------------------ other clients
+
+
+def test_kafka_python_transactional_producer(txn_broker):
+    from kafka import KafkaProducer
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-kp"), 2)
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id=_txid("kp"), request_timeout_ms=15000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(5):
+            p.send(topic, value=f"kp-c{i}".encode(), partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(5):
+            p.send(topic, value=f"kp-a{i}".encode(), partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, value=b"kp-last", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close(timeout=5)
+    want = sorted([f"kp-c{i}".encode() for i in range(5)] + [b"kp-last"])
+    assert values(read_confluent(bs, topic, 2, "read_committed")) == want
+    assert len(read_confluent(bs, topic, 2, "read_uncommitted")) == 11
+
+
+def test_kafka_python_send_offsets_to_transaction(txn_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    bs = txn_broker.bootstrap
+    src = create_topic(bs, unique_topic("kp-src"), 1)
+    group = "kp-g-" + uuid.uuid4().hex[:6]
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id=_txid("kpo"), request_timeout_ms=15000)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(src, value=b"x", partition=0)
+        p.send_offsets_to_transaction({KTP(src, 0): OffsetAndMetadata(7, "meta", -1)}, group)
+        p.abort_transaction()
+        c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+        try:
+            assert c.committed(KTP(src, 0)) is None  # aborted offsets are never visible
+            p.begin_transaction()
+            p.send(src, value=b"y", partition=0)
+            p.send_offsets_to_transaction({KTP(src, 0): OffsetAndMetadata(9, "meta", -1)}, group)
+            p.commit_transaction()
+            assert c.committed(KTP(src, 0)) == 9
+        finally:
+            c.close(autocommit=False)
+    finally:
+        p.close(timeout=5)
+
+
+def test_aiokafka_transactional_producer(txn_broker):
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-aio"), 1)
+
+    async def go() -> None:
+        from aiokafka import AIOKafkaProducer
+
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=_txid("aio"), request_timeout_ms=15000)
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-c0")
+                await p.send_and_wait(topic, b"aio-c1")
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-a0")
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(go())
+    assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"aio-c0", b"aio-c1"]
+    assert values(read_moldau(bs, topic, 1, "read_committed", 2)) == [b"aio-c0", b"aio-c1"]
+    assert values(read_moldau(bs, topic, 1, "read_uncommitted", 3)) == [b"aio-a0", b"aio-c0", b"aio-c1"]
+
+
+def test_committed_offsets_survive_a_broker_restart(broker_factory):
+    """TxnOffsetCommit records are transactional batches in __consumer_offsets: a restart keeps committed
+    ones and never resurrects aborted ones."""
+    b = broker_factory(settings=TXN_SETTINGS)
+    bs = b.bootstrap
+    src = create_topic(bs, unique_topic("restart-src"), 1)
+    group = "rg-" + uuid.uuid4().hex[:6]
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    c.assign([TopicPartition(src, 0)])
+    meta = c.consumer_group_metadata()
+    p = txn_producer(bs, _txid("offs"))
+    p.begin_transaction()
+    p.produce(src, value=b"v")
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 5)], meta, 10)
+    p.commit_transaction(10)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition(src, 0, 50)], meta, 10)
+    p.abort_transaction(10)
+    assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
+    c.close()
+    b.kill9()
+    b.start()
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
+    finally:
+        c.close()
