@@ -25,6 +25,8 @@ import sys
 from array import array
 from bisect import bisect_right
 
+from .checkpoint import atomic_write
+
 log = logging.getLogger(__name__)
 
 __all__ = ["OffsetIndex", "TimeIndex", "TxnIndex", "OFFSET_ENTRY_SIZE", "TIME_ENTRY_SIZE", "TXN_ENTRY_SIZE"]
@@ -33,7 +35,6 @@ OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
 _LITTLE = sys.byteorder == "little"
 _TIME_ENTRY = struct.Struct(">qi")
-_OFFSET_ENTRY = struct.Struct(">ii")
 
 
 def _fsync_path(path: str) -> None:
@@ -44,20 +45,93 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-class OffsetIndex:
-    """Relative offset -> position, in memory with write-behind to ``path``."""
+class _WriteBehindIndex:
+    """What both indexes share: entries held in memory (arrays in the subclass), written to ``path`` in batches
+    by ``persist()``; ``_written`` entries are known to be in the file, which holds ``_file_entries`` (more
+    after a truncation, until the next persist cuts them)."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "rel", "pos", "_written", "_file_entries", "_unsynced")
+    __slots__ = ("path", "base_offset", "max_entries", "_written", "_file_entries", "_unsynced")
+
+    ENTRY_SIZE = 0
+    KIND = "index"
 
     def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // OFFSET_ENTRY_SIZE)
-        self.rel = array("i")
-        self.pos = array("i")
+        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
         self._written = 0  # entries known to be in the file
         self._file_entries = 0  # entries the file holds (may exceed _written after truncation)
         self._unsynced = False
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _encode(self, start: int, end: int) -> bytes:
+        """Entries [start, end) in the file format."""
+        raise NotImplementedError
+
+    def _read_file(self) -> bytes | None:
+        """The file's bytes; None when it is missing or ends in a partial entry (the caller rebuilds)."""
+        self._written = self._file_entries = 0
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        if len(data) % self.ENTRY_SIZE:
+            log.warning("%s %s has a partial entry (size %d); rebuilding", self.KIND, self.path, len(data))
+            return None
+        return data
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    @property
+    def dirty(self) -> bool:
+        return self._written != len(self) or self._file_entries != self._written
+
+    def persist(self) -> bool:
+        """Write pending entries (and cut stale ones). Returns True when the file changed."""
+        n = len(self)
+        if self._written == n and self._file_entries == n:
+            return False
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if self._file_entries != self._written:
+                os.ftruncate(fd, self._written * self.ENTRY_SIZE)
+            if n > self._written:
+                os.pwrite(fd, self._encode(self._written, n), self._written * self.ENTRY_SIZE)
+        finally:
+            os.close(fd)
+        self._written = self._file_entries = n
+        self._unsynced = True
+        return True
+
+    def fsync(self) -> None:
+        if self._unsynced:
+            self._unsynced = False
+            _fsync_path(self.path)
+
+    def can_unload(self) -> bool:
+        return not self.dirty
+
+    def mark_file_entries(self, n: int) -> None:
+        """The file is known to hold ``n`` entries (used when a fresh empty file is created)."""
+        self._file_entries = n
+
+
+class OffsetIndex(_WriteBehindIndex):
+    """Relative offset -> position, in memory with write-behind to ``path``."""
+
+    __slots__ = ("rel", "pos")
+
+    ENTRY_SIZE = OFFSET_ENTRY_SIZE
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self.rel = array("i")
+        self.pos = array("i")
 
     # ------------------------------------------------------------------------------------------------ load
     def load(self, segment_size: int) -> bool:
@@ -65,18 +139,11 @@ class OffsetIndex:
         check, so the caller rebuilds it from the log."""
         self.rel = array("i")
         self.pos = array("i")
-        self._written = self._file_entries = 0
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        data = self._read_file()
+        if data is None:
             return False
-        n, extra = divmod(len(data), OFFSET_ENTRY_SIZE)
-        if extra:
-            log.warning("index %s has a partial entry (size %d); rebuilding", self.path, len(data))
-            return False
+        n = len(data) // OFFSET_ENTRY_SIZE
         if n == 0:
-            self._file_entries = 0
             return segment_size == 0 or segment_size is None
         both = array("i")
         both.frombytes(data)
@@ -104,10 +171,6 @@ class OffsetIndex:
     # ------------------------------------------------------------------------------------------------ use
     def __len__(self) -> int:
         return len(self.rel)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.rel) >= self.max_entries
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
@@ -140,73 +203,35 @@ class OffsetIndex:
         return [(self.base_offset + r, p) for r, p in zip(self.rel, self.pos)]
 
     # ------------------------------------------------------------------------------------------------ disk
-    @property
-    def dirty(self) -> bool:
-        return self._written != len(self.rel) or self._file_entries != self._written
-
-    def persist(self) -> bool:
-        """Write pending entries (and cut stale ones). Returns True when the file changed."""
-        n = len(self.rel)
-        if self._written == n and self._file_entries == n:
-            return False
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            if self._file_entries != self._written:
-                os.ftruncate(fd, self._written * OFFSET_ENTRY_SIZE)
-            if n > self._written:
-                both = array("i", bytes(8 * (n - self._written)))
-                both[0::2] = self.rel[self._written :]
-                both[1::2] = self.pos[self._written :]
-                if _LITTLE:
-                    both.byteswap()
-                os.pwrite(fd, both.tobytes(), self._written * OFFSET_ENTRY_SIZE)
-        finally:
-            os.close(fd)
-        self._written = self._file_entries = n
-        self._unsynced = True
-        return True
-
-    def fsync(self) -> None:
-        if self._unsynced:
-            self._unsynced = False
-            _fsync_path(self.path)
-
-    def can_unload(self) -> bool:
-        return not self.dirty
-
-    def mark_file_entries(self, n: int) -> None:
-        """The file is known to hold ``n`` entries (used when a fresh empty file is created)."""
-        self._file_entries = n
+    def _encode(self, start: int, end: int) -> bytes:
+        both = array("i", bytes(8 * (end - start)))
+        both[0::2] = self.rel[start:end]
+        both[1::2] = self.pos[start:end]
+        if _LITTLE:
+            both.byteswap()
+        return both.tobytes()
 
 
-class TimeIndex:
+class TimeIndex(_WriteBehindIndex):
     """Timestamp -> relative offset, in memory with write-behind to ``path``."""
 
-    __slots__ = ("path", "base_offset", "max_entries", "ts", "rel", "_written", "_file_entries", "_unsynced")
+    __slots__ = ("ts", "rel")
+
+    ENTRY_SIZE = TIME_ENTRY_SIZE
+    KIND = "time index"
 
     def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // TIME_ENTRY_SIZE)
+        super().__init__(path, base_offset, max_index_bytes)
         self.ts = array("q")
         self.rel = array("i")
-        self._written = 0
-        self._file_entries = 0
-        self._unsynced = False
 
     def load(self, next_offset: int | None = None) -> bool:
         self.ts = array("q")
         self.rel = array("i")
-        self._written = self._file_entries = 0
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        data = self._read_file()
+        if data is None:
             return False
-        n, extra = divmod(len(data), TIME_ENTRY_SIZE)
-        if extra:
-            log.warning("time index %s has a partial entry (size %d); rebuilding", self.path, len(data))
-            return False
+        n = len(data) // TIME_ENTRY_SIZE
         ts = array("q")
         rel = array("i")
         for t, r in _TIME_ENTRY.iter_unpack(data):
@@ -253,10 +278,6 @@ class TimeIndex:
     def __len__(self) -> int:
         return len(self.ts)
 
-    @property
-    def is_full(self) -> bool:
-        return len(self.ts) >= self.max_entries
-
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append (timestamp, offset) only if the timestamp grew (Kafka's rule)."""
         if self.ts and timestamp <= self.ts[-1]:
@@ -293,35 +314,9 @@ class TimeIndex:
     def entries(self) -> list[tuple[int, int]]:
         return [(t, self.base_offset + r) for t, r in zip(self.ts, self.rel)]
 
-    @property
-    def dirty(self) -> bool:
-        return self._written != len(self.ts) or self._file_entries != self._written
-
-    def persist(self) -> bool:
-        n = len(self.ts)
-        if self._written == n and self._file_entries == n:
-            return False
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            if self._file_entries != self._written:
-                os.ftruncate(fd, self._written * TIME_ENTRY_SIZE)
-            if n > self._written:
-                pack = _TIME_ENTRY.pack
-                data = b"".join(pack(self.ts[i], self.rel[i]) for i in range(self._written, n))
-                os.pwrite(fd, data, self._written * TIME_ENTRY_SIZE)
-        finally:
-            os.close(fd)
-        self._written = self._file_entries = n
-        self._unsynced = True
-        return True
-
-    def fsync(self) -> None:
-        if self._unsynced:
-            self._unsynced = False
-            _fsync_path(self.path)
-
-    def mark_file_entries(self, n: int) -> None:
-        self._file_entries = n
+    def _encode(self, start: int, end: int) -> bytes:
+        pack = _TIME_ENTRY.pack
+        return b"".join(pack(self.ts[i], self.rel[i]) for i in range(start, end))
 
 
 _TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
@@ -368,10 +363,4 @@ class TxnIndex:
             except FileNotFoundError:
                 pass
             return
-        data = b"".join(_TXN_ENTRY.pack(0, *e) for e in entries)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, b"".join(_TXN_ENTRY.pack(0, *e) for e in entries), sync_dir=False)
