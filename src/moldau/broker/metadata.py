@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -116,23 +117,7 @@ class MetadataStore:
     def save(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
         doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)]}
-        data = json.dumps(doc, indent=1, sort_keys=True).encode()
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        try:
-            dfd = os.open(self.data_dir, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:  # pragma: no cover - platforms without directory fsync
-            pass
+        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def _index(self, t: TopicInfo) -> None:
         self.topics[t.name] = t

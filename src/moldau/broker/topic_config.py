@@ -63,6 +63,7 @@ from moldau.log.config import (  # noqa: F401  (re-exported: the table and its h
     validate_topic_config,
     validate_topic_configs,
 )
+from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -784,15 +785,7 @@ def save_dynamic_broker_configs(broker: Any, dyn: DynamicBrokerConfigs) -> None:
         return
     os.makedirs(data_dir, exist_ok=True)
     path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
-    tmp = path + ".tmp"
-    data = json.dumps(dyn.to_json(), indent=1, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(dyn.to_json(), indent=1, sort_keys=True).encode(), sync_dir=False)
 
 
 def _mirror_into_broker_config(cfg: Any, dyn: DynamicBrokerConfigs, keys: Iterable[str]) -> None:

@@ -71,9 +71,9 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_file(path: str, data: bytes) -> None:
+    """Create (or truncate) ``path`` holding ``data``, fsynced."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -82,8 +82,16 @@ def atomic_write(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: ``<path>.tmp`` written and fsynced, renamed over ``path``,
+    then (``sync_dir``) the directory fsynced so the rename survives a crash."""
+    tmp = path + ".tmp"
+    write_file(tmp, data)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync_dir:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def _write_lines(path: str, rows: list[str]) -> None:

@@ -123,7 +123,13 @@ from ._batch import (
     U32,
     control_type,
 )
-from .checkpoint import CorruptCheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from .checkpoint import (
+    CorruptCheckpointError,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_file,
+    write_offset_checkpoint,
+)
 from .config import LONG_MAX
 from .index import TxnIndex
 
@@ -639,7 +645,7 @@ class _GroupWriter:
         self.fd = -1
         os.utime(self.path, (mtime, mtime))
         for suffix, data in ((".index", self.offset_entries), (".timeindex", self.time_entries)):
-            _write_file(cleaned_path(self.directory, self.base, suffix), bytes(data))
+            write_file(cleaned_path(self.directory, self.base, suffix), bytes(data))
         if aborted:
             TxnIndex.rewrite(cleaned_path(self.directory, self.base, ".txnindex"), aborted)
 
@@ -648,18 +654,6 @@ class _GroupWriter:
             os.close(self.fd)
             self.fd = -1
         discard_cleaned(self.directory, self.base)
-
-
-def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _clean_group(

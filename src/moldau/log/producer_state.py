@@ -36,6 +36,7 @@ from typing import Iterable
 from crc32c import crc32c
 
 from ._batch import increment_sequence
+from .checkpoint import atomic_write
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 log = logging.getLogger(__name__)
@@ -260,15 +261,7 @@ class ProducerStateManager:
         return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
     def write_snapshot(self, path: str) -> None:
-        data = self.snapshot_bytes()
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        atomic_write(path, self.snapshot_bytes(), sync_dir=False)
 
     @staticmethod
     def parse_snapshot(data: bytes) -> list[tuple[int, int, int, int, int, int, int, int]]:
