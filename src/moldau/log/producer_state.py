@@ -27,7 +27,6 @@ state. The snapshot at offset N holds the state for all offsets < N.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass
