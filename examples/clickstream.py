@@ -32,8 +32,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 log = logging.getLogger("clickstream")
 
@@ -247,7 +248,7 @@ def start_broker(workdir: Path) -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     exe = shutil.which("moldau")
     cmd = [exe] if exe else [sys.executable, "-m", "moldau"]
-    logf = open(workdir / "broker.log", "wb")
+    logf = open(workdir / "broker.log", "wb")  # noqa: SIM115 - stays open for the broker's lifetime
     proc = subprocess.Popen(cmd + ["broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir",
                                    str(workdir / "broker-data")], stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20

@@ -11,8 +11,9 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -37,8 +38,8 @@ pytest_collection_modifyitems = _ic.pytest_collection_modifyitems
 
 _WHY_NOT: str | None = None
 try:
-    import pyspark  # noqa: F401
     import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
     _WHY_NOT = f"pyspark/pyarrow not installed ({exc}): pip install 'moldau[spark]'"
 if _WHY_NOT is None and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

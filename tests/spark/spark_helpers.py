@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kafkautil import produce_confluent
 

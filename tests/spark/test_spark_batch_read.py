@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import timezone
+from datetime import UTC
 
 import pytest
-
 from kafkautil import produce_confluent
 from spark_helpers import produce_values, random_records, reader, rows_by_position
 
@@ -36,7 +35,7 @@ def test_batch_read_exact_bytes_written_by_confluent(spark, bootstrap, make_topi
         assert [(h["key"], h["value"]) for h in r["headers"]] == sent[(m.partition(), m.offset())].get("headers", [])
         ts_type, ts = m.timestamp()
         assert r["timestampType"] == 0 == ts_type - 1  # confluent: 1 = CreateTime
-        assert int(r["timestamp"].replace(tzinfo=timezone.utc).timestamp() * 1000) == ts or \
+        assert int(r["timestamp"].replace(tzinfo=UTC).timestamp() * 1000) == ts or \
             round(r["timestamp"].timestamp() * 1000) == ts
 
 
@@ -56,7 +55,7 @@ def test_starting_and_ending_offsets_json(spark, bootstrap, make_topic):
     end = json.dumps({topic: {"0": 20, "1": 5, "2": -1}})
     df = reader(spark, bootstrap, subscribe=topic, startingOffsets=start, endingOffsets=end).load()
     got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
-    want = sorted([(0, o) for o in range(10, 20)] + [(1, o) for o in range(0, 5)] + [(2, o) for o in range(50, 100)])
+    want = sorted([(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)] + [(2, o) for o in range(50, 100)])
     assert got == want
 
 

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+from spark_helpers import produce_values
 
-from moldau.spark.reader import KafkaInputPartition, MoldauStreamReader, read_partition  # noqa: E402
-from spark_helpers import produce_values  # noqa: E402
+from moldau.spark.reader import KafkaInputPartition, MoldauStreamReader, read_partition
 
 
 def _reader(bootstrap, topic, **opts):

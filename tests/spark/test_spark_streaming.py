@@ -8,7 +8,6 @@ import time
 import pytest
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import NewPartitions
-
 from kafkautil import admin, produce_confluent
 from spark_helpers import produce_values, reader
 

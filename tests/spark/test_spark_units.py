@@ -11,16 +11,16 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
-from moldau.protocol.records import (  # noqa: E402
+from moldau.protocol.records import (
     BatchBuilder,
     InvalidRecordError,
     codec_id,
     decode_batch,
     parse_batch_header,
 )
-from moldau.spark.arrow import ColumnBuilder, arrow_schema  # noqa: E402
-from moldau.spark.options import OptionError, parse_sink_options, parse_source_options  # noqa: E402
-from moldau.spark.planning import (  # noqa: E402
+from moldau.spark.arrow import ColumnBuilder, arrow_schema
+from moldau.spark.options import OptionError, parse_sink_options, parse_source_options
+from moldau.spark.planning import (
     OffsetRange,
     json_to_offsets,
     offsets_to_json,

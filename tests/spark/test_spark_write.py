@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kafkautil import read_all_confluent
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -11,8 +12,6 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-
-from kafkautil import read_all_confluent
 from spark_helpers import produce_values, reader
 
 _SCHEMA = StructType([

@@ -21,7 +21,7 @@ from typing import Any
 from .options import OptionError
 from .source import MoldauDataSource, kafka_schema
 
-__all__ = ["register", "MoldauDataSource", "kafka_schema", "OptionError"]
+__all__ = ["MoldauDataSource", "OptionError", "kafka_schema", "register"]
 
 
 def register(spark: Any) -> None:

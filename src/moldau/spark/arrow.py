@@ -22,16 +22,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from moldau.protocol.records import BatchBuilder, BatchHeader, InvalidRecordError, decompress, parse_batch_header
+from moldau.protocol.records import (
+    BatchBuilder,
+    BatchHeader,
+    InvalidRecordError,
+    decompress,
+    parse_batch_header,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ColumnBuilder", "arrow_schema", "HEADERS_TYPE", "HEADER_STRUCT", "rows_from_batch"]
+__all__ = ["HEADERS_TYPE", "HEADER_STRUCT", "ColumnBuilder", "arrow_schema", "rows_from_batch"]
 
 _HEADER_SIZE = 61
 _COMPRESSION_MASK = 0x07
@@ -339,7 +346,7 @@ class ColumnBuilder:
         return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[structs])
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def rows_from_batch(buf: Any, pos: int, h: BatchHeader, lo: int, hi: int, topic: str, partition: int,

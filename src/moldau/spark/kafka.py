@@ -21,8 +21,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from moldau.client import Consumer, TopicPartition
 from moldau.client.cluster import Cluster
@@ -36,8 +37,14 @@ from .options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OffsetClient", "DataLossError", "fetch_range", "FetchedChunk", "check_client_config",
-           "resolve_offsets"]
+__all__ = [
+    "DataLossError",
+    "FetchedChunk",
+    "OffsetClient",
+    "check_client_config",
+    "fetch_range",
+    "resolve_offsets",
+]
 
 TP = tuple[str, int]
 
@@ -94,7 +101,7 @@ class OffsetClient:
     def close(self) -> None:
         try:
             self._consumer.close(autocommit=False)
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             log.debug("closing the offset consumer failed", exc_info=True)
 
     def _retry(self, what: str, fn: Any, *args: Any) -> Any:
@@ -102,7 +109,7 @@ class OffsetClient:
         while True:
             try:
                 return fn(*args)
-            except Exception as exc:  # noqa: BLE001 - retried like Spark's fetchOffset.numRetries
+            except Exception as exc:
                 if attempt >= self._retries:
                     raise
                 attempt += 1
@@ -268,9 +275,9 @@ class _Session:
                         partition_max_bytes=max_bytes)])],
                     forgotten_topics_data=[], rack_id="")
                 resp = await conn.send(_FETCH, req, timeout_ms=self.request_timeout_ms + self.max_wait_ms)
-            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            except (TimeoutError, OSError, ConnectionError) as exc:
                 err: Any = exc
-            except Exception as exc:  # noqa: BLE001 - client errors: retriable ones are retried
+            except Exception as exc:
                 if not getattr(exc, "retriable", False) and "Connection" not in type(exc).__name__:
                     raise
                 err = exc
@@ -311,7 +318,7 @@ class _Session:
                 err: Any = broker_error(p.error_code, f"ListOffsets {topic}-{partition}")
                 if not getattr(err, "retriable", False) and p.error_code not in _RETRIABLE_FETCH:
                     raise err
-            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            except (TimeoutError, OSError, ConnectionError) as exc:
                 err = exc
             if time.monotonic() > deadline:
                 raise TimeoutError(f"ListOffsets {topic}-{partition} failed: {err}")

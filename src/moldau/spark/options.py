@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
-    "OptionError",
-    "OffsetSpec",
-    "SourceOptions",
-    "SinkOptions",
-    "parse_source_options",
-    "parse_sink_options",
-    "client_config",
     "EARLIEST",
     "LATEST",
+    "OffsetSpec",
+    "OptionError",
+    "SinkOptions",
+    "SourceOptions",
+    "client_config",
+    "parse_sink_options",
+    "parse_source_options",
 ]
 
 EARLIEST = -2
@@ -106,7 +107,7 @@ def _long(opts: dict[str, str], name: str, default: int | None, minimum: int | N
     return n
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$", re.I)
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000, "second": 1000,
             "seconds": 1000, "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
             "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
-__all__ = ["OffsetRange", "offsets_to_json", "json_to_offsets", "split_ranges", "rate_limit", "total_rows"]
+__all__ = ["OffsetRange", "json_to_offsets", "offsets_to_json", "rate_limit", "split_ranges", "total_rows"]
 
 TP = tuple[str, int]
 

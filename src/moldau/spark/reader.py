@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -102,7 +103,7 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
 def _legacy_row(p: KafkaInputPartition, r: Any) -> tuple:
     import datetime as dt
 
-    ts = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=r.timestamp)
+    ts = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=r.timestamp)
     row: tuple = (r.key, r.value, p.topic, p.partition, r.offset, ts, r.timestamp_type)
     if p.include_headers:
         row += ([],)

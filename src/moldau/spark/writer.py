@@ -18,8 +18,9 @@ import atexit
 import collections
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -185,7 +186,7 @@ def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
             continue
         names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
 
-        def col(name: str) -> list:
+        def col(name: str, batch: Any = batch, names: dict = names, n: int = n) -> list:
             i = names.get(name)
             return batch.column(i).to_pylist() if i is not None else [None] * n
 
