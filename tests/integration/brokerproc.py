@@ -246,20 +246,15 @@ class BrokerProcess:
         return self.start(timeout)
 
     def close(self) -> None:
-        """Teardown: make sure nothing is left running (also kills stray group members)."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                self.stop(timeout=5)
-            except BrokerStartError:
-                pass
-        # the group may still hold children even when the leader is gone
-        self._signal_group(signal.SIGKILL)
+        """Teardown: make sure nothing is left running. Never fails."""
+        if self.proc is None or self.proc.poll() is not None:
+            return  # already reaped: its process group id may belong to someone else by now
         try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
+            self.stop(timeout=5)
+        except BrokerStartError:
+            pass  # stop() killed the group after the timeout
+        except Exception:  # noqa: BLE001
+            self.kill9()
 
     def __repr__(self) -> str:
         return f"<BrokerProcess {self.kind} {self.bootstrap} pid={self.pid} data={self.data_dir}>"

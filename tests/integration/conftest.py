@@ -19,13 +19,19 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
-from brokerproc import BrokerProcess, broker_kind
-from kafkautil import create_topic, unique_topic
+# this folder is a package (see __init__.py); its helpers are imported by plain name everywhere
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from brokerproc import BrokerProcess, broker_kind  # noqa: E402
+from kafkautil import create_topic, unique_topic  # noqa: E402
 
 # Settings every moldau test broker gets: answer a new group's first JoinGroup at once instead of
 # after Kafka's 3 s group.initial.rebalance.delay.ms, to keep the group tests quick.
