@@ -12,10 +12,10 @@ from kafkautil import admin, produce_confluent
 from spark_helpers import produce_values, reader
 
 
-def _run_available_now(spark, bootstrap, topic, out, checkpoint, **options):
+def _run_available_now(spark, bootstrap, topic, out, checkpoint, trigger=None, **options):
     df = reader(spark, bootstrap, stream=True, subscribe=topic, **options).load()
     q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
-         .trigger(availableNow=True).start())
+         .trigger(**(trigger or {"availableNow": True})).start())
     q.awaitTermination(180)
     assert not q.isActive
     if q.exception() is not None:
@@ -151,7 +151,10 @@ def test_offsets_are_spark_kafka_json(spark, bootstrap, make_topic, tmp_path):
     topic = make_topic(2)
     produce_values(bootstrap, topic, 10, 2)
     cp = tmp_path / "cp"
-    _run_available_now(spark, bootstrap, topic, tmp_path / "out", cp, startingOffsets="earliest")
+    # Trigger.Once: everything in one batch, whatever maxOffsetsPerTrigger says (ReadAllAvailable)
+    sizes = _run_available_now(spark, bootstrap, topic, tmp_path / "out", cp, trigger={"once": True},
+                               startingOffsets="earliest", maxOffsetsPerTrigger="3")
+    assert [s for s in sizes if s] == [10]
     files = sorted((cp / "offsets").iterdir(), key=lambda p: p.name)
     last = [ln for ln in files[-1].read_text().splitlines() if ln.startswith("{")][-1]
     assert json.loads(last) == {topic: {"0": 5, "1": 5}}

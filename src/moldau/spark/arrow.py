@@ -197,6 +197,12 @@ class ColumnBuilder:
 
     # ------------------------------------------------------------------------------------------------
     def finish(self) -> pa.RecordBatch:
+        try:
+            return self._finish()
+        except IndexError:  # a varint or length pointing past the data: the checks below catch the rest
+            raise InvalidRecordError(f"malformed record data in {self.topic}-{self.partition}") from None
+
+    def _finish(self) -> pa.RecordBatch:
         self._flush_legacy()
         sections, meta = self._sections, self._meta
         self._reset()

@@ -422,6 +422,9 @@ def fetch_range(client: dict[str, str], topic: str, partition: int, start: int, 
             data_loss(fail_on_data_loss, f"offsets [{offset}, {min(first_offset, end)}) of {topic}-{partition} "
                       f"were deleted (the log now starts at {pd.log_start_offset})")
         nxt = last.base_offset + last.last_offset_delta + 1
+        if nxt <= offset:
+            raise broker_error(Codes.CORRUPT_MESSAGE, f"fetch of {topic}-{partition} at offset {offset} returned "
+                               f"only batches before it (up to {nxt - 1})")
         lo = offset
         offset = nxt
         if offset < end:

@@ -68,9 +68,7 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
         aborted = chunk.aborted
         rows: list[tuple] = []
         for pos, h in chunk.batches:
-            if h.base_offset >= hi:
-                break
-            if isinstance(h, _LegacyEntry):
+            if isinstance(h, _LegacyEntry):  # its offset is the last inner one: filter record by record
                 for r in decode_message_set(memoryview(data)[pos:h.end]):
                     if lo <= r.offset < hi:
                         if builder is not None:
@@ -78,6 +76,8 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
                         else:
                             rows.append(_legacy_row(p, r))
                 continue
+            if h.base_offset >= hi:
+                break
             attrs = h.attributes
             if attrs & _CONTROL:
                 if aborted is not None:
