@@ -97,6 +97,7 @@ from crc32c import crc32c
 from ._batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_LOG_APPEND_TIME,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
@@ -153,7 +154,6 @@ __all__ = [
 ]
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-ATTR_DELETE_HORIZON = 0x40
 INT_MAX = 2147483647
 #: what one offset-map entry is charged against log.cleaner.dedupe.buffer.size (a Python dict entry with a
 #: <= 16-byte bytes key and an int value costs about this much; Kafka charges 24 bytes per entry)

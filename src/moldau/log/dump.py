@@ -147,28 +147,25 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
         records: list[dict[str, Any]] = []
         rec_error = None
         if deep:
-            if _batch.decode_batch is None:
-                rec_error = "record decoding unavailable (moldau.protocol.records missing)"
-            else:
-                try:
-                    for r in _batch.decode_batch(batch, 0):
-                        records.append(
-                            {
-                                "offset": r.offset,
-                                "timestamp": r.timestamp,
-                                "keySize": -1 if r.key is None else len(r.key),
-                                "valueSize": -1 if r.value is None else len(r.value),
-                                "headerKeys": [k for k, _v in r.headers],
-                                "key": _printable(r.key),
-                                "payload": _printable(r.value),
-                                "raw_key": r.key,
-                                "raw_value": r.value,
-                            }
-                        )
-                        if offsets_decoder is not None:
-                            records[-1].update(offsets_decoder(r.key, r.value))
-                except Exception as e:  # show what can be shown
-                    rec_error = f"cannot decode records: {e}"
+            try:
+                for r in _batch.decode_batch(batch, 0):
+                    records.append(
+                        {
+                            "offset": r.offset,
+                            "timestamp": r.timestamp,
+                            "keySize": -1 if r.key is None else len(r.key),
+                            "valueSize": -1 if r.value is None else len(r.value),
+                            "headerKeys": [k for k, _v in r.headers],
+                            "key": _printable(r.key),
+                            "payload": _printable(r.value),
+                            "raw_key": r.key,
+                            "raw_value": r.value,
+                        }
+                    )
+                    if offsets_decoder is not None:
+                        records[-1].update(offsets_decoder(r.key, r.value))
+            except Exception as e:  # show what can be shown
+                rec_error = f"cannot decode records: {e}"
         if as_json:
             if deep:
                 for r in records:

@@ -507,7 +507,7 @@ class PartitionLog:
                         )
                 ts = h.max_timestamp
                 if lat:
-                    set_log_append_time(buf, pos, size, now_ms)
+                    set_log_append_time(buf, pos, now_ms)
                     ts = now_ms
                 last = base + h.last_offset_delta
                 metas.append((base, last, ts, size))

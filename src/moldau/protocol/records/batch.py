@@ -58,6 +58,7 @@ __all__ = [
     "encode_varint",
     "decode_varint",
     "HEADER_SIZE",
+    "HEADER_STRUCT",
     "LOG_OVERHEAD",
     "MIN_BATCH_LENGTH",
     "MAGIC_OFFSET",
@@ -72,6 +73,7 @@ __all__ = [
 # layout constants
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_STRUCT = _HEADER  # the header as one struct (fields in the order of BatchHeader), for header-only scans
 HEADER_SIZE = _HEADER.size  # 61
 assert HEADER_SIZE == 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: bytes not counted by batch_length
