@@ -29,7 +29,7 @@ import re
 import struct
 import threading
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import ProtocolDecodeError, ProtocolEncodeError
 from .primitives import ZERO_UUID, uvarint_bytes, write_tagged_fields
@@ -269,6 +269,27 @@ _ENCODE_PROBLEMS = (struct.error, TypeError, AttributeError, ValueError, Overflo
 
 class _Trunc(ProtocolDecodeError):
     pass
+
+
+def _is_fixed(f: Field) -> bool:
+    """A scalar of fixed size (packed together with its fixed-size neighbours by one struct call)."""
+    return not f.is_array and f.struct_name is None and f.elem in _FIXED
+
+
+def _fixed_runs(fields: list[Field]) -> Iterator[list[Field]]:
+    """``fields`` in order as runs: each maximal run of consecutive fixed-size scalars, every other field
+    alone."""
+    run: list[Field] = []
+    for f in fields:
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        if run:
+            yield run
+            run = []
+        yield [f]
+    if run:
+        yield run
 
 
 class _Src:
@@ -516,29 +537,19 @@ class _VersionCompiler:
         # Decode ------------------------------------------------------------------------------------------
         s = _Src()
         s(0, f"def d_{name}(buf, pos, blen):")
-        i = 0
-        while i < len(regular):
-            f = regular[i]
-            if not f.is_array and f.struct_name is None and f.elem in _FIXED:
-                j = i
-                group = []
-                while j < len(regular) and not regular[j].is_array and regular[j].struct_name is None \
-                        and regular[j].elem in _FIXED:
-                    group.append(regular[j])
-                    j += 1
-                fmt = "".join(_FIXED[g.elem][0] for g in group)
-                size = sum(_FIXED[g.elem][1] for g in group)
-                c = self.struct_const(fmt)
-                targets = ", ".join(f"v_{g.attr}" for g in group)
-                s(1, f"{targets}, = {c}.unpack_from(buf, pos)")
-                s(1, f"pos += {size}")
-                for g in group:
-                    if g.elem == "uuid":
-                        s(1, f"v_{g.attr} = _UUID(bytes=v_{g.attr})")
-                i = j
+        for group in _fixed_runs(regular):
+            if not _is_fixed(group[0]):
+                self.dec_field(s, 1, group[0], f"v_{group[0].attr}")
                 continue
-            self.dec_field(s, 1, f, f"v_{f.attr}")
-            i += 1
+            fmt = "".join(_FIXED[g.elem][0] for g in group)
+            size = sum(_FIXED[g.elem][1] for g in group)
+            c = self.struct_const(fmt)
+            targets = ", ".join(f"v_{g.attr}" for g in group)
+            s(1, f"{targets}, = {c}.unpack_from(buf, pos)")
+            s(1, f"pos += {size}")
+            for g in group:
+                if g.elem == "uuid":
+                    s(1, f"v_{g.attr} = _UUID(bytes=v_{g.attr})")
         unk = "None"
         if self.flexible:
             unk = "unk"
@@ -587,25 +598,14 @@ class _VersionCompiler:
         s(1, "return o, pos")
         # Encode ------------------------------------------------------------------------------------------
         s(0, f"def e_{name}(o, b, parts):")
-        i = 0
-        while i < len(regular):
-            f = regular[i]
-            if not f.is_array and f.struct_name is None and f.elem in _FIXED:
-                j = i
-                group = []
-                while j < len(regular) and not regular[j].is_array and regular[j].struct_name is None \
-                        and regular[j].elem in _FIXED:
-                    group.append(regular[j])
-                    j += 1
-                fmt = "".join(_FIXED[g.elem][0] for g in group)
-                c = self.struct_const(fmt)
-                args = ", ".join(f"(o.{g.attr} or _Z).bytes" if g.elem == "uuid" else f"o.{g.attr}"
-                                 for g in group)
-                s(1, f"b += {c}.pack({args})")
-                i = j
+        for group in _fixed_runs(regular):
+            if not _is_fixed(group[0]):
+                self.enc_field(s, 1, group[0], f"o.{group[0].attr}", "b", "parts")
                 continue
-            self.enc_field(s, 1, f, f"o.{f.attr}", "b", "parts")
-            i += 1
+            fmt = "".join(_FIXED[g.elem][0] for g in group)
+            c = self.struct_const(fmt)
+            args = ", ".join(f"(o.{g.attr} or _Z).bytes" if g.elem == "uuid" else f"o.{g.attr}" for g in group)
+            s(1, f"b += {c}.pack({args})")
         if self.flexible:
             if not tagged:
                 s(1, "u = o._unknown_tags")
