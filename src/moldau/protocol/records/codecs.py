@@ -247,23 +247,33 @@ def lz4_frame_compress(data: _Buf, *, legacy_checksum: bool = False, block_size_
     return bytes(out)
 
 
+def _frame_magic(mv: memoryview, pos: int, codec: str) -> tuple[int, int | None]:
+    """(magic number, end of the frame when it is a skippable frame - the same in LZ4 and zstd - else None)
+    of the frame at ``pos``."""
+    n = len(mv)
+    if n - pos < 4:
+        raise CorruptRecordError(f"{codec} frame truncated")
+    (magic,) = _U32LE.unpack_from(mv, pos)
+    if magic & 0xFFFFFFF0 != 0x184D2A50:
+        return magic, None
+    if n - pos < 8:
+        raise CorruptRecordError(f"{codec} skippable frame truncated")
+    (size,) = _U32LE.unpack_from(mv, pos + 4)
+    end = pos + 8 + size
+    if end > n:
+        raise CorruptRecordError(f"{codec} skippable frame truncated")
+    return magic, end
+
+
 def _lz4_frame_bound(mv: memoryview, pos: int, ignore_hc: bool, fixes: list[tuple[int, int]]) -> tuple[int, int]:
     """Walk one LZ4 frame (or skippable frame) at ``pos``: returns (upper bound of output, end position).
 
     Records header-checksum corrections to apply in ``fixes`` as (position, correct HC).
     """
     n = len(mv)
-    if n - pos < 4:
-        raise CorruptRecordError("lz4 frame truncated")
-    (magic,) = _U32LE.unpack_from(mv, pos)
-    if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
-        if n - pos < 8:
-            raise CorruptRecordError("lz4 skippable frame truncated")
-        (size,) = _U32LE.unpack_from(mv, pos + 4)
-        end = pos + 8 + size
-        if end > n:
-            raise CorruptRecordError("lz4 skippable frame truncated")
-        return 0, end
+    magic, skip_end = _frame_magic(mv, pos, "lz4")
+    if skip_end is not None:
+        return 0, skip_end
     if magic != LZ4_MAGIC:
         raise CorruptRecordError("not an lz4 frame (bad magic number)")
     if n - pos < 7:
@@ -357,17 +367,9 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 
 def _zstd_frame_bound(mv: memoryview, pos: int) -> tuple[int, int]:
     n = len(mv)
-    if n - pos < 4:
-        raise CorruptRecordError("zstd frame truncated")
-    (magic,) = _U32LE.unpack_from(mv, pos)
-    if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
-        if n - pos < 8:
-            raise CorruptRecordError("zstd skippable frame truncated")
-        (size,) = _U32LE.unpack_from(mv, pos + 4)
-        end = pos + 8 + size
-        if end > n:
-            raise CorruptRecordError("zstd skippable frame truncated")
-        return 0, end
+    magic, skip_end = _frame_magic(mv, pos, "zstd")
+    if skip_end is not None:
+        return 0, skip_end
     if magic != ZSTD_MAGIC:
         raise CorruptRecordError("not a zstd frame (bad magic number)")
     p = pos + 4
