@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -427,6 +427,21 @@ def decode_group_metadata_value(value: bytes | bytearray | memoryview) -> GroupM
     )
 
 
+V = TypeVar("V")
+
+
+def _decode_value(out: dict[str, Any], value: Any, decode: Callable[[Any], V]) -> V | None:
+    """``decode(value)``, or None after noting a tombstone (null value) or the parse error in ``out``."""
+    if value is None:
+        out["tombstone"] = True
+        return None
+    try:
+        return decode(value)
+    except RecordFormatError as exc:
+        out["error"] = str(exc)
+        return None
+
+
 def decode_offsets_record(
     key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
 ) -> dict[str, Any]:
@@ -449,13 +464,8 @@ def decode_offsets_record(
             "topic": k.topic,
             "partition": k.partition,
         }
-        if value is None:
-            out["tombstone"] = True
-            return out
-        try:
-            v = decode_offset_commit_value(value)
-        except RecordFormatError as exc:
-            out["error"] = str(exc)
+        v = _decode_value(out, value, decode_offset_commit_value)
+        if v is None:
             return out
         out.update(
             value_version=v.version,
@@ -469,13 +479,8 @@ def decode_offsets_record(
         return out
     if isinstance(k, GroupMetadataKey):
         out = {"type": "group_metadata", "key_version": KEY_GROUP_METADATA, "group": k.group}
-        if value is None:
-            out["tombstone"] = True
-            return out
-        try:
-            g = decode_group_metadata_value(value)
-        except RecordFormatError as exc:
-            out["error"] = str(exc)
+        g = _decode_value(out, value, decode_group_metadata_value)
+        if g is None:
             return out
         out.update(
             value_version=g.version,
