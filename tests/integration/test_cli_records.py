@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from brokerproc import BrokerProcess, moldau_command
 from kafkautil import unique_topic
 from test_cli_topics import cli, js, ok, one_line_error
@@ -49,6 +51,7 @@ def test_file_round_trip_text_and_json(broker: BrokerProcess, tmp_path: Path) ->
     assert raw.stderr.decode().strip().endswith(f"consumed {len(records)} records from {name}")
 
 
+@pytest.mark.tansu_gap("ListOffsets latest answers the last batch's base offset")
 def test_keys_headers_format_partition(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     name = unique_topic("cli-fmt")
@@ -82,7 +85,8 @@ def test_produce_failures_exit_nonzero(broker: BrokerProcess, kind: str) -> None
     p = cli("produce", name, "-F", "%k=%s", input=b"a=1\nnot matching\nb=2\n", bootstrap=b)
     assert p.returncode == 1
     assert "1 of 3 records failed" in p.stderr and "does not match --format" in p.stderr
-    assert js(cli("offsets", name, "--json", bootstrap=b))["partitions"][0]["latest"] == 2
+    out = ok(cli("consume", name, "--from-beginning", "--timeout", "1.5", "-K", "=", bootstrap=b)).stdout
+    assert out == "a=1\nb=2\n"
     if kind == "moldau":  # the broker refuses keyless records on a compacted topic
         comp = unique_topic("cli-compact")
         ok(cli("topics", "create", comp, "--config", "cleanup.policy=compact", bootstrap=b))
@@ -94,6 +98,7 @@ def test_produce_failures_exit_nonzero(broker: BrokerProcess, kind: str) -> None
     assert "does not exist" in line
 
 
+@pytest.mark.tansu_gap("JoinGroup of a new group's first member is not answered in time")
 def test_consume_group_commits(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     name = unique_topic("cli-grp")
@@ -114,6 +119,7 @@ def test_consume_group_commits(broker: BrokerProcess) -> None:
     assert out == ""
 
 
+@pytest.mark.tansu_gap("JoinGroup of a new group's first member is not answered in time")
 def test_ctrl_c_commits_and_exits_cleanly(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     name = unique_topic("cli-int")

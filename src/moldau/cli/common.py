@@ -304,12 +304,27 @@ def _tidy(text: str) -> str:
     return re.sub(r"ConfigResource\(resource_type=(\d+), name='([^']*)'\)", res, text)
 
 
+def _configure_logging() -> None:
+    """The tools report failures themselves, in one line; the client's log lines (reconnects, retries) show
+    only with MOLDAU_LOG_LEVEL=DEBUG|INFO|WARNING (or MOLDAU_DEBUG=1)."""
+    import logging
+
+    level = os.environ.get("MOLDAU_LOG_LEVEL") or ("DEBUG" if os.environ.get("MOLDAU_DEBUG") else "")
+    if level:
+        logging.basicConfig(level=getattr(logging, level.upper(), logging.WARNING), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    else:
+        logging.getLogger("moldau").addHandler(logging.NullHandler())
+        logging.getLogger("moldau").propagate = False
+
+
 def run_command(fn: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
     """Wrap a command: exceptions become one line on stderr and an exit code."""
 
     def wrapped(args: argparse.Namespace) -> int:
         name = getattr(args, "command", None) or "moldau"
         prog = f"moldau {name}"
+        _configure_logging()
         try:
             return int(fn(args) or 0)
         except KeyboardInterrupt:

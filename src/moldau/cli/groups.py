@@ -119,7 +119,7 @@ def describe_group(a: Any, gid: str) -> dict[str, Any]:
     from moldau.client import TopicPartition
 
     desc = a.describe_consumer_groups([gid])[gid]
-    committed = a.list_consumer_group_offsets(gid)
+    committed = group_offsets(a, gid)
     owner: dict[Any, Any] = {}
     members = []
     for mem in desc.members:
@@ -146,6 +146,24 @@ def describe_group(a: Any, gid: str) -> dict[str, Any]:
     return {"group": gid, "state": desc.state, "protocol_type": desc.protocol_type,
             "protocol": desc.protocol, "members": members, "offsets": offsets,
             "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None)}
+
+
+def group_offsets(a: Any, gid: str) -> dict[Any, Any]:
+    """A group's committed offsets. Brokers that cannot answer OffsetFetch for all topics (tansu) are asked
+    for the partitions of every topic instead."""
+    from moldau.client import TopicPartition
+    from moldau.protocol.errors import KafkaError
+
+    try:
+        return a.list_consumer_group_offsets(gid)
+    except KafkaError:
+        raise
+    except Exception:  # noqa: BLE001 - an answer the client cannot decode: ask topic by topic
+        topics = a.list_topics()
+        if not topics:
+            return {}
+        tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+        return a.list_consumer_group_offsets(gid, tps)
 
 
 def _exists(info: dict[str, Any]) -> bool:
@@ -273,7 +291,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
             raise CliError(f"group {gid!r} is {desc.state} with {len(desc.members)} active member"
                            f"{'s' if len(desc.members) != 1 else ''}; offsets can only be reset while it has "
                            "none (stop its consumers first)")
-        committed = a.list_consumer_group_offsets(gid)
+        committed = group_offsets(a, gid)
         if args.all_topics:
             tps = sorted(committed)
             if not tps:
