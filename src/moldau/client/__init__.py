@@ -24,6 +24,7 @@ from .errors import (
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import AsyncProducer, RecordTooLargeError
 from .sync import Admin, Consumer, Producer
+from .transactions import ConsumerGroupMetadata, TransactionAbortedError
 from .types import (
     AlterConfigOp,
     ConfigEntry,
@@ -68,6 +69,8 @@ __all__ = [
     "IllegalStateError",
     "NoOffsetForPartitionError",
     "RecordTooLargeError",
+    "ConsumerGroupMetadata",
+    "TransactionAbortedError",
     "DefaultPartitioner",
     "murmur2",
 ]

@@ -250,7 +250,10 @@ def _validate(kind: str, c: dict[str, Any]) -> None:
         if c["max.in.flight.requests.per.connection"] < 1:
             raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
         if c["transactional.id"] is not None:
-            raise ConfigError("transactional.id: transactions are not supported by the moldau client yet")
+            if not c["enable.idempotence"]:
+                raise ConfigError("transactional.id needs enable.idempotence=true")
+            if not c["transactional.id"]:
+                raise ConfigError("transactional.id must not be empty")
         if c["batch.size"] < 0 or c["linger.ms"] < 0:
             raise ConfigError("batch.size and linger.ms must be >= 0")
     if kind == "consumer":

@@ -56,6 +56,10 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     20: (1, 5),  # DeleteTopics (v6 by topic id)
     21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
+    24: (0, 3),  # AddPartitionsToTxn (v4+ is the brokers' batched form)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn (v5 = transactions V2, KIP-890)
+    28: (0, 4),  # TxnOffsetCommit (v5 = transactions V2)
     32: (1, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups

@@ -271,6 +271,7 @@ class _Sender:
         self.running = True
         self._connecting: set[int] = set()
         self._pid_task: asyncio.Task | None = None
+        self.txn = producer._txn  # transactions.TransactionManager when transactional.id is set
 
     # -- main loop ------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -295,6 +296,11 @@ class _Sender:
         if self.fatal is not None:
             self._fail_all(self.fatal)
             return None
+        if self.txn is not None:
+            # producer id/epoch come from init_transactions(); partitions join the transaction first
+            if not await self.txn.before_send():
+                return None
+            return self._drain_and_send(now)
         if self.idempotent:
             if self.need_bump or self.producer_id < 0:
                 if self.total_in_flight:
@@ -329,12 +335,15 @@ class _Sender:
         node_bytes: dict[int, int] = {}
         unknown_leader = False
         full_nodes: set[int] = set()
+        txn_parts = self.txn.added if self.txn is not None else None
         with acc.lock:
             for topic, parts in acc.parts.items():
                 for partition, st in parts.items():
                     q = st.queue
                     if not q:
                         continue
+                    if txn_parts is not None and (topic, partition) not in txn_parts:
+                        continue  # not in the transaction yet (AddPartitionsToTxn first)
                     b = q[0]
                     if b.attempts:
                         if st.in_flight:
@@ -412,6 +421,7 @@ class _Sender:
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
             builder = b.builder
+            builder.is_transactional = self.txn is not None
             builder.producer_id = b.producer_id
             builder.producer_epoch = b.producer_epoch
             builder.base_sequence = b.base_sequence
@@ -442,7 +452,7 @@ class _Sender:
             data = self._prepare(b)
             topics.setdefault(b.topic, []).append(R.PartitionProduceData(index=b.partition, records=data))
         req = R.new(
-            transactional_id=None,
+            transactional_id=self.txn.transactional_id if self.txn is not None else None,
             acks=self.acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=[R.TopicProduceData(name=t, partition_data=pd) for t, pd in topics.items()],
@@ -505,6 +515,9 @@ class _Sender:
 
     def _handle_error(self, b: ProducerBatch, code: int, msg: str | None) -> None:
         st = self.acc.state(b.topic, b.partition)
+        if self.txn is not None and self.txn.is_fatal(code):
+            self._fail(b, broker_error(code, msg))  # fenced: the transactional producer is done
+            return
         if code in _METADATA_CODES:
             self.cluster.request_update()
         if self.idempotent and code == Codes.OUT_OF_ORDER_SEQUENCE_NUMBER:
@@ -557,6 +570,8 @@ class _Sender:
     def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
         self.acc.release(b)
         b.result.complete(-1, -1, exc)
+        if self.txn is not None:
+            self.txn.batch_failed(exc)
 
     # -- idempotence ----------------------------------------------------------------------------------
     async def _init_producer_id(self, bump: bool) -> None:
@@ -651,6 +666,11 @@ class AsyncProducer:
         self._sender_task: asyncio.Task | None = None
         self._started = False
         self._closed = False
+        self._txn: Any = None
+        if c["transactional.id"] is not None:
+            from .transactions import TransactionManager
+
+            self._txn = TransactionManager(self)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -802,6 +822,8 @@ class AsyncProducer:
                    timestamp: int | None = None, headers: Any = None) -> RecordFuture:
         """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
         buffer space up to max.block.ms."""
+        if self._txn is not None:
+            self._txn.check_send()
         if self._simple and headers is None and (value is None or type(value) is bytes) and (
                 key is None or type(key) is bytes) and self._started:
             fut = self._fast_append(topic, value, key, partition, timestamp)
@@ -835,6 +857,8 @@ class AsyncProducer:
     def send_blocking(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                       timestamp: int | None = None, headers: Any = None, block: bool = True) -> RecordFuture:
         """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms."""
+        if self._txn is not None:
+            self._txn.check_send()
         if self._simple and headers is None and (value is None or type(value) is bytes) and (
                 key is None or type(key) is bytes) and self._started:
             fut = self._fast_append(topic, value, key, partition, timestamp)
@@ -900,6 +924,32 @@ class AsyncProducer:
     async def partitions_for(self, topic: str) -> list[int]:
         t = await self._cluster.wait_for_topic(topic, int(self._max_block * 1000))
         return sorted(t.partitions)
+
+    # -- transactions (moldau.client.transactions) ----------------------------------------------------
+    def _transactions(self) -> Any:
+        if self._txn is None:
+            raise IllegalStateError("not a transactional producer: set transactional.id")
+        return self._txn
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional id (fencing older producers with it); once, before the first
+        transaction."""
+        await self._transactions().init_transactions(timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group: Any,
+                                          timeout: float | None = None) -> None:
+        """Commit consumer offsets ({TopicPartition: offset | OffsetAndMetadata}) with the transaction;
+        ``group``: a group id, a ConsumerGroupMetadata or the consumer itself."""
+        await self._transactions().send_offsets_to_transaction(offsets, group, timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        await self._transactions().commit_transaction(timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        await self._transactions().abort_transaction(timeout)
 
     @property
     def producer_id(self) -> tuple[int, int]:

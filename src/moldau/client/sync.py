@@ -190,6 +190,28 @@ class Producer(_SyncBase):
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._p.partitions_for(topic))
 
+    # transactions (transactional.id; see moldau.client.transactions)
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._run(self._p.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:  # on the loop, like every other state change of the transaction
+            self._p.begin_transaction()
+
+        self._run(begin())
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group: Any,
+                                    timeout: float | None = None) -> None:
+        """``group``: a group id, a ConsumerGroupMetadata, or a moldau Consumer (its group id, generation
+        and member id)."""
+        self._run(self._p.send_offsets_to_transaction(offsets, group, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._run(self._p.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._run(self._p.abort_transaction(timeout))
+
     @property
     def producer_id(self) -> tuple[int, int]:
         return self._p.producer_id
