@@ -9,6 +9,7 @@ import random
 import pytest
 
 pa = pytest.importorskip("pyarrow")
+np = pytest.importorskip("numpy")
 pytest.importorskip("pyspark")
 
 from moldau.protocol.records import (
@@ -215,3 +216,28 @@ def test_large_values_spanning_fetch_chunks():
     cb = ColumnBuilder("t", 0, False)
     cb.add_batch(buf, 0, parse_batch_header(buf, 0), 0, 3)
     assert cb.finish().column("value").to_pylist() == [r[2] for r in recs]
+
+
+# ---------------------------------------------------------------------------------------------------- writer
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_bulk_encoded_batches_decode_exactly(codec):
+    from moldau.protocol.records import check_crc
+    from moldau.spark.produce import _cuts, build_batch, encode_section
+
+    rng = random.Random(codec)
+    n = 2000
+    keys = [None if i % 4 == 0 else rng.randbytes(rng.choice([0, 1, 63, 64, 9000])) for i in range(n)]
+    vals = [None if i % 13 == 0 else rng.randbytes(rng.choice([0, 100, 8191, 8192, 70_000])) for i in range(n)]
+    ka = pa.array(keys, pa.binary()).slice(3)
+    va = pa.array(vals, pa.binary()).slice(3)
+    buf = bytes(build_batch(encode_section(ka, va), n - 3, 1234, codec_id(codec)))
+    h = parse_batch_header(buf, 0)
+    check_crc(buf, 0, h)
+    recs = decode_batch(buf, 0)
+    assert [r.key for r in recs] == keys[3:] and [r.value for r in recs] == vals[3:]
+    assert [r.offset for r in recs] == list(range(n - 3)) and {r.timestamp for r in recs} == {1234}
+    s = pa.array(["kä", None, ""])
+    assert [r.key for r in decode_batch(bytes(build_batch(encode_section(s, s), 3, 1, 0)), 0)] == [
+        "kä".encode(), None, b""]
+    assert _cuts(np.array([10, 10, 10, 10, 50]), 25) == [0, 2, 4, 5]

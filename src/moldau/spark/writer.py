@@ -4,9 +4,11 @@ Input columns: ``value`` (binary or string, required), ``key`` (binary or string
 ``topic`` option overrides it), ``partition`` (int; null = the producer's partitioner), ``headers``
 (array<struct<key: string, value: binary>>). Other columns are ignored, like Spark's Kafka sink does.
 
-Delivery guarantee: **at least once**, for batch and streaming writes. Each task sends its rows through an
-idempotent moldau producer (no duplicates from the producer's own retries), flushes, and fails the task
-if any record failed, so Spark retries it; a retried task or a replayed micro-batch writes its rows again.
+Delivery guarantee: **at least once**, for batch and streaming writes. Each task sends its rows, waits for
+every acknowledgement (acks=all by default), and fails if any record failed, so Spark retries it; a
+retried task or a replayed micro-batch writes its rows again. The Arrow writers (default) build whole
+record batches from the Arrow columns (``moldau.spark.produce``); the row writers (``moldau.arrow=false``)
+send each row through the idempotent moldau producer.
 Exactly-once per micro-batch would need transactions (a transactional id per query and partition, the
 batch id from the task context, commit on the driver); moldau's broker and client do not support
 transactions yet, so the sink does not claim it.
@@ -178,36 +180,13 @@ def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> int:
 
 
 def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
-    s = _Sender(opts)
-    psend = s.producer.send
+    """The Arrow writer: whole record batches built from the columns (moldau.spark.produce)."""
+    from .produce import ArrowProducer
+
+    p = ArrowProducer(opts.client, opts.topic)
     for batch in batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-
-        def col(name: str, batch: Any = batch, names: dict = names, n: int = n) -> list:
-            i = names.get(name)
-            return batch.column(i).to_pylist() if i is not None else [None] * n
-
-        values = col("value")
-        keys = col("key")
-        parts = col("partition")
-        hi = names.get("headers")
-        headers = [_headers(h) for h in batch.column(hi).to_pylist()] if hi is not None else [None] * n
-        if opts.topic is not None:
-            t = opts.topic
-            futures = [psend(t, v, k, p, None, h) for v, k, p, h in zip(values, keys, parts, headers)]
-        else:
-            topics = col("topic")
-            if None in topics:
-                raise OptionError("null topic present in the data. Use the topic option for setting a topic.")
-            futures = [psend(t, v, k, p, None, h) for t, v, k, p, h in zip(topics, values, keys, parts, headers)]
-        s.pending.extend(futures)
-        s.rows += n
-        if len(s.pending) >= 100_000:
-            s._reap(50_000)
-    return s.finish()
+        p.write(batch)
+    return p.finish()
 
 
 def _task_info() -> tuple[int, int | None]:
