@@ -350,10 +350,17 @@ def cmd_produce(args: argparse.Namespace) -> int:
                     "bytes": nbytes, "seconds": round(elapsed, 3)})
     elif not args.quiet:
         rate = delivered / elapsed if elapsed > 0 else 0.0
-        err(f"produced {delivered:,} record{'s' if delivered != 1 else ''} ({nbytes / 1e6:.2f} MB) to "
+        err(f"produced {delivered:,} record{'s' if delivered != 1 else ''} ({_size(nbytes)}) to "
             f"{args.topic} in {elapsed:.2f} s ({rate:,.0f} records/s)")
     if failed:
         raise CliError(f"{failed} of {total} record{'s' if total != 1 else ''} failed; first error: "
                        f"{first_error[0]}")
     return 0
 
+
+def _size(n: int) -> str:
+    if n < 10_000:
+        return f"{n} bytes"
+    if n < 10_000_000:
+        return f"{n / 1e3:.1f} kB"
+    return f"{n / 1e6:.1f} MB"
