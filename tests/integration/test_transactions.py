@@ -479,48 +479,86 @@ def _key(txid: str) -> bytes:
 
 # ------------------------------------------------------------------------------------------------ exactly once
 
-WORKER = textwrap.dedent("""
-    import json, sys, time
-    from confluent_kafka import Consumer, Producer, TopicPartition, KafkaException
-    bs, src, dst, group, txid, parts, batch = sys.argv[1:8]
-    parts, batch = int(parts), int(batch)
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20})
-    p = Producer({"bootstrap.servers": bs, "transactional.id": txid, "linger.ms": 1,
-                  "transaction.timeout.ms": 60000})
-    p.init_transactions(30)
-    tps = [TopicPartition(src, i) for i in range(parts)]
-    committed = c.committed(tps, timeout=10)
-    c.assign([TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
-    print("started", json.dumps([tp.offset for tp in committed]), flush=True)
-    idle = 0
-    while idle < 30:
-        msgs = [m for m in c.consume(batch, 0.1) if m.error() is None]
-        if not msgs:
-            idle += 1
-            continue
+WORKERS = {
+    "confluent": textwrap.dedent("""
+        import sys, time
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        bs, src, dst, group, txid, parts, batch = sys.argv[1:8]
+        parts, batch = int(parts), int(batch)
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20})
+        p = Producer({"bootstrap.servers": bs, "transactional.id": txid, "linger.ms": 1,
+                      "transaction.timeout.ms": 60000})
+        p.init_transactions(30)
+        tps = [TopicPartition(src, i) for i in range(parts)]
+        committed = c.committed(tps, timeout=10)
+        c.assign([TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
+        print("started", [tp.offset for tp in committed], flush=True)
         idle = 0
-        p.begin_transaction()
-        for m in msgs:
-            p.produce(dst, key=m.key(), value=b"out:" + m.value(), partition=m.partition())
-            time.sleep(0.002)   # spend time inside the transaction: the kill lands mid-transaction
-        p.flush(30)
-        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
-        p.commit_transaction(30)
-        print("committed", len(msgs), flush=True)
-    print("done", flush=True)
-""")
+        while idle < 30:
+            msgs = [m for m in c.consume(batch, 0.1) if m.error() is None]
+            if not msgs:
+                idle += 1
+                continue
+            idle = 0
+            p.begin_transaction()
+            for m in msgs:
+                p.produce(dst, key=m.key(), value=b"out:" + m.value(), partition=m.partition())
+                time.sleep(0.002)   # spend time inside the transaction: the kill lands mid-transaction
+            p.flush(30)
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            print("committed", len(msgs), flush=True)
+        print("done", flush=True)
+    """),
+    "moldau": textwrap.dedent("""
+        import sys, time
+        from moldau.client import Consumer, Producer, TopicPartition
+        bs, src, dst, group, txid, parts, batch = sys.argv[1:8]
+        parts, batch = int(parts), int(batch)
+        c = Consumer(config={"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "fetch.max.wait.ms": 20})
+        p = Producer(config={"bootstrap.servers": bs, "transactional.id": txid, "linger.ms": 1,
+                             "transaction.timeout.ms": 60000})
+        p.init_transactions(30)
+        tps = [TopicPartition(src, i) for i in range(parts)]
+        c.assign(tps)
+        committed = c.committed(tps)
+        for tp in tps:
+            if committed.get(tp) is not None:
+                c.seek(tp, committed[tp].offset)
+        print("started", committed, flush=True)
+        idle = 0
+        while idle < 30:
+            recs = c.poll(0.1, max_records=batch)
+            if not recs:
+                idle += 1
+                continue
+            idle = 0
+            p.begin_transaction()
+            for r in recs:
+                p.send(dst, b"out:" + r.value, key=r.key, partition=r.partition)
+                time.sleep(0.002)   # spend time inside the transaction: the kill lands mid-transaction
+            p.flush()
+            p.send_offsets_to_transaction({tp: c.position(tp) for tp in tps}, c)
+            p.commit_transaction()
+            print("committed", len(recs), flush=True)
+        print("done", flush=True)
+    """),
+}
 
 
-def _start_worker(tmp: Path, args: list[str]) -> subprocess.Popen[bytes]:
-    script = tmp / "ctp_worker.py"
-    script.write_text(WORKER)
+def _start_worker(tmp: Path, client: str, args: list[str]) -> subprocess.Popen[bytes]:
+    script = tmp / f"ctp_worker_{client}.py"
+    script.write_text(WORKERS[client])
     log = open(tmp / f"worker-{time.monotonic_ns()}.log", "wb")
     return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=log,
                             start_new_session=True)
 
 
-def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_path):
+@pytest.mark.parametrize("client", ["confluent", "moldau"])
+def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_path, client):
     bs = txn_broker.bootstrap
     parts = 2
     src = create_topic(bs, unique_topic("eos-in"), parts)
@@ -533,7 +571,7 @@ def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_pat
     group, txid = "eos-" + uuid.uuid4().hex[:6], _txid("eos")
     args = [bs, src, dst, group, txid, str(parts), "20"]
 
-    w = _start_worker(tmp_path, args)
+    w = _start_worker(tmp_path, client, args)
     assert w.stdout is not None
     commits = 0
     deadline = time.monotonic() + 60
@@ -546,7 +584,7 @@ def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_pat
     w.wait(10)
     w.stdout.close()
 
-    w2 = _start_worker(tmp_path, args)  # same transactional id: fences and aborts the dead one's transaction
+    w2 = _start_worker(tmp_path, client, args)  # same transactional id: fences and aborts the dead one's transaction
     try:
         out, _ = w2.communicate(timeout=120)
     finally:
@@ -680,3 +718,110 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory):
         assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
     finally:
         c.close()
+
+
+# ------------------------------------------------------------------------------------------------ moldau client
+
+
+def test_moldau_transactional_producer_commit_abort(txn_broker):
+    from moldau.client import Producer as MProducer
+    from moldau.client import TransactionAbortedError
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-moldau"), 2)
+    with MProducer(bootstrap_servers=bs, transactional_id=_txid("m"), linger_ms=2) as p:
+        from moldau.client import IllegalStateError
+
+        with pytest.raises(IllegalStateError):
+            p.send(topic, b"outside")  # before init_transactions / begin_transaction
+        p.init_transactions()
+        committed, aborted = [], []
+        for t in range(5):
+            p.begin_transaction()
+            vals = [f"m{t}-{i}".encode() for i in range(6)]
+            futs = [p.send(topic, v, partition=i % 2) for i, v in enumerate(vals)]
+            if t % 2:
+                p.flush()
+                p.abort_transaction()
+                aborted += vals
+            else:
+                p.commit_transaction()
+                committed += vals
+            assert all(f.result(10).offset >= 0 for f in futs)
+        # records still buffered at the abort are never sent
+        p.begin_transaction()
+        lingering = [p.send(topic, b"never", partition=0) for _ in range(3)]
+        p.abort_transaction()
+        for f in lingering:
+            assert isinstance(f.exception(10), TransactionAbortedError)
+        with pytest.raises(IllegalStateError):
+            p.commit_transaction()  # no transaction open
+    assert values(read_confluent(bs, topic, 2, "read_committed")) == sorted(committed)
+    got = values(read_confluent(bs, topic, 2, "read_uncommitted"))
+    assert got == sorted(committed + aborted)
+    assert values(read_moldau(bs, topic, 2, "read_committed", len(committed))) == sorted(committed)
+    assert values(read_moldau(bs, topic, 2, "read_uncommitted", len(got))) == got
+
+
+def test_moldau_producer_is_fenced_by_a_newer_instance(txn_broker):
+    from moldau.client import IllegalStateError
+    from moldau.client import Producer as MProducer
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-mfence"), 1)
+    txid = _txid("mf")
+    old = MProducer(bootstrap_servers=bs, transactional_id=txid)
+    new = MProducer(bootstrap_servers=bs, transactional_id=txid)
+    try:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send(topic, b"zombie").result(10)
+        new.init_transactions()
+        with pytest.raises(Exception) as info:
+            old.send(topic, b"zombie-2").result(10)
+            old.commit_transaction()
+        assert getattr(getattr(info.value, "code", None), "name", "") in (
+            "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH") or isinstance(info.value, IllegalStateError)
+        with pytest.raises(IllegalStateError):
+            old.begin_transaction()  # fatal: the zombie can only be closed
+        new.begin_transaction()
+        new.send(topic, b"fresh")
+        new.commit_transaction()
+    finally:
+        old.close(5)
+        new.close(5)
+    assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"fresh"]
+
+
+def test_moldau_transaction_across_a_broker_restart(broker_factory):
+    """kill -9 of the broker with the moldau producer's transaction open: after the restart that
+    transaction times out (aborted), the producer is fenced, a new instance commits."""
+    from moldau.client import Producer as MProducer
+
+    b = broker_factory(settings=TXN_SETTINGS)
+    bs = b.bootstrap
+    topic = create_topic(bs, unique_topic("txn-mrestart"), 1)
+    txid = _txid("mr")
+    p = MProducer(bootstrap_servers=bs, transactional_id=txid, transaction_timeout_ms=2000,
+                  reconnect_backoff_ms=50, reconnect_backoff_max_ms=200)
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"kept")
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"lost").result(10)
+        b.kill9()
+        b.start()
+        time.sleep(3)  # the open transaction's timeout passes; the coordinator aborts it
+        with pytest.raises(Exception):
+            p.commit_transaction(10)
+    finally:
+        p.close(5)
+    with MProducer(bootstrap_servers=bs, transactional_id=txid) as p2:
+        p2.init_transactions()
+        p2.begin_transaction()
+        p2.send(topic, b"again")
+        p2.commit_transaction()
+    assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"again", b"kept"]
+    assert values(read_moldau(bs, topic, 1, "read_committed", 2)) == [b"again", b"kept"]
