@@ -180,7 +180,30 @@ def client_config(args: argparse.Namespace, kind: str = "admin", **overrides: An
             pass
     for k, v in overrides.items():
         conf[k.replace("_", ".")] = v
+    _check_security(conf)
     return conf
+
+
+def _check_security(conf: dict[str, Any]) -> None:
+    """Security settings go to the client as they are; say clearly when it cannot use them yet, and drop
+    sasl.*/ssl.* keys the client does not know while the protocol is PLAINTEXT (a shared file may have them)."""
+    try:
+        from moldau.client.config import COMMON, ConfigError
+    except ImportError:  # pragma: no cover
+        return
+    proto = conf.get("security.protocol")
+    if proto is not None:
+        d = COMMON.get("security.protocol")
+        if d is not None:
+            try:
+                d.parse("security.protocol", proto)
+            except ConfigError:
+                raise UsageError(f"security.protocol={proto}: the moldau client does not support it yet "
+                                 "(PLAINTEXT only)") from None
+    if str(proto or "plaintext").lower() == "plaintext":
+        for k in list(conf):
+            if k.startswith(("sasl.", "ssl.")) and k not in COMMON:
+                conf.pop(k)
 
 
 def admin(args: argparse.Namespace) -> Any:
