@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-
 from kafkautil import create_topic, unique_topic
 
 pytestmark = pytest.mark.moldau_only("transactions need moldau's transaction coordinator")
@@ -101,10 +100,10 @@ def read_kafka_python(bootstrap: str, topic: str, partitions: int, isolation: st
         out: list[tuple[int, int, bytes]] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
-            for _tp, msgs in c.poll(timeout_ms=200).items():
+            for msgs in c.poll(timeout_ms=200).values():
                 out.extend((m.partition, m.offset, m.value) for m in msgs)
         for _ in range(3):  # nothing more may come
-            for _tp, msgs in c.poll(timeout_ms=150).items():
+            for msgs in c.poll(timeout_ms=150).values():
                 out.extend((m.partition, m.offset, m.value) for m in msgs)
         return out
     finally:
@@ -127,10 +126,10 @@ def read_aiokafka(bootstrap: str, topic: str, partitions: int, isolation: str, e
             out: list[tuple[int, int, bytes]] = []
             deadline = time.monotonic() + timeout
             while len(out) < expected and time.monotonic() < deadline:
-                for _tp, msgs in (await c.getmany(timeout_ms=200)).items():
+                for msgs in (await c.getmany(timeout_ms=200)).values():
                     out.extend((m.partition, m.offset, m.value) for m in msgs)
             for _ in range(3):
-                for _tp, msgs in (await c.getmany(timeout_ms=150)).items():
+                for msgs in (await c.getmany(timeout_ms=150)).values():
                     out.extend((m.partition, m.offset, m.value) for m in msgs)
             return out
         finally:
@@ -250,7 +249,6 @@ def test_invalid_transaction_timeout_is_refused(txn_broker):
 def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
     """(ListOffsets latest read_committed, ListOffsets latest read_uncommitted) via kafka-python's protocol."""
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
-
     from rawkafka import RawConnection
 
     out = []
@@ -269,7 +267,6 @@ def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
 
 def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isolation: int = 1) -> Any:
     from kafka.protocol.consumer import FetchRequest, FetchResponse
-
     from rawkafka import RawConnection
 
     T = FetchRequest.FetchTopic
@@ -362,7 +359,6 @@ def test_describe_list_transactions_and_producers(txn_broker):
         ListTransactionsRequest,
         ListTransactionsResponse,
     )
-
     from rawkafka import RawConnection
 
     with RawConnection.to(bs) as conn:
@@ -552,9 +548,9 @@ WORKERS = {
 def _start_worker(tmp: Path, client: str, args: list[str]) -> subprocess.Popen[bytes]:
     script = tmp / f"ctp_worker_{client}.py"
     script.write_text(WORKERS[client])
-    log = open(tmp / f"worker-{time.monotonic_ns()}.log", "wb")
-    return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=log,
-                            start_new_session=True)
+    with open(tmp / f"worker-{time.monotonic_ns()}.log", "wb") as log:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=log,
+                                start_new_session=True)
 
 
 @pytest.mark.parametrize("client", ["confluent", "moldau"])
@@ -814,8 +810,11 @@ def test_moldau_transaction_across_a_broker_restart(broker_factory):
         b.kill9()
         b.start()
         time.sleep(3)  # the open transaction's timeout passes; the coordinator aborts it
-        with pytest.raises(Exception):
+        from moldau.protocol.errors import KafkaError as MKafkaError
+
+        with pytest.raises(MKafkaError) as info:
             p.commit_transaction(10)
+        assert info.value.code.name in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
     finally:
         p.close(5)
     with MProducer(bootstrap_servers=bs, transactional_id=txid) as p2:

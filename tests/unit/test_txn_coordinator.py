@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 
 import pytest
 
@@ -46,7 +47,7 @@ class Harness:
         self.markers.append((pid, epoch, commit, parts, coordinator_epoch))
         return {tp: self.marker_error.get(tp, E.NONE) for tp in parts}
 
-    def restart(self) -> "Harness":
+    def restart(self) -> Harness:
         h = Harness(self.storage, now=self.now, next_pid=self.pid + 1000)
         h.marker_error = {}
         return h
@@ -320,5 +321,5 @@ async def test_list_and_describe():
     assert [m.transactional_id for m in h.c.list_transactions(duration_ms=1000)[0]] == ["busy"]
     assert [m.transactional_id for m in h.c.list_transactions(pattern="i.*")[0]] == ["idle"]
     assert h.c.list_transactions(pattern="dle")[0] == []  # the whole id must match
-    with pytest.raises(Exception):
+    with pytest.raises(re.error):
         h.c.list_transactions(pattern="(")

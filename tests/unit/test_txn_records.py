@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -99,11 +100,11 @@ def _kafka_value(cls, v: TransactionLogValue):
     parts = None
     if v.transaction_partitions is not None:
         parts = [cls.PartitionsSchema(topic=t, partition_ids=list(ids)) for t, ids in v.transaction_partitions]
-    kw = dict(producer_id=v.producer_id, producer_epoch=v.producer_epoch,
-              transaction_timeout_ms=v.transaction_timeout_ms, transaction_status=v.transaction_status,
-              transaction_partitions=parts,
-              transaction_last_update_timestamp_ms=v.transaction_last_update_timestamp_ms,
-              transaction_start_timestamp_ms=v.transaction_start_timestamp_ms)
+    kw = {"producer_id": v.producer_id, "producer_epoch": v.producer_epoch,
+          "transaction_timeout_ms": v.transaction_timeout_ms, "transaction_status": v.transaction_status,
+          "transaction_partitions": parts,
+          "transaction_last_update_timestamp_ms": v.transaction_last_update_timestamp_ms,
+          "transaction_start_timestamp_ms": v.transaction_start_timestamp_ms}
     if v.version >= 1:
         kw.update(previous_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
                   client_transaction_version=v.client_transaction_version)

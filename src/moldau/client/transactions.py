@@ -35,12 +35,20 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import messages as m
 
-from .errors import ClientError, Codes, IllegalStateError, KafkaConnectionError, KafkaTimeoutError, broker_error
+from .errors import (
+    ClientError,
+    Codes,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    broker_error,
+)
 
 if TYPE_CHECKING:
     from .producer import AsyncProducer
@@ -112,7 +120,7 @@ def group_metadata_of(group: Any) -> ConsumerGroupMetadata:
 class TransactionManager:
     """One per transactional producer; runs on the producer's event loop."""
 
-    def __init__(self, producer: "AsyncProducer") -> None:
+    def __init__(self, producer: AsyncProducer) -> None:
         self.p = producer
         cfg = producer.config
         self.transactional_id: str = cfg["transactional.id"]

@@ -20,7 +20,15 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
 from ..registry import handler
-from ..security.authorizer import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, WRITE, allowed
+from ..security.authorizer import (
+    CLUSTER,
+    CLUSTER_ACTION,
+    CLUSTER_NAME,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    allowed,
+)
 
 log = logging.getLogger(__name__)
 

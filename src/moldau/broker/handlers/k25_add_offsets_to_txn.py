@@ -40,7 +40,7 @@ async def add_offsets_to_txn(ctx: Any, req: Any) -> Any:
         return resp
     try:
         gc.storage.ensure_topic()
-    except Exception as exc:  # pragma: no cover - metadata store refused
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

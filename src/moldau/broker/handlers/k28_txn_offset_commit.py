@@ -96,7 +96,7 @@ async def txn_offset_commit(ctx: Any, req: Any) -> Any:
 async def _check_transaction(ctx: Any, gc: Any, tc: Any, req: Any, v: int) -> int:
     try:
         gc.storage.ensure_topic()
-    except Exception as exc:  # pragma: no cover - metadata store refused
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return E.COORDINATOR_NOT_AVAILABLE
     part = (OFFSETS_TOPIC, gc.partition_for(req.group_id))

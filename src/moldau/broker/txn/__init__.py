@@ -25,10 +25,10 @@ from .state import (
 )
 
 __all__ = [
-    "LogTxnStorage",
-    "MemoryTxnStorage",
     "STATE_NAMES",
     "TRANSACTION_STATE_TOPIC",
+    "LogTxnStorage",
+    "MemoryTxnStorage",
     "TransactionCoordinator",
     "TransactionLogValue",
     "TxnConfig",

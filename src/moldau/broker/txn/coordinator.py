@@ -39,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 
@@ -81,11 +82,11 @@ class TxnConfig:
     verification: bool = True
 
     @classmethod
-    def from_broker_config(cls, cfg: Any) -> "TxnConfig":
+    def from_broker_config(cls, cfg: Any) -> TxnConfig:
         def get(key: str, default: Any) -> Any:
             try:
                 v = cfg.get(key)
-            except Exception:  # pragma: no cover - a config without the key
+            except Exception:  # noqa: BLE001  # pragma: no cover - a config without the key
                 return default
             return default if v is None else v
 
@@ -311,7 +312,7 @@ class TransactionCoordinator:
         try:
             await self.storage.append(self.partition_for(md.transactional_id), encode_key(md.transactional_id),
                                       encode_value(t.to_value()))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every append failure maps to an error code
             code = _append_error(exc)
             log.warning("transactional id %s: writing %s to %s failed: %s", md.transactional_id,
                         t.state.display_name, TRANSACTION_STATE_TOPIC, exc)
@@ -385,8 +386,10 @@ class TransactionCoordinator:
         for t in self._loops + list(self._tasks):
             try:
                 await t
-            except (asyncio.CancelledError, Exception):
+            except asyncio.CancelledError:
                 pass
+            except Exception:
+                log.debug("transaction coordinator task ended with an error", exc_info=True)
         self._loops.clear()
         self._tasks.clear()
 
@@ -406,7 +409,7 @@ class TransactionCoordinator:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         try:
             self.storage.ensure_topic()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the metadata store refused: retriable for the client
             log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
             return E.COORDINATOR_NOT_AVAILABLE, -1, -1
         md = self.txns.get(transactional_id)
@@ -679,9 +682,10 @@ class TransactionCoordinator:
         for md in list(self.txns.values()):
             if md.state == S.ONGOING and not md.pending and md.txn_start_ms + md.txn_timeout_ms < now:
                 async with self._lock(md):
-                    if md.state == S.ONGOING and md.txn_start_ms + md.txn_timeout_ms < self.now_ms():
-                        if await self._fence_and_abort(md, f"timed out after {md.txn_timeout_ms} ms") == E.NONE:
-                            n += 1
+                    still_due = md.state == S.ONGOING and md.txn_start_ms + md.txn_timeout_ms < self.now_ms()
+                    why = f"timed out after {md.txn_timeout_ms} ms"
+                    if still_due and await self._fence_and_abort(md, why) == E.NONE:
+                        n += 1
             elif md.state in PREPARED and not md.pending and not (md.lock and md.lock.locked()):
                 await self._complete_locked(md)
         return n
@@ -696,7 +700,7 @@ class TransactionCoordinator:
                         continue
                     try:
                         await self.storage.append(self.partition_for(txn_id), encode_key(txn_id), None)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - tried again at the next run
                         log.warning("transactional id %s: cannot write its tombstone: %s", txn_id, exc)
                         continue
                     del self.txns[txn_id]

@@ -21,7 +21,8 @@ epoch on that partition), TRANSACTION_COORDINATOR_FENCED (an older coordinator e
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import build_control_batch

@@ -40,9 +40,10 @@ for the Complete states).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Iterable
+from typing import Any
 
 from moldau.protocol.primitives import (
     read_tagged_fields,
@@ -80,7 +81,7 @@ class TxnState(IntEnum):
         return STATE_NAMES[self]
 
     @classmethod
-    def from_name(cls, name: str) -> "TxnState | None":
+    def from_name(cls, name: str) -> TxnState | None:
         return _BY_NAME.get(name)
 
 
@@ -322,10 +323,25 @@ class TxnTransit:
 class TxnMetadata:
     """The coordinator's view of one transactional id (Kafka's TransactionMetadata)."""
 
-    __slots__ = ("transactional_id", "producer_id", "last_producer_id", "next_producer_id", "producer_epoch",
-                 "last_producer_epoch", "txn_timeout_ms", "state", "partitions", "txn_start_ms",
-                 "txn_last_update_ms", "client_transaction_version", "pending_state", "groups",
-                 "failed_epoch_fence", "markers_left", "lock")
+    __slots__ = (
+        "client_transaction_version",
+        "failed_epoch_fence",
+        "groups",
+        "last_producer_epoch",
+        "last_producer_id",
+        "lock",
+        "markers_left",
+        "next_producer_id",
+        "partitions",
+        "pending_state",
+        "producer_epoch",
+        "producer_id",
+        "state",
+        "transactional_id",
+        "txn_last_update_ms",
+        "txn_start_ms",
+        "txn_timeout_ms",
+    )
 
     def __init__(self, transactional_id: str, producer_id: int, txn_timeout_ms: int, now_ms: int, *,
                  last_producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
@@ -463,7 +479,7 @@ class TxnMetadata:
             self.groups.clear()
 
     @classmethod
-    def from_value(cls, transactional_id: str, v: TransactionLogValue) -> "TxnMetadata":
+    def from_value(cls, transactional_id: str, v: TransactionLogValue) -> TxnMetadata:
         try:
             state = TxnState(v.transaction_status)
         except ValueError as exc:
