@@ -824,3 +824,173 @@ def test_moldau_transaction_across_a_broker_restart(broker_factory):
         p2.commit_transaction()
     assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"again", b"kept"]
     assert values(read_moldau(bs, topic, 1, "read_committed", 2)) == [b"again", b"kept"]
+
+
+# ------------------------------------------------------------------------------------------------ every version
+
+
+def _txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, True, pid, epoch, seq, 1 << 20)
+    for i, v in enumerate(values):
+        builder.append(i, int(time.time() * 1000), None, v, [])
+    return bytes(builder.build())
+
+
+def test_every_version_of_the_transaction_apis(txn_broker):
+    """One transaction per step, each API at a different version (kafka-python's codec, independent of
+    moldau's): InitProducerId v0-6, AddPartitionsToTxn v0-3, Produce, AddOffsetsToTxn v0-4, TxnOffsetCommit
+    v0-5, EndTxn v0-4; the committed records and offsets are visible afterwards."""
+    from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+    from kafka.protocol.producer.transaction import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    )
+
+    from rawkafka import RawConnection
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-versions"), 1)
+    expected: list[bytes] = []
+    with RawConnection.to(bs) as conn:
+        for step in range(7):
+            txid, group = _txid(f"v{step}"), f"vg-{step}-{uuid.uuid4().hex[:4]}"
+            init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
+                                                   producer_id=-1, producer_epoch=-1),
+                             InitProducerIdResponse, min(step, 6))
+            assert init.error_code == 0, (step, init)
+            pid, epoch = init.producer_id, init.producer_epoch
+            T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+            add = conn.call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=txid,
+                                                      v3_and_below_producer_id=pid,
+                                                      v3_and_below_producer_epoch=epoch,
+                                                      v3_and_below_topics=[T(name=topic, partitions=[0])]),
+                            AddPartitionsToTxnResponse, min(step, 3))
+            codes = [p.partition_error_code for t in add.results_by_topic_v3_and_below for p in t.results_by_partition]
+            assert codes == [0], (step, add)
+            vals = [f"s{step}-{i}".encode() for i in range(3)]
+            PT = ProduceRequest.TopicProduceData
+            prod = conn.call(ProduceRequest(transactional_id=txid, acks=-1, timeout_ms=5000, topic_data=[
+                PT(name=topic, partition_data=[PT.PartitionProduceData(index=0, records=_txn_batch(
+                    pid, epoch, 0, vals))])]), ProduceResponse, 9)
+            assert prod.responses[0].partition_responses[0].error_code == 0
+            off = conn.call(AddOffsetsToTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
+                                                   group_id=group), AddOffsetsToTxnResponse, min(step, 4))
+            assert off.error_code == 0, (step, off)
+            OT = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            toc = conn.call(TxnOffsetCommitRequest(
+                transactional_id=txid, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+                member_id="", group_instance_id=None,
+                topics=[OT(name=topic, partitions=[OT.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=100 + step, committed_leader_epoch=-1,
+                    committed_metadata="m")])]), TxnOffsetCommitResponse, min(step, 5))
+            assert [p.error_code for t in toc.topics for p in t.partitions] == [0], (step, toc)
+            end = conn.call(EndTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
+                                          committed=step != 3), EndTxnResponse, min(step, 4))
+            assert end.error_code == 0, (step, end)
+            if step != 3:
+                expected += vals
+            of = conn.call(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+                name=topic, partition_indexes=[0])], require_stable=True), OffsetFetchResponse, 7)
+            got = of.topics[0].partitions[0].committed_offset
+            assert got == (-1 if step == 3 else 100 + step), (step, of)
+    assert values(read_confluent(bs, topic, 1, "read_committed")) == sorted(expected)
+
+
+def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_broker):
+    """AddPartitionsToTxn v4/v5 (batched, verify_only), EndTxn v5 (transactions V2: the epoch is bumped at
+    the end), WriteTxnMarkers v0-2 aborting an open transaction on its partition (what
+    ``kafka-transactions.sh abort`` does)."""
+    from kafka.protocol.producer.transaction import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
+
+    from rawkafka import RawConnection
+
+    bs = txn_broker.bootstrap
+    topic = create_topic(bs, unique_topic("txn-broker-forms"), 3)
+    with RawConnection.to(bs) as conn:
+        txid = _txid("bf")
+        init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
+                                               producer_id=-1, producer_epoch=-1), InitProducerIdResponse, 5)
+        pid, epoch = init.producer_id, init.producer_epoch
+        X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        T = X.AddPartitionsToTxnTopic
+
+        def batched(version: int, verify: bool, parts: list[int], e: int = epoch) -> dict[int, int]:
+            resp = conn.call(AddPartitionsToTxnRequest(transactions=[X(
+                transactional_id=txid, producer_id=pid, producer_epoch=e, verify_only=verify,
+                topics=[T(name=topic, partitions=parts)])]), AddPartitionsToTxnResponse, version)
+            assert resp.error_code == 0
+            (res,) = resp.results_by_transaction
+            return {p.partition_index: p.partition_error_code for t in res.topic_results
+                    for p in t.results_by_partition}
+
+        assert batched(4, False, [0, 1]) == {0: 0, 1: 0}
+        assert batched(5, True, [0, 1, 2]) == {0: 0, 1: 0, 2: 120}  # TRANSACTION_ABORTABLE: not in it
+        assert batched(4, True, [0], e=epoch + 1) == {0: 90}       # PRODUCER_FENCED for the whole txn
+        end = conn.call(EndTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
+                                      committed=True), EndTxnResponse, 5)
+        assert end.error_code == 0 and (end.producer_id, end.producer_epoch) == (pid, epoch + 1)
+
+    # an open transaction aborted on its partition by WriteTxnMarkers
+    p = txn_producer(bs, _txid("wm"))
+    p.begin_transaction()
+    got: list[Any] = []
+    p.produce(topic, value=b"hanging", partition=2, on_delivery=lambda e, m: got.append(m))
+    assert p.flush(10) == 0
+    lso, hw = _lso_and_hw(bs, topic, 2)
+    assert lso < hw
+    desc = _describe_producer(bs, topic, 2)
+    W = WriteTxnMarkersRequest.WritableTxnMarker
+    with RawConnection.to(bs) as conn:
+        for version in (0, 1, 2):
+            stale = conn.call(WriteTxnMarkersRequest(markers=[W(
+                producer_id=desc.producer_id, producer_epoch=desc.producer_epoch - 1, transaction_result=False,
+                topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[2])],
+                coordinator_epoch=desc.coordinator_epoch, transaction_version=0)]), WriteTxnMarkersResponse,
+                version)
+            assert stale.markers[0].topics[0].partitions[0].error_code == 47  # INVALID_PRODUCER_EPOCH
+        resp = conn.call(WriteTxnMarkersRequest(markers=[W(
+            producer_id=desc.producer_id, producer_epoch=desc.producer_epoch, transaction_result=False,
+            topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[2]),
+                    W.WritableTxnMarkerTopic(name="no-such-topic-x", partition_indexes=[0])],
+            coordinator_epoch=desc.coordinator_epoch, transaction_version=0)]), WriteTxnMarkersResponse, 1)
+        errs = {t.name: t.partitions[0].error_code for t in resp.markers[0].topics}
+        assert errs == {topic: 0, "no-such-topic-x": 3}
+    lso, hw = _lso_and_hw(bs, topic, 2)
+    assert lso == hw
+    pd = _fetch_committed(bs, topic, 2)
+    assert [(t.producer_id, t.first_offset) for t in pd.aborted_transactions] == [
+        (desc.producer_id, got[0].offset())]
+    p.abort_transaction(10)
+
+
+def _describe_producer(bs: str, topic: str, partition: int) -> Any:
+    from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+    from rawkafka import RawConnection
+
+    T = DescribeProducersRequest.TopicRequest
+    with RawConnection.to(bs) as conn:
+        dp = conn.call(DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[partition])]),
+                       DescribeProducersResponse, 0)
+    (prod,) = dp.topics[0].partitions[0].active_producers
+    return prod
