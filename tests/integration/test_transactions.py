@@ -856,7 +856,6 @@ def test_every_version_of_the_transaction_apis(txn_broker):
         TxnOffsetCommitRequest,
         TxnOffsetCommitResponse,
     )
-
     from rawkafka import RawConnection
 
     bs = txn_broker.bootstrap
@@ -921,7 +920,6 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
-
     from rawkafka import RawConnection
 
     bs = txn_broker.bootstrap
@@ -985,7 +983,6 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
 
 def _describe_producer(bs: str, topic: str, partition: int) -> Any:
     from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
-
     from rawkafka import RawConnection
 
     T = DescribeProducersRequest.TopicRequest
