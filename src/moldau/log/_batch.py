@@ -2,8 +2,8 @@
 
 The record format is ``moldau.protocol.records``; its layout constants are used here under the names the log
 has always used. What this module adds is the log's fast path: the fixed 61-byte header unpacked into a plain
-tuple with one precompiled ``struct`` call (``HEADER.unpack_from``; fields by the ``F_*`` indexes), the fastest
-thing for recovery and index scans, plus the control-marker peek the log needs on append and load.
+tuple with one precompiled ``struct`` call (``HEADER.unpack_from``; fields by the ``F_*`` indexes), the
+fastest thing for recovery and index scans, plus the control-marker peek the log needs on append and load.
 """
 
 from __future__ import annotations

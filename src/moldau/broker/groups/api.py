@@ -11,6 +11,18 @@ GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
+def group_authorized_operations(ctx: Any, group_id: str, requested: bool) -> int:
+    """The authorized_operations field of a described group: INT32_MIN unless requested; every group operation
+    when no authorizer is configured; else what the authorizer allows the caller on the group."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if ctx.broker.authorizer is None:
+        return GROUP_AUTHORIZED_OPERATIONS
+    from ..security.authorizer import GROUP, authorized_operations
+
+    return authorized_operations(ctx, GROUP, group_id)
+
+
 def coordinator_of(ctx: Any) -> Any:
     """The broker's group coordinator, or None when it is not running (answer COORDINATOR_NOT_AVAILABLE)."""
     return getattr(ctx.broker, "group_coordinator", None)

@@ -15,9 +15,9 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
-from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, coordinator_of, group_authorized_operations
 from ..registry import handler
-from ..security.authorizer import DESCRIBE, GROUP, allowed, authorized_operations
+from ..security.authorizer import DESCRIBE, GROUP, allowed
 
 
 @handler(api_key=15, min_version=0, max_version=6)
@@ -27,46 +27,25 @@ async def describe_groups(ctx: Any, req: Any) -> Any:
     gc = coordinator_of(ctx)
     include_ops = bool(v >= 3 and req.include_authorized_operations)
     out = []
+
+    def no_group(group_id: str, error_code: int, error_message: str | None = None, state: str = "",
+                 **kw: Any) -> Any:
+        return msg.DescribedGroup(error_code=error_code, error_message=error_message, group_id=group_id,
+                                  group_state=state, protocol_type="", protocol_data="", members=[], **kw)
+
     for group_id in req.groups:
         if gc is None:
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.COORDINATOR_NOT_AVAILABLE,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                )
-            )
+            out.append(no_group(group_id, E.COORDINATOR_NOT_AVAILABLE))
             continue
         if not allowed(ctx, DESCRIBE, GROUP, group_id):
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.GROUP_AUTHORIZATION_FAILED,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            out.append(no_group(group_id, E.GROUP_AUTHORIZATION_FAILED,
+                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         d = gc.describe_group(group_id)
         if d.error == E.GROUP_ID_NOT_FOUND:
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.GROUP_ID_NOT_FOUND if v >= 6 else E.NONE,
-                    error_message=d.error_message if v >= 6 else None,
-                    group_id=group_id,
-                    group_state="Dead",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                )
-            )
+            out.append(no_group(group_id, E.GROUP_ID_NOT_FOUND if v >= 6 else E.NONE,
+                                d.error_message if v >= 6 else None, "Dead",
+                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         out.append(
             msg.DescribedGroup(
@@ -87,13 +66,7 @@ async def describe_groups(ctx: Any, req: Any) -> Any:
                     )
                     for x in d.members
                 ],
-                authorized_operations=(
-                    AUTHORIZED_OPERATIONS_OMITTED
-                    if not include_ops
-                    else GROUP_AUTHORIZED_OPERATIONS
-                    if ctx.broker.authorizer is None
-                    else authorized_operations(ctx, GROUP, group_id)
-                ),
+                authorized_operations=group_authorized_operations(ctx, group_id, include_ops),
             )
         )
     return msg.new(throttle_time_ms=0, groups=out)

@@ -14,9 +14,9 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
-from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, coordinator_of
+from ..groups.api import coordinator_of, group_authorized_operations
 from ..registry import handler
-from ..security.authorizer import DESCRIBE, GROUP, allowed, authorized_operations
+from ..security.authorizer import DESCRIBE, GROUP, allowed
 
 
 def _assignment(msg: Any, gc: Any, a: dict[str, set[int]]) -> Any:
@@ -33,61 +33,25 @@ async def consumer_group_describe(ctx: Any, req: Any) -> Any:
     msg = m.ConsumerGroupDescribeResponse
     gc = coordinator_of(ctx)
     out = []
+
+    def no_group(group_id: str, error_code: int, error_message: str | None = None, state: str = "") -> Any:
+        return msg.DescribedGroup(error_code=error_code, error_message=error_message, group_id=group_id,
+                                  group_state=state, group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                  members=[])
+
     for group_id in req.group_ids:
         if gc is None:
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.COORDINATOR_NOT_AVAILABLE,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+            out.append(no_group(group_id, E.COORDINATOR_NOT_AVAILABLE))
             continue
         if not group_id:
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.INVALID_GROUP_ID,
-                    error_message="Group id can't be empty.",
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+            out.append(no_group(group_id, E.INVALID_GROUP_ID, "Group id can't be empty."))
             continue
         if not allowed(ctx, DESCRIBE, GROUP, group_id):
-            out.append(
-                msg.DescribedGroup(
-                    error_code=E.GROUP_AUTHORIZATION_FAILED,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+            out.append(no_group(group_id, E.GROUP_AUTHORIZATION_FAILED))
             continue
         error, message, g = gc.consumer.describe(group_id)
         if g is None:
-            out.append(
-                msg.DescribedGroup(
-                    error_code=error,
-                    error_message=message,
-                    group_id=group_id,
-                    group_state="Dead",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
-                    assignor_name="",
-                    members=[],
-                )
-            )
+            out.append(no_group(group_id, error, message, "Dead"))
             continue
         members = [
             msg.Member(
@@ -114,13 +78,8 @@ async def consumer_group_describe(ctx: Any, req: Any) -> Any:
                 assignment_epoch=g.assignment_epoch,
                 assignor_name=g.assignor_name,
                 members=members,
-                authorized_operations=(
-                    AUTHORIZED_OPERATIONS_OMITTED
-                    if not req.include_authorized_operations
-                    else GROUP_AUTHORIZED_OPERATIONS
-                    if ctx.broker.authorizer is None
-                    else authorized_operations(ctx, GROUP, group_id)
-                ),
+                authorized_operations=group_authorized_operations(
+                    ctx, group_id, req.include_authorized_operations),
             )
         )
     return msg.new(throttle_time_ms=0, groups=out)
