@@ -8,7 +8,6 @@ import subprocess
 import time
 
 import pytest
-
 from brokerproc import BrokerProcess, moldau_command
 from kafkautil import unique_topic
 from test_cli_topics import cli, js, ok, one_line_error

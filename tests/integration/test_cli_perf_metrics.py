@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from brokerproc import BrokerProcess, free_port
 from kafkautil import unique_topic
 from test_cli_topics import cli, js, ok
@@ -61,7 +61,7 @@ def test_metrics_endpoint(module_broker_factory: Callable[..., BrokerProcess]) -
     mport = free_port()
     br = module_broker_factory(settings={"metrics.listener": f"127.0.0.1:{mport}"})
     b = br.bootstrap
-    status, body = _scrape(mport, "/health")
+    status, _body = _scrape(mport, "/health")
     assert status == 200
     status, _ = _scrape(mport, "/ready")
     assert status == 200

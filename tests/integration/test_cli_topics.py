@@ -9,7 +9,6 @@ import subprocess
 from typing import Any
 
 import pytest
-
 from brokerproc import BrokerProcess, free_port, moldau_command
 from kafkautil import unique_topic
 
@@ -21,7 +20,7 @@ def cli(*args: str, bootstrap: str | None, input: bytes | None = None, timeout: 
     cmd = moldau_command() + list(args)
     if bootstrap is not None:
         cmd += ["-b", bootstrap]
-    p = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout, env=full_env)
+    p = subprocess.run(cmd, check=False, input=input, capture_output=True, timeout=timeout, env=full_env)
     return subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(errors="replace"),
                                        p.stderr.decode(errors="replace"))
 

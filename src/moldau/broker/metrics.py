@@ -24,7 +24,8 @@ import os
 import resource
 import time
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def _api_names() -> dict[int, str]:
         out = {}
         for key, msg in m.REQUESTS.items():
             name = getattr(msg, "name", None) or f"api{key}"
-            out[key] = name[:-len("Request")] if name.endswith("Request") else name
+            out[key] = name.removesuffix("Request")
         return out
     except Exception:  # noqa: BLE001 - names are cosmetic
         return {}
@@ -58,7 +59,7 @@ def _labels(pairs: Iterable[tuple[str, Any]]) -> str:
     return "{" + ",".join(items) + "}" if items else ""
 
 
-def _num(v: float | int) -> str:
+def _num(v: float) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, int):
@@ -69,7 +70,7 @@ def _num(v: float | int) -> str:
 
 
 class Histogram:
-    __slots__ = ("bounds", "counts", "sum", "count")
+    __slots__ = ("bounds", "count", "counts", "sum")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
@@ -94,7 +95,7 @@ class _Writer:
             self.lines.append(f"# HELP {name} {help_text}")
             self.lines.append(f"# TYPE {name} {kind}")
 
-    def sample(self, name: str, labels: Iterable[tuple[str, Any]], value: float | int) -> None:
+    def sample(self, name: str, labels: Iterable[tuple[str, Any]], value: float) -> None:
         self.lines.append(f"{name}{_labels(labels)} {_num(value)}")
 
     def histogram(self, name: str, labels: list[tuple[str, Any]], h: Histogram) -> None:
@@ -164,11 +165,11 @@ class BrokerMetrics:
         self._render_topics(w)
         try:
             self._render_partitions(w)
-        except Exception:  # noqa: BLE001 - a scrape must not fail on one broken part
+        except Exception:
             log.exception("metrics: partitions")
         try:
             self._render_groups(w)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("metrics: groups")
         self._render_server(w)
         self._render_process(w)
@@ -384,7 +385,7 @@ class BrokerMetrics:
             self.server.close()
             try:
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)
-            except (asyncio.TimeoutError, Exception):  # pragma: no cover
+            except (TimeoutError, Exception):  # pragma: no cover
                 pass
             self.server = None
 
@@ -419,9 +420,9 @@ class BrokerMetrics:
                    f"Connection: close\r\n\r\n").encode()
             writer.write(hdr if method == "HEAD" else hdr + body)
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             pass
-        except Exception:  # noqa: BLE001 - never take the broker down for a scrape
+        except Exception:
             log.exception("metrics request failed")
         finally:
             try:

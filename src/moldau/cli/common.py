@@ -19,8 +19,9 @@ import os
 import sys
 import time
 import types
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 ENV_BOOTSTRAP = "MOLDAU_BOOTSTRAP"
@@ -440,7 +441,7 @@ def parse_timestamp_ms(text: str) -> int:
 def fmt_time_ms(ms: int) -> str:
     if ms is None or ms < 0:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
 
 

@@ -84,7 +84,7 @@ def _resource(a: Any, args: argparse.Namespace) -> Any:
         cluster = a.describe_cluster()
         if not cluster.brokers:
             raise UsageError("the cluster named no broker; give --broker ID")
-        bid = str(sorted(b.node_id for b in cluster.brokers)[0])
+        bid = str(min(b.node_id for b in cluster.brokers))
     elif not str(bid).lstrip("-").isdigit():
         raise UsageError(f"--broker expects a broker id (a number), got {bid!r}")
     return ConfigResource.broker(bid)
@@ -151,7 +151,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
         raise UsageError("nothing to change: give --set KEY=VALUE or --delete KEY")
     both = set(sets) & set(deletes)
     if both:
-        raise UsageError(f"{sorted(both)[0]} is both set and deleted")
+        raise UsageError(f"{min(both)} is both set and deleted")
     ops = [AlterConfigOp(k, v, AlterConfigOp.SET) for k, v in sets.items()]
     ops += [AlterConfigOp(k, None, AlterConfigOp.DELETE) for k in deletes]
     with admin(args) as a:

@@ -13,7 +13,8 @@ import json
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .common import (
     CliError,
@@ -234,7 +235,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 raise CliError(f"topic {args.topic!r} does not exist")
             try:
                 parts = c.partitions_for(args.topic, timeout=10.0)
-            except Exception as e:  # noqa: BLE001 - unknown topic: the client times out waiting for it
+            except Exception as e:
                 from moldau.client.errors import KafkaTimeoutError
 
                 if isinstance(e, KafkaTimeoutError):

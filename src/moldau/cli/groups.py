@@ -104,7 +104,7 @@ def _end_offsets(a: Any, tps: list[Any], spec: str | int = "latest") -> dict[Any
     by_topic: dict[str, list[Any]] = {}
     for tp in tps:
         by_topic.setdefault(tp.topic, []).append(tp)
-    for topic, items in by_topic.items():
+    for items in by_topic.values():
         try:
             res = a.list_offsets({tp: spec for tp in items})
             for tp in items:

@@ -14,7 +14,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from .common import (
     CliError,
@@ -147,7 +148,7 @@ def parse_headers(raw: bytes) -> list[tuple[str, bytes]]:
     for item in raw.split(b","):
         if not item:
             continue
-        k, sep, v = item.partition(b"=")
+        k, _, v = item.partition(b"=")
         out.append((k.decode("utf-8", "replace"), v))
     return out
 
@@ -315,7 +316,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
                     if not first_error:
                         first_error.append(str(e))
                     continue
-                except Exception as e:  # noqa: BLE001 - RecordTooLargeError and the like: count, go on
+                except Exception as e:
                     from moldau.client.errors import ClientError
 
                     if not isinstance(e, ClientError) or isinstance(e, KafkaTimeoutError):
