@@ -57,6 +57,15 @@ def _group_by_topic(results: list[Any]) -> dict[str, list[Any]]:
     return out
 
 
+def _partitions(cls: Any, results: list[PartitionOffset]) -> list[Any]:
+    """The response's partitions (``cls``: the v0-7 or the v8+ struct) for one topic's results."""
+    return [
+        cls(partition_index=r.partition, committed_offset=r.offset, committed_leader_epoch=r.leader_epoch,
+            metadata=r.metadata, error_code=r.error)
+        for r in results
+    ]
+
+
 @handler(api_key=9, min_version=0, max_version=10)
 async def offset_fetch(ctx: Any, req: Any) -> Any:
     msg = m.OffsetFetchResponse
@@ -71,16 +80,7 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
         topics_out = [
             msg.OffsetFetchResponseTopic(
                 name=name,
-                partitions=[
-                    msg.OffsetFetchResponsePartition(
-                        partition_index=r.partition,
-                        committed_offset=r.offset,
-                        committed_leader_epoch=r.leader_epoch,
-                        metadata=r.metadata,
-                        error_code=r.error,
-                    )
-                    for r in rs
-                ],
+                partitions=_partitions(msg.OffsetFetchResponsePartition, rs),
             )
             for name, rs in _group_by_topic(results).items()
         ]
@@ -126,16 +126,7 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
                 msg.OffsetFetchResponseTopics(
                     name=name if v < 10 else None,
                     topic_id=tid,
-                    partitions=[
-                        msg.OffsetFetchResponsePartitions(
-                            partition_index=r.partition,
-                            committed_offset=r.offset,
-                            committed_leader_epoch=r.leader_epoch,
-                            metadata=r.metadata,
-                            error_code=r.error,
-                        )
-                        for r in rs
-                    ],
+                    partitions=_partitions(msg.OffsetFetchResponsePartitions, rs),
                 )
             )
         for tid, parts in unknown_ids:
