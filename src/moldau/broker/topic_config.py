@@ -567,24 +567,46 @@ def _split_list(value: str | None) -> list[str]:
     return [p.strip() for p in value.split(",") if p.strip()]
 
 
+def _unique_keys(ops: Iterable[tuple[str, int, str | None]]) -> Iterable[tuple[str, int, str | None]]:
+    """``ops``, refusing a key given twice (INVALID_REQUEST, as Kafka)."""
+    seen: set[str] = set()
+    for name, op, value in ops:
+        if name in seen:
+            raise config_error(f"Error due to duplicate config keys: {name}", INVALID_REQUEST)
+        seen.add(name)
+        yield name, op, value
+
+
+def _alter_op(op: int, name: str) -> AlterConfigOp:
+    try:
+        return AlterConfigOp(op)
+    except ValueError:
+        raise config_error(f"Unknown alter config operation type {op} for {name}", INVALID_REQUEST) from None
+
+
+def _append_or_subtract(parts: list[str], op: AlterConfigOp, value: str | None) -> str:
+    """The list ``parts`` with the items of ``value`` appended (when missing) or subtracted, as a Kafka string."""
+    for item in _split_list(value):
+        if op == AlterConfigOp.APPEND:
+            if item not in parts:
+                parts.append(item)
+        else:
+            while item in parts:
+                parts.remove(item)
+    return ",".join(parts)
+
+
 def apply_incremental_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]],
                           broker_config: Any = None) -> dict[str, str]:
     """Apply IncrementalAlterConfigs operations to a topic's overrides; return the new overrides (validated,
     as Kafka strings). APPEND/SUBTRACT work on LIST configs only and start from the current override, or the
     effective broker-level value when the topic has none. Raises the INVALID_CONFIG / INVALID_REQUEST error."""
     new: dict[str, str] = dict(current)
-    seen: set[str] = set()
-    for name, op, value in ops:
-        if name in seen:
-            raise config_error(f"Error due to duplicate config keys: {name}", INVALID_REQUEST)
-        seen.add(name)
+    for name, raw_op, value in _unique_keys(ops):
         d = TOPIC_CONFIGS.get(name)
         if d is None:
             raise config_error(f"Unknown topic config name: {name}")
-        try:
-            op = AlterConfigOp(op)
-        except ValueError:
-            raise config_error(f"Unknown alter config operation type {op} for {name}", INVALID_REQUEST) from None
+        op = _alter_op(raw_op, name)
         if op == AlterConfigOp.SET:
             if value is None:
                 raise config_error(f"Null value not supported for topic configs: {name}")
@@ -599,14 +621,7 @@ def apply_incremental_ops(current: Mapping[str, str], ops: Iterable[tuple[str, i
                 parts = _split_list(new[name])
             else:
                 parts = list(_resolve(d, {}, broker_config)[0] or [])
-            for item in _split_list(value):
-                if op == AlterConfigOp.APPEND:
-                    if item not in parts:
-                        parts.append(item)
-                else:
-                    while item in parts:
-                        parts.remove(item)
-            new[name] = ",".join(parts)
+            new[name] = _append_or_subtract(parts, op, value)
     return normalize_topic_configs(new)
 
 
@@ -692,15 +707,8 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
                      broker_config: Any = None) -> dict[str, str]:
     """IncrementalAlterConfigs on one level of dynamic broker configs; returns the new level (validated)."""
     new = dict(current)
-    seen: set[str] = set()
-    for key, op, value in ops:
-        if key in seen:
-            raise config_error(f"Error due to duplicate config keys: {key}", INVALID_REQUEST)
-        seen.add(key)
-        try:
-            op = AlterConfigOp(op)
-        except ValueError:
-            raise config_error(f"Unknown alter config operation type {op} for {key}", INVALID_REQUEST) from None
+    for key, raw_op, value in _unique_keys(ops):
+        op = _alter_op(raw_op, key)
         if op == AlterConfigOp.DELETE:
             if key not in DYNAMIC_BROKER_KEYS:
                 validate_broker_config(key, "")     # raises with the right code and message
@@ -721,15 +729,9 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
         else:
             entries = broker_lookup(broker_config, key)
             parts = _split_list(entries[0][0]) if entries else []
-        for item in _split_list(value):
-            if op == AlterConfigOp.APPEND:
-                if item not in parts:
-                    parts.append(item)
-            else:
-                while item in parts:
-                    parts.remove(item)
-        validate_broker_config(key, ",".join(parts))
-        new[key] = ",".join(parts)
+        joined = _append_or_subtract(parts, op, value)
+        validate_broker_config(key, joined)
+        new[key] = joined
     return new
 
 
