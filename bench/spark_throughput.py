@@ -8,7 +8,8 @@ Fills a 4-partition topic with N records of 100 bytes (confluent-kafka), then, i
 * reads the same row shape (Spark's Kafka schema, 100-byte values, 4 partitions) from an in-memory Python
   data source that yields ready Arrow batches: the floor of PySpark's Python data source path, the
   baseline the moldau source is compared with;
-* writes N rows (100-byte values) with ``df.write.format("moldau")``, Arrow writer and row writer.
+* writes N rows (100-byte values) with ``df.write.format("moldau")``, Arrow writer and row writer, next to
+  a Python Arrow sink that drops the same rows (the floor of PySpark's Python data source write path).
 
 Each measurement is repeated (default 2) and the best rows/s is kept (the machine is shared). Streaming
 figures are wall time from start() to the end of the query (a new query pays for its planning and for
@@ -39,7 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "src"))
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (  # noqa: E402 - after the sys.path setup
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 PARTITIONS = 4
 VALUE_SIZE = 100
@@ -58,6 +65,18 @@ class MemorySource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         return MemoryReader(int(self.options["rows"]))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        return DiscardWriter()
+
+
+class DiscardWriter(DataSourceArrowWriter):
+    """The writers' baseline: takes the Arrow batches and drops them."""
+
+    def write(self, iterator: Any) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
 
 
 class MemoryReader(DataSourceReader):
@@ -190,13 +209,19 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
         (spark.read.format("moldau_bench_memory").option("rows", str(n)).load()
          .write.format("noop").mode("overwrite").save())
 
+    def rows_to_write() -> Any:
+        return spark.range(0, n, 1, PARTITIONS).selectExpr(
+            f"cast(lpad(cast(id as string), {VALUE_SIZE}, 'x') as binary) as value")
+
     def write(arrow: bool) -> Callable[[], None]:
         def go() -> None:
             dst = "bench-spark-out-" + uuid.uuid4().hex[:8]
-            (spark.range(0, n, 1, PARTITIONS).selectExpr(f"cast(lpad(cast(id as string), {VALUE_SIZE}, 'x') as binary) as value")
-             .write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap)
+            (rows_to_write().write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap)
              .option("topic", dst).option("moldau.arrow", str(arrow).lower()).save())
         return go
+
+    def discard() -> None:
+        rows_to_write().write.format("moldau_bench_memory").mode("append").save()
 
     # warm up the JVM and the Python workers
     (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
@@ -214,6 +239,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
         ms = min(batch_ms[arrow])
         results[f"  (same, time inside micro-batches, {label})"] = {"seconds": round(ms / 1000, 3),
                                                                     "rows_per_s": round(n / (ms / 1000))}
+    results["Python Arrow sink that drops the rows, baseline"] = timed(discard, n, args.repeat)
     results["moldau batch write, Arrow writer"] = timed(write(True), n, args.repeat)
     results["moldau batch write, row writer"] = timed(write(False), n, args.repeat)
     spark.stop()
