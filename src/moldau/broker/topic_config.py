@@ -427,17 +427,23 @@ class ConfigEntry:
     documentation: str | None
 
 
-def _synonym_chain(d: TopicConfigDef, broker_config: Any) -> list[tuple[str, str | None, int, int]]:
-    """[(broker key, value, source, multiplier)] in Kafka's order: all dynamic-broker values of all synonyms,
-    then dynamic-default, then static, then defaults."""
-    found: list[tuple[str, str | None, int, int]] = []
-    for syn in d.broker_synonyms:
-        for value, source in broker_lookup(broker_config, syn.name):
-            found.append((syn.name, value, source, syn.multiplier))
-    order = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
-             ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
-    found.sort(key=lambda t: order.get(t[2], 2))
+_SOURCE_RANK = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
+                ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
+
+
+def _lookup_synonyms(broker_config: Any, keys: Iterable[str]) -> list[tuple[str, str | None, int]]:
+    """[(broker key, value, source)] of ``keys`` (synonyms, highest priority first) in Kafka's order: all
+    dynamic-broker values of all of them, then dynamic-default, then static, then defaults."""
+    found = [(key, value, source) for key in keys for value, source in broker_lookup(broker_config, key)]
+    found.sort(key=lambda t: _SOURCE_RANK.get(t[2], 2))  # type: ignore[call-overload]
     return found
+
+
+def _synonym_chain(d: TopicConfigDef, broker_config: Any) -> list[tuple[str, str | None, int, int]]:
+    """[(broker key, value, source, multiplier)] of a topic config's broker synonyms, in Kafka's order."""
+    multiplier = {syn.name: syn.multiplier for syn in d.broker_synonyms}
+    return [(key, value, source, multiplier[key])
+            for key, value, source in _lookup_synonyms(broker_config, multiplier)]
 
 
 def _resolve(d: TopicConfigDef, topic_configs: Mapping[str, object],
@@ -682,13 +688,7 @@ def describe_broker_configs(broker_config: Any, names: Iterable[str] | None = No
     for key in selected:
         ctype, dynamic, sensitive, doc = _broker_key_meta(key)
         group = BROKER_SYNONYM_GROUPS.get(key, (key,))
-        found: list[tuple[str, str | None, int]] = []
-        for syn in group:
-            for value, source in broker_lookup(broker_config, syn):
-                found.append((syn, value, source))
-        order = {ConfigSource.DYNAMIC_BROKER_CONFIG: 0, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: 1,
-                 ConfigSource.STATIC_BROKER_CONFIG: 2, ConfigSource.DEFAULT_CONFIG: 3}
-        found.sort(key=lambda t: order.get(t[2], 2))
+        found = _lookup_synonyms(broker_config, group)
         while found and found[0][0] != key:      # Kafka: drop synonyms ranked above the key itself
             found.pop(0)
         own = [f for f in found if f[0] == key]
