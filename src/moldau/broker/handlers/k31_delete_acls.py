@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
 from ..security.authorizer import ALTER, allowed_cluster
 from .k29_describe_acls import request_filter
 
-SECURITY_DISABLED = 54
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_REQUEST = 42
+SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
 @handler(api_key=31, min_version=0, max_version=3)

@@ -12,15 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import SCRAM_MECHANISMS
 
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import DESCRIBE, allowed_cluster
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
+DUPLICATE_RESOURCE = ErrorCode.DUPLICATE_RESOURCE
 
 
 @handler(api_key=50, min_version=0, max_version=0)

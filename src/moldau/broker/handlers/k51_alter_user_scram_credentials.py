@@ -15,17 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import MAX_ITERATIONS, MIN_ITERATIONS, scram_mechanism_name
 
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import ALTER, allowed_cluster
 
-UNSUPPORTED_SASL_MECHANISM = 33
-CLUSTER_AUTHORIZATION_FAILED = 31
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
+UNSUPPORTED_SASL_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
+DUPLICATE_RESOURCE = ErrorCode.DUPLICATE_RESOURCE
+UNACCEPTABLE_CREDENTIAL = ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
 @handler(api_key=51, min_version=0, max_version=0)
