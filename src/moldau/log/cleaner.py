@@ -133,6 +133,7 @@ from .checkpoint import (
 )
 from .config import LONG_MAX
 from .index import TxnIndex
+from .segment import segment_file_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .manager import LogManager
@@ -170,17 +171,13 @@ _READ_BLOCK = 1 << 20
 # ================================================================================================ swap files
 
 
-def _name(base: int, suffix: str) -> str:
-    return f"{base:020d}{suffix}"
-
-
 def cleaned_path(directory: str, base: int, suffix: str) -> str:
     """``<dir>/<base><suffix>.cleaned`` (suffix: .log, .index, .timeindex, .txnindex)."""
-    return os.path.join(directory, _name(base, suffix) + CLEANED_SUFFIX)
+    return os.path.join(directory, segment_file_name(base, suffix) + CLEANED_SUFFIX)
 
 
 def _swap_path(directory: str, base: int, suffix: str) -> str:
-    return os.path.join(directory, _name(base, suffix) + SWAP_SUFFIX)
+    return os.path.join(directory, segment_file_name(base, suffix) + SWAP_SUFFIX)
 
 
 def _rename_if_exists(src: str, dst: str) -> bool:
@@ -210,7 +207,8 @@ def commit_cleaned(directory: str, base: int) -> None:
 def finish_swap(directory: str, base: int) -> None:
     """``.swap`` -> final names (``.log`` first). The old segments' files must be gone already."""
     for suffix in SEGMENT_SUFFIXES:
-        _rename_if_exists(_swap_path(directory, base, suffix), os.path.join(directory, _name(base, suffix)))
+        _rename_if_exists(_swap_path(directory, base, suffix),
+                          os.path.join(directory, segment_file_name(base, suffix)))
 
 
 def discard_cleaned(directory: str, base: int) -> None:
@@ -251,7 +249,7 @@ def recover_interrupted_swaps(directory: str) -> None:
     if not any(n.endswith(SWAP_SUFFIX) for n in names):
         return
     for base in sorted(swaps):
-        nxt = _scan_next_offset(os.path.join(directory, _name(base, ".log") + SWAP_SUFFIX), base)
+        nxt = _scan_next_offset(os.path.join(directory, segment_file_name(base, ".log") + SWAP_SUFFIX), base)
         hi = max(nxt, base + 1)
         for name in names:
             stem, ext = os.path.splitext(name)
