@@ -10,19 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from moldau.log.checkpoint import atomic_write
+from moldau.log.manager import MAX_TOPIC_LENGTH as MAX_NAME_LENGTH  # noqa: F401  (re-exported)
+from moldau.log.manager import validate_topic_name  # Kafka's topic name rules (InvalidTopicError, code 17)
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "__moldau_metadata.json"
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -59,22 +58,6 @@ class MetadataListener(Protocol):
     def on_topic_deleted(self, topic: TopicInfo) -> None: ...
     def on_partitions_created(self, topic: TopicInfo, old_count: int) -> None: ...
     def on_topic_configs_changed(self, topic: TopicInfo) -> None: ...
-
-
-def validate_topic_name(name: str | None) -> None:
-    """Kafka's topic name rules; raises KafkaError(INVALID_TOPIC_EXCEPTION)."""
-    if name is None or name == "":
-        raise kafka_error("INVALID_TOPIC_EXCEPTION", "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise kafka_error("INVALID_TOPIC_EXCEPTION", "Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_NAME_LENGTH:
-        raise kafka_error("INVALID_TOPIC_EXCEPTION",
-                          f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-                          f"topic name: {name}")
-    if not _LEGAL.fullmatch(name):
-        raise kafka_error("INVALID_TOPIC_EXCEPTION",
-                          f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-                          "alphanumerics, '.', '_' and '-'")
 
 
 def is_valid_topic_name(name: str | None) -> bool:

@@ -57,13 +57,23 @@ log = logging.getLogger(__name__)
 
 __all__ = ["LogManager"]
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_LENGTH = 249
 
 
-def validate_topic_name(topic: str) -> None:
-    if not topic or topic in (".", "..") or len(topic) > MAX_TOPIC_LENGTH or not _LEGAL_TOPIC.match(topic):
-        raise InvalidTopicError(f"illegal topic name {topic!r}")
+def validate_topic_name(topic: str | None) -> None:
+    """Kafka's topic name rules (Topic.validate); raises InvalidTopicError (INVALID_TOPIC_EXCEPTION) with
+    Kafka's message."""
+    if not topic:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, "
+                                f"topic name: {topic}")
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        raise InvalidTopicError(f"Topic name \"{topic}\" is illegal, it contains a character other than ASCII "
+                                "alphanumerics, '.', '_' and '-'")
 
 
 def _log_failure(fut: Future) -> None:
