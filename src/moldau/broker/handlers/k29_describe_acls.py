@@ -21,6 +21,16 @@ CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
+def acl_refusal(ctx: Any, op: int) -> tuple[int, str | None] | None:
+    """(error code, message) when the ACL APIs are refused: SECURITY_DISABLED without an authorizer,
+    CLUSTER_AUTHORIZATION_FAILED without ``op`` on the cluster; None when allowed."""
+    if ctx.broker.authorizer is None:
+        return SECURITY_DISABLED, "No Authorizer is configured."
+    if not allowed_cluster(ctx, op):
+        return CLUSTER_AUTHORIZATION_FAILED, None
+    return None
+
+
 def request_filter(f: Any, version: int) -> AclFilter:
     pattern = f.pattern_type_filter if version >= 1 else LITERAL
     return AclFilter(resource_type=f.resource_type_filter, name=f.resource_name_filter, pattern_type=pattern,
@@ -32,14 +42,11 @@ def request_filter(f: Any, version: int) -> AclFilter:
 async def describe_acls(ctx: Any, req: Any) -> Any:
     msg = m.DescribeAclsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, resources=[])
+    refused = acl_refusal(ctx, DESCRIBE)
+    if refused is not None:
+        resp.error_code, resp.error_message = refused
+        return resp
     authz = ctx.broker.authorizer
-    if authz is None:
-        resp.error_code = SECURITY_DISABLED
-        resp.error_message = "No Authorizer is configured."
-        return resp
-    if not allowed_cluster(ctx, DESCRIBE):
-        resp.error_code = CLUSTER_AUTHORIZATION_FAILED
-        return resp
     flt = request_filter(req, ctx.version)
     if flt.resource_type == 0 or flt.pattern_type == 0 or flt.operation == 0 or flt.permission == 0:
         resp.error_code = INVALID_REQUEST

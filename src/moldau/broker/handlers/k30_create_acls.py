@@ -15,10 +15,9 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
-from ..security.authorizer import ALTER, LITERAL, AclBinding, allowed_cluster
+from ..security.authorizer import ALTER, LITERAL, AclBinding
+from .k29_describe_acls import acl_refusal
 
-SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
@@ -27,9 +26,9 @@ async def create_acls(ctx: Any, req: Any) -> Any:
     msg = m.CreateAclsResponse
     authz = ctx.broker.authorizer
     creations = req.creations or []
-    if authz is None or not allowed_cluster(ctx, ALTER):
-        code = SECURITY_DISABLED if authz is None else CLUSTER_AUTHORIZATION_FAILED
-        text = "No Authorizer is configured." if authz is None else None
+    refused = acl_refusal(ctx, ALTER)
+    if refused is not None:
+        code, text = refused
         return msg.new(throttle_time_ms=0, results=[msg.AclCreationResult(error_code=code, error_message=text)
                                                     for _ in creations])
     bindings = [AclBinding(resource_type=c.resource_type, name=c.resource_name or "",

@@ -13,11 +13,9 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
-from ..security.authorizer import ALTER, allowed_cluster
-from .k29_describe_acls import request_filter
+from ..security.authorizer import ALTER
+from .k29_describe_acls import acl_refusal, request_filter
 
-SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
@@ -26,9 +24,9 @@ async def delete_acls(ctx: Any, req: Any) -> Any:
     msg = m.DeleteAclsResponse
     authz = ctx.broker.authorizer
     filters = req.filters or []
-    if authz is None or not allowed_cluster(ctx, ALTER):
-        code = SECURITY_DISABLED if authz is None else CLUSTER_AUTHORIZATION_FAILED
-        text = "No Authorizer is configured." if authz is None else None
+    refused = acl_refusal(ctx, ALTER)
+    if refused is not None:
+        code, text = refused
         return msg.new(throttle_time_ms=0, filter_results=[
             msg.DeleteAclsFilterResult(error_code=code, error_message=text, matching_acls=[]) for _ in filters])
     parsed = [request_filter(f, ctx.version) for f in filters]
