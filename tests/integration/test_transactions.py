@@ -391,7 +391,7 @@ def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_fa
     bs = b.bootstrap
     topic = create_topic(bs, unique_topic("txn-crash"), 2)
     txid = _txid("crash")
-    p = txn_producer(bs, txid, **{"transaction.timeout.ms": 3000})
+    p = txn_producer(bs, txid, **{"transaction.timeout.ms": 1500})
     run_txn(p, topic, [b"before-0", b"before-1"], commit=True, partitions=2)
     p.begin_transaction()
     for i in range(4):
@@ -490,13 +490,13 @@ WORKERS = {
         committed = c.committed(tps, timeout=10)
         c.assign([TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
         print("started", [tp.offset for tp in committed], flush=True)
-        idle = 0
-        while idle < 30:
+        idle = seen = 0
+        while idle < (10 if seen else 150):  # first records may take a while, the last wait is short
             msgs = [m for m in c.consume(batch, 0.1) if m.error() is None]
             if not msgs:
                 idle += 1
                 continue
-            idle = 0
+            idle, seen = 0, 1
             p.begin_transaction()
             for m in msgs:
                 p.produce(dst, key=m.key(), value=b"out:" + m.value(), partition=m.partition())
@@ -525,13 +525,13 @@ WORKERS = {
             if committed.get(tp) is not None:
                 c.seek(tp, committed[tp].offset)
         print("started", committed, flush=True)
-        idle = 0
-        while idle < 30:
+        idle = seen = 0
+        while idle < (10 if seen else 150):  # first records may take a while, the last wait is short
             recs = c.poll(0.1, max_records=batch)
             if not recs:
                 idle += 1
                 continue
-            idle = 0
+            idle, seen = 0, 1
             p.begin_transaction()
             for r in recs:
                 p.send(dst, b"out:" + r.value, key=r.key, partition=r.partition)
@@ -798,7 +798,7 @@ def test_moldau_transaction_across_a_broker_restart(broker_factory):
     bs = b.bootstrap
     topic = create_topic(bs, unique_topic("txn-mrestart"), 1)
     txid = _txid("mr")
-    p = MProducer(bootstrap_servers=bs, transactional_id=txid, transaction_timeout_ms=2000,
+    p = MProducer(bootstrap_servers=bs, transactional_id=txid, transaction_timeout_ms=1500,
                   reconnect_backoff_ms=50, reconnect_backoff_max_ms=200)
     try:
         p.init_transactions()
@@ -809,7 +809,7 @@ def test_moldau_transaction_across_a_broker_restart(broker_factory):
         p.send(topic, b"lost").result(10)
         b.kill9()
         b.start()
-        time.sleep(3)  # the open transaction's timeout passes; the coordinator aborts it
+        time.sleep(2)  # the open transaction's timeout passes; the coordinator aborts it
         from moldau.protocol.errors import KafkaError as MKafkaError
 
         with pytest.raises(MKafkaError) as info:
