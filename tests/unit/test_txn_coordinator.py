@@ -288,6 +288,14 @@ async def test_verification_of_produce_and_offsets():
     top, per = h.c.verify_partitions("tx", pid, e0, [("t", 0), ("t", 1)])
     assert top == E.NONE and per == {("t", 0): E.NONE, ("t", 1): E.TRANSACTION_ABORTABLE}
     assert h.c.verify_partitions("tx", pid, e0 + 1, [("t", 0)])[0] == E.PRODUCER_FENCED
+    # while another AddPartitionsToTxn is being written, partitions already in the transaction stay usable
+    md = h.c.describe("tx")
+    md.pending_state = S.ONGOING
+    assert h.c.verify_produce("tx", "t", 0, pid, e0) == E.NONE
+    md.pending_state = S.PREPARE_COMMIT  # the commit decision is being written: retriable
+    assert h.c.verify_produce("tx", "t", 0, pid, e0) == E.NOT_ENOUGH_REPLICAS
+    assert h.c.check_txn_offset_commit("tx", pid, e0, ("__consumer_offsets", 2)) == E.CONCURRENT_TRANSACTIONS
+    md.pending_state = None
     h.c.config.verification = False
     assert h.c.verify_produce("tx", "t", 1, pid, e0) == E.NONE
 

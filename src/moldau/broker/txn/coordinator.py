@@ -501,7 +501,7 @@ class TransactionCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != md.producer_epoch:
             return E.INVALID_PRODUCER_EPOCH
-        if md.state in PREPARED or md.pending:
+        if md.state in PREPARED or _ending(md):
             return E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS, retriable for every produce version
         if md.state != S.ONGOING or (topic, partition) not in md.partitions:
             return E.INVALID_TXN_STATE
@@ -515,7 +515,7 @@ class TransactionCoordinator:
         if err != E.NONE:
             return err
         assert md is not None
-        if md.state in PREPARED or md.pending:
+        if md.state in PREPARED or _ending(md):
             return E.CONCURRENT_TRANSACTIONS
         if md.state != S.ONGOING or offsets_partition not in md.partitions:
             return E.INVALID_TXN_STATE
@@ -742,6 +742,12 @@ class TransactionCoordinator:
                 continue
             out.append(md)
         return out, unknown
+
+
+def _ending(md: TxnMetadata) -> bool:
+    """The transaction is being ended or fenced (a write of that decision is in flight). Adding partitions
+    (pending Ongoing) does not stop produce or offset commits to partitions already in it."""
+    return md.pending_state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE)
 
 
 # ------------------------------------------------------------------------------------------------ broker hook
