@@ -507,6 +507,34 @@ WORKERS = {
             print("committed", len(msgs), flush=True)
         print("done", flush=True)
     """),
+    # KIP-447: a subscribed consumer; TxnOffsetCommit carries its generation and member id
+    "confluent-subscribe": textwrap.dedent("""
+        import sys, time
+        from confluent_kafka import Consumer, Producer
+        bs, src, dst, group, txid, parts, batch = sys.argv[1:8]
+        batch = int(batch)
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20,
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        p = Producer({"bootstrap.servers": bs, "transactional.id": txid, "linger.ms": 1})
+        p.init_transactions(30)
+        c.subscribe([src])
+        idle = seen = 0
+        while idle < (10 if seen else 150):
+            msgs = [m for m in c.consume(batch, 0.1) if m.error() is None]
+            if not msgs:
+                idle += 1
+                continue
+            idle, seen = 0, 1
+            p.begin_transaction()
+            for m in msgs:
+                p.produce(dst, key=m.key(), value=b"out:" + m.value(), partition=m.partition())
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            print("committed", len(msgs), flush=True)
+        c.close()
+        print("done", flush=True)
+    """),
     "moldau": textwrap.dedent("""
         import sys, time
         from moldau.client import Consumer, Producer, TopicPartition
@@ -599,6 +627,33 @@ def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_pat
     try:
         committed = c.committed([TopicPartition(src, i) for i in range(parts)], timeout=10)
         assert [tp.offset for tp in committed] == [n // parts] * parts
+    finally:
+        c.close()
+
+
+def test_consume_transform_produce_with_a_subscribed_consumer(txn_broker, tmp_path):
+    """send_offsets_to_transaction with the group metadata of a subscribed consumer (generation, member id:
+    TxnOffsetCommit v3+ is validated against the live group)."""
+    bs = txn_broker.bootstrap
+    src = create_topic(bs, unique_topic("eos447-in"), 2)
+    dst = create_topic(bs, unique_topic("eos447-out"), 2)
+    inp = Producer({"bootstrap.servers": bs})
+    for i in range(200):
+        inp.produce(src, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert inp.flush(10) == 0
+    group = "eos447-" + uuid.uuid4().hex[:6]
+    w = _start_worker(tmp_path, "confluent-subscribe", [bs, src, dst, group, _txid("s"), "2", "25"])
+    try:
+        out, _ = w.communicate(timeout=90)
+    finally:
+        if w.poll() is None:
+            os.killpg(w.pid, 9)
+    assert b"done" in out and b"committed" in out, out[-300:]
+    outs = sorted(v for _p, _o, v in read_confluent(bs, dst, 2, "read_committed"))
+    assert outs == sorted(f"out:v{i}".encode() for i in range(200))
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        assert [tp.offset for tp in c.committed([TopicPartition(src, i) for i in range(2)], timeout=10)] == [100, 100]
     finally:
         c.close()
 
