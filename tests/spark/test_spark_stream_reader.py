@@ -88,3 +88,30 @@ def test_partitions_split_and_executor_read_is_deterministic(bootstrap, make_top
     again = [b.to_pydict() for b in read_partition(p)]
     assert once == again
     assert [o for b in once for o in b["offset"]] == list(range(250, 500))
+
+
+@pytest.mark.moldau_only("DeleteRecords")
+def test_task_reading_deleted_offsets_follows_fail_on_data_loss(bootstrap, make_topic):
+    from confluent_kafka import TopicPartition as CTP
+
+    from kafkautil import admin
+    from moldau.spark.kafka import DataLossError
+    from moldau.spark.options import parse_source_options
+    from moldau.spark.planning import OffsetRange
+
+    topic = make_topic(1)
+    produce_values(bootstrap, topic, 100, 1)
+    ac = admin(bootstrap)
+    for f in ac.delete_records([CTP(topic, 0, 60)]).values():
+        f.result(30)
+
+    def task(fail: str, start: int, end: int) -> KafkaInputPartition:
+        o = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "failOnDataLoss": fail},
+                                 streaming=True)
+        return KafkaInputPartition(0, OffsetRange(topic, 0, start, end), o)
+
+    with pytest.raises(DataLossError, match="were deleted"):
+        list(read_partition(task("true", 10, 80)))
+    got = [o for b in read_partition(task("false", 10, 80)) for o in b.column("offset").to_pylist()]
+    assert got == list(range(60, 80))
+    assert list(read_partition(task("false", 10, 50))) == []  # everything of the range is gone
