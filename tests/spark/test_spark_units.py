@@ -241,3 +241,24 @@ def test_bulk_encoded_batches_decode_exactly(codec):
     assert [r.key for r in decode_batch(bytes(build_batch(encode_section(s, s), 3, 1, 0)), 0)] == [
         "kä".encode(), None, b""]
     assert _cuts(np.array([10, 10, 10, 10, 50]), 25) == [0, 2, 4, 5]
+
+
+def test_arrow_writer_partitioning_like_kafka():
+    import itertools
+    from types import SimpleNamespace
+
+    from moldau.client.partitioner import key_partition
+    from moldau.spark.produce import ArrowProducer
+
+    p = object.__new__(ArrowProducer)
+    p.s = SimpleNamespace(sticky=itertools.count(5))
+    keys = pa.array([b"a", None, b"bb", None, b"c"], pa.binary())
+    part = pa.array([None, None, None, 2, 1], pa.int32())
+    rows = np.arange(5)
+    got = p._assign("t", 4, rows, keys, part)
+    assert got[0] == key_partition(b"a", 4) and got[2] == key_partition(b"bb", 4)
+    assert got[3] == 2 and got[4] == 1  # the partition column wins over the key
+    assert got[1] == 5 % 4  # keyless: the batch's sticky partition
+    assert p._assign("t", 4, rows[:2], keys, None)[1] == 6 % 4  # the next batch: the next partition
+    with pytest.raises(ValueError, match="partition 7"):
+        p._assign("t", 4, rows, keys, pa.array([7, None, None, None, None], pa.int32()))
