@@ -234,6 +234,8 @@ class _CallbackBridge:
     def __init__(self, lt: LoopThread) -> None:
         self.lt = lt
         self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # calls that finished while another (nested) call was reading the queue
+        self.finished: set[object] = set()
 
     async def runner(self, fn: Callable[..., Any], arg: Any) -> None:
         fut = asyncio.get_running_loop().create_future()
@@ -248,11 +250,16 @@ class _CallbackBridge:
         token = object()
         cfut.add_done_callback(lambda _f: self.q.put((self._DONE, token, None)))
         while True:
+            if token in self.finished:
+                self.finished.discard(token)
+                return cfut.result(timeout=0)
             fn, arg, fut = self.q.get()
             if fn is self._DONE:
                 if arg is token:
                     return cfut.result(timeout=0)
-                continue  # a finished call whose caller timed out earlier
+                # the call of an outer frame (e.g. the poll() whose listener callback made this call) ended
+                self.finished.add(arg)
+                continue
             err: BaseException | None = None
             try:
                 fn(arg)
