@@ -216,39 +216,37 @@ class ColumnBuilder:
         joined += bytes(_PAD)
         if len(joined) > 0x7FFFFFFF:
             raise InvalidRecordError("more than 2 GiB of records in one Arrow batch")
-        # 1. record boundaries (the one sequential pass)
-        starts = np.empty(total, dtype=np.int64)
-        ends = np.empty(total, dtype=np.int64)
+        # 1. where each record begins (the one sequential pass): the length varint links a record to the
+        #    next; lengths are decoded and checked again, vectorised, below
+        begins: list[int] = []
+        mark = begins.append
         data = joined
-        i = 0
         base = 0
         for s, (count, *_rest) in zip(sections, meta):
             stop = base + len(s)
             pos = base
             for _ in range(count):
+                mark(pos)
                 b = data[pos]
                 if b < 0x80:
-                    u = b
-                    pos += 1
+                    pos += 1 + (b >> 1)  # a negative (odd) length fails the checks below
                 else:
                     b2 = data[pos + 1]
                     if b2 < 0x80:
-                        u = (b & 0x7F) | (b2 << 7)
-                        pos += 2
+                        pos += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
                     else:
                         u, pos = _uvarint(data, pos)
-                length = (u >> 1) ^ -(u & 1)
-                if length < 6 or pos + length > stop:
-                    raise InvalidRecordError(f"invalid record length {length} in batch at offset {_rest[0]}")
-                starts[i] = pos
-                pos += length
-                ends[i] = pos
-                i += 1
+                        pos += u >> 1
             if pos != stop:
-                raise InvalidRecordError(f"{stop - pos} bytes left over in batch at offset {_rest[0]}")
+                raise InvalidRecordError(f"records of the batch at offset {_rest[0]} do not fill its records "
+                                         f"section ({pos - stop:+d} bytes)")
             base = stop
-        # 2. fields, vectorised over every record
         d = np.frombuffer(joined, dtype=np.uint8)
+        length, starts = _varints(d, np.array(begins, dtype=np.int64))
+        ends = starts + length
+        if (length < 6).any():
+            raise InvalidRecordError("invalid record length")
+        # 2. fields, vectorised over every record
         counts = np.fromiter((m[0] for m in meta), dtype=np.int64, count=len(meta))
         ts_delta, p = _varints(d, starts + 1)  # skip the attributes byte
         off_delta, p = _varints(d, p)
