@@ -103,7 +103,7 @@ def _zz(u: int) -> int:
     return (u >> 1) ^ -(u & 1)
 
 
-def _cut(buf: pa.Buffer, data: np.ndarray, start: np.ndarray, length: np.ndarray, typ: pa.DataType) -> pa.Array:
+def _cut(buf: pa.Buffer, start: np.ndarray, length: np.ndarray, typ: pa.DataType) -> pa.Array:
     """Elements ``buf[start[i] : start[i] + length[i]]`` (length -1 = null) as a fresh Arrow array."""
     n = len(start)
     if n == 0:
@@ -289,8 +289,8 @@ class ColumnBuilder:
         buf = pa.py_buffer(joined)
         tb = self._topic_bytes
         cols_out = [
-            _cut(buf, d, kstart, klen, pa.binary()),
-            _cut(buf, d, vstart, vlen, pa.binary()),
+            _cut(buf, kstart, klen, pa.binary()),
+            _cut(buf, vstart, vlen, pa.binary()),
             pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(
                 np.arange(0, (n + 1) * len(tb), len(tb), dtype=np.int32) if tb else np.zeros(n + 1, np.int32)),
                 pa.py_buffer(tb * n)]),
@@ -344,8 +344,8 @@ class ColumnBuilder:
             if pos != end:
                 raise InvalidRecordError("record length mismatch after headers")
         buf = pa.py_buffer(joined)
-        hk = _cut(buf, d, ks, kl, pa.string())
-        hv = _cut(buf, d, vs, vl, pa.binary())
+        hk = _cut(buf, ks, kl, pa.string())
+        hv = _cut(buf, vs, vl, pa.binary())
         structs = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_STRUCT))
         return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[structs])
 
