@@ -9,6 +9,7 @@ from .admin import AsyncAdmin
 from .config import ConfigError
 from .consumer import AsyncConsumer, ConsumerRebalanceListener
 from .errors import (
+    AuthenticationError,
     BootstrapError,
     BufferExhaustedError,
     ClientError,
@@ -19,6 +20,8 @@ from .errors import (
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     RequestTimedOutError,
+    SaslAuthenticationError,
+    SaslMechanismError,
     UnsupportedVersionError,
 )
 from .partitioner import DefaultPartitioner, murmur2
@@ -60,6 +63,9 @@ __all__ = [
     "ClientError",
     "KafkaError",
     "BootstrapError",
+    "AuthenticationError",
+    "SaslAuthenticationError",
+    "SaslMechanismError",
     "KafkaConnectionError",
     "KafkaTimeoutError",
     "RequestTimedOutError",

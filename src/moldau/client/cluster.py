@@ -20,6 +20,7 @@ from moldau.protocol import messages as m
 from .config import parse_bootstrap
 from .conn import Connection, describe_os_error
 from .errors import (
+    AuthenticationError,
     BootstrapError,
     Codes,
     KafkaConnectionError,
@@ -27,6 +28,7 @@ from .errors import (
     broker_error,
     error_name,
 )
+from .security import build_ssl_context, sasl_credentials
 from .types import BrokerMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ class Cluster:
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.bootstrap = [parse_bootstrap(a) for a in config["bootstrap.servers"]]
         self.client_id = config["client.id"]
+        # TLS context and SASL credentials, checked once here (ConfigError naming a bad setting)
+        self.ssl_context = build_ssl_context(config)
+        self.sasl = sasl_credentials(config)
         self.brokers: dict[int, BrokerMetadata] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.topic_errors: dict[str, int] = {}
@@ -97,7 +102,8 @@ class Cluster:
             try:
                 conn = await self._open(node_id, host, port)
             except KafkaConnectionError as exc:
-                causes.append(f"{host}:{port}: {describe_os_error(exc.__cause__ or exc)}")
+                causes.append(f"{host}:{port}: "
+                              f"{getattr(exc, 'reason', None) or describe_os_error(exc.__cause__ or exc)}")
                 continue
             try:
                 resp = await conn.send(_METADATA, self._metadata_request(conn, []))
@@ -154,6 +160,8 @@ class Cluster:
             software_version=c["client.software.version"],
             send_buffer_bytes=c["send.buffer.bytes"],
             receive_buffer_bytes=c["receive.buffer.bytes"],
+            ssl_context=self.ssl_context,
+            sasl=self.sasl,
         )
 
     def _on_conn_closed(self, conn: Connection) -> None:
@@ -191,6 +199,13 @@ class Cluster:
             await asyncio.sleep(wait)
         try:
             conn = await self._open(node_id, host, port)
+        except AuthenticationError as exc:
+            # fatal: reported to the caller as it is; the node waits out the longest backoff before another try
+            st.failures += 1
+            st.next_attempt = time.monotonic() + self.config["reconnect.backoff.max.ms"] / 1000.0
+            st.last_error = str(exc)
+            log.error("node %d (%s:%d): %s", node_id, host, port, exc)
+            raise
         except KafkaConnectionError as exc:
             st.failures += 1
             base = self.config["reconnect.backoff.ms"]

@@ -109,6 +109,24 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return check
 
 
+def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
+    def check(name: str, v: Any) -> str:
+        if not isinstance(v, str) or v.strip().upper() not in choices:
+            raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {v!r}")
+        return v.strip().upper()
+
+    return check
+
+
+def _sasl_mechanism(name: str, v: Any) -> str:
+    s = v.strip().upper() if isinstance(v, str) else v
+    if s in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        return s  # type: ignore[no-any-return]
+    if s in ("GSSAPI", "OAUTHBEARER"):
+        raise ConfigError(f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    raise ConfigError(f"{name}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got {v!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     name: str
@@ -134,7 +152,19 @@ COMMON = _defs(
     ConfigDef("connections.max.idle.ms", 540000, _int),
     ConfigDef("send.buffer.bytes", 131072, _int),
     ConfigDef("receive.buffer.bytes", 65536, _int),
-    ConfigDef("security.protocol", "plaintext", _choice("plaintext")),
+    ConfigDef("security.protocol", "PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef("sasl.mechanism", "PLAIN", _sasl_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    ConfigDef("sasl.username", None, _str),
+    ConfigDef("sasl.password", None, _str),
+    ConfigDef("sasl.jaas.config", None, _str, "Java-style JAAS line; its username/password are used"),
+    ConfigDef("ssl.ca.location", None, _str, "PEM file (or directory) of trusted CAs; default: the system's"),
+    ConfigDef("ssl.certificate.location", None, _str, "client certificate (PEM), for ssl.client.auth"),
+    ConfigDef("ssl.key.location", None, _str, "the client certificate's private key (PEM)"),
+    ConfigDef("ssl.key.password", None, _str),
+    ConfigDef("ssl.endpoint.identification.algorithm", "https", _choice("https", "none", ""),
+              "https: check the broker's host name against its certificate; none: do not"),
+    ConfigDef("enable.ssl.certificate.verification", True, _bool, "false: accept any broker certificate"),
+    ConfigDef("ssl.context", None, _any, "an ssl.SSLContext to use instead of the ssl.* files"),
     ConfigDef("client.software.name", "moldau", _str),
     ConfigDef("client.software.version", None, _str),
     ConfigDef("default.api.timeout.ms", 60000, _int, "bound for blocking calls without an explicit timeout"),
@@ -197,7 +227,7 @@ ADMIN: dict[str, ConfigDef] = {}
 _KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN}
 
 # Names accepted for compatibility but without effect, so configs written for other clients still load.
-_IGNORED = {"api.version.request", "socket.keepalive.enable", "enable.ssl.certificate.verification"}
+_IGNORED = {"api.version.request", "socket.keepalive.enable"}
 
 
 def _normalize(key: str) -> str:
@@ -237,6 +267,11 @@ def _validate(kind: str, c: dict[str, Any]) -> None:
         raise ConfigError("bootstrap.servers: at least one host:port is needed")
     for addr in c["bootstrap.servers"]:
         parse_bootstrap(addr)
+    if c["security.protocol"] in ("PLAINTEXT", "SSL"):
+        unused = [k for k in ("sasl.username", "sasl.password", "sasl.jaas.config") if c[k] is not None]
+        if unused:
+            log.warning("%s set but security.protocol is %s: SASL is not used (set security.protocol=SASL_%s)",
+                        ", ".join(unused), c["security.protocol"], c["security.protocol"])
     if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
         c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
     if kind == "producer":

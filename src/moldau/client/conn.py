@@ -8,6 +8,13 @@ bytes read from the socket (no copy).
 
 A request without a response within its timeout fails with ``RequestTimedOutError`` and closes the
 connection, as the Java client does (later responses on it could not be trusted to arrive).
+
+Security: TLS when opened with an ``ssl.SSLContext`` (the broker's host name is the TLS server name); SASL
+when given ``SaslCredentials``: after ApiVersions, SaslHandshake v1 and SaslAuthenticate rounds driven by the
+sans-I/O mechanisms of ``moldau.protocol.sasl_mechanisms``. A refusal is a fatal ``AuthenticationError``.
+When the broker limits the session (SaslAuthenticate v1+ ``session_lifetime_ms``, KIP-368), the connection
+re-authenticates at a random point between 85 % and 95 % of it; requests sent meanwhile are held and written
+once the re-authentication is done (the broker accepts nothing else during it).
 """
 
 from __future__ import annotations
@@ -15,21 +22,29 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import random
 import socket
+import ssl
 import struct
 import time
 from typing import Any
 
 from moldau.protocol import frame
 from moldau.protocol import messages as m
+from moldau.protocol.sasl_mechanisms import SaslError, client_mechanism
 
 from .errors import (
+    AuthenticationError,
     Codes,
     KafkaConnectionError,
     RequestTimedOutError,
+    SaslAuthenticationError,
+    SaslMechanismError,
     UnsupportedVersionError,
     broker_error,
+    error_name,
 )
+from .security import SaslCredentials
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +66,7 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (1, 1),  # SaslHandshake (v0 would send bare tokens; v1 wraps them in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (v6 by topic id)
@@ -61,6 +77,7 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     26: (0, 4),  # EndTxn (v5 = transactions V2, KIP-890)
     28: (0, 4),  # TxnOffsetCommit (v5 = transactions V2)
     32: (1, 4),  # DescribeConfigs
+    36: (0, 2),  # SaslAuthenticate (v1+: session_lifetime_ms)
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
@@ -73,12 +90,20 @@ _I16 = struct.Struct(">h")
 _SCRATCH = 1 << 17  # receive buffer for small responses
 _BIG = _SCRATCH // 2  # responses larger than this get a buffer of their own
 _API_VERSIONS = 18
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
 
 
 def describe_os_error(exc: BaseException) -> str:
     """A short cause for a failed connect: 'connection refused', 'timed out', 'cannot resolve host'..."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed: {exc.verify_message or exc.reason or exc}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {exc.reason or exc}"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by the peer"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "connection timed out"
     if isinstance(exc, socket.gaierror):
@@ -120,6 +145,8 @@ class Connection(asyncio.BufferedProtocol):
         software_version: str | None = None,
         send_buffer_bytes: int = 0,
         receive_buffer_bytes: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.host = host
@@ -150,6 +177,12 @@ class Connection(asyncio.BufferedProtocol):
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self._versions: dict[int, int] = {}
         self.last_activity = time.monotonic()
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.session_lifetime_ms = 0  # from the last SaslAuthenticate (0: the session does not expire)
+        self.reauthentications = 0
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._held: list[tuple[asyncio.Future, int, Any, int, bool, int | None]] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # opening
@@ -158,16 +191,36 @@ class Connection(asyncio.BufferedProtocol):
     async def open(cls, host: str, port: int, *, connect_timeout_ms: int = 10000, **kw: Any) -> "Connection":
         """Connect and negotiate API versions. Raises KafkaConnectionError naming the address and cause."""
         conn = cls(host, port, **kw)
+        ctx = conn.ssl_context
         try:
             await asyncio.wait_for(
-                conn._loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000.0
+                conn._loop.create_connection(lambda: conn, host, port, ssl=ctx,
+                                             server_hostname=host if ctx is not None else None),
+                connect_timeout_ms / 1000.0,
             )
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthenticationError(f"cannot connect to {host}:{port}: {describe_os_error(exc)}") from exc
         except (OSError, asyncio.TimeoutError) as exc:
-            raise KafkaConnectionError(
-                f"cannot connect to {host}:{port}: {describe_os_error(exc)}"
-            ) from exc
+            hint = " (is it a TLS listener?)" if ctx is not None and isinstance(exc, (ssl.SSLError,
+                                                                                       ConnectionResetError)) \
+                else ""
+            err = KafkaConnectionError(f"cannot connect to {host}:{port}: {describe_os_error(exc)}{hint}")
+            err.reason = f"{describe_os_error(exc)}{hint}"  # type: ignore[attr-defined]
+            raise err from exc
         try:
-            await conn._negotiate_versions()
+            try:
+                await conn._negotiate_versions()
+            except KafkaConnectionError as exc:
+                if "lost" in str(exc):
+                    hint = ("if it is a TLS listener, set security.protocol=SSL or SASL_SSL" if ctx is None else
+                            "a listener requiring client certificates closes TLS connections without a valid "
+                            "one: ssl.certificate.location / ssl.key.location")
+                    err = KafkaConnectionError(f"{exc} ({hint})")
+                    err.reason = f"connection closed during ApiVersions ({hint})"  # type: ignore[attr-defined]
+                    raise err from exc
+                raise
+            if conn.sasl is not None:
+                await conn._authenticate()
         except BaseException:
             conn.close()
             raise
@@ -210,6 +263,84 @@ class Connection(asyncio.BufferedProtocol):
             break
         self.broker_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
         self._versions.clear()
+
+    # ------------------------------------------------------------------------------------------------
+    # SASL
+
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds until the mechanism completes (also used for a
+        KIP-368 re-authentication). Raises AuthenticationError (fatal) when the broker refuses."""
+        sasl = self.sasl
+        assert sasl is not None
+        where = f"{self.host}:{self.port}"
+        if _SASL_AUTHENTICATE not in self.broker_versions:
+            raise UnsupportedVersionError(f"broker {where} does not offer SaslAuthenticate (Kafka < 1.0); the "
+                                          "moldau client needs it for SASL")
+        hs = await self._send_now(_SASL_HANDSHAKE, m.SaslHandshakeRequest.new(mechanism=sasl.mechanism))
+        if hs.error_code == Codes.UNSUPPORTED_SASL_MECHANISM:
+            raise SaslMechanismError(f"broker {where} does not enable SASL mechanism {sasl.mechanism} "
+                                     f"(enabled: {', '.join(hs.mechanisms or []) or 'none'})")
+        if hs.error_code == Codes.ILLEGAL_SASL_STATE and not self.reauthenticating:
+            raise AuthenticationError(f"SaslHandshake to {where} refused ({error_name(hs.error_code)}): is it a "
+                                      "SASL listener? (security.protocol)")
+        if hs.error_code:
+            raise AuthenticationError(f"SaslHandshake to {where} refused ({error_name(hs.error_code)})")
+        mech = client_mechanism(sasl.mechanism, sasl.username, sasl.password)
+        try:
+            token = mech.step(None)
+            while True:
+                resp = await self._send_now(_SASL_AUTHENTICATE,
+                                            m.SaslAuthenticateRequest.new(auth_bytes=token or b""))
+                if resp.error_code == Codes.SASL_AUTHENTICATION_FAILED:
+                    raise SaslAuthenticationError(
+                        f"authentication of {sasl.username!r} ({sasl.mechanism}) at {where} failed: "
+                        f"{resp.error_message or 'SASL authentication failed'}")
+                if resp.error_code:
+                    raise AuthenticationError(f"SaslAuthenticate at {where} failed ({error_name(resp.error_code)}): "
+                                              f"{resp.error_message or ''}".rstrip(": "))
+                if mech.complete:
+                    break
+                token = mech.step(bytes(resp.auth_bytes or b""))
+                if mech.complete:
+                    break
+        except SaslError as exc:
+            raise AuthenticationError(f"SASL {sasl.mechanism} exchange with {where} failed: {exc}") from exc
+        self.session_lifetime_ms = int(getattr(resp, "session_lifetime_ms", 0) or 0)
+        log.debug("%s: authenticated as %r with %s (session lifetime %d ms)", self, sasl.username,
+                  sasl.mechanism, self.session_lifetime_ms)
+        if self.session_lifetime_ms > 0 and self._closed_exc is None:
+            delay = self.session_lifetime_ms * random.uniform(0.85, 0.95) / 1000.0
+            self._reauth_timer = self._loop.call_later(delay, self._start_reauthentication)
+
+    @property
+    def reauthenticating(self) -> bool:
+        return self._held is not None
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed_exc is not None or self._held is not None:
+            return
+        self._held = []  # the broker accepts only SASL requests until the new session is established
+        self._loop.create_task(self._reauthenticate(), name="moldau-reauthenticate")
+
+    async def _reauthenticate(self) -> None:
+        try:
+            await self._authenticate()
+            self.reauthentications += 1
+        except BaseException as exc:  # noqa: BLE001 - the connection is unusable; its users reconnect
+            log.warning("%s: SASL re-authentication failed: %s", self, exc)
+            self.close(KafkaConnectionError(f"{self}: SASL re-authentication failed: {exc}"))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            held, self._held = self._held or [], None
+            for fut, api_key, request, version, expect_response, timeout_ms in held:
+                if fut.done():
+                    continue
+                if self._closed_exc is not None:
+                    fut.set_exception(self._closed_exc)
+                else:
+                    self._write(fut, api_key, request, version, expect_response, timeout_ms)
 
     # ------------------------------------------------------------------------------------------------
     # versions
@@ -270,13 +401,29 @@ class Connection(asyncio.BufferedProtocol):
 
         ``expect_response=False`` (Produce with acks=0) resolves the future with None once written.
         """
-        loop = self._loop
-        fut = loop.create_future()
+        fut = self._loop.create_future()
         if self._closed_exc is not None or self._transport is None:
             fut.set_exception(self._closed_exc or KafkaConnectionError(f"{self}: not connected"))
             return fut
         if version is None:
             version = self.api_version(api_key)
+        if self._held is not None:  # re-authenticating: written when it is done
+            self._held.append((fut, api_key, request, version, expect_response, timeout_ms))
+            return fut
+        self._write(fut, api_key, request, version, expect_response, timeout_ms)
+        return fut
+
+    def _send_now(self, api_key: int, request: Any) -> asyncio.Future:
+        """Write a request even while others are held (the SASL exchange)."""
+        fut = self._loop.create_future()
+        if self._closed_exc is not None or self._transport is None:
+            fut.set_exception(self._closed_exc or KafkaConnectionError(f"{self}: not connected"))
+            return fut
+        self._write(fut, api_key, request, self.api_version(api_key), True, None)
+        return fut
+
+    def _write(self, fut: asyncio.Future, api_key: int, request: Any, version: int, expect_response: bool,
+               timeout_ms: int | None) -> None:
         corr = self._next_corr
         self._next_corr = (corr + 1) & 0x7FFFFFFF
         header = frame.encode_request_header(api_key, version, corr, self.client_id)
@@ -287,16 +434,16 @@ class Connection(asyncio.BufferedProtocol):
         self.last_activity = time.monotonic()
         if expect_response:
             timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000.0
-            timer = loop.call_later(timeout, self._on_timeout, corr)
+            timer = self._loop.call_later(timeout, self._on_timeout, corr)
             self._pending[corr] = _Pending(fut, api_key, version, timer, self.last_activity)
         else:
             fut.set_result(None)
         transport = self._transport
+        assert transport is not None
         if len(parts) == 1:
             transport.write(_I32.pack(size) + header + parts[0])
         else:
             transport.writelines([_I32.pack(size) + header, *parts])
-        return fut
 
     async def request(self, api_key: int, request: Any, **kw: Any) -> Any:
         return await self.send(api_key, request, **kw)
@@ -441,6 +588,13 @@ class Connection(asyncio.BufferedProtocol):
     def _fail_all(self, exc: BaseException) -> None:
         if self._closed_exc is None:
             self._closed_exc = exc
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        held, self._held = self._held, ([] if self._held is not None else None)
+        for h in held or ():
+            if not h[0].done():
+                h[0].set_exception(exc)
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.timer.cancel()

@@ -56,8 +56,21 @@ def _tp(x: Any) -> TopicPartition:
     raise TypeError(f"expected a TopicPartition or (topic, partition), got {x!r}")
 
 
+def split_topics_and_config(topics: tuple[Any, ...], config: Mapping[str, Any] | None
+                            ) -> tuple[tuple[str, ...], Mapping[str, Any] | None]:
+    """``Consumer(conf_dict)`` / ``Consumer("t1", "t2", config=...)``: a mapping among the positional
+    arguments is the configuration (confluent-kafka's and kafka-python's habits both work)."""
+    maps = [t for t in topics if isinstance(t, Mapping)]
+    if not maps:
+        return topics, config
+    if len(maps) > 1 or config is not None:
+        raise TypeError("give the configuration once (a dict positional argument or config=...)")
+    return tuple(t for t in topics if not isinstance(t, Mapping)), maps[0]
+
+
 class AsyncConsumer:
-    def __init__(self, *topics: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *topics: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        topics, config = split_topics_and_config(topics, config)
         self.config = resolve_config("consumer", config, kwargs)
         c = self.config
         self._cluster = Cluster(c, allow_auto_topic_creation=c["allow.auto.create.topics"])

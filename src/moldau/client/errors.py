@@ -9,12 +9,17 @@ versions the broker does not offer, a full buffer) have their own classes here; 
 from __future__ import annotations
 
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import SaslAuthenticationFailedError as _SaslAuthenticationFailed
+from moldau.protocol.errors import UnsupportedSaslMechanismError as _UnsupportedSaslMechanism
 
 __all__ = [
     "ClientError",
     "KafkaConnectionError",
     "BootstrapError",
     "KafkaTimeoutError",
+    "AuthenticationError",
+    "SaslAuthenticationError",
+    "SaslMechanismError",
     "RequestTimedOutError",
     "UnsupportedVersionError",
     "BufferExhaustedError",
@@ -46,6 +51,25 @@ class KafkaConnectionError(ClientError):
 
 class BootstrapError(KafkaConnectionError):
     """None of the bootstrap servers could be reached."""
+
+    retriable = False
+
+
+class AuthenticationError(ClientError):
+    """Authentication with a broker failed: wrong SASL credentials, a mechanism the broker does not enable, a
+    broker certificate that does not verify. Fatal: the client does not retry it."""
+
+    retriable = False
+
+
+class SaslAuthenticationError(AuthenticationError, _SaslAuthenticationFailed):
+    """The broker refused the SASL credentials (SASL_AUTHENTICATION_FAILED, 58); carries its message."""
+
+    retriable = False
+
+
+class SaslMechanismError(AuthenticationError, _UnsupportedSaslMechanism):
+    """The broker does not enable the configured sasl.mechanism (UNSUPPORTED_SASL_MECHANISM, 33)."""
 
     retriable = False
 

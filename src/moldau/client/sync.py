@@ -295,9 +295,10 @@ class Consumer(_SyncBase):
 
     _name = "moldau-consumer"
 
-    def __init__(self, *topics: str, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        from .consumer import AsyncConsumer
+    def __init__(self, *topics: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from .consumer import AsyncConsumer, split_topics_and_config
 
+        topics, config = split_topics_and_config(topics, config)
         self._start_loop(config, kwargs)
         self._bridge = _CallbackBridge(self._lt)
 
