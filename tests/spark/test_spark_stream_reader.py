@@ -93,8 +93,8 @@ def test_partitions_split_and_executor_read_is_deterministic(bootstrap, make_top
 @pytest.mark.moldau_only("DeleteRecords")
 def test_task_reading_deleted_offsets_follows_fail_on_data_loss(bootstrap, make_topic):
     from confluent_kafka import TopicPartition as CTP
-
     from kafkautil import admin
+
     from moldau.spark.kafka import DataLossError
     from moldau.spark.options import parse_source_options
     from moldau.spark.planning import OffsetRange

@@ -52,7 +52,7 @@ from moldau.protocol.records.crc import crc32c
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_section", "build_batch", "BulkSession", "bulk_session", "ArrowProducer"]
+__all__ = ["ArrowProducer", "BulkSession", "build_batch", "bulk_session", "encode_section"]
 
 _PRODUCE = 0
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -216,7 +216,7 @@ class BulkSession:
     def close(self) -> None:
         try:
             self.lt.run(self.cluster.close(), 10)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("closing the writer's cluster failed", exc_info=True)
         self.lt.stop()
 
