@@ -207,3 +207,49 @@ def test_async_consumer_group_and_pattern(broker, make_topic, group_id):
     assert [r.value for r in got] == [b"0-%d" % i for i in range(4)]
     assert events and events[0] == [TopicPartition(t1, 0)]
     assert t1 in subscription
+
+
+@pytest.mark.moldau_only(reason="transactional offset commits validated against the live group (KIP-447)")
+def test_consumer_group_metadata_and_send_offsets_to_transaction(broker, make_topic, group_id):
+    """consumer_group_metadata() snapshots the member (generation, member id, instance id); the transactional
+    producer sends it with the offsets: accepted while current, refused once the generation is stale."""
+    import uuid
+
+    from moldau.client import ConsumerGroupMetadata, IllegalStateError, KafkaError
+
+    topic = make_topic(partitions=1)
+    _fill(broker.bootstrap, topic, 1, 5)
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id, group_instance_id="inst-1",
+                  enable_auto_commit=False, **FAST_GROUP) as c:
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += c.poll(0.2)
+        meta = c.consumer_group_metadata()
+        assert isinstance(meta, ConsumerGroupMetadata)
+        assert meta.group_id == group_id and meta.generation_id >= 1 and meta.member_id
+        assert meta.group_instance_id == "inst-1"
+        assert (meta.generation_id, meta.member_id) == (c.generation, c.member_id)
+        tp = TopicPartition(topic, 0)
+        with Producer(bootstrap_servers=broker.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}") as p:
+            p.init_transactions(20)
+            p.begin_transaction()
+            p.send(topic, b"out")
+            p.send_offsets_to_transaction({tp: 3}, meta, 20)
+            p.commit_transaction(20)
+            assert c.committed([tp])[tp].offset == 3
+            p.begin_transaction()
+            p.send_offsets_to_transaction({tp: 5}, c, 20)  # the consumer itself: the same metadata
+            p.commit_transaction(20)
+            assert c.committed([tp])[tp].offset == 5
+            stale = ConsumerGroupMetadata(group_id, meta.generation_id + 7, meta.member_id, "inst-1")
+            p.begin_transaction()
+            with pytest.raises(KafkaError) as ei:
+                p.send_offsets_to_transaction({tp: 1}, stale, 20)
+            assert ei.value.code in (22, 25)  # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: a zombie is fenced
+            p.abort_transaction(20)
+        assert c.committed([tp])[tp].offset == 5
+    with Consumer(bootstrap_servers=broker.bootstrap) as c2:
+        with pytest.raises(IllegalStateError):
+            c2.consumer_group_metadata()

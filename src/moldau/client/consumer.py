@@ -24,6 +24,7 @@ from .config import resolve_config
 from .errors import ConsumerClosedError, IllegalStateError, KafkaTimeoutError
 from .fetcher import EARLIEST, LATEST, Fetcher, PartitionState
 from .group import GroupCoordinator
+from .transactions import ConsumerGroupMetadata
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -553,6 +554,17 @@ class AsyncConsumer:
         ms = int((timeout if timeout is not None else self.config["default.api.timeout.ms"] / 1000.0) * 1000)
         md = await self._cluster.wait_for_topic(topic, ms)
         return sorted(md.partitions)
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group id, generation (member epoch under group.protocol=consumer), member id and group
+        instance id of this member now: what a transactional producer's ``send_offsets_to_transaction``
+        sends with the offsets so the coordinator can fence a zombie (KIP-447). Outside a group (assign()
+        with group.id) generation is -1 and the member id empty."""
+        coord = self._coordinator
+        if coord is None:
+            raise IllegalStateError("consumer_group_metadata() needs group.id")
+        return ConsumerGroupMetadata(coord.group_id, coord.generation, coord.member_id or "",
+                                     coord.group_instance_id)
 
     @property
     def member_id(self) -> str | None:

@@ -415,6 +415,11 @@ class Consumer(_SyncBase):
     def partitions_for(self, topic: str, timeout: float | None = None) -> list[int]:
         return self._call(self._c.partitions_for(topic, timeout))
 
+    def consumer_group_metadata(self) -> Any:
+        """A snapshot of (group id, generation, member id, group instance id): a ``ConsumerGroupMetadata``
+        for a transactional producer's ``send_offsets_to_transaction``. Does not block."""
+        return self._c.consumer_group_metadata()
+
     @property
     def member_id(self) -> str | None:
         return self._c.member_id

@@ -105,16 +105,12 @@ def group_metadata_of(group: Any) -> ConsumerGroupMetadata:
         return group
     if isinstance(group, str):
         return ConsumerGroupMetadata(group)
-    c = getattr(group, "_c", group)  # the sync facade wraps an AsyncConsumer
-    cfg = getattr(c, "config", None)
-    if cfg is None or not cfg.get("group.id"):
+    meta = getattr(group, "consumer_group_metadata", None)  # a moldau consumer (sync or async)
+    cfg = getattr(group, "config", None)
+    if meta is None or cfg is None or not cfg.get("group.id"):
         raise ValueError("send_offsets_to_transaction needs a group id, a ConsumerGroupMetadata or a consumer "
                          "with a group.id")
-    coord = getattr(c, "_coordinator", None)
-    generation = getattr(coord, "generation", -1) if coord is not None else -1
-    member_id = (getattr(coord, "member_id", "") or "") if coord is not None else ""
-    return ConsumerGroupMetadata(cfg["group.id"], generation if generation is not None else -1, member_id,
-                                 cfg.get("group.instance.id"))
+    return meta()  # type: ignore[no-any-return]
 
 
 class TransactionManager:
