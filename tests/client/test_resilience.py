@@ -56,3 +56,47 @@ def test_idempotent_producer_and_consumer_across_restart(broker_factory, how):
             more = c.poll(0.5)
     assert [r.value for r in got] == [b"%05d" % i for i in range(n)]
     assert [r.value for r in more] == [b"after"]
+
+
+def test_idempotent_produce_survives_dropped_connections(broker_factory):
+    """A loopback proxy (tests/integration/faultproxy.py) lets some Produce requests reach the broker, swallows
+    their responses and cuts the connection, with up to five requests in flight on it: the moldau producer
+    reconnects and resends what it did not hear about with the same producer id, epoch and sequences. Every
+    record is in the log once, in send order, and every future holds its record's real offset."""
+    from brokerproc import free_port
+    from faultproxy import FaultProxy
+    from kafkautil import unique_topic
+
+    port = free_port()
+    b = broker_factory(advertised_port=port)
+    proxy = FaultProxy(("127.0.0.1", b.port), port)
+    try:
+        topic = create_topic(proxy.bootstrap, unique_topic("moldau-idem-cut"), 3)
+        n = 3000
+        proxy.arm(drop_every=4, max_drops=5)
+        t0 = time.monotonic()
+        with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=1, batch_size=2000, request_timeout_ms=10000,
+                      reconnect_backoff_ms=20, retry_backoff_ms=20, max_in_flight_requests_per_connection=5) as p:
+            futs = [p.send(topic, b"%d:%06d" % (i % 3, i), partition=i % 3) for i in range(n)]
+            p.flush(60)
+            results = [f.result(30) for f in futs]
+        proxy.disarm()
+        assert proxy.drops >= 2, f"only {proxy.drops} responses dropped ({proxy.produce_responses} seen): vacuous"
+        assert time.monotonic() - t0 < 60
+        for part in range(3):
+            offs = [md.offset for i, md in enumerate(results) if i % 3 == part]
+            assert offs == list(range(len(offs))), f"partition {part}: offsets not 0..n-1 in send order"
+        with Consumer(bootstrap_servers=proxy.bootstrap) as c:
+            c.assign([TopicPartition(topic, part) for part in range(3)])
+            c.seek_to_beginning()
+            got: list = []
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                got += c.poll(0.5)
+            time.sleep(0.3)
+            got += c.poll(0.2)
+        for part in range(3):
+            values = [r.value for r in sorted(got, key=lambda r: r.offset) if r.partition == part]
+            assert values == [b"%d:%06d" % (part, i) for i in range(part, n, 3)], f"partition {part}"
+    finally:
+        proxy.close()
