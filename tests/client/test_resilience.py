@@ -58,7 +58,7 @@ def test_idempotent_producer_and_consumer_across_restart(broker_factory, how):
     assert [r.value for r in more] == [b"after"]
 
 
-def test_idempotent_produce_survives_dropped_connections(broker_factory):
+def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
     """A loopback proxy (tests/integration/faultproxy.py) lets some Produce requests reach the broker, swallows
     their responses and cuts the connection, with up to five requests in flight on it: the moldau producer
     reconnects and resends what it did not hear about with the same producer id, epoch and sequences. Every
@@ -85,6 +85,10 @@ def test_idempotent_produce_survives_dropped_connections(broker_factory):
         assert time.monotonic() - t0 < 60
         for part in range(3):
             offs = [md.offset for i, md in enumerate(results) if i % 3 == part]
+            if kind == "tansu":
+                # tansu answers a resent batch with DUPLICATE_SEQUENCE_NUMBER and no offset (delivered, offset
+                # unknown: -1, as the Java client reports it); the moldau broker returns the original offsets
+                offs = [o if o >= 0 else i for i, o in enumerate(offs)]
             assert offs == list(range(len(offs))), f"partition {part}: offsets not 0..n-1 in send order"
         with Consumer(bootstrap_servers=proxy.bootstrap) as c:
             c.assign([TopicPartition(topic, part) for part in range(3)])
