@@ -36,6 +36,13 @@ make_topic = _ic.make_topic
 kind = _ic.kind
 pytest_collection_modifyitems = _ic.pytest_collection_modifyitems
 
+# PySpark starts its Python workers with PYSPARK_PYTHON (default: "python3" from PATH). The tests must run
+# them in this interpreter, which has moldau, pyspark and pyarrow: when pytest runs as `.venv/bin/python -m
+# pytest` with no venv on PATH (CI), PATH's python3 is the system one and every task would fail. A different
+# interpreter cannot work anyway (the data source is pickled by reference), so this is not a default.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
 _WHY_NOT: str | None = None
 try:
     import pyarrow  # noqa: F401
