@@ -45,10 +45,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AsyncAdmin"]
 
-_LIST_OFFSETS, _METADATA, _OFFSET_FETCH, _FIND_COORDINATOR = 2, 3, 9, 10
+_LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH, _FIND_COORDINATOR = 2, 3, 8, 9, 10
 _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
 _DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
-_INCREMENTAL_ALTER_CONFIGS, _DESCRIBE_CLUSTER = 44, 60
+_INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER = 44, 47, 60
 _NOT_CONTROLLER = 41
 _RETRY = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE, Codes.COORDINATOR_LOAD_IN_PROGRESS,
                     _NOT_CONTROLLER, Codes.REQUEST_TIMED_OUT, Codes.LEADER_NOT_AVAILABLE,
@@ -433,6 +433,68 @@ class AsyncAdmin:
                         out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                             p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
             return out
+
+    async def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+                                           *, timeout: float | None = None,
+                                           raise_errors: bool = True) -> dict[TopicPartition, BaseException | None]:
+        """Set a group's committed offsets (``{tp: offset | OffsetAndMetadata}``): an OffsetCommit outside the
+        group (generation -1, no member id), as Kafka's admin client does, so the group must have no active
+        members (else UNKNOWN_MEMBER_ID for each partition)."""
+        self._check()
+        deadline = self._deadline(timeout)
+        R = m.OffsetCommitRequest
+        items = {tp: (om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om)))
+                 for tp, om in offsets.items()}
+        by_topic: dict[str, list[Any]] = {}
+        for tp, om in items.items():
+            by_topic.setdefault(tp.topic, []).append(R.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
+                commit_timestamp=-1, committed_metadata=om.metadata or ""))
+        req = R.new(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                    retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps)
+                                                  for t, ps in by_topic.items()])
+        out: dict[TopicPartition, BaseException | None] = {}
+        while True:
+            node = await self._coordinator(group_id, deadline)
+            resp = await self._cluster.send(node, _OFFSET_COMMIT, req)
+            codes = {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+            if any(c in _RETRY for c in codes.values()) and time.monotonic() < deadline:
+                await asyncio.sleep(self._backoff)
+                continue
+            for tp in items:
+                code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
+                out[tp] = broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+            return _results(out, raise_errors)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
+                                            timeout: float | None = None,
+                                            raise_errors: bool = True) -> dict[TopicPartition, BaseException | None]:
+        """Delete a group's committed offsets of ``partitions`` (OffsetDelete). An active consumer group keeps
+        the offsets of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); a group-level error (unknown
+        group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is raised whatever ``raise_errors`` says."""
+        self._check()
+        deadline = self._deadline(timeout)
+        R = m.OffsetDeleteRequest
+        tps = list(dict.fromkeys(partitions))
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(R.OffsetDeleteRequestPartition(partition_index=tp.partition))
+        req = R.new(group_id=group_id, topics=[R.OffsetDeleteRequestTopic(name=t, partitions=ps)
+                                               for t, ps in by_topic.items()])
+        while True:
+            node = await self._coordinator(group_id, deadline)
+            resp = await self._cluster.send(node, _OFFSET_DELETE, req)
+            if resp.error_code in _RETRY and time.monotonic() < deadline:
+                await asyncio.sleep(self._backoff)
+                continue
+            if resp.error_code:
+                raise broker_error(resp.error_code, f"OffsetDelete for group {group_id!r}")
+            codes = {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+            out: dict[TopicPartition, BaseException | None] = {}
+            for tp in tps:
+                code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
+                out[tp] = broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+            return _results(out, raise_errors)
 
     # ------------------------------------------------------------------------------------------------
     # records and offsets
