@@ -28,6 +28,7 @@ kind = _harness.kind
 broker = _harness.broker
 broker_factory = _harness.broker_factory
 fresh_broker = _harness.fresh_broker
+module_broker_factory = _harness.module_broker_factory
 topic = _harness.topic
 make_topic = _harness.make_topic
 

@@ -37,6 +37,8 @@ __all__ = ["Cluster"]
 
 _METADATA = 3
 _ZERO_UUID = uuid.UUID(int=0)
+# connection ids above this are second connections to a broker for group-coordinator traffic
+_COORDINATOR_BASE = (1 << 31) - 1
 
 
 def _silence(fut: asyncio.Future) -> None:
@@ -77,6 +79,7 @@ class Cluster:
         self._conns: dict[int, Connection] = {}
         self._connecting: dict[int, asyncio.Future] = {}
         self._nodes: dict[int, _NodeState] = {}
+        self._aliases: dict[int, int] = {}  # coordinator connection id -> broker node id
         self._update_event: asyncio.Event | None = None
         self._update_waiters: list[asyncio.Future] = []
         self._refresh_task: asyncio.Task | None = None
@@ -184,8 +187,16 @@ class Cluster:
             fut.add_done_callback(lambda _f, n=node_id: self._connecting.pop(n, None))
         return await asyncio.shield(fut)
 
+    def coordinator_node(self, node_id: int) -> int:
+        """The id of a second connection to broker ``node_id``, for group-coordinator requests: a broker answers
+        one connection's requests in order, so heartbeats and commits sharing it with fetches would wait
+        behind every fetch long poll (the Java client keeps its coordinator connection apart for this too)."""
+        alias = _COORDINATOR_BASE - node_id
+        self._aliases[alias] = node_id
+        return alias
+
     async def _connect(self, node_id: int) -> Connection:
-        broker = self.brokers.get(node_id)
+        broker = self.brokers.get(self._aliases.get(node_id, node_id))
         if broker is None:
             if node_id < 0 and -1 - node_id < len(self.bootstrap):
                 host, port = self.bootstrap[-1 - node_id]
@@ -230,7 +241,7 @@ class Cluster:
         """A connected broker with the fewest requests in flight, else a broker not in backoff."""
         best, best_load = None, 1 << 30
         for node_id, conn in self._conns.items():
-            if conn.connected and conn.in_flight < best_load:
+            if conn.connected and conn.in_flight < best_load and node_id not in self._aliases:
                 best, best_load = node_id, conn.in_flight
         if best is not None:
             return best

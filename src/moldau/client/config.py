@@ -195,7 +195,9 @@ PRODUCER = _defs(
 CONSUMER = _defs(
     ConfigDef("group.id", None, _str),
     ConfigDef("group.instance.id", None, _str),
-    ConfigDef("group.protocol", "classic", _choice("classic")),
+    ConfigDef("group.protocol", "classic", _choice("classic", "consumer"),
+              "classic (JoinGroup/SyncGroup) or consumer (KIP-848 ConsumerGroupHeartbeat)"),
+    ConfigDef("group.remote.assignor", None, _str, "group.protocol=consumer: the broker's assignor (uniform, range)"),
     ConfigDef("session.timeout.ms", 45000, _int),
     ConfigDef("heartbeat.interval.ms", 3000, _int),
     ConfigDef("max.poll.interval.ms", 300000, _int),

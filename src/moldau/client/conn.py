@@ -83,6 +83,8 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the member makes its id, regex subscriptions)
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 
 _I32 = struct.Struct(">i")

@@ -23,7 +23,7 @@ from .cluster import Cluster
 from .config import resolve_config
 from .errors import ConsumerClosedError, IllegalStateError, KafkaTimeoutError
 from .fetcher import EARLIEST, LATEST, Fetcher, PartitionState
-from .group import GroupCoordinator
+from .group import GroupCoordinator, make_coordinator
 from .transactions import ConsumerGroupMetadata
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -77,7 +77,7 @@ class AsyncConsumer:
         self._cluster = Cluster(c, allow_auto_topic_creation=c["allow.auto.create.topics"])
         self._states: dict[TopicPartition, PartitionState] = {}
         self._fetcher = Fetcher(self)
-        self._coordinator: GroupCoordinator | None = GroupCoordinator(self) if c["group.id"] else None
+        self._coordinator: GroupCoordinator | None = make_coordinator(self) if c["group.id"] else None
         self._subscription: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._listener: Any = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
 from moldau.protocol import messages as m
@@ -31,6 +32,7 @@ from .errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     RequestTimedOutError,
+    UnsupportedVersionError,
     broker_error,
     error_name,
 )
@@ -41,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GroupCoordinator"]
+__all__ = ["GroupCoordinator", "ConsumerProtocolCoordinator", "make_coordinator"]
 
 _FIND_COORDINATOR = 10
 _JOIN = 11
@@ -52,8 +54,10 @@ _OFFSET_COMMIT = 8
 _OFFSET_FETCH = 9
 
 _COORDINATOR_ERRORS = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE})
+# STALE_MEMBER_EPOCH (consumer protocol): the commit raced an epoch bump; retried with the epoch of the next
+# heartbeat answer
 _RETRY_ERRORS = frozenset({Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT,
-                           Codes.UNSTABLE_OFFSET_COMMIT, Codes.NETWORK_EXCEPTION})
+                           Codes.UNSTABLE_OFFSET_COMMIT, Codes.NETWORK_EXCEPTION, Codes.STALE_MEMBER_EPOCH})
 _MEMBER_ERRORS = frozenset({Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, Codes.REBALANCE_IN_PROGRESS,
                             Codes.FENCED_INSTANCE_ID})
 
@@ -142,14 +146,14 @@ class GroupCoordinator:
     async def _send(self, api_key: int, req: Any, timeout_ms: int | None = None) -> Any:
         node = await self.ensure_coordinator()
         try:
-            return await self.cluster.send(node, api_key, req, timeout_ms=timeout_ms)
+            return await self.cluster.send(self.cluster.coordinator_node(node), api_key, req, timeout_ms=timeout_ms)
         except KafkaConnectionError:
             self.coordinator_dead("connection failed")
             raise
 
     async def _version(self, api_key: int) -> int:
         node = await self.ensure_coordinator()
-        conn = await self.cluster.connection(node)
+        conn = await self.cluster.connection(self.cluster.coordinator_node(node))
         return conn.api_version(api_key)
 
     # ------------------------------------------------------------------------------------------------
@@ -163,8 +167,7 @@ class GroupCoordinator:
         R = m.OffsetCommitRequest
         while True:
             subscribed = self.consumer._subscribed
-            generation = self.generation if subscribed else -1
-            member_id = self.member_id if subscribed else ""
+            generation, member_id = self._commit_identity(subscribed)
             topics: dict[str, list[Any]] = {}
             for tp, om in offsets.items():
                 if not isinstance(om, OffsetAndMetadata):
@@ -195,6 +198,8 @@ class GroupCoordinator:
                     retry = "coordinator moved"
                 elif codes & _RETRY_ERRORS:
                     retry = error_name(next(iter(codes & _RETRY_ERRORS)))
+                    if Codes.STALE_MEMBER_EPOCH in codes:
+                        self._on_stale_epoch()
                 elif codes & _MEMBER_ERRORS:
                     code = next(iter(codes & _MEMBER_ERRORS))
                     if code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION):
@@ -209,6 +214,15 @@ class GroupCoordinator:
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"commit for group {self.group_id!r} did not complete in time ({retry})")
             await asyncio.sleep(self.retry_backoff)
+
+    def _on_stale_epoch(self) -> None:
+        """A commit carried an outdated member epoch (consumer protocol only)."""
+
+    def _commit_identity(self, subscribed: bool) -> tuple[int, str]:
+        """(generation or member epoch, member id) an OffsetCommit carries; (-1, "") outside the group."""
+        if not subscribed:
+            return -1, ""
+        return self.generation, self.member_id
 
     async def fetch_committed(self, tps: Iterable[TopicPartition],
                               timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -496,3 +510,329 @@ class GroupCoordinator:
                     await t
                 except (asyncio.CancelledError, Exception):  # noqa: BLE001
                     pass
+
+
+# ====================================================================================================
+# KIP-848: group.protocol=consumer
+
+_CONSUMER_GROUP_HEARTBEAT = 68
+_LEAVE_EPOCH = -1
+_LEAVE_STATIC_EPOCH = -2
+# errors of ConsumerGroupHeartbeat that end the membership for good (raised from poll())
+_FATAL_HEARTBEAT = frozenset({
+    Codes.GROUP_AUTHORIZATION_FAILED, Codes.INVALID_REQUEST, Codes.UNSUPPORTED_ASSIGNOR,
+    Codes.UNRELEASED_INSTANCE_ID, Codes.GROUP_MAX_SIZE_REACHED, Codes.UNSUPPORTED_VERSION,
+    Codes.GROUP_ID_NOT_FOUND, Codes.INVALID_REGULAR_EXPRESSION, Codes.FENCED_INSTANCE_ID,
+    Codes.TOPIC_AUTHORIZATION_FAILED,
+})
+
+
+class ConsumerProtocolCoordinator(GroupCoordinator):
+    """Membership with the KIP-848 consumer group protocol (``group.protocol=consumer``).
+
+    The broker computes the assignment; the member only heartbeats (ConsumerGroupHeartbeat, key 68) and
+    reconciles: a heartbeat answer may carry the member's new assignment (topic ids), which the next
+    ``poll()`` applies (revoked partitions first: auto-commit, ``on_partitions_revoked``; then
+    ``on_partitions_assigned``), acknowledged at once by a heartbeat listing the partitions now owned.
+    Joining is a heartbeat with member epoch 0 (v1: with a member id the client made), leaving one with
+    epoch -1 (-2 for a static member: the broker keeps its partitions for its return). ``generation`` is the
+    member epoch; commits carry it (OffsetCommit v9+). Fencing (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH)
+    loses the partitions (``on_partitions_lost``) and rejoins with epoch 0. Errors that cannot be retried
+    (an unsupported server assignor, UNRELEASED_INSTANCE_ID, authorization...) are raised from ``poll()``.
+    ``session.timeout.ms``, ``heartbeat.interval.ms`` and ``partition.assignment.strategy`` are the
+    broker's business under this protocol (``group.consumer.*``); ``group.remote.assignor`` names a
+    server-side assignor.
+    """
+
+    def __init__(self, consumer: "AsyncConsumer") -> None:
+        super().__init__(consumer)
+        self.remote_assignor: str | None = consumer.config["group.remote.assignor"]
+        self.member_id = ""
+        self.member_epoch = 0
+        self.heartbeat_interval = 5.0  # until the broker says
+        self.protocol = "consumer"
+        self._target: list[tuple[uuid.UUID, list[int]]] | None = None
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._send_full = True  # every field (join, after an error); else only what changed
+        self._subscription_sent: list[str] | None = None
+        self._owned_version = 0
+        self._owned_sent = -1
+        self._hb_wake = asyncio.Event()
+        self._fenced = False  # partitions lost: poll() calls on_partitions_lost, then the member rejoins
+        self._fatal: BaseException | None = None
+        self._active = False  # the heartbeat task should be running (subscribed, not left)
+
+    # ------------------------------------------------------------------------------------------------
+    # driven by poll()
+
+    def request_rejoin(self) -> None:
+        """The subscription changed (subscribe(), a pattern matching other topics): tell the broker now."""
+        self.rejoin_needed = True
+        self._hb_wake.set()
+        self.rejoin_event.set()
+
+    def check_metadata(self) -> None:
+        """Partition counts are the broker's concern under this protocol."""
+
+    def reset_generation(self, lost: bool = False) -> None:
+        self._hb_wake.set()  # a commit was refused as UNKNOWN_MEMBER_ID: the next heartbeat tells more
+
+    def _on_stale_epoch(self) -> None:
+        self._hb_wake.set()
+
+    @property
+    def cooperative(self) -> bool:
+        return True
+
+    async def ensure_active(self, deadline: float) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        self.rejoin_event.clear()
+        consumer = self.consumer
+        if self._fenced or consumer._partitions_lost_pending:
+            self._fenced = False
+            consumer._partitions_lost_pending = False
+            owned = set(consumer._group_assignment)
+            if owned:
+                await consumer._lose(owned)
+            self._owned_version += 1
+            self._send_full = True
+            self._hb_wake.set()
+        if self.rejoin_needed:
+            self.rejoin_needed = False
+            self._active = True
+        if self._active:
+            self.ensure_heartbeat()
+        if self._target is not None:
+            await self._reconcile()
+
+    def ensure_heartbeat(self) -> None:
+        if self._hb_task is None or self._hb_task.done():
+            self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop(),
+                                                                   name="moldau-consumer-heartbeat")
+
+    async def _resolve(self, target: list[tuple[uuid.UUID, list[int]]]) -> set[TopicPartition] | None:
+        names = self.cluster.topic_ids
+        if any(tid not in names for tid, _ps in target):
+            try:  # a topic the metadata does not know yet (just created, or subscribed by pattern)
+                await self.cluster.refresh(timeout_ms=self.request_timeout_ms)
+            except Exception as exc:  # noqa: BLE001
+                log.info("group %s: metadata refresh for the assignment failed: %s", self.group_id, exc)
+        out: set[TopicPartition] = set()
+        for tid, parts in target:
+            name = names.get(tid)
+            if name is None:
+                return None
+            self._topic_ids[name] = tid
+            out.update(TopicPartition(name, p) for p in parts)
+        return out
+
+    async def _reconcile(self) -> None:
+        target, self._target = self._target, None
+        assert target is not None
+        new = await self._resolve(target)
+        if new is None:
+            if self._target is None:
+                self._target = target  # retried by the next poll()
+            log.info("group %s: assignment names topic ids the metadata does not know yet", self.group_id)
+            return
+        if self._target is not None:
+            return  # a newer assignment arrived meanwhile: reconcile that one
+        consumer = self.consumer
+        owned = set(consumer._group_assignment)
+        revoked = owned - new
+        added = new - owned
+        if revoked:
+            await consumer._maybe_auto_commit_sync()
+            await consumer._revoke(revoked)
+        if revoked or added or not owned:
+            consumer._group_assignment = set(new)
+            consumer._set_assignment(sorted(new))
+            consumer._cluster.add_topics({tp.topic for tp in new})
+            log.info("group %s: member epoch %d, assigned %s", self.group_id, self.member_epoch, sorted(new))
+            await consumer._call_listener("on_partitions_assigned", added)
+        self._owned_version += 1  # acknowledge what is owned now
+        self._hb_wake.set()
+
+    # ------------------------------------------------------------------------------------------------
+    # heartbeats
+
+    def _owned_topic_partitions(self) -> list[Any]:
+        R = m.ConsumerGroupHeartbeatRequest
+        by_topic: dict[str, list[int]] = {}
+        for tp in self.consumer._group_assignment:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        out = []
+        for topic, parts in sorted(by_topic.items()):
+            tid = self._topic_ids.get(topic)
+            if tid is None:
+                md = self.cluster.topics.get(topic)
+                tid = md.topic_id if md is not None else None
+            if tid is not None:
+                out.append(R.TopicPartitions(topic_id=tid, partitions=sorted(parts)))
+        return out
+
+    async def _heartbeat_once(self) -> None:
+        version = await self._version(_CONSUMER_GROUP_HEARTBEAT)
+        if version >= 1 and not self.member_id:
+            self.member_id = str(uuid.uuid4())  # v1+: the member names itself (v0: the broker does)
+        full = self._send_full or self.member_epoch == 0
+        topics = sorted(self.consumer._subscribed_topics())
+        names = topics if full or topics != self._subscription_sent else None
+        owned_version = self._owned_version
+        if self.member_epoch == 0:
+            owned: list[Any] | None = []
+        else:
+            owned = self._owned_topic_partitions() if full or owned_version != self._owned_sent else None
+        req = m.ConsumerGroupHeartbeatRequest.new(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
+            instance_id=self.group_instance_id if full else None,
+            rack_id=self.rack_id if full else None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if full else -1,
+            subscribed_topic_names=names, subscribed_topic_regex=None,
+            server_assignor=self.remote_assignor if full else None,
+            topic_partitions=owned)
+        sent_epoch = self.member_epoch
+        try:
+            resp = await self._send(_CONSUMER_GROUP_HEARTBEAT, req)
+        except (KafkaConnectionError, RequestTimedOutError) as exc:
+            log.info("group %s: heartbeat failed: %s", self.group_id, exc)
+            self._send_full = True
+            await asyncio.sleep(self.retry_backoff)
+            return
+        code = resp.error_code
+        log.debug("group %s: heartbeat epoch %d owned=%s -> %s epoch %d interval %d assignment %s", self.group_id,
+                  sent_epoch, owned is not None, error_name(code), resp.member_epoch, resp.heartbeat_interval_ms,
+                  resp.assignment is not None)
+        if code == 0:
+            if resp.member_id:
+                self.member_id = resp.member_id
+            if self.member_epoch != sent_epoch:
+                return  # left or fenced meanwhile
+            if resp.member_epoch != self.member_epoch:
+                log.info("group %s: member %s epoch %d -> %d", self.group_id, self.member_id, self.member_epoch,
+                         resp.member_epoch)
+            self.member_epoch = resp.member_epoch
+            self.generation = resp.member_epoch
+            if resp.heartbeat_interval_ms > 0:
+                self.heartbeat_interval = resp.heartbeat_interval_ms / 1000.0
+            self._send_full = False
+            if names is not None:
+                self._subscription_sent = names
+                self.joined_topics = {t: self.cluster.num_partitions(t) for t in names}
+            if owned is not None:
+                self._owned_sent = owned_version
+            if resp.assignment is not None:
+                self._target = [(tp.topic_id, list(tp.partitions)) for tp in resp.assignment.topic_partitions]
+                self.rejoin_event.set()  # poll() reconciles
+            return
+        message = resp.error_message or error_name(code)
+        if code in (Codes.UNKNOWN_MEMBER_ID, Codes.FENCED_MEMBER_EPOCH):
+            log.info("group %s: member %s fenced (%s): its partitions are lost; rejoining", self.group_id,
+                     self.member_id, message)
+            self._fence()
+        elif code in _COORDINATOR_ERRORS:
+            self.coordinator_dead(error_name(code))
+            self._send_full = True
+            await asyncio.sleep(self.retry_backoff)
+        elif code in (Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT, Codes.NETWORK_EXCEPTION):
+            await asyncio.sleep(self.retry_backoff)
+        elif code in _FATAL_HEARTBEAT:
+            hint = (" (the broker does not run the consumer group protocol: use group.protocol=classic)"
+                    if code == Codes.UNSUPPORTED_VERSION else "")
+            self._fail(broker_error(code, f"ConsumerGroupHeartbeat for group {self.group_id!r}: {message}{hint}"))
+        else:
+            log.warning("group %s: heartbeat: %s; retrying", self.group_id, message)
+            self._send_full = True
+            await asyncio.sleep(self.retry_backoff)
+
+    def _fence(self) -> None:
+        self.member_epoch = 0
+        self.generation = -1
+        self._target = None
+        self._send_full = True
+        self._subscription_sent = None
+        self._fenced = True
+        self.rejoin_event.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        log.error("group %s: %s", self.group_id, exc)
+        self._fatal = exc
+        self._active = False
+        self.generation = -1
+        self.rejoin_event.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._closing and self._active and self._fatal is None:
+            if self._fenced:  # wait for poll() to hand the lost partitions back first
+                self._hb_wake.clear()
+                await self._hb_wake.wait()
+                continue
+            if self.member_epoch > 0 and time.monotonic() - self.last_poll > self.max_poll_interval:
+                log.warning("group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
+                            self.group_id, self.max_poll_interval * 1000)
+                await self._send_leave(_LEAVE_EPOCH, "consumer poll timeout has expired")
+                self._fence()
+                continue
+            self._hb_wake.clear()
+            try:
+                await self._heartbeat_once()
+            except asyncio.CancelledError:
+                raise
+            except UnsupportedVersionError as exc:
+                self._fail(UnsupportedVersionError(f"{exc}: the broker does not offer the consumer group "
+                                                   "protocol (KIP-848); use group.protocol=classic"))
+                return
+            except Exception as exc:  # noqa: BLE001
+                log.info("group %s: heartbeat failed: %s", self.group_id, exc)
+                self._send_full = True
+                await asyncio.sleep(self.retry_backoff)
+                continue
+            if self._closing or not self._active or self._hb_wake.is_set() or self._fenced:
+                continue
+            interval = self.heartbeat_interval
+            if self.member_epoch == 0:
+                interval = self.retry_backoff  # joining did not complete: try again soon
+            try:
+                await asyncio.wait_for(self._hb_wake.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _send_leave(self, epoch: int, reason: str) -> None:
+        req = m.ConsumerGroupHeartbeatRequest.new(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+            instance_id=self.group_instance_id, rack_id=None, rebalance_timeout_ms=-1,
+            subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+        try:
+            resp = await self._send(_CONSUMER_GROUP_HEARTBEAT, req, timeout_ms=min(self.request_timeout_ms, 5000))
+            if resp.error_code:
+                log.info("group %s: leaving: %s", self.group_id, resp.error_message or error_name(resp.error_code))
+            else:
+                log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)
+        except Exception as exc:  # noqa: BLE001
+            log.info("group %s: leaving failed: %s", self.group_id, exc)
+
+    async def leave(self, reason: str = "the consumer is being closed") -> None:
+        self._active = False
+        task, self._hb_task = self._hb_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        if self.member_epoch > 0 and self.member_id:
+            epoch = _LEAVE_STATIC_EPOCH if self.group_instance_id is not None else _LEAVE_EPOCH
+            await self._send_leave(epoch, reason)
+        self.member_epoch = 0
+        self.generation = -1
+        self._send_full = True
+        self._subscription_sent = None
+        self._target = None
+
+
+def make_coordinator(consumer: "AsyncConsumer") -> GroupCoordinator:
+    """The membership implementation group.protocol asks for."""
+    if consumer.config["group.protocol"] == "consumer":
+        return ConsumerProtocolCoordinator(consumer)
+    return GroupCoordinator(consumer)
