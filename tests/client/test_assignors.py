@@ -11,7 +11,10 @@ from moldau.client.assignors import (
     MemberSubscription,
     RangeAssignor,
     RoundRobinAssignor,
+    StickyAssignor,
     decode_assignment,
+    decode_sticky_user_data,
+    encode_sticky_user_data,
     decode_subscription,
     encode_assignment,
     encode_subscription,
@@ -96,3 +99,52 @@ def test_get_assignor_names():
     assert get_assignor("org.apache.kafka.clients.consumer.CooperativeStickyAssignor").cooperative
     with pytest.raises(ValueError):
         get_assignor("sticky-ish")
+
+
+def test_sticky_user_data_is_the_java_layout():
+    # [previous_assignment: [topic: int16-length string, partitions: int32 array]], generation: int32;
+    # int32 array counts, no version prefix (Java's StickyAssignor STICKY_ASSIGNOR_USER_DATA_V1)
+    want = (b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x00\x00\x02"
+            + b"\x00\x00\x00\x07")
+    assert encode_sticky_user_data([TP("t", 2), TP("t", 0)], 7) == want
+    assert decode_sticky_user_data(want) == ([TP("t", 0), TP("t", 2)], 7)
+    assert decode_sticky_user_data(want[:-4]) == ([TP("t", 0), TP("t", 2)], -1)  # v0: no generation
+    assert decode_sticky_user_data(b"") == ([], -1)
+
+
+def _sticky_subs(owned, generations=None):
+    out = {}
+    for mid, tps in owned.items():
+        g = (generations or {}).get(mid, 3)
+        out[mid] = MemberSubscription(mid, ["t"], encode_sticky_user_data(tps, g) if tps is not None else None)
+    return out
+
+
+def test_sticky_keeps_previous_assignments_through_an_eager_rebalance():
+    a = StickyAssignor()
+    assert a.name == "sticky" and not a.cooperative
+    first = a.assign({"t": 6}, _sticky_subs({"m1": None, "m2": None}))
+    assert sorted(len(v) for v in first.values()) == [3, 3]
+    # m3 joins: m1 and m2 (having revoked everything, eager) report their old partitions in the user data;
+    # each keeps two, m3 gets one from each, nothing else moves
+    second = a.assign({"t": 6}, _sticky_subs({"m1": first["m1"], "m2": first["m2"], "m3": None}))
+    assert [len(second[m]) for m in ("m1", "m2", "m3")] == [2, 2, 2]
+    assert set(second["m1"]) <= set(first["m1"]) and set(second["m2"]) <= set(first["m2"])
+    assert {tp for v in second.values() for tp in v} == {TP("t", p) for p in range(6)}
+    # range would have moved partitions between m1 and m2 too
+    ranged = RangeAssignor().assign({"t": 6}, subs(m1=["t"], m2=["t"], m3=["t"]))
+    assert set(ranged["m2"]) - set(first["m2"])
+
+
+def test_sticky_conflicting_claims_go_to_the_newer_generation_and_garbage_is_ignored():
+    a = StickyAssignor()
+    s = _sticky_subs({"m1": [TP("t", 0), TP("t", 1)], "m2": [TP("t", 1)]}, {"m1": 4, "m2": 5})
+    out = a.assign({"t": 2}, s)
+    assert out == {"m1": [TP("t", 0)], "m2": [TP("t", 1)]}
+    s["m1"].user_data = b"\x00\x01"  # not the sticky layout: m1 starts from nothing, no exception
+    out = a.assign({"t": 2}, s)
+    assert sorted(out["m1"] + out["m2"]) == [TP("t", 0), TP("t", 1)]
+
+
+def test_sticky_by_java_class_name():
+    assert get_assignor("org.apache.kafka.clients.consumer.StickyAssignor").name == "sticky"

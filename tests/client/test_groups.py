@@ -42,7 +42,7 @@ def _poll_both(c1, c2, until, timeout=30.0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_two_consumers_split_partitions_and_take_over(broker, make_topic, group_id, strategy):
     topic = make_topic(4)
     _fill(broker.bootstrap, topic, 4, 5)
@@ -253,3 +253,77 @@ def test_consumer_group_metadata_and_send_offsets_to_transaction(broker, make_to
     with Consumer(bootstrap_servers=broker.bootstrap) as c2:
         with pytest.raises(IllegalStateError):
             c2.consumer_group_metadata()
+
+
+def _settle(consumers, cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(0.05)
+        if cond():
+            return
+    raise AssertionError(f"group did not settle: {[sorted(c.assignment()) for c in consumers]}")
+
+
+def test_sticky_third_member_takes_without_reshuffling(broker, make_topic, group_id):
+    """Eager sticky: members report their previous partitions in the subscription user data, so when a third
+    member joins the first two keep two of their three each."""
+    topic = make_topic(6)
+    cfg = dict(FAST_GROUP, bootstrap_servers=broker.bootstrap, group_id=group_id,
+               partition_assignment_strategy="sticky", enable_auto_commit=False)
+    cs = [Consumer(**cfg) for _ in range(3)]
+    try:
+        cs[0].subscribe([topic])
+        cs[1].subscribe([topic])
+        _settle(cs[:2], lambda: len(cs[0].assignment()) == len(cs[1].assignment()) == 3)
+        before = [cs[0].assignment(), cs[1].assignment()]
+        cs[2].subscribe([topic])
+        _settle(cs, lambda: [len(c.assignment()) for c in cs] == [2, 2, 2])
+        assert cs[0].assignment() <= before[0] and cs[1].assignment() <= before[1]
+        assert set().union(*(c.assignment() for c in cs)) == {TopicPartition(topic, p) for p in range(6)}
+    finally:
+        for c in cs:
+            c.close()
+
+
+@pytest.mark.tansu_gap("tansu rebalances the group while a static member is away (its partitions move)")
+def test_static_membership_restart_without_rebalance_and_fencing(broker, make_topic, group_id):
+    """group.instance.id: closing sends no LeaveGroup, a restarted instance gets its partitions back and the
+    other member is not disturbed; a second consumer with the same instance id fences the first, which gets
+    FENCED_INSTANCE_ID from poll() instead of fighting back."""
+    from moldau.client import KafkaError
+
+    topic = make_topic(4)
+    cfg = dict(FAST_GROUP, bootstrap_servers=broker.bootstrap, group_id=group_id,
+               partition_assignment_strategy="range", enable_auto_commit=False)
+    ra = Recorder()
+    a = Consumer(group_instance_id="a", **cfg)
+    b = Consumer(group_instance_id="b", **cfg)
+    b2 = b3 = None
+    try:
+        a.subscribe([topic], listener=ra)
+        b.subscribe([topic])
+        _settle([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        b_parts, a_parts, a_events = b.assignment(), a.assignment(), list(ra.events)
+        b.close()
+        t_end = time.monotonic() + 1.0
+        while time.monotonic() < t_end:
+            a.poll(0.1)
+        assert a.assignment() == a_parts  # b's absence (within its session) moves nothing
+        b2 = Consumer(group_instance_id="b", **cfg)
+        b2.subscribe([topic])
+        _settle([a, b2], lambda: b2.assignment() == b_parts)
+        assert a.assignment() == a_parts
+        assert ra.events == a_events  # no rebalance for a
+        b3 = Consumer(group_instance_id="b", **cfg)
+        b3.subscribe([topic])
+        with pytest.raises(KafkaError, match="FENCED_INSTANCE_ID"):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                b2.poll(0.1)
+                b3.poll(0.1)
+        _settle([a, b3], lambda: b3.assignment() == b_parts)
+    finally:
+        for c in (a, b, b2, b3):
+            if c is not None:
+                c.close()

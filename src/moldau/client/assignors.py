@@ -1,7 +1,9 @@
 """Partition assignors of the classic consumer protocol, and the subscription/assignment encoding.
 
-``range`` and ``roundrobin`` are eager (every member gives up everything before a rebalance);
-``cooperative-sticky`` is incremental: members keep what they own, and a partition that moves is first
+``range``, ``roundrobin`` and ``sticky`` are eager (every member gives up everything before a rebalance;
+``sticky`` then hands members back what they had as far as balance allows, from the previous assignment each
+member sends in its subscription's user data, in the Java StickyAssignor's format); ``cooperative-sticky``
+is incremental: members keep what they own, and a partition that moves is first
 revoked by its old owner (left out of this generation's assignment), then assigned in a follow-up
 rebalance.
 
@@ -25,6 +27,9 @@ __all__ = [
     "RangeAssignor",
     "RoundRobinAssignor",
     "CooperativeStickyAssignor",
+    "StickyAssignor",
+    "encode_sticky_user_data",
+    "decode_sticky_user_data",
     "ASSIGNORS",
     "get_assignor",
     "encode_subscription",
@@ -244,20 +249,96 @@ class CooperativeStickyAssignor:
         return out
 
 
+_I32 = struct.Struct(">i")
+
+
+def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: int | None) -> bytes:
+    """The Java StickyAssignor's user data (``StickyAssignorUserData`` v1): the member's previous assignment as
+    [topic: string, partitions: [int32]] then, in v1, the generation (int32). Old-style (non-flexible)
+    encoding: int32 array counts, int16 string lengths, no version prefix."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = bytearray(_I32.pack(len(by_topic)))
+    for topic, parts in sorted(by_topic.items()):
+        name = topic.encode("utf-8")
+        out += _I16.pack(len(name)) + name + _I32.pack(len(parts))
+        for p in sorted(parts):
+            out += _I32.pack(p)
+    if generation is not None:
+        out += _I32.pack(generation)
+    return bytes(out)
+
+
+def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], int]:
+    """-> (previous assignment, generation or -1 when the v0 layout has none); ([], -1) for empty data."""
+    if not data:
+        return [], -1
+    pos = 0
+    (n,) = _I32.unpack_from(data, pos)
+    pos += 4
+    out: list[TopicPartition] = []
+    for _ in range(n):
+        (ln,) = _I16.unpack_from(data, pos)
+        pos += 2
+        topic = bytes(data[pos:pos + ln]).decode("utf-8")
+        pos += ln
+        (count,) = _I32.unpack_from(data, pos)
+        pos += 4
+        for _ in range(count):
+            out.append(TopicPartition(topic, _I32.unpack_from(data, pos)[0]))
+            pos += 4
+    generation = _I32.unpack_from(data, pos)[0] if len(data) - pos >= 4 else -1
+    return out, generation
+
+
+class StickyAssignor(CooperativeStickyAssignor):
+    """Kafka's eager ``sticky`` assignor: balanced, and members get back what they had before the rebalance.
+
+    Members revoke everything before joining (eager), so each reports its previous assignment and generation
+    in the subscription's user data (``encode_sticky_user_data``, the Java client's layout, so mixed groups
+    with Java or kafka-python ``sticky`` members work); subscriptions that carry owned partitions (v1+)
+    are used as they are."""
+
+    name = "sticky"
+    cooperative = False
+
+    def subscription_user_data(self, previous: Iterable[TopicPartition], generation: int) -> bytes:
+        return encode_sticky_user_data(previous, generation)
+
+    def assign(self, partitions_per_topic: dict[str, int],
+               subscriptions: dict[str, MemberSubscription]) -> dict[str, list[TopicPartition]]:
+        subs: dict[str, MemberSubscription] = {}
+        for mid, sub in subscriptions.items():
+            if not sub.owned_partitions and sub.user_data:
+                try:
+                    owned, generation = decode_sticky_user_data(sub.user_data)
+                except (struct.error, UnicodeDecodeError, ValueError):
+                    owned, generation = [], -1  # not the sticky layout: start this member from scratch
+                sub = MemberSubscription(sub.member_id, sub.topics, sub.user_data, owned,
+                                         generation if sub.generation_id < 0 else sub.generation_id,
+                                         sub.rack_id, sub.group_instance_id)
+            subs[mid] = sub
+        return self.sticky_assignment(partitions_per_topic, subs)
+
+
 ASSIGNORS = {
     "range": RangeAssignor,
     "roundrobin": RoundRobinAssignor,
+    "sticky": StickyAssignor,
     "cooperative-sticky": CooperativeStickyAssignor,
 }
 _JAVA_NAMES = {
     "org.apache.kafka.clients.consumer.rangeassignor": "range",
     "org.apache.kafka.clients.consumer.roundrobinassignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.stickyassignor": "sticky",
     "org.apache.kafka.clients.consumer.cooperativestickyassignor": "cooperative-sticky",
 }
 
 
 def get_assignor(spec: object) -> Assignor:
-    """An assignor from a name ('range', 'roundrobin', 'cooperative-sticky', Java class names) or object."""
+    """An assignor from a name ('range', 'roundrobin', 'sticky', 'cooperative-sticky', Java class names) or
+    object."""
     if isinstance(spec, str):
         key = spec.strip().lower()
         key = _JAVA_NAMES.get(key, key)

@@ -86,6 +86,10 @@ class GroupCoordinator:
         self.leader_id: str | None = None
         self.rejoin_needed = True
         self.joined_topics: dict[str, int] = {}  # partition counts the current assignment was made with
+        # the last assignment received and its generation (kept across an eager revocation: sticky user data)
+        self.last_assignment: list[TopicPartition] = []
+        self.last_generation = -1
+        self._fatal: BaseException | None = None
         self.rejoin_event = asyncio.Event()
         self.last_poll = time.monotonic()
         self._find_lock = asyncio.Lock()
@@ -301,6 +305,8 @@ class GroupCoordinator:
 
     async def ensure_active(self, deadline: float) -> None:
         """Called by poll(): start a rebalance when one is needed and wait for it until ``deadline``."""
+        if self._fatal is not None:
+            raise self._fatal
         if self.rejoin_needed and (self._join_task is None or self._join_task.done()):
             self._join_task = asyncio.get_running_loop().create_task(self._join(), name="moldau-join")
         task = self._join_task
@@ -349,10 +355,14 @@ class GroupCoordinator:
 
     async def _join_once(self, topics: set[str], owned: set[TopicPartition]) -> bool:
         consumer = self.consumer
-        protocols = [m.JoinGroupRequest.JoinGroupRequestProtocol(
-            name=a.name,
-            metadata=encode_subscription(topics, owned if a.cooperative else (), self.generation, self.rack_id),
-        ) for a in self.assignors]
+        protocols = []
+        for a in self.assignors:
+            user_data_of = getattr(a, "subscription_user_data", None)  # e.g. sticky: the previous assignment
+            user_data = user_data_of(self.last_assignment, self.last_generation) if user_data_of else None
+            protocols.append(m.JoinGroupRequest.JoinGroupRequestProtocol(
+                name=a.name,
+                metadata=encode_subscription(topics, owned if a.cooperative else (), self.generation, self.rack_id,
+                                             user_data=user_data)))
         req = m.JoinGroupRequest.new(
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
@@ -393,12 +403,27 @@ class GroupCoordinator:
         if sresp.error_code:
             return self._join_error(sresp.error_code, "SyncGroup")
         assigned = decode_assignment(sresp.assignment)
+        self.last_assignment, self.last_generation = list(assigned), self.generation
         await consumer._on_assignment(assigned, self.cooperative)
         self.joined_topics = {t: self.cluster.num_partitions(t) for t in consumer._subscribed_topics()}
         return True
 
+    def _fenced_instance(self, what: str) -> None:
+        """Another consumer took this member's group.instance.id: fatal for this one (as in Kafka), else the
+        two would keep fencing each other."""
+        self._fatal = broker_error(Codes.FENCED_INSTANCE_ID,
+                                   f"{what} for group {self.group_id!r}: another consumer joined with "
+                                   f"group.instance.id {self.group_instance_id!r}")
+        log.error("group %s: %s", self.group_id, self._fatal)
+        self.generation = -1
+        self.consumer._partitions_lost_pending = True
+        self.rejoin_event.set()
+
     def _join_error(self, code: int, what: str) -> bool:
         log.info("group %s: %s error %s", self.group_id, what, error_name(code))
+        if code == Codes.FENCED_INSTANCE_ID:
+            self._fenced_instance(what)
+            raise self._fatal  # type: ignore[misc]
         if code in _COORDINATOR_ERRORS:
             self.coordinator_dead(error_name(code))
             return False
@@ -471,7 +496,10 @@ class GroupCoordinator:
             log.info("group %s: heartbeat: %s", self.group_id, error_name(code))
             if code == Codes.REBALANCE_IN_PROGRESS:
                 self.request_rejoin()
-            elif code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, Codes.FENCED_INSTANCE_ID):
+            elif code == Codes.FENCED_INSTANCE_ID:
+                self._fenced_instance("Heartbeat")
+                return
+            elif code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION):
                 self.reset_generation(lost=code != Codes.ILLEGAL_GENERATION)
                 self.consumer._partitions_lost_pending = True
                 self.request_rejoin()
