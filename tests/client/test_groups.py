@@ -303,7 +303,9 @@ def test_static_membership_restart_without_rebalance_and_fencing(broker, make_to
     try:
         a.subscribe([topic], listener=ra)
         b.subscribe([topic])
-        _settle([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        # (the listener runs inside a later poll() than the one that saw the assignment change)
+        _settle([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and ra.events
+                and ra.events[-1] == ("assigned", sorted(a.assignment())))
         b_parts, a_parts, a_events = b.assignment(), a.assignment(), list(ra.events)
         b.close()
         t_end = time.monotonic() + 1.0
