@@ -104,3 +104,45 @@ def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
             assert values == [b"%d:%06d" % (part, i) for i in range(part, n, 3)], f"partition {part}"
     finally:
         proxy.close()
+
+
+@pytest.mark.moldau_only("corrupts a segment file of the broker's data directory")
+def test_check_crcs(broker_factory):
+    """check.crcs=true (default): a record batch whose bytes do not match its CRC-32C is refused with
+    CORRUPT_MESSAGE from poll(); check.crcs=false hands the (altered) records out."""
+    from pathlib import Path
+
+    from moldau.client import KafkaError
+
+    b = broker_factory()
+    topic = create_topic(b.bootstrap, "crc-topic", 1)
+    with Producer(bootstrap_servers=b.bootstrap, linger_ms=0) as p:
+        for i in range(3):
+            p.send(topic, b"value-%d-ABCDEFGH" % i).result(10)  # one batch each
+    [segment] = list(Path(b.data_dir).rglob(f"{topic}-0/*.log"))
+    raw = bytearray(segment.read_bytes())
+    at = raw.index(b"value-1-ABCDEFGH") + 8
+    raw[at] = ord("Z")  # one byte of the second batch's only record, CRC left as it was
+    segment.write_bytes(bytes(raw))
+
+    def read(check: bool) -> tuple[list[bytes], list[BaseException]]:
+        values: list[bytes] = []
+        errors: list[BaseException] = []
+        with Consumer(bootstrap_servers=b.bootstrap, check_crcs=check) as c:
+            c.assign([TopicPartition(topic, 0)])
+            c.seek_to_beginning()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and len(values) + len(errors) < 3:
+                try:
+                    values += [r.value for r in c.poll(0.5)]
+                except KafkaError as e:
+                    errors.append(e)
+                if errors and (len(errors) > 2 or b"value-2-ABCDEFGH" in values):
+                    break
+        return values, errors
+
+    values, errors = read(False)
+    assert values == [b"value-0-ABCDEFGH", b"value-1-ZBCDEFGH", b"value-2-ABCDEFGH"] and not errors
+    values, errors = read(True)
+    assert errors and errors[0].code == 2 and "crc" in str(errors[0]).lower()  # CORRUPT_MESSAGE
+    assert b"value-1-ZBCDEFGH" not in values
