@@ -86,6 +86,15 @@ def test_two_consumers_share_a_topic_and_take_over(kbroker: Any) -> None:
         with Admin(bootstrap_servers=bs) as admin:
             offs = admin.list_consumer_group_offsets(group, [TopicPartition(topic, p) for p in range(4)])
             assert sorted(o.offset for o in offs.values()) == [25, 25, 25, 25]
+            # ConsumerGroupDescribe (DescribeGroups knows only classic groups)
+            desc = admin.describe_consumer_groups([group])[group]
+            assert (desc.group_type, desc.state, desc.protocol) == ("consumer", "Stable", "uniform")
+            members = {mem.member_id: mem for mem in desc.members}
+            assert set(members) == {c1.member_id, c2.member_id}
+            assert set(members[c2.member_id].assignment) == c2.assignment()
+            assert members[c1.member_id].member_epoch == c1.generation
+            assert group in {g.group_id for g in admin.list_consumer_groups(types=["consumer"])}
+            assert group not in {g.group_id for g in admin.list_consumer_groups(types=["classic"])}
         c2.close()  # leaves (epoch -1): c1 takes everything back
         wait_until(lambda: (c1.poll(0.05), len(c1.assignment()) == 4)[1], timeout=20, what="take-over")
         c1.commit()

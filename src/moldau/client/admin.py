@@ -19,6 +19,7 @@ from .config import resolve_config
 from .errors import (
     Codes,
     IllegalStateError,
+    UnsupportedVersionError,
     KafkaConnectionError,
     KafkaTimeoutError,
     RequestTimedOutError,
@@ -48,7 +49,7 @@ __all__ = ["AsyncAdmin"]
 _LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH, _FIND_COORDINATOR = 2, 3, 8, 9, 10
 _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
 _DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
-_INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER = 44, 47, 60
+_INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER, _CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
 _NOT_CONTROLLER = 41
 _RETRY = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE, Codes.COORDINATOR_LOAD_IN_PROGRESS,
                     _NOT_CONTROLLER, Codes.REQUEST_TIMED_OUT, Codes.LEADER_NOT_AVAILABLE,
@@ -336,15 +337,20 @@ class AsyncAdmin:
                 raise broker_error(code, f"FindCoordinator for group {group_id!r}")
             await asyncio.sleep(self._backoff)
 
-    async def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        """Groups known to every broker (consumer groups and others; ``protocol_type`` tells)."""
+    async def list_consumer_groups(self, states: Iterable[str] | None = None,
+                                   types: Iterable[str] | None = None) -> list[GroupListing]:
+        """Groups known to every broker (consumer groups and others; ``protocol_type`` tells), optionally only
+        those in ``states`` (ListGroups v4+) or of ``types`` ("classic", "consumer"; v5+)."""
         self._check()
         out: dict[str, GroupListing] = {}
         states = list(states or [])
+        types = list(types or [])
         for node in list(self._cluster.brokers):
             conn = await self._cluster.connection(node)
             version = conn.api_version(_LIST_GROUPS)
-            req = m.ListGroupsRequest.new(states_filter=states, types_filter=[])
+            if types and version < 5:
+                raise UnsupportedVersionError(f"broker {node} cannot filter groups by type (ListGroups v{version})")
+            req = m.ListGroupsRequest.new(states_filter=states, types_filter=types)
             resp = await conn.send(_LIST_GROUPS, req)
             if resp.error_code:
                 raise broker_error(resp.error_code, f"ListGroups on node {node}")
@@ -364,6 +370,14 @@ class AsyncAdmin:
         for gid in group_ids:
             while True:
                 node = await self._coordinator(gid, deadline)
+                conn = await self._cluster.connection(node)
+                if conn.supports(_CONSUMER_GROUP_DESCRIBE):
+                    # a KIP-848 group is described only by ConsumerGroupDescribe (DescribeGroups says Dead);
+                    # a classic group answers GROUP_ID_NOT_FOUND there, then DescribeGroups
+                    desc = await self._describe_consumer_protocol_group(node, gid, deadline)
+                    if desc is not None:
+                        out[gid] = desc
+                        break
                 resp = await self._cluster.send(node, _DESCRIBE_GROUPS,
                                                 m.DescribeGroupsRequest.new(groups=[gid],
                                                                             include_authorized_operations=False))
@@ -384,6 +398,28 @@ class AsyncAdmin:
                 out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
                 break
         return out
+
+    async def _describe_consumer_protocol_group(self, node: int, gid: str, deadline: float) -> GroupDescription | None:
+        while True:
+            resp = await self._cluster.send(node, _CONSUMER_GROUP_DESCRIBE, m.ConsumerGroupDescribeRequest.new(
+                group_ids=[gid], include_authorized_operations=False))
+            g = resp.groups[0]
+            if g.error_code == Codes.GROUP_ID_NOT_FOUND:
+                return None
+            if g.error_code in _RETRY and time.monotonic() < deadline:
+                await asyncio.sleep(self._backoff)
+                continue
+            if g.error_code:
+                raise broker_error(g.error_code, f"group {gid!r}: {g.error_message or ''}".rstrip(": "))
+
+            def tps(a: Any) -> list[TopicPartition]:
+                return sorted(TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in t.partitions)
+
+            members = [MemberDescription(mem.member_id, mem.instance_id, mem.client_id, mem.client_host,
+                                         tps(mem.assignment), mem.member_epoch, tps(mem.target_assignment))
+                       for mem in g.members]
+            return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members,
+                                    group_type="consumer", group_epoch=g.group_epoch)
 
     async def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
                                      raise_errors: bool = True) -> dict[str, BaseException | None]:

@@ -65,7 +65,7 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
-    16: (0, 4),  # ListGroups
+    16: (0, 5),  # ListGroups (v4: states filter, v5: types filter and group type)
     17: (1, 1),  # SaslHandshake (v0 would send bare tokens; v1 wraps them in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics

@@ -179,6 +179,8 @@ class MemberDescription:
     client_id: str
     client_host: str
     assignment: list[TopicPartition]
+    member_epoch: int = -1  # consumer protocol groups (KIP-848)
+    target_assignment: list[TopicPartition] | None = None  # consumer protocol: where the broker is taking it
 
 
 @dataclass(slots=True)
@@ -186,9 +188,11 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # the assignor (classic: the protocol the members agreed on; consumer: the broker's)
     members: list[MemberDescription]
     error_code: int = 0
+    group_type: str = "classic"  # "consumer" for KIP-848 groups
+    group_epoch: int = -1  # consumer groups
 
 
 @dataclass(slots=True)
