@@ -9,7 +9,10 @@ Fills a 4-partition topic with N records of 100 bytes (confluent-kafka), then, i
   data source that yields ready Arrow batches: the floor of PySpark's Python data source path, the
   baseline the moldau source is compared with;
 * writes N rows (100-byte values) with ``df.write.format("moldau")``, Arrow writer and row writer, next to
-  a Python Arrow sink that drops the same rows (the floor of PySpark's Python data source write path).
+  a Python Arrow sink that drops the same rows (the floor of PySpark's Python data source write path);
+* streams the topic into another topic (``readStream ... writeStream.format("moldau")``, availableNow, 10
+  micro-batches) at least once and exactly once (transactions), Arrow writer and row writer, next to the
+  same stream into ``noop``.
 
 Each measurement is repeated (default 2) and the best rows/s is kept (the machine is shared). Streaming
 figures are wall time from start() to the end of the query (a new query pays for its planning and for
@@ -19,6 +22,7 @@ PySpark's driver-side source process) and, on a second line, the time inside the
     python bench/spark_throughput.py                      # starts a moldau broker
     python bench/spark_throughput.py -n 200000 --repeat 1
     python bench/spark_throughput.py --bootstrap 127.0.0.1:9092
+    python bench/spark_throughput.py --only stream-write       # sections: read, write, stream-write
 
 Prints a table and, last, one JSON document. Never asserted by tests.
 """
@@ -148,6 +152,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--only", default="read,write,stream-write",
+                    help="comma-separated sections to run: read, write, stream-write")
     args = ap.parse_args()
 
     broker = None
@@ -223,25 +229,64 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
     def discard() -> None:
         rows_to_write().write.format("moldau_bench_memory").mode("append").save()
 
+    stream_write_ms: dict[str, list[int]] = {}
+
+    def stream_write(label: str, sink: str, **options: str) -> Callable[[], None]:
+        def go() -> None:
+            w = (spark.readStream.format("moldau").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("maxOffsetsPerTrigger", str(max(n // 10, 1))).load()
+                 .selectExpr("key", "value").writeStream.format(sink)
+                 .option("checkpointLocation", str(tmp / uuid.uuid4().hex)))
+            if sink == "moldau":
+                w = w.option("kafka.bootstrap.servers", bootstrap).option("topic", "bench-spark-stream-" + uuid.uuid4().hex[:8])
+            for k, v in options.items():
+                w = w.option(k, v)
+            q = w.trigger(availableNow=True).start()
+            q.awaitTermination()
+            got = sum(p["numInputRows"] for p in q.recentProgress)
+            assert got == n, f"streaming write read {got} rows, expected {n}"
+            stream_write_ms.setdefault(label, []).append(
+                sum(p["durationMs"].get("addBatch", 0) for p in q.recentProgress))
+        return go
+
     # warm up the JVM and the Python workers
     (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
      .option("endingOffsets", json.dumps({topic: {str(p): 1000 for p in range(PARTITIONS)}})).load()
      .write.format("noop").mode("overwrite").save())
     memory()
 
+    sections = {x.strip() for x in args.only.split(",") if x.strip()}
     results: dict[str, dict] = {}
     results["in-memory Python source (Arrow), baseline"] = timed(memory, n, args.repeat)
-    results["moldau batch read, Arrow"] = timed(batch_read(True), n, args.repeat)
-    results["moldau batch read, tuples"] = timed(batch_read(False), n, args.repeat)
-    results["moldau streaming availableNow, Arrow"] = timed(stream_read(True), n, args.repeat)
-    results["moldau streaming availableNow, tuples"] = timed(stream_read(False), n, args.repeat)
-    for arrow, label in ((True, "Arrow"), (False, "tuples")):
-        ms = min(batch_ms[arrow])
-        results[f"  (same, time inside micro-batches, {label})"] = {"seconds": round(ms / 1000, 3),
-                                                                    "rows_per_s": round(n / (ms / 1000))}
-    results["Python Arrow sink that drops the rows, baseline"] = timed(discard, n, args.repeat)
-    results["moldau batch write, Arrow writer"] = timed(write(True), n, args.repeat)
-    results["moldau batch write, row writer"] = timed(write(False), n, args.repeat)
+    if "read" in sections:
+        results["moldau batch read, Arrow"] = timed(batch_read(True), n, args.repeat)
+        results["moldau batch read, tuples"] = timed(batch_read(False), n, args.repeat)
+        results["moldau streaming availableNow, Arrow"] = timed(stream_read(True), n, args.repeat)
+        results["moldau streaming availableNow, tuples"] = timed(stream_read(False), n, args.repeat)
+        for arrow, label in ((True, "Arrow"), (False, "tuples")):
+            ms = min(batch_ms[arrow])
+            results[f"  (same, time inside micro-batches, {label})"] = {"seconds": round(ms / 1000, 3),
+                                                                        "rows_per_s": round(n / (ms / 1000))}
+    if "write" in sections:
+        results["Python Arrow sink that drops the rows, baseline"] = timed(discard, n, args.repeat)
+        results["moldau batch write, Arrow writer"] = timed(write(True), n, args.repeat)
+        results["moldau batch write, row writer"] = timed(write(False), n, args.repeat)
+    if "stream-write" in sections:
+        runs = [
+            ("stream topic -> noop (baseline)", "noop", {}),
+            ("stream -> moldau, Arrow, at-least-once", "moldau", {"deliveryGuarantee": "at-least-once"}),
+            ("stream -> moldau, Arrow, exactly-once", "moldau", {"deliveryGuarantee": "exactly-once"}),
+            ("stream -> moldau, rows, at-least-once", "moldau",
+             {"deliveryGuarantee": "at-least-once", "moldau.arrow": "false"}),
+            ("stream -> moldau, rows, exactly-once", "moldau",
+             {"deliveryGuarantee": "exactly-once", "moldau.arrow": "false"}),
+        ]
+        for label, sink, options in runs:
+            results[label] = timed(stream_write(label, sink, **options), n, args.repeat)
+            ms = min(stream_write_ms[label])
+            results[f"  (same, time inside micro-batches)  {label.split(', ', 1)[-1]}"] = {
+                "seconds": round(ms / 1000, 3), "rows_per_s": round(n / (ms / 1000))}
     spark.stop()
 
     base = results["in-memory Python source (Arrow), baseline"]["rows_per_s"]

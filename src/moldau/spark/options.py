@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "EARLIEST",
+    "EXACTLY_ONCE",
     "LATEST",
     "OffsetSpec",
     "OptionError",
@@ -45,7 +47,10 @@ _SOURCE_OPTIONS = [
     # moldau's own
     "moldau.arrow",
 ]
-_SINK_OPTIONS = ["kafka.bootstrap.servers", "topic", "includeHeaders", "moldau.arrow"]
+_SINK_OPTIONS = ["kafka.bootstrap.servers", "topic", "includeHeaders", "moldau.arrow", "deliveryGuarantee",
+                 "transactionalIdPrefix"]
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
 # Keys Spark itself may put into a source's or sink's options.
 _SPARK_INTERNAL = {"path", "checkpointlocation", "queryname"}
 
@@ -61,7 +66,8 @@ _REFUSED_SINK_KAFKA = {
     "key.serializer": "keys are written as bytes (cast or serialize the key column)",
     "value.serializer": "values are written as bytes (cast or serialize the value column)",
     "interceptor.classes": "producer interceptors are not supported",
-    "transactional.id": "the sink does not write in transactions yet",
+    "transactional.id": "the sink derives a transactional id per query and task itself (exactly-once streaming "
+                        "writes); set the option 'transactionalIdPrefix' to choose its prefix",
 }
 _CLIENT_DEFAULTS_SOURCE: dict[str, str] = {}
 
@@ -327,13 +333,54 @@ class SinkOptions:
     client: dict[str, str]
     topic: str | None
     arrow: bool
+    # streaming: "exactly-once", "at-least-once", or None (exactly once where the broker supports
+    # transactions, else at least once with a warning); batch writes: "at-least-once"
+    delivery: str | None = AT_LEAST_ONCE
+    txn_prefix: str | None = None      # transactionalIdPrefix (default: moldau-spark-<query id>)
+    fallback_reason: str | None = None  # why a streaming write without deliveryGuarantee is at least once
 
 
-def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
+def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
     opts = _lower(options)
     _check_known(opts, _SINK_OPTIONS, "sink")
     client = client_config(opts, _REFUSED_SINK_KAFKA, "sink")
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("option 'topic' must not be empty")
-    return SinkOptions(client=client, topic=topic.strip() if topic else None, arrow=_bool(opts, "moldau.arrow", True))
+    given = opts.get("deliveryguarantee")
+    delivery: str | None = None
+    if given is not None:
+        delivery = given.strip().lower().replace("_", "-")
+        if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+            raise OptionError(f"option 'deliveryGuarantee' must be '{EXACTLY_ONCE}' or '{AT_LEAST_ONCE}', got {given!r}")
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix:
+            raise OptionError("option 'transactionalIdPrefix' must not be empty")
+    if not streaming:
+        if delivery == EXACTLY_ONCE:
+            raise OptionError("deliveryGuarantee 'exactly-once' applies to streaming writes (per micro-batch); "
+                              "batch writes are at least once (a failed job can be run again only by "
+                              "writing its rows again)")
+        if prefix is not None:
+            raise OptionError("option 'transactionalIdPrefix' applies to exactly-once streaming writes only")
+        delivery = AT_LEAST_ONCE
+    elif delivery == AT_LEAST_ONCE and prefix is not None:
+        raise OptionError("option 'transactionalIdPrefix' has no use with deliveryGuarantee 'at-least-once'")
+    fallback: str | None = None
+    if delivery != AT_LEAST_ONCE:
+        acks = client.get("acks", "all").strip().lower()
+        idem = client.get("enable.idempotence", "true").strip().lower()
+        why = None
+        if acks not in ("all", "-1"):
+            why = f"kafka.acks={client['acks']} (transactions need acks=all)"
+        elif idem in ("false", "0", "no"):
+            why = "kafka.enable.idempotence=false (transactions need the idempotent producer)"
+        if why is not None:
+            if delivery == EXACTLY_ONCE:
+                raise OptionError(f"deliveryGuarantee 'exactly-once' cannot be used with {why}")
+            delivery = AT_LEAST_ONCE
+            fallback = why
+    return SinkOptions(client=client, topic=topic.strip() if topic else None, arrow=_bool(opts, "moldau.arrow", True),
+                       delivery=delivery, txn_prefix=prefix, fallback_reason=fallback)

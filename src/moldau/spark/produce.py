@@ -17,12 +17,19 @@ Partitions: the ``partition`` column where set, else Kafka's default partitioner
 client's ``key_partition``), else one partition per Arrow batch for keyless records, rotating (what the
 sticky partitioner does). Rows with headers go through the client's ``BatchBuilder`` (per record).
 
-Sending: one Produce request per leader for the batches of one Arrow batch; the next Arrow batch is encoded
-while that request is in flight, and is sent after it completed, so each partition has at most one request
-in flight and its records keep their order across retries. Retriable errors are retried (metadata refreshed)
-until ``delivery.timeout.ms``. There is no idempotent producer id here: a retry after a lost response can
-write a batch twice, which the sink's at-least-once guarantee allows (the per-record producer path,
-``moldau.arrow=false``, is idempotent).
+Sending: one Produce request per leader for the batches of one Arrow batch, at most one record batch per
+partition per request (Kafka refuses more than one v2 batch of a partition in a request); a partition with
+several record batches in one Arrow batch gets them in successive rounds. The next Arrow batch is encoded
+while the requests are in flight, and is sent after they completed, so each partition has at most one
+request in flight and its records keep their order across retries. Retriable errors are retried (metadata
+refreshed) until ``delivery.timeout.ms``.
+
+At least once (``TaskTransaction`` None): no producer id; a retry after a lost response can write a batch
+twice, which at-least-once allows. Exactly once (``TaskTransaction``, see ``moldau.spark.txn``): the
+batches carry the transaction's producer id, epoch and per-partition sequence numbers and the
+transactional attribute, the Produce requests the transactional id, and every partition is added to the
+transaction (AddPartitionsToTxn) before its first batch is sent; a retried batch is deduplicated by the
+broker (sequence numbers), and nothing is visible before the driver commits the transaction.
 """
 
 from __future__ import annotations
@@ -50,9 +57,14 @@ from moldau.protocol import messages as m
 from moldau.protocol.records import BatchBuilder, codec_id, compress
 from moldau.protocol.records.crc import crc32c
 
+from .txn import BatchMarker, TxnChannel, TxnHandle, committed_markers, txn_offset_commit
+
 log = logging.getLogger(__name__)
 
-__all__ = ["ArrowProducer", "BulkSession", "build_batch", "bulk_session", "encode_section"]
+__all__ = ["ArrowProducer", "BulkSession", "TaskTransaction", "build_batch", "bulk_session", "encode_section"]
+
+_TRANSACTIONAL = 0x10
+ProducerFields = tuple[int, int, int]  # producer id, epoch, base sequence
 
 _PRODUCE = 0
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -164,20 +176,28 @@ def _ragged(mat: np.ndarray, mask: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), len(mat), [None, pa.py_buffer(offs), pa.py_buffer(flat)])
 
 
-def build_batch(section: bytes, count: int, timestamp: int, codec: int, level: Any = None) -> bytearray:
-    """A v2 record batch (base offset 0, no producer id) around a records section."""
+def build_batch(section: bytes, count: int, timestamp: int, codec: int, level: Any = None,
+                producer: ProducerFields | None = None) -> bytearray:
+    """A v2 record batch (base offset 0) around a records section; ``producer`` (id, epoch, base sequence)
+    makes it a transactional batch, else it has no producer id."""
     body = compress(codec, section, level=level) if codec else section
     buf = bytearray(61)
     buf += body
-    _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, codec & 0x07, count - 1, timestamp, timestamp,
-                      -1, -1, -1, count)
+    pid, epoch, seq = producer if producer is not None else (-1, -1, -1)
+    attrs = (codec & 0x07) | (_TRANSACTIONAL if producer is not None else 0)
+    _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, attrs, count - 1, timestamp, timestamp,
+                      pid, epoch, seq, count)
     struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
     return buf
 
 
 def build_batch_with_headers(keys: list, values: list, headers: list, timestamp: int, codec: int,
-                             level: Any = None) -> bytearray:
-    b = BatchBuilder(2, codec, compression_level=level)
+                             level: Any = None, producer: ProducerFields | None = None) -> bytearray:
+    if producer is not None:
+        b = BatchBuilder(2, codec, producer_id=producer[0], producer_epoch=producer[1], base_sequence=producer[2],
+                         is_transactional=True, compression_level=level)
+    else:
+        b = BatchBuilder(2, codec, compression_level=level)
     for k, v, h in zip(keys, values, headers):
         b.append(timestamp, k, v, h or None)
     return b.build_mutable(0)
@@ -227,9 +247,29 @@ class BulkSession:
 
         return self.lt.run(go())
 
-    async def _send_all(self, batches: list[tuple[str, int, bytearray, int]]) -> int:
-        """Send (topic, partition, batch, count) items until all are acknowledged; returns records."""
+    async def _send_all(self, batches: list[tuple[str, int, bytearray, int]],
+                        txn: TaskTransaction | None = None) -> int:
+        """Send (topic, partition, batch, count) items until all are acknowledged; returns records.
+
+        A partition's items go out in order, one per request (rounds), each round after the previous one
+        was acknowledged. With ``txn``, new partitions are added to the transaction first."""
+        if txn is not None:
+            await txn.add_partitions({(it[0], it[1]) for it in batches})
+        per_tp: dict[tuple[str, int], list] = {}
+        for it in batches:
+            per_tp.setdefault((it[0], it[1]), []).append(it)
+        done = 0
+        k = 0
+        while True:
+            rnd = [items[k] for items in per_tp.values() if len(items) > k]
+            if not rnd:
+                return done
+            done += await self._send_round(rnd, txn)
+            k += 1
+
+    async def _send_round(self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None) -> int:
         c = self.cluster
+        tid = txn.transactional_id if txn is not None else None
         deadline = time.monotonic() + self.delivery_timeout
         pending = list(batches)
         done = 0
@@ -255,7 +295,7 @@ class BulkSession:
                     size += len(it[2])
                 if group:
                     calls.append((node, group))
-            results = await asyncio.gather(*(self._produce(node, items) for node, items in calls),
+            results = await asyncio.gather(*(self._produce(node, items, tid) for node, items in calls),
                                            return_exceptions=True)
             for (_node, items), res in zip(calls, results):
                 if isinstance(res, BaseException):
@@ -266,12 +306,13 @@ class BulkSession:
                     retry.extend(items)
                     continue
                 for it, code, msg in res:
-                    if code == 0:
-                        done += it[3]
+                    if code == 0 or (code == Codes.DUPLICATE_SEQUENCE_NUMBER and tid is not None):
+                        done += it[3]  # (a duplicate: the broker has this batch from an earlier attempt)
                     elif code in _RETRIABLE:
                         retry.append(it)
                     else:
-                        raise broker_error(code, f"produce to {it[0]}-{it[1]}: {msg or ''}".rstrip(": "))
+                        what = f"produce to {it[0]}-{it[1]}" + (f" in transaction {tid!r}" if tid else "")
+                        raise broker_error(code, f"{what}: {msg or ''}".rstrip(": "))
             pending = retry
             if pending:
                 if time.monotonic() > deadline:
@@ -280,12 +321,13 @@ class BulkSession:
                 await asyncio.sleep(self.backoff)
         return done
 
-    async def _produce(self, node: int, items: list) -> list[tuple[Any, int, str | None]]:
+    async def _produce(self, node: int, items: list, transactional_id: str | None = None
+                       ) -> list[tuple[Any, int, str | None]]:
         R = m.ProduceRequest
         topics: dict[str, list] = {}
         for t, p, buf, _n in items:
             topics.setdefault(t, []).append(R.PartitionProduceData(index=p, records=buf))
-        req = R.new(transactional_id=None, acks=self.acks, timeout_ms=self.timeout_ms,
+        req = R.new(transactional_id=transactional_id, acks=self.acks, timeout_ms=self.timeout_ms,
                     topic_data=[R.TopicProduceData(name=t, partition_data=pd) for t, pd in topics.items()])
         conn = await self.cluster.connection(node)
         resp = await conn.send(_PRODUCE, req, expect_response=self.acks != 0)
@@ -298,8 +340,8 @@ class BulkSession:
         return [(it, *codes.get((it[0], it[1]), (Codes.UNKNOWN_SERVER_ERROR, "partition missing in response")))
                 for it in items]
 
-    def send(self, batches: list[tuple[str, int, bytearray, int]]) -> cf.Future:
-        return self.lt.submit(self._send_all(batches))
+    def send(self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None = None) -> cf.Future:
+        return self.lt.submit(self._send_all(batches, txn))
 
 
 _SESSIONS: dict[tuple, BulkSession] = {}
@@ -323,12 +365,96 @@ def _close() -> None:
         _SESSIONS.clear()
 
 
-class ArrowProducer:
-    """Writes Arrow batches (Spark's Kafka sink columns) as record batches; ``finish()`` -> rows written."""
+class TaskTransaction:
+    """One task's transaction for one micro-batch, on a BulkSession's loop (exactly-once mode).
 
-    def __init__(self, client: dict[str, str], topic: str | None) -> None:
-        self.s = bulk_session(client)
+    ``start()`` gets a producer id and epoch for the transactional id (InitProducerId: an earlier attempt's
+    open transaction is aborted, a zombie attempt fenced) and reads the id's batch marker: False when this
+    micro-batch is already committed for it. ``prepare()`` adds the marker to the transaction and returns
+    the handle the driver commits; the transaction stays open. ``abort()`` ends it after a task failure.
+    """
+
+    def __init__(self, session: BulkSession, transactional_id: str, query_id: str, batch_id: int,
+                 timeout_ms: int) -> None:
+        self.s = session
+        self.transactional_id = transactional_id
+        self.marker = BatchMarker(query_id, batch_id)
+        self.timeout_ms = timeout_ms
+        self.call_timeout = session.config["max.block.ms"] / 1000.0
+        self.chan = TxnChannel(session.cluster, transactional_id, self.call_timeout, session.backoff)
+        self.producer_id = -1
+        self.epoch = -1
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.added: set[tuple[str, int]] = set()
+        self.marker_topic: str | None = None
+
+    def start(self) -> bool:
+        async def go() -> list[BatchMarker]:
+            self.producer_id, self.epoch = await self.chan.init(self.timeout_ms)
+            return await committed_markers(self.s.cluster, self.transactional_id, self.call_timeout, self.s.backoff)
+
+        marks = self.s.lt.run(go())
+        mine = self.marker
+        done = [mk for mk in marks if mk.query_id == mine.query_id and mk.batch_id >= mine.batch_id]
+        if done:
+            log.info("transactional id %s: micro-batch %d of query %s is already committed (marker %d): "
+                     "skipping its rows", self.transactional_id, mine.batch_id, mine.query_id,
+                     max(mk.batch_id for mk in done))
+            return False
+        return True
+
+    def producer_fields(self, topic: str, partition: int, count: int) -> ProducerFields:
+        """(producer id, epoch, base sequence) for the next batch of ``count`` records of a partition."""
+        tp = (topic, partition)
+        seq = self.sequences.get(tp, 0)
+        self.sequences[tp] = (seq + count) & 0x7FFFFFFF  # Kafka's sequences wrap at 2**31
+        if self.marker_topic is None:
+            self.marker_topic = topic
+        return self.producer_id, self.epoch, seq
+
+    async def add_partitions(self, parts: set[tuple[str, int]]) -> None:
+        new = parts - self.added
+        if new:
+            await self.chan.add_partitions(self.producer_id, self.epoch, new)
+            self.added |= new
+
+    def prepare(self, rows: int) -> TxnHandle | None:
+        """Commit the batch marker with the transaction (still open); None when nothing was written."""
+        if not self.added or self.marker_topic is None:
+            return None
+        mk = self.marker
+        tid = self.transactional_id
+
+        async def go() -> None:
+            await self.chan.add_offsets(self.producer_id, self.epoch, tid)
+            await txn_offset_commit(self.s.cluster, tid, tid, self.producer_id, self.epoch,
+                                    {(self.marker_topic, 0): (mk.batch_id, mk.metadata(rows))},  # type: ignore[dict-item]
+                                    self.call_timeout, self.s.backoff)
+
+        self.s.lt.run(go())
+        return TxnHandle(tid, self.producer_id, self.epoch)
+
+    def abort(self) -> None:
+        """Best effort: abort the open transaction now (else the next attempt or its timeout does)."""
+        if not self.added or self.producer_id < 0:
+            return
+        try:
+            self.s.lt.run(self.chan.end(self.producer_id, self.epoch, False), self.call_timeout + 5)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("aborting the transaction of %s failed (%s); the next attempt or the transaction "
+                        "timeout aborts it", self.transactional_id, exc)
+
+
+class ArrowProducer:
+    """Writes Arrow batches (Spark's Kafka sink columns) as record batches; ``finish()`` -> rows written.
+
+    With ``txn`` the batches belong to that transaction (``txn.start()`` must have returned True)."""
+
+    def __init__(self, client: dict[str, str], topic: str | None, txn: TaskTransaction | None = None,
+                 session: BulkSession | None = None) -> None:
+        self.s = session if session is not None else bulk_session(client)
         self.topic = topic
+        self.txn = txn
         self.inflight: cf.Future | None = None
         self.rows = 0
         self._parts: dict[str, int] = {}
@@ -379,7 +505,7 @@ class ArrowProducer:
                 else:
                     items.extend(self._batches(topic, p, k, v, now))
         self._flush_inflight()
-        self.inflight = self.s.send(items)
+        self.inflight = self.s.send(items, self.txn)
         self.rows += n
 
     def _assign(self, topic: str, nparts: int, rows: np.ndarray, keys: pa.Array | None,
@@ -412,9 +538,11 @@ class ArrowProducer:
         kl = _lengths(_as_binary(k, n))[0] if k is not None else np.full(n, -1)
         sizes = np.maximum(vl, 0) + np.maximum(kl, 0) + 12
         bounds = _cuts(sizes, self.s.batch_bytes)
-        for a, b in zip(bounds, bounds[1:]):
+        txn = self.txn
+        for a, b in itertools.pairwise(bounds):
             sec = encode_section(k.slice(a, b - a) if k is not None else None, v.slice(a, b - a))
-            out.append((topic, p, build_batch(sec, b - a, now, self.s.codec, self.s.level), b - a))
+            prod = txn.producer_fields(topic, p, b - a) if txn is not None else None
+            out.append((topic, p, build_batch(sec, b - a, now, self.s.codec, self.s.level, prod), b - a))
         return out
 
     def _with_headers(self, topic: str, p: int, k: pa.Array | None, v: pa.Array, h: pa.Array, now: int) -> list:
@@ -423,10 +551,13 @@ class ArrowProducer:
         hs = [[(x["key"], x["value"]) for x in row] if row else None for row in h.to_pylist()]
         out = []
         step = 5000
+        txn = self.txn
         for a in range(0, len(vals), step):
+            cnt = len(vals[a:a + step])
+            prod = txn.producer_fields(topic, p, cnt) if txn is not None else None
             buf = build_batch_with_headers(keys[a:a + step], vals[a:a + step], hs[a:a + step], now, self.s.codec,
-                                           self.s.level)
-            out.append((topic, p, buf, len(vals[a:a + step])))
+                                           self.s.level, prod)
+            out.append((topic, p, buf, cnt))
         return out
 
     def _flush_inflight(self) -> None:

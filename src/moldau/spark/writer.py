@@ -4,14 +4,24 @@ Input columns: ``value`` (binary or string, required), ``key`` (binary or string
 ``topic`` option overrides it), ``partition`` (int; null = the producer's partitioner), ``headers``
 (array<struct<key: string, value: binary>>). Other columns are ignored, like Spark's Kafka sink does.
 
-Delivery guarantee: **at least once**, for batch and streaming writes. Each task sends its rows, waits for
-every acknowledgement (acks=all by default), and fails if any record failed, so Spark retries it; a
-retried task or a replayed micro-batch writes its rows again. The Arrow writers (default) build whole
-record batches from the Arrow columns (``moldau.spark.produce``); the row writers (``moldau.arrow=false``)
-send each row through the idempotent moldau producer.
-Exactly-once per micro-batch would need transactions (a transactional id per query and partition, the
-batch id from the task context, commit on the driver); moldau's broker and client do not support
-transactions yet, so the sink does not claim it.
+Delivery guarantees (docs/spark.md states them precisely):
+
+* **Streaming writes: exactly once per micro-batch** where the broker supports transactions (the default;
+  ``deliveryGuarantee=exactly-once`` insists, ``at-least-once`` opts out). Each task writes its rows of a
+  micro-batch in one Kafka transaction whose transactional id is ``<prefix>-<task partition id>`` (prefix:
+  ``transactionalIdPrefix``, default ``moldau-spark-<query id>``) and leaves it open; its commit message
+  carries the producer id and epoch; the driver's ``commit(messages, batchId)`` commits every task's
+  transaction (EndTxn) and ``abort`` aborts them. The transaction also commits a batch marker (the batch id
+  as the committed offset of the consumer group named like the transactional id), so that a task of a
+  micro-batch replayed after a failure finds its rows already committed and writes nothing
+  (``moldau.spark.txn``).
+* Batch writes, and streaming writes without transactions: **at least once**. Each task sends its rows,
+  waits for every acknowledgement (acks=all by default) and fails if any record failed, so Spark retries
+  it; a retried task or a replayed micro-batch writes its rows again.
+
+The Arrow writers (default) build whole record batches from the Arrow columns (``moldau.spark.produce``);
+the row writers (``moldau.arrow=false``) send each row through the moldau producer (transactional in the
+exactly-once mode).
 """
 
 from __future__ import annotations
@@ -33,20 +43,26 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from moldau.client import Producer
+from moldau.client import OffsetAndMetadata, Producer, TopicPartition
 
 from .kafka import check_client_config
-from .options import OptionError, SinkOptions, parse_sink_options
+from .options import AT_LEAST_ONCE, EXACTLY_ONCE, OptionError, SinkOptions, parse_sink_options
+from .txn import TxnHandle
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MoldauCommitMessage", "make_batch_writer", "make_stream_writer", "validate_sink_schema"]
+__all__ = ["MoldauCommitMessage", "make_batch_writer", "make_stream_writer", "transactional_id",
+           "validate_sink_schema"]
 
 _PRODUCER_DEFAULTS = {
     "client.id": "moldau-spark-writer",
     "linger.ms": "5",
     "batch.size": str(256 * 1024),
 }
+# transaction.timeout.ms of the sink's transactions unless kafka.transaction.timeout.ms says otherwise: a
+# task's transaction stays open until the driver commits the micro-batch, so it must outlive the slowest
+# task of a batch (Kafka's brokers accept up to transaction.max.timeout.ms, 15 minutes by default).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 600_000
 
 
 @dataclass
@@ -54,6 +70,15 @@ class MoldauCommitMessage(WriterCommitMessage):
     rows: int
     partition_id: int
     batch_id: int | None
+    transactional_id: str | None = None   # exactly-once: the task's open transaction, for the driver
+    producer_id: int = -1
+    producer_epoch: int = -1
+    skipped: bool = False                 # exactly-once: this batch was already committed for the id
+
+    def handle(self) -> TxnHandle | None:
+        if self.transactional_id is None:
+            return None
+        return TxnHandle(self.transactional_id, self.producer_id, self.producer_epoch)
 
 
 def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -68,10 +93,9 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     if key is not None and not isinstance(key.dataType, (BinaryType, StringType)):
         raise OptionError(f"key attribute type must be a string or binary, got {key.dataType.simpleString()}")
     topic = fields.get("topic")
-    if opts.topic is None:
-        if topic is None:
-            raise OptionError("topic option required when no 'topic' attribute is present in the data. "
-                              "Use the topic option for setting a topic.")
+    if opts.topic is None and topic is None:
+        raise OptionError("topic option required when no 'topic' attribute is present in the data. "
+                          "Use the topic option for setting a topic.")
     if topic is not None and not isinstance(topic.dataType, StringType):
         raise OptionError(f"topic attribute type must be a string, got {topic.dataType.simpleString()}")
     part = fields.get("partition")
@@ -119,19 +143,23 @@ def _close_producers() -> None:
 
 
 class _Sender:
-    """Sends rows through the cached producer and tracks their futures; ``finish()`` raises on failure."""
+    """Sends rows through a producer (the cached one by default) and tracks their futures; ``finish()``
+    raises on failure."""
 
-    def __init__(self, opts: SinkOptions) -> None:
+    def __init__(self, opts: SinkOptions, producer: Producer | None = None) -> None:
         self.opts = opts
-        self.producer = _producer(opts.client)
+        self.producer = producer if producer is not None else _producer(opts.client)
         self.pending: collections.deque = collections.deque()
         self.rows = 0
+        self.first_topic: str | None = None
 
     def send(self, topic: Any, value: Any, key: Any, partition: Any, headers: Any) -> None:
         if self.opts.topic is not None:
             topic = self.opts.topic
         elif topic is None:
             raise OptionError("null topic present in the data. Use the topic option for setting a topic.")
+        if self.first_topic is None:
+            self.first_topic = topic
         self.pending.append(self.producer.send(topic, value, key, partition, None, headers))
         self.rows += 1
         if len(self.pending) >= 100_000:
@@ -170,12 +198,16 @@ def _headers(hs: Any) -> list[tuple[str, Any]] | None:
     return out
 
 
+def _send_row(s: _Sender, row: Any) -> None:
+    d = row.asDict() if hasattr(row, "asDict") else dict(row)
+    d = {k.lower(): v for k, v in d.items()}
+    s.send(d.get("topic"), d.get("value"), d.get("key"), d.get("partition"), _headers(d.get("headers")))
+
+
 def _write_rows(opts: SinkOptions, rows: Iterator[Any]) -> int:
     s = _Sender(opts)
     for row in rows:
-        d = row.asDict() if hasattr(row, "asDict") else dict(row)
-        d = {k.lower(): v for k, v in d.items()}
-        s.send(d.get("topic"), d.get("value"), d.get("key"), d.get("partition"), _headers(d.get("headers")))
+        _send_row(s, row)
     return s.finish()
 
 
@@ -189,29 +221,180 @@ def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
     return p.finish()
 
 
-def _task_info() -> tuple[int, int | None]:
+@dataclass(slots=True)
+class _TaskInfo:
+    partition_id: int
+    batch_id: int | None
+    query_id: str | None
+
+
+def _task_info() -> _TaskInfo:
     try:
         from pyspark import TaskContext
 
         tc = TaskContext.get()
         if tc is None:
-            return -1, None
+            return _TaskInfo(-1, None, None)
         bid = tc.getLocalProperty("streaming.sql.batchId")
-        return tc.partitionId(), (int(bid) if bid is not None else None)
+        return _TaskInfo(tc.partitionId(), int(bid) if bid is not None else None,
+                         tc.getLocalProperty("sql.streaming.queryId"))
     except Exception:  # noqa: BLE001
-        return -1, None
+        return _TaskInfo(-1, None, None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# exactly once: one transaction per task and micro-batch, committed by the driver
+
+
+def transactional_id(prefix: str | None, query_id: str, partition_id: int) -> str:
+    """The transactional id (and batch-marker group id) of a task: ``<prefix>-<partition id>``."""
+    return f"{prefix or 'moldau-spark-' + query_id}-{partition_id}"
+
+
+def _eos_client(opts: SinkOptions) -> dict[str, str]:
+    client = dict(opts.client)
+    client.setdefault("acks", "all")
+    client.setdefault("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+    return client
+
+
+def _eos_task(opts: SinkOptions) -> tuple[_TaskInfo, str]:
+    info = _task_info()
+    if info.batch_id is None or info.query_id is None or info.partition_id < 0:
+        raise RuntimeError("exactly-once write outside a streaming micro-batch task (no streaming.sql.batchId / "
+                           "sql.streaming.queryId in the task context)")
+    return info, transactional_id(opts.txn_prefix, info.query_id, info.partition_id)
+
+
+def _write_arrow_eos(opts: SinkOptions, batches: Iterator[Any]) -> MoldauCommitMessage:
+    from .produce import ArrowProducer, TaskTransaction, bulk_session
+
+    info, tid = _eos_task(opts)
+    assert info.batch_id is not None and info.query_id is not None
+    client = _eos_client(opts)
+    s = bulk_session(client)
+    txn = TaskTransaction(s, tid, info.query_id, info.batch_id, int(client["transaction.timeout.ms"]))
+    p: ArrowProducer | None = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if p is None:
+                if not txn.start():
+                    for _ in batches:
+                        pass
+                    return MoldauCommitMessage(0, info.partition_id, info.batch_id, skipped=True)
+                p = ArrowProducer(client, opts.topic, txn, s)
+            p.write(batch)
+        rows = p.finish() if p is not None else 0
+        handle = txn.prepare(rows) if p is not None else None
+    except BaseException:
+        txn.abort()
+        raise
+    return _eos_message(rows, info, handle)
+
+
+def _write_rows_eos(opts: SinkOptions, rows: Iterator[Any]) -> MoldauCommitMessage:
+    """The row writer in transactions: the moldau client's transactional producer (one per task); the
+    transaction is left open for the driver (closing the producer does not end it)."""
+    from .produce import bulk_session
+    from .txn import committed_markers
+
+    info, tid = _eos_task(opts)
+    assert info.batch_id is not None and info.query_id is not None
+    client = _eos_client(opts)
+    cfg = dict(_PRODUCER_DEFAULTS)
+    cfg.update(client)
+    cfg["transactional.id"] = tid
+    producer: Producer | None = None
+    sender: _Sender | None = None
+    try:
+        for row in rows:
+            if producer is None:
+                producer = Producer(config=cfg)
+                producer.init_transactions()  # fences an earlier attempt, aborting what it left open
+                s = bulk_session(client)
+                marks = s.lt.run(committed_markers(s.cluster, tid, s.config["max.block.ms"] / 1000.0, s.backoff))
+                if any(mk.query_id == info.query_id and mk.batch_id >= info.batch_id for mk in marks):
+                    log.info("transactional id %s: micro-batch %d is already committed: skipping its rows", tid,
+                             info.batch_id)
+                    for _ in rows:
+                        pass
+                    return MoldauCommitMessage(0, info.partition_id, info.batch_id, skipped=True)
+                producer.begin_transaction()
+                sender = _Sender(opts, producer)
+            assert sender is not None
+            _send_row(sender, row)
+        if producer is None or sender is None:
+            return MoldauCommitMessage(0, info.partition_id, info.batch_id)
+        n = sender.finish()
+        from .txn import BatchMarker
+
+        mk = BatchMarker(info.query_id, info.batch_id)
+        producer.send_offsets_to_transaction(
+            {TopicPartition(sender.first_topic, 0): OffsetAndMetadata(info.batch_id, mk.metadata(n))}, tid)
+        pid, epoch = producer.producer_id
+        handle = TxnHandle(tid, pid, epoch)
+    except BaseException:
+        if producer is not None:
+            try:
+                producer.abort_transaction(10)
+            except Exception:
+                log.debug("aborting the transaction of %s failed", tid, exc_info=True)
+        raise
+    finally:
+        if producer is not None:
+            producer.close(10)
+    return _eos_message(n, info, handle)
+
+
+def _eos_message(rows: int, info: _TaskInfo, handle: TxnHandle | None) -> MoldauCommitMessage:
+    if handle is None:
+        return MoldauCommitMessage(rows, info.partition_id, info.batch_id)
+    return MoldauCommitMessage(rows, info.partition_id, info.batch_id, handle.transactional_id,
+                               handle.producer_id, handle.producer_epoch)
+
+
+def end_transactions(opts: SinkOptions, handles: list[TxnHandle], commit: bool
+                     ) -> list[tuple[TxnHandle, BaseException]]:
+    """EndTxn(commit or abort) of the tasks' transactions, from the driver; returns the failures."""
+    from .produce import bulk_session
+    from .txn import end_transactions_async
+
+    if not handles:
+        return []
+    s = bulk_session(_eos_client(opts))
+    timeout = s.config["max.block.ms"] / 1000.0
+    return s.lt.run(end_transactions_async(s.cluster, handles, commit, timeout, s.backoff))
+
+
+def transactions_unavailable(opts: SinkOptions) -> str | None:
+    """Why this cluster cannot give the sink transactions (None: it can); checked once per query start."""
+    from .produce import BulkSession
+    from .txn import probe_transactions
+
+    probe_id = f"{opts.txn_prefix or 'moldau-spark'}-probe"
+    try:
+        s = BulkSession(_eos_client(opts))
+    except Exception as exc:
+        raise RuntimeError(f"cannot reach the brokers to check transaction support: {exc}") from exc
+    try:
+        return s.lt.run(probe_transactions(s.cluster, probe_id, 15.0, s.backoff))  # type: ignore[no-any-return]
+    finally:
+        s.close()
 
 
 # ----------------------------------------------------------------------------------------------------
 
 
 class _WriterBase:
-    def __init__(self, opts: SinkOptions) -> None:
+    def __init__(self, opts: SinkOptions, exactly_once: bool = False) -> None:
         self.opts = opts
+        self.exactly_once = exactly_once
 
     def _done(self, rows: int) -> MoldauCommitMessage:
-        pid, bid = _task_info()
-        return MoldauCommitMessage(rows=rows, partition_id=pid, batch_id=bid)
+        info = _task_info()
+        return MoldauCommitMessage(rows=rows, partition_id=info.partition_id, batch_id=info.batch_id)
 
 
 class MoldauBatchWriter(_WriterBase, DataSourceWriter):
@@ -230,32 +413,57 @@ class MoldauBatchArrowWriter(_WriterBase, DataSourceArrowWriter):
         log.info("batch write committed: %d rows", sum(m.rows for m in messages if m is not None))
 
 
-class MoldauStreamWriter(_WriterBase, DataSourceStreamWriter):
+class _StreamCommit(_WriterBase):
+    """The driver's side of a streaming write: commit or abort the tasks' transactions."""
+
+    def commit(self, messages: list, batchId: int) -> None:
+        msgs = [m for m in messages if m is not None]
+        rows = sum(m.rows for m in msgs)
+        if not self.exactly_once:
+            log.info("micro-batch %d written: %d rows (at least once)", batchId, rows)
+            return
+        handles = [h for h in (m.handle() for m in msgs) if h is not None]
+        failures = end_transactions(self.opts, handles, True)
+        skipped = sum(1 for m in msgs if m.skipped)
+        if failures:
+            detail = "; ".join(f"{h.transactional_id}: {exc}" for h, exc in failures[:5])
+            raise RuntimeError(
+                f"micro-batch {batchId}: {len(failures)} of {len(handles)} task transactions could not be "
+                f"committed ({detail}). Their rows are not visible; the others are committed with their batch "
+                "markers. Restart the query: the micro-batch is replayed and only the tasks without a "
+                "committed marker write again.")
+        log.info("micro-batch %d committed: %d rows in %d transactions%s (exactly once)", batchId, rows,
+                 len(handles), f", {skipped} task(s) already committed before" if skipped else "")
+
+    def abort(self, messages: list, batchId: int) -> None:
+        msgs = [m for m in messages if m is not None]
+        if not self.exactly_once:
+            log.warning("micro-batch %d aborted: rows already sent stay in the topic (at least once)", batchId)
+            return
+        handles = [h for h in (m.handle() for m in msgs) if h is not None]
+        failures = end_transactions(self.opts, handles, False)
+        for h, exc in failures:
+            log.warning("micro-batch %d: aborting the transaction of %s failed (%s); it is aborted when the "
+                        "batch is replayed or when its timeout expires", batchId, h.transactional_id, exc)
+        log.warning("micro-batch %d aborted: %d task transactions aborted", batchId, len(handles) - len(failures))
+
+
+class MoldauStreamWriter(_StreamCommit, DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        if self.exactly_once:
+            return _write_rows_eos(self.opts, iterator)
         return self._done(_write_rows(self.opts, iterator))
 
-    def commit(self, messages: list, batchId: int) -> None:
-        log.info("micro-batch %d written: %d rows (at least once)", batchId,
-                 sum(m.rows for m in messages if m is not None))
 
-    def abort(self, messages: list, batchId: int) -> None:
-        log.warning("micro-batch %d aborted: rows already sent stay in the topic (at-least-once sink)", batchId)
-
-
-class MoldauStreamArrowWriter(_WriterBase, DataSourceStreamArrowWriter):
+class MoldauStreamArrowWriter(_StreamCommit, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        if self.exactly_once:
+            return _write_arrow_eos(self.opts, iterator)
         return self._done(_write_arrow(self.opts, iterator))
 
-    def commit(self, messages: list, batchId: int) -> None:
-        log.info("micro-batch %d written: %d rows (at least once)", batchId,
-                 sum(m.rows for m in messages if m is not None))
 
-    def abort(self, messages: list, batchId: int) -> None:
-        log.warning("micro-batch %d aborted: rows already sent stay in the topic (at-least-once sink)", batchId)
-
-
-def _sink(options: Any, schema: StructType) -> SinkOptions:
-    opts = parse_sink_options(options)
+def _sink(options: Any, schema: StructType, streaming: bool) -> SinkOptions:
+    opts = parse_sink_options(options, streaming=streaming)
     cfg = dict(_PRODUCER_DEFAULTS)
     cfg.update(opts.client)
     check_client_config(cfg, "producer")
@@ -267,10 +475,23 @@ def make_batch_writer(options: Any, schema: StructType, overwrite: bool) -> Data
     if overwrite:
         raise OptionError("save mode Overwrite is not allowed for the moldau sink: records are appended to "
                           "topics (use mode 'append')")
-    opts = _sink(options, schema)
+    opts = _sink(options, schema, False)
     return MoldauBatchArrowWriter(opts) if opts.arrow else MoldauBatchWriter(opts)
 
 
 def make_stream_writer(options: Any, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-    opts = _sink(options, schema)
-    return MoldauStreamArrowWriter(opts) if opts.arrow else MoldauStreamWriter(opts)
+    opts = _sink(options, schema, True)
+    exactly_once = False
+    if opts.delivery == AT_LEAST_ONCE:
+        if opts.fallback_reason:
+            log.warning("streaming writes to Kafka will be at least once: %s", opts.fallback_reason)
+    else:
+        why = transactions_unavailable(opts)
+        if why is None:
+            exactly_once = True
+        elif opts.delivery == EXACTLY_ONCE:
+            raise OptionError(f"deliveryGuarantee 'exactly-once' needs Kafka transactions: {why}")
+        else:
+            log.warning("streaming writes to Kafka will be at least once, not exactly once: %s "
+                        "(set deliveryGuarantee=at-least-once to accept this without the warning)", why)
+    return (MoldauStreamArrowWriter if opts.arrow else MoldauStreamWriter)(opts, exactly_once)
