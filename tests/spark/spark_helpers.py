@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,3 +46,31 @@ def rows_by_position(rows: Iterable[Any]) -> dict[tuple[int, int], Any]:
         assert k not in out, f"duplicate row at partition {k[0]} offset {k[1]}"
         out[k] = r
     return out
+
+
+def read_values(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value of the topic up to its end, read by confluent-kafka with ``isolation``
+    (read_committed: up to the last stable offset, without aborted records)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check-" + uuid.uuid4().hex[:8],
+                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
+                  "fetch.wait.max.ms": 50})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[bytes] = []
+        eof: set[int] = set()
+        for _ in range(600):
+            for msg in c.consume(num_messages=10000, timeout=0.1):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(msg.partition())
+                        continue
+                    raise AssertionError(msg.error())
+                eof.discard(msg.partition())
+                out.append(msg.value())
+            if len(eof) == partitions:
+                return out
+        raise AssertionError(f"no end of partition on all partitions of {topic}")
+    finally:
+        c.close()
