@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
+from moldau.protocol.records.batch import decode_batch_tuples
 
 from .errors import Codes, KafkaConnectionError, NoOffsetForPartitionError, broker_error
 from .types import ConsumerRecord, TopicPartition
@@ -95,8 +96,7 @@ class PartitionState:
 
 
 class _CompletedFetch:
-    __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes", "header",
-                 "ts_type")
+    __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes", "next_offset")
 
     def __init__(self, state: PartitionState, epoch: int, data: Any, batches: list, aborted: Any,
                  nbytes: int) -> None:
@@ -108,9 +108,8 @@ class _CompletedFetch:
         self.records: list | None = None
         self.ri = 0
         self.aborted = aborted  # read_committed: {producer_id: [first offsets]} or None
-        self.nbytes = nbytes
-        self.header: Any = None
-        self.ts_type = 0
+        self.nbytes = nbytes  # bytes still counted in state.buffered_bytes (batches not decoded yet)
+        self.next_offset = -1  # end of the batch whose records are in ``records``
 
 
 class Fetcher:
@@ -475,7 +474,8 @@ class Fetcher:
         n = len(states)
         start = self._rotate % n
         self._rotate += 1
-        freed = False
+        limit = self.partition_max_bytes
+        wake = False
         for i in range(n):
             st = states[(start + i) % n]
             if st.error is not None:
@@ -483,101 +483,96 @@ class Fetcher:
                     break  # hand out what we have; the error comes with the next poll
                 err, st.error = st.error, None
                 raise err
-            while st.buffer and len(out) < max_records:
-                cf = st.buffer[0]
-                if cf.epoch != st.epoch:
-                    st.buffer.popleft()
-                    st.buffered_bytes -= cf.nbytes
-                    freed = True
-                    continue
-                if self._take(cf, out, max_records):
-                    st.buffer.popleft()
-                    st.buffered_bytes -= cf.nbytes
-                    freed = True
+            was_full = st.buffered_bytes >= limit
+            buf = st.buffer
+            try:
+                while buf and len(out) < max_records:
+                    cf = buf[0]
+                    if cf.epoch != st.epoch or self._take(cf, out, max_records):
+                        buf.popleft()
+                        st.buffered_bytes -= cf.nbytes
+                        cf.nbytes = 0
+            finally:
+                if was_full and st.buffered_bytes < limit:
+                    wake = True  # room to prefetch the next chunk while the application works on these
             if len(out) >= max_records:
                 break
-        if freed:
+        if wake:
             self.wakeup.set()
         return out
 
     def _take(self, cf: _CompletedFetch, out: list, max_records: int) -> bool:
-        """Move records of ``cf`` into ``out``; True when ``cf`` is used up."""
+        """Move records of ``cf`` into ``out`` (up to ``max_records`` in all); True when ``cf`` is used up.
+
+        A batch is decoded (straight into ConsumerRecord tuples) when it is reached; its bytes then stop
+        counting against the partition's prefetch limit."""
         st = cf.state
-        topic = st.topic
-        partition = st.partition
-        kd = self.key_deserializer
-        vd = self.value_deserializer
-        data = cf.data
         position = st.position
         assert position is not None
-        while len(out) < max_records:
-            recs = cf.records
-            if recs is None or cf.ri >= len(recs):
-                h = cf.header
-                if h is not None:
+        batches = cf.batches
+        try:
+            while True:
+                recs = cf.records
+                if recs is None:
+                    if cf.bi >= len(batches):
+                        return True
+                    pos, h = batches[cf.bi]
+                    cf.bi += 1
+                    size = h.batch_length + 12
+                    cf.nbytes -= size
+                    st.buffered_bytes -= size
                     nxt = h.base_offset + h.last_offset_delta + 1
-                    if nxt > position:
+                    if nxt <= position:
+                        continue  # batch wholly before the position (fetch in the middle of a batch)
+                    attrs = h.attributes
+                    if attrs & 0x20:  # control batch: transaction marker
+                        if cf.aborted is not None:
+                            self._on_control(cf, cf.data, pos, h)
                         position = nxt
-                    cf.header = None
+                        continue
+                    if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf, h):
+                        position = nxt
+                        continue
+                    recs = self._decode(cf, pos, h, position)
+                    if not recs:
+                        position = nxt
+                        continue
+                    cf.records = recs
+                    cf.ri = 0
+                    cf.next_offset = nxt
+                ri = cf.ri
+                room = max_records - len(out)
+                left = len(recs) - ri
+                if left <= room:
+                    out.extend(recs if not ri else recs[ri:])
                     cf.records = None
-                if cf.bi >= len(cf.batches):
-                    st.position = position
-                    return True
-                pos, h = cf.batches[cf.bi]
-                cf.bi += 1
-                if h.base_offset + h.last_offset_delta < position:
-                    continue  # batch wholly before the position (fetch in the middle of a batch)
-                cf.header = h
-                attrs = h.attributes
-                if attrs & 0x20:  # control batch: transaction marker
-                    if cf.aborted is not None:
-                        self._on_control(cf, data, pos, h)
-                    cf.records = []
-                    cf.ri = 0
-                    continue
-                if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf, h):
-                    cf.records = []
-                    cf.ri = 0
-                    continue
-                if self.check_crcs:
-                    check_crc(data, pos, h)
-                cf.records = recs = decode_batch(data, pos, header=h)
-                cf.ri = 0
-                cf.ts_type = 1 if attrs & 0x08 else 0
-                le = h.partition_leader_epoch
-                # take from this batch
-            ri = cf.ri
-            n = len(recs)
-            ts_type = cf.ts_type
-            le = cf.header.partition_leader_epoch
-            room = max_records - len(out)
-            end = n if n - ri <= room else ri + room
-            append = out.append
-            while ri < end:
-                r = recs[ri]
-                ri += 1
-                off = r.offset
-                if off < position:
-                    continue
-                key = r.key
-                value = r.value
-                if kd is not None:
-                    key = kd(key)
-                if vd is not None:
-                    value = vd(value)
-                append(_new_record(ConsumerRecord, (topic, partition, off, r.timestamp, ts_type, key, value,
-                                                    r.headers, le)))
-                position = off + 1
-            cf.ri = ri
-        st.position = position
-        if cf.records is not None and cf.ri >= len(cf.records) and cf.bi >= len(cf.batches):
-            h = cf.header
-            if h is not None:
-                nxt = h.base_offset + h.last_offset_delta + 1
-                if nxt > position:
-                    st.position = nxt
-            return True
-        return False
+                    nxt = cf.next_offset  # a consumed batch moves the position to its end (compaction gaps)
+                    position = nxt if nxt > position else position
+                    if left == room:
+                        return cf.bi >= len(batches)
+                else:
+                    end = ri + room
+                    out.extend(recs[ri:end])
+                    cf.ri = end
+                    position = recs[end - 1][2] + 1
+                    return False
+        finally:
+            st.position = position
+
+    def _decode(self, cf: _CompletedFetch, pos: int, h: Any, position: int) -> list:
+        st = cf.state
+        data = cf.data
+        if self.check_crcs:
+            check_crc(data, pos, h)
+        recs = decode_batch_tuples(data, pos, h, ConsumerRecord, st.topic, st.partition, h.partition_leader_epoch)
+        if h.base_offset < position:
+            recs = [r for r in recs if r[2] >= position]
+        kd = self.key_deserializer
+        vd = self.value_deserializer
+        if kd is not None or vd is not None:
+            recs = [_new_record(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4], r[5] if kd is None else kd(r[5]),
+                                                 r[6] if vd is None else vd(r[6]), r[7], r[8])) for r in recs]
+        return recs
 
     def _is_aborted(self, cf: _CompletedFetch, h: Any) -> bool:
         firsts = cf.aborted.get(h.producer_id)
