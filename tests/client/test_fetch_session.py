@@ -116,3 +116,45 @@ def test_sessions_against_the_broker(broker, make_topic):
         conn.close()
 
     asyncio.run(main())
+
+
+def test_consumer_uses_incremental_fetches(broker, make_topic, kind):
+    """The consumer's fetcher keeps a session per broker: after the first full fetch, fetches are incremental;
+    a paused partition is forgotten (nothing of it is returned) and comes back on resume; every record is
+    delivered once."""
+    from moldau.client import AsyncConsumer, AsyncProducer, TopicPartition
+
+    topic = make_topic(8)
+    tps = [TopicPartition(topic, p) for p in range(8)]
+
+    async def main() -> None:
+        async with AsyncProducer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p, \
+                AsyncConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=50) as c:
+            c.assign(tps)
+            c.seek_to_beginning()
+            got: list = []
+
+            async def drain(n: int) -> None:
+                for _ in range(100):
+                    if len(got) >= n:
+                        return
+                    got.extend(await c.poll(0.1))
+
+            for i in range(20):
+                await p.send_and_wait(topic, b"a%d" % i, partition=i % 2)
+            await drain(20)
+            c.pause(tps[1])
+            await p.send_and_wait(topic, b"paused", partition=1)
+            await p.send_and_wait(topic, b"b", partition=5)
+            await drain(21)
+            assert sorted(r.value for r in got) == sorted([b"a%d" % i for i in range(20)] + [b"b"])
+            c.resume(tps[1])
+            await drain(22)
+            values = [r.value for r in got]
+            assert len(values) == 22 and b"paused" in values and len(set(values)) == 22
+            sessions = list(c._fetcher.sessions.values())
+            if kind == "moldau":  # tansu keeps no sessions (answers session id 0): every fetch stays full
+                assert len(sessions) == 1 and sessions[0].active
+                assert sessions[0].full_fetches == 1 and sessions[0].incremental_fetches >= 2
+
+    asyncio.run(main())

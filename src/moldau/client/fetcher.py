@@ -24,6 +24,7 @@ from moldau.protocol.records import check_crc, decode_batch, parse_control_recor
 from moldau.protocol.records.batch import decode_batch_tuples
 
 from .errors import Codes, KafkaConnectionError, NoOffsetForPartitionError, broker_error
+from .fetch_session import FetchPlan, FetchSessionHandler
 from .types import ConsumerRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class Fetcher:
         self.running = False
         self._reset_in_flight = False
         self._resetter: asyncio.Task | None = None
+        self.sessions: dict[int, FetchSessionHandler] = {}  # KIP-227, per broker (Fetch v7+)
 
     def start(self) -> None:
         self.running = True
@@ -238,27 +240,49 @@ class Fetcher:
         R = m.FetchRequest
         topics: dict[str, list[Any]] = {}
         sent: list[tuple[PartitionState, int, int]] = []
+        pmb = self.partition_max_bytes
+        leader_epoch = self.cluster.leader_epoch
+        # fetch session (KIP-227): an incremental fetch names only the partitions whose fetch state changed
+        # since the last request and forgets those no longer wanted; the broker answers only for partitions
+        # with news. Every partition in ``states`` is in the session, so all of them are in flight.
+        plan: FetchPlan | None = None
+        send: Any = None
+        forgotten: list[Any] = []
+        if conn.api_version(_FETCH) >= 7:
+            session = self.sessions.get(node)
+            if session is None:
+                session = self.sessions[node] = FetchSessionHandler()
+            plan = session.build({(st.topic, st.partition): (st.fetch_offset, leader_epoch(st.topic, st.partition), pmb)
+                                  for st in states})
+            if not plan.full:
+                send = set(plan.send)
+                by_topic: dict[str, list[int]] = {}
+                for t, p in plan.forgotten:
+                    by_topic.setdefault(t, []).append(p)
+                forgotten = [R.ForgottenTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
         for st in states:
+            st.in_flight = True
+            sent.append((st, st.epoch, st.fetch_offset))
+            if send is not None and (st.topic, st.partition) not in send:
+                continue
             topics.setdefault(st.topic, []).append(R.FetchPartition(
                 partition=st.partition,
-                current_leader_epoch=self.cluster.leader_epoch(st.topic, st.partition),
+                current_leader_epoch=leader_epoch(st.topic, st.partition),
                 fetch_offset=st.fetch_offset,
                 last_fetched_epoch=-1,
                 log_start_offset=-1,
-                partition_max_bytes=self.partition_max_bytes,
+                partition_max_bytes=pmb,
             ))
-            st.in_flight = True
-            sent.append((st, st.epoch, st.fetch_offset))
         req = R.new(
             replica_id=-1,
             max_wait_ms=self.max_wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.max_bytes,
             isolation_level=self.isolation,
-            session_id=0,
-            session_epoch=-1,
+            session_id=plan.session_id if plan is not None else 0,
+            session_epoch=plan.epoch if plan is not None else -1,
             topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=forgotten,
             rack_id=self.consumer.config["client.rack"] or "",
         )
         try:
@@ -267,28 +291,41 @@ class Fetcher:
             for st, _e, _o in sent:
                 st.in_flight = False
                 st.error = exc
+            if plan is not None:
+                self.sessions[node].handle_error()
             self.data_ready.set()
             return
         self.in_flight_nodes.add(node)
-        fut.add_done_callback(lambda f: self._on_fetch(node, sent, f))
+        fut.add_done_callback(lambda f: self._on_fetch(node, sent, f, plan))
 
-    def _on_fetch(self, node: int, sent: list[tuple[PartitionState, int, int]], fut: asyncio.Future) -> None:
+    def _on_fetch(self, node: int, sent: list[tuple[PartitionState, int, int]], fut: asyncio.Future,
+                  plan: FetchPlan | None = None) -> None:
         self.in_flight_nodes.discard(node)
         self.wakeup.set()
         for st, _e, _o in sent:
             st.in_flight = False
+        session = self.sessions.get(node) if plan is not None else None
         if fut.cancelled():
+            if session is not None:
+                session.handle_error()
             return
         exc = fut.exception()
         if exc is not None:
             log.debug("fetch from node %d failed: %s", node, exc)
+            if session is not None:
+                session.handle_error()
             self.node_backoff[node] = time.monotonic() + self.retry_backoff
             self.cluster.request_update()
             return
         resp = fut.result()
-        if getattr(resp, "error_code", 0):
-            log.debug("fetch from node %d: top-level error %d", node, resp.error_code)
-            self.node_backoff[node] = time.monotonic() + self.retry_backoff
+        code = getattr(resp, "error_code", 0)
+        if session is not None:
+            assert plan is not None
+            session.handle_response(plan, code, getattr(resp, "session_id", 0))
+        if code:
+            log.debug("fetch from node %d: top-level error %d", node, code)
+            if not FetchSessionHandler.is_session_error(code):  # a lost session: a full fetch at once
+                self.node_backoff[node] = time.monotonic() + self.retry_backoff
             return
         by_tp: dict[tuple[str, int], Any] = {}
         for t in resp.responses:
@@ -492,6 +529,13 @@ class Fetcher:
                         buf.popleft()
                         st.buffered_bytes -= cf.nbytes
                         cf.nbytes = 0
+            except Exception as exc:  # noqa: BLE001 - a batch that fails its CRC or cannot be decoded
+                # it stays where it is (the error repeats until the application seeks past it, as in
+                # Kafka); records before it are handed out first
+                if not out:
+                    raise
+                st.error = exc
+                break
             finally:
                 if was_full and st.buffered_bytes < limit:
                     wake = True  # room to prefetch the next chunk while the application works on these
@@ -533,7 +577,13 @@ class Fetcher:
                     if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf, h):
                         position = nxt
                         continue
-                    recs = self._decode(cf, pos, h, position)
+                    try:
+                        recs = self._decode(cf, pos, h, position)
+                    except Exception:
+                        cf.bi -= 1  # not consumed: the next poll meets it again
+                        cf.nbytes += size
+                        st.buffered_bytes += size
+                        raise
                     if not recs:
                         position = nxt
                         continue
