@@ -33,7 +33,11 @@ _LAZY = {
     "AuthenticationError": "moldau.client",
 }
 
-__all__ = ["__version__", "aio", *_LAZY]
+__all__ = [  # noqa: RUF022 - the client classes first
+    "__version__", "aio", "Producer", "Consumer", "Admin", "TopicPartition", "RecordMetadata", "ConsumerRecord",
+    "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRebalanceListener", "ConsumerGroupMetadata", "NewTopic",
+    "NewPartitions", "ConfigResource", "AlterConfigOp", "KafkaError", "ConfigError", "AuthenticationError",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from moldau import aio

@@ -21,6 +21,7 @@ def test_names_are_the_client_classes():
     assert moldau.aio.Consumer is moldau.client.AsyncConsumer
     assert moldau.aio.Admin is moldau.client.AsyncAdmin
     assert moldau.TopicPartition is moldau.aio.TopicPartition is moldau.client.TopicPartition
+    assert set(moldau.__all__) == {"__version__", "aio", *moldau._LAZY}
     for name in moldau.__all__:
         assert getattr(moldau, name) is not None
     assert (Path(moldau.__file__).parent / "py.typed").is_file()

@@ -17,10 +17,10 @@ incremental request.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
-__all__ = ["FetchSessionHandler", "FetchPlan", "INITIAL_EPOCH", "FINAL_EPOCH"]
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "FetchPlan", "FetchSessionHandler"]
 
 INITIAL_EPOCH = 0  # a full fetch that opens a session
 FINAL_EPOCH = -1  # a full fetch without a session (closes the one named)

@@ -18,14 +18,15 @@ from __future__ import annotations
 import logging
 import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .config import ConfigError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SaslCredentials", "build_ssl_context", "sasl_credentials", "uses_ssl", "uses_sasl", "parse_jaas"]
+__all__ = ["SaslCredentials", "build_ssl_context", "parse_jaas", "sasl_credentials", "uses_sasl", "uses_ssl"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
