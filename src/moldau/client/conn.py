@@ -184,6 +184,7 @@ class Connection(asyncio.BufferedProtocol):
         self.session_lifetime_ms = 0  # from the last SaslAuthenticate (0: the session does not expire)
         self.reauthentications = 0
         self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task | None = None
         self._held: list[tuple[asyncio.Future, int, Any, int, bool, int | None]] | None = None
 
     # ------------------------------------------------------------------------------------------------
@@ -323,7 +324,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._closed_exc is not None or self._held is not None:
             return
         self._held = []  # the broker accepts only SASL requests until the new session is established
-        self._loop.create_task(self._reauthenticate(), name="moldau-reauthenticate")
+        self._reauth_task = self._loop.create_task(self._reauthenticate(), name="moldau-reauthenticate")
 
     async def _reauthenticate(self) -> None:
         try:
