@@ -204,3 +204,17 @@ def test_max_poll_interval_leaves_and_the_next_poll_rejoins(kbroker: Any) -> Non
         wait_until(lambda: (c.poll(0.05), len(c.assignment()) == 2 and c.generation > epoch)[1], what="rejoined")
     parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     assert rec.events[:3] == [("assigned", parts), ("lost", parts), ("assigned", parts)]
+
+
+def test_pattern_subscription(kbroker: Any) -> None:
+    """A pattern is resolved by the client against metadata and sent as topic names; a new matching topic
+    joins the subscription at the next metadata refresh."""
+    bs = kbroker.bootstrap
+    prefix = unique_topic("kip848re")
+    t1 = create_topic(bs, f"{prefix}-a", 1)
+    with _member(bs, unique_topic("g848re"), metadata_max_age_ms=300) as c:
+        c.subscribe(pattern=f"{prefix}-.*")
+        wait_until(lambda: (c.poll(0.05), c.assignment() == {TopicPartition(t1, 0)})[1], what="first topic")
+        t2 = create_topic(bs, f"{prefix}-b", 2)
+        wait_until(lambda: (c.poll(0.05), len(c.assignment()) == 3)[1], timeout=20, what="second topic")
+        assert c.assignment() == {TopicPartition(t1, 0), TopicPartition(t2, 0), TopicPartition(t2, 1)}
