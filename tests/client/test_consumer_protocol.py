@@ -218,3 +218,41 @@ def test_pattern_subscription(kbroker: Any) -> None:
         t2 = create_topic(bs, f"{prefix}-b", 2)
         wait_until(lambda: (c.poll(0.05), len(c.assignment()) == 3)[1], timeout=20, what="second topic")
         assert c.assignment() == {TopicPartition(t1, 0), TopicPartition(t2, 0), TopicPartition(t2, 1)}
+
+
+def test_mixed_group_with_confluent_kafka(kbroker: Any) -> None:
+    """A moldau member and a librdkafka member (group.protocol=consumer) share a topic: every record once,
+    and the moldau member takes everything over when the other leaves."""
+    from confluent_kafka import Consumer as CConsumer
+
+    bs = kbroker.bootstrap
+    topic = create_topic(bs, unique_topic("kip848mix"), 4)
+    group = unique_topic("g848mix")
+    _fill(bs, topic, 4, 10)
+    m = _member(bs, group)
+    c = CConsumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": "consumer",
+                   "auto.offset.reset": "earliest", "enable.auto.commit": True})
+    seen: list[tuple[int, int]] = []
+    try:
+        m.subscribe([topic])
+        c.subscribe([topic])
+
+        def step() -> None:
+            seen.extend((r.partition, r.offset) for r in m.poll(0.05))
+            msg = c.poll(0.05)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+
+        def split() -> bool:
+            step()
+            return len(m.assignment()) == 2 and len(c.assignment()) == 2 and len(seen) >= 40
+
+        wait_until(split, timeout=45, what="two members with two partitions each and every record")
+        assert len(seen) == len(set(seen)) == 40
+        assert {tp.partition for tp in m.assignment()} | {tp.partition for tp in c.assignment()} == {0, 1, 2, 3}
+    finally:
+        c.close()
+    try:
+        wait_until(lambda: (m.poll(0.05), len(m.assignment()) == 4)[1], timeout=30, what="take-over")
+    finally:
+        m.close()
