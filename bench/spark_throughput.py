@@ -11,7 +11,7 @@ Fills a 4-partition topic with N records of 100 bytes (confluent-kafka), then, i
 * writes N rows (100-byte values) with ``df.write.format("moldau")``, Arrow writer and row writer, next to
   a Python Arrow sink that drops the same rows (the floor of PySpark's Python data source write path);
 * streams the topic into another topic (``readStream ... writeStream.format("moldau")``, availableNow, 10
-  micro-batches) at least once and exactly once (transactions), Arrow writer and row writer, next to the
+  micro-batches by default, ``--stream-batches``) at least once and exactly once (transactions), Arrow writer and row writer, next to the
   same stream into ``noop``.
 
 Each measurement is repeated (default 2) and the best rows/s is kept (the machine is shared). Streaming
@@ -152,6 +152,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--stream-batches", type=int, default=10, help="micro-batches of the stream-write section")
     ap.add_argument("--only", default="read,write,stream-write",
                     help="comma-separated sections to run: read, write, stream-write")
     args = ap.parse_args()
@@ -235,7 +236,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
         def go() -> None:
             w = (spark.readStream.format("moldau").option("kafka.bootstrap.servers", bootstrap)
                  .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("maxOffsetsPerTrigger", str(max(n // 10, 1))).load()
+                 .option("maxOffsetsPerTrigger", str(max(n // args.stream_batches, 1))).load()
                  .selectExpr("key", "value").writeStream.format(sink)
                  .option("checkpointLocation", str(tmp / uuid.uuid4().hex)))
             if sink == "moldau":
@@ -285,16 +286,17 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
         for label, sink, options in runs:
             results[label] = timed(stream_write(label, sink, **options), n, args.repeat)
             ms = min(stream_write_ms[label])
-            results[f"  (same, time inside micro-batches)  {label.split(', ', 1)[-1]}"] = {
+            results[f"  (same, inside micro-batches) {label.split(' -> ', 1)[-1]}"] = {
                 "seconds": round(ms / 1000, 3), "rows_per_s": round(n / (ms / 1000))}
     spark.stop()
 
     base = results["in-memory Python source (Arrow), baseline"]["rows_per_s"]
     print(f"\n{n} records of {VALUE_SIZE} bytes, {PARTITIONS} partitions, {args.master}, noop sink "
           f"(topic filled in {fill_s:.1f} s)\n")
-    print(f"{'measurement':<50} {'seconds':>8} {'rows/s':>10} {'vs baseline':>12}")
+    width = max(50, *(len(k) for k in results))
+    print(f"{'measurement':<{width}} {'seconds':>8} {'rows/s':>10} {'vs baseline':>12}")
     for name, r in results.items():
-        print(f"{name:<50} {r['seconds']:>8.2f} {r['rows_per_s']:>10,} {r['rows_per_s'] / base:>11.2f}x")
+        print(f"{name:<{width}} {r['seconds']:>8.2f} {r['rows_per_s']:>10,} {r['rows_per_s'] / base:>11.2f}x")
     print(json.dumps({"records": n, "value_bytes": VALUE_SIZE, "partitions": PARTITIONS, "master": args.master,
                       "results": results}, indent=1))
 
