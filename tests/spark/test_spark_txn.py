@@ -94,6 +94,10 @@ def test_transaction_support_probe(bootstrap):
     assert transactions_unavailable(_opts(bootstrap)) is None
     assert make_stream_writer({"kafka.bootstrap.servers": bootstrap, "topic": "out"}, kafka_schema(),
                               False).exactly_once is True
+    # a transaction timeout the broker refuses is an error in any mode, not a reason to fall back
+    with pytest.raises(OptionError, match=r"kafka.transaction.timeout.ms=3600000 is refused"):
+        make_stream_writer({"kafka.bootstrap.servers": bootstrap, "topic": "out",
+                            "kafka.transaction.timeout.ms": "3600000"}, kafka_schema(), False)
     s = bulk_session(_eos_client(_opts(bootstrap)))
 
     async def conn():

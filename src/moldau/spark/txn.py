@@ -314,17 +314,22 @@ async def end_transactions_async(cluster: Cluster, handles: list[TxnHandle], com
     return [(h, r) for h, r in zip(handles, results) if isinstance(r, BaseException)]
 
 
-async def probe_transactions(cluster: Cluster, probe_id: str, timeout: float, backoff: float) -> str | None:
+async def probe_transactions(cluster: Cluster, probe_id: str, timeout_ms: int, timeout: float,
+                             backoff: float) -> str | None:
     """Why transactions cannot be used on this cluster, or None when they can: the broker must offer the
-    transaction APIs and name a coordinator for ``probe_id`` (which also checks that the principal may
-    use transactional ids, where the broker authorizes)."""
+    transaction APIs, name a coordinator for ``probe_id`` and give it a producer id (InitProducerId with
+    ``timeout_ms``; this also checks that the principal may use transactional ids, where the broker
+    authorizes). A transaction timeout the broker refuses raises TransactionError (a setting to fix, not a
+    reason to fall back)."""
     conn = await cluster.any_connection()
     missing = missing_transaction_apis(conn)
     if missing:
         return f"the broker does not support transactions (ApiVersions lacks {', '.join(missing)})"
     try:
         await find_coordinator(cluster, probe_id, 1, time.monotonic() + timeout, backoff)
+        await TxnChannel(cluster, probe_id, timeout, backoff).init(timeout_ms)
     except TransactionError as exc:
-        return f"no transaction coordinator for {probe_id!r}: {exc}"
+        if exc.code == Codes.INVALID_TRANSACTION_TIMEOUT:
+            raise
+        return f"transactional id {probe_id!r} cannot be used: {exc}"
     return None
-

@@ -47,7 +47,7 @@ from moldau.client import OffsetAndMetadata, Producer, TopicPartition
 
 from .kafka import check_client_config
 from .options import AT_LEAST_ONCE, EXACTLY_ONCE, OptionError, SinkOptions, parse_sink_options
-from .txn import TxnHandle
+from .txn import TransactionError, TxnHandle
 
 log = logging.getLogger(__name__)
 
@@ -378,8 +378,13 @@ def transactions_unavailable(opts: SinkOptions) -> str | None:
         s = BulkSession(_eos_client(opts))
     except Exception as exc:
         raise RuntimeError(f"cannot reach the brokers to check transaction support: {exc}") from exc
+    client = _eos_client(opts)
     try:
-        return s.lt.run(probe_transactions(s.cluster, probe_id, 15.0, s.backoff))  # type: ignore[no-any-return]
+        return s.lt.run(probe_transactions(  # type: ignore[no-any-return]
+            s.cluster, probe_id, int(client["transaction.timeout.ms"]), 15.0, s.backoff))
+    except TransactionError as exc:
+        raise OptionError(f"kafka.transaction.timeout.ms={client['transaction.timeout.ms']} is refused by the "
+                          f"brokers (above their transaction.max.timeout.ms): {exc}") from None
     finally:
         s.close()
 
