@@ -29,8 +29,12 @@ All varints are zig-zag encoded (protobuf style).
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
+from operator import itemgetter
 from typing import Callable, Iterable, Sequence
 
 from .codecs import DEFAULT_MAX_DECOMPRESSED, compress, decompress
@@ -584,17 +588,13 @@ class _Fallback(Exception):
 # ``_decode_record_general``, which raises the precise error. ``data`` must be ``bytes`` (slices are the
 # keys and values handed out).
 _SECTION_LOOP = """
-def {name}(data, count, base_offset, base_timestamp, log_append_time{params}):
+def {name}(data, pos, m, out, base_offset, base_timestamp, log_append_time{params}):
     n = len(data)
-    if count * 7 > n:  # a record takes at least 7 bytes: refuse impossible counts before looping
-        raise InvalidRecordError(f"records count {{count}} does not fit in {{n}} bytes")
-    out = []
     append = out.append
     vslow = _decode_varint_slow
     general = _decode_record_general
     lat = log_append_time
-    pos = 0
-    for _ in range(count):
+    for _ in range(m):
         try:
             b = data[pos]
             if b < 0x80:
@@ -623,14 +623,26 @@ def {name}(data, count, base_offset, base_timestamp, log_append_time{params}):
                 tsd = (b >> 1) ^ -(b & 1)
                 p += 2
             else:
-                tsd, p = vslow(data, p + 1, 10)
+                b2 = data[p + 2]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    tsd = (u >> 1) ^ -(u & 1)
+                    p += 3
+                else:
+                    tsd, p = vslow(data, p + 1, 10)
             # offset delta
             b = data[p]
             if b < 0x80:
                 od = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                od, p = vslow(data, p, 5)
+                b2 = data[p + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    od = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    od, p = vslow(data, p, 5)
             # key
             b = data[p]
             if b == 1:
@@ -684,9 +696,7 @@ def {name}(data, count, base_offset, base_timestamp, log_append_time{params}):
             end, tsd, od, key, value, headers = general(data, pos, n)
         pos = end
         {emit}
-    if pos != n:
-        raise InvalidRecordError(f"{{n - pos}} bytes left over after {{count}} records")
-    return out
+    return pos
 """
 
 
@@ -705,16 +715,231 @@ def _compile_section_loop(name: str, params: str, emit: str, empty_headers: str 
     return ns[name]  # type: ignore[return-value]
 
 
-# -> list[Record]
-_decode_records_section = _compile_section_loop(
-    "_decode_records_section", "",
+# decode ``m`` records at ``pos`` into ``out`` as Record objects; returns the position after them
+_records_some = _compile_section_loop(
+    "_records_some", "",
     "append(Record(base_offset + od, lat if lat is not None else base_timestamp + tsd, key, value, headers))")
 
-# -> list of ``cls`` tuples (topic, partition, offset, timestamp, timestamp_type, key, value, headers, leader_epoch)
-_decode_section_tuples = _compile_section_loop(
-    "_decode_section_tuples", ", cls, topic, partition, timestamp_type, leader_epoch",
+# the same as ``cls`` tuples (topic, partition, offset, timestamp, timestamp_type, key, value, headers,
+# leader_epoch)
+_tuples_some = _compile_section_loop(
+    "_tuples_some", ", cls, topic, partition, timestamp_type, leader_epoch",
     "append(_tuple_new(cls, (topic, partition, base_offset + od, lat if lat is not None else base_timestamp + tsd, "
     "timestamp_type, key, value, headers, leader_epoch)))", empty_headers="NO_HEADERS")
+
+
+def _check_count(count: int, n: int) -> None:
+    if count * 7 > n:  # a record takes at least 7 bytes: refuse impossible counts before looping
+        raise InvalidRecordError(f"records count {count} does not fit in {n} bytes")
+
+
+def _check_end(pos: int, n: int, count: int) -> None:
+    if pos != n:
+        raise InvalidRecordError(f"{n - pos} bytes left over after {count} records")
+
+
+def _decode_records_section(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record]:
+    """Decode ``count`` records that exactly fill ``data`` (bytes) into Record objects."""
+    n = len(data)
+    _check_count(count, n)
+    out: list[Record] = []
+    pos = _records_some(data, 0, count, out, base_offset, base_timestamp, log_append_time)
+    _check_end(pos, n, count)
+    return out
+
+
+# -- runs of identically laid-out records, decoded in bulk ----------------------------------------------------
+# Fixed-size records (same key and value sizes, no headers, consecutive offset deltas, 1-byte timestamp
+# deltas) sit at a fixed stride S. Such a run is checked with strided memoryview slices, one per byte that
+# must be the same in every record (length, key length, value length, header count) or follow a known
+# sequence (the offset deltas), and decoded with C-level iteration: struct.iter_unpack for keys and values,
+# a 128-entry table for the timestamp deltas, zip + tuple.__new__ for the records. Every byte the
+# record-by-record decoder would read is checked; anything else falls back to it.
+
+_RUN_MIN = 16  # shorter runs are not worth the setup
+_itemgetter0 = itemgetter(0)
+_itemgetter1 = itemgetter(1)
+_OD_TABLE = 65536  # offset deltas covered by the tables below
+_OD_BYTE0 = bytes(((j << 1) & 0x7F) | (0x80 if (j << 1) > 0x7F else 0) for j in range(_OD_TABLE))
+_OD_BYTE1 = bytes((((j << 1) >> 7) & 0x7F) | (0x80 if (j << 1) > 0x3FFF else 0) for j in range(_OD_TABLE))
+_OD_BYTE2 = bytes(((j << 1) >> 14) & 0xFF for j in range(_OD_TABLE))
+_OD_BYTES = (_OD_BYTE0, _OD_BYTE1, _OD_BYTE2)
+_ZIGZAG7 = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # one-byte varint -> value
+_HIGH_BYTE = re.compile(rb"[\x80-\xff]")
+_run_structs: dict[tuple[int, int, int, int], struct.Struct] = {}
+_tuple_makers: dict[type, Callable[..., object]] = {}
+
+
+def _run_struct(fmt: str) -> struct.Struct:
+    if len(_run_structs) > 1024:  # many layouts over time: start over rather than grow without bound
+        _run_structs.clear()
+    return struct.Struct("<" + fmt)
+
+
+def _first_mismatch(got: bytes, want: bytes) -> int:
+    """Index of the first byte where two equal-length byte strings differ (len when equal)."""
+    if got == want:
+        return len(got)
+    x = int.from_bytes(got, "big") ^ int.from_bytes(want, "big")
+    return len(got) - 1 - (x.bit_length() - 1) // 8
+
+
+def _varint_width(data: bytes, p: int) -> tuple[int, int]:
+    """(value, width) of a 1- or 2-byte non-negative varint at p; (-1, 0) otherwise."""
+    b = data[p]
+    if b < 0x80:
+        return (-1, 0) if b & 1 else (b >> 1, 1)
+    b2 = data[p + 1]
+    if b2 >= 0x80:
+        return -1, 0
+    u = (b & 0x7F) | (b2 << 7)
+    return (-1, 0) if u & 1 else (u >> 1, 2)
+
+
+def _run_at(data: bytes, mv: memoryview, pos: int, i: int, count: int, out: list, base_offset: int,
+            base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
+            topic: str, partition: int, timestamp_type: int, leader_epoch: int) -> tuple[int, int, list | None]:
+    """Decode the run of records laid out like record ``i`` (at ``pos``) into ``out``; returns (records
+    decoded, position after them, the timestamp table); 0 records when there is no run worth decoding in bulk
+    here."""
+    n = len(data)
+    try:
+        length, lw = _varint_width(data, pos)
+        if not lw:
+            return 0, pos, ts_table
+        size = lw + length  # the stride
+        p = pos + lw + 1  # after the attributes byte (unchecked, unused, as in the decoder)
+        tpos = p - pos
+        if data[p] >= 0x80:
+            return 0, pos, ts_table  # timestamp delta of more than one byte
+        p += 1
+        opos = p - pos
+        od_w = 1 if i < 64 else 2 if i < 8192 else 3
+        if i >= _OD_TABLE:
+            return 0, pos, ts_table
+        for t in range(od_w):
+            if data[p + t] != _OD_BYTES[t][i]:
+                return 0, pos, ts_table  # offset delta is not this record's index (compacted batch)
+        p += od_w
+        kpos = p - pos
+        if data[p] == 1:
+            klen, kw = -1, 1
+        else:
+            klen, kw = _varint_width(data, p)
+            if not kw:
+                return 0, pos, ts_table
+        p += kw + (klen if klen > 0 else 0)
+        vlpos = p - pos
+        vlen, vw = (-1, 1) if data[p] == 1 else _varint_width(data, p)
+        if not vw:
+            return 0, pos, ts_table
+        p += vw + (vlen if vlen > 0 else 0)
+        if p != pos + size - 1 or data[p] != 0:
+            return 0, pos, ts_table  # headers, or fields that do not fill the record
+    except IndexError:
+        return 0, pos, ts_table
+    k = min(count - i, (n - pos) // size, (64 if i < 64 else 8192 if i < 8192 else _OD_TABLE) - i)
+    if k < _RUN_MIN:
+        return 0, pos, ts_table
+    # bytes equal in every record: the length, key length, value length and header count varints
+    end = pos + k * size
+    for c in (*range(lw), *range(kpos, kpos + kw), *range(vlpos, vlpos + vw), size - 1):
+        g = mv[pos + c:end:size].tobytes()
+        e = g[0]
+        if g.count(e) != len(g):
+            m = len(g) - len(g.lstrip(bytes((e,))))  # first record where it differs
+            if m < k:
+                k = m
+    # the offset deltas: this run's indexes
+    for t in range(od_w):
+        g = mv[pos + opos + t:pos + k * size:size].tobytes()
+        m = _first_mismatch(g, _OD_BYTES[t][i:i + k])
+        if m < k:
+            k = m
+    # the timestamp deltas: one byte each
+    tg = mv[pos + tpos:pos + k * size:size].tobytes()
+    hit = _HIGH_BYTE.search(tg)
+    if hit is not None:
+        k = hit.start()
+        tg = tg[:k]
+    if k < _RUN_MIN:
+        return 0, pos, ts_table
+    end = pos + k * size
+    if lat is not None:
+        ts: object = repeat(lat, k)
+    elif tg.count(tg[0]) == k:
+        ts = repeat(base_timestamp + _ZIGZAG7[tg[0]], k)
+    else:
+        if ts_table is None:
+            ts_table = [base_timestamp + z for z in _ZIGZAG7]
+        ts = map(ts_table.__getitem__, tg)
+    region = mv[pos:end]
+    if klen < 0:
+        keys: object = repeat(None)
+        if vlen < 0:
+            values: object = repeat(None)
+        else:
+            key_ = (vlpos + vw, vlen, size, -1)
+            st = _run_structs.get(key_)
+            if st is None:
+                st = _run_structs[key_] = _run_struct(f"{vlpos + vw}x{vlen}s{size - vlpos - vw - vlen}x")
+            values = map(_itemgetter0, st.iter_unpack(region))
+    else:
+        skip = kpos + kw
+        key_ = (skip, klen, vlen, size)
+        st = _run_structs.get(key_)
+        if st is None:
+            mid = vlpos - skip - klen + vw
+            if vlen < 0:
+                fmt = f"{skip}x{klen}s{size - skip - klen}x"
+            else:
+                fmt = f"{skip}x{klen}s{mid}x{vlen}s{size - vlpos - vw - vlen}x"
+            st = _run_structs[key_] = _run_struct(fmt)
+        pairs = list(st.iter_unpack(region))
+        keys = map(_itemgetter0, pairs)
+        values = repeat(None) if vlen < 0 else map(_itemgetter1, pairs)
+    first = base_offset + i
+    out.extend(map(make, zip(repeat(topic), repeat(partition), range(first, first + k), ts,  # type: ignore
+                             repeat(timestamp_type), keys, values, repeat(NO_HEADERS), repeat(leader_epoch))))
+    return k, end, ts_table
+
+
+def _decode_section_tuples(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None, cls: type,
+    topic: str, partition: int, timestamp_type: int, leader_epoch: int
+) -> list:
+    """Decode ``count`` records that exactly fill ``data`` (bytes) into ``cls`` tuples: runs of identically
+    laid-out records in bulk (``_run_at``), the rest record by record."""
+    n = len(data)
+    _check_count(count, n)
+    out: list = []
+    pos = 0
+    i = 0
+    make = _tuple_makers.get(cls)
+    if make is None:
+        make = _tuple_makers[cls] = partial(tuple.__new__, cls)
+    mv = memoryview(data)
+    ts_table = None
+    block = 32
+    while i < count:
+        if count - i >= _RUN_MIN:
+            k, pos, ts_table = _run_at(data, mv, pos, i, count, out, base_offset, base_timestamp,
+                                       log_append_time, ts_table, make, topic, partition, timestamp_type,
+                                       leader_epoch)
+            if k:
+                i += k
+                block = 32
+                continue
+        m = min(count - i, block)
+        pos = _tuples_some(data, pos, m, out, base_offset, base_timestamp, log_append_time, cls, topic, partition,
+                           timestamp_type, leader_epoch)
+        i += m
+        if block < 1024:
+            block <<= 1  # irregular data: try a bulk run less often
+    _check_end(pos, n, count)
+    return out
 
 
 def decode_batch(
