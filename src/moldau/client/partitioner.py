@@ -12,7 +12,7 @@ import struct
 from functools import lru_cache
 from typing import Sequence
 
-__all__ = ["murmur2", "key_partition", "DefaultPartitioner"]
+__all__ = ["murmur2", "key_partition", "positive_hash", "DefaultPartitioner"]
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -56,8 +56,12 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 
 
 @lru_cache(maxsize=65536)
-def _positive_hash(key: bytes) -> int:
+def positive_hash(key: bytes) -> int:
+    """toPositive(murmur2(key)) of a bytes key (cached: hot keys are hashed once)."""
     return _murmur2_u32(key) & 0x7FFFFFFF
+
+
+_positive_hash = positive_hash
 
 
 def key_partition(key: bytes | bytearray | memoryview, num_partitions: int) -> int:

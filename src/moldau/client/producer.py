@@ -1,16 +1,24 @@
 """The producer: per-partition accumulator, a sender on the event loop, idempotence.
 
-``send()`` serializes, picks the partition (murmur2 of the key, sticky for keyless records) and appends the
-record straight into the open batch of that partition (``records.BatchBuilder``: varints and bytes written
-into one growing ``bytearray``; no object per record besides the tiny ``RecordFuture``). The accumulator is
-guarded by a ``threading.Lock`` so the synchronous facade appends from the caller's thread without a trip
-through the event loop; the sender is woken only when a batch is opened.
+``send()`` serializes, picks the partition (murmur2 of the key, sticky for keyless records) and encodes the
+record straight into the open batch's ``bytearray`` (the batch header's 61 bytes are reserved at its front
+and written once when the batch is sent). The common case (bytes or None key and value, no headers, the
+topic's metadata known) is one function, ``AsyncProducer._fast_append``: table lookups for the 1- and
+2-byte varints, six appends to the buffer, and one object per record, the ``RecordFuture`` (a 3-tuple made
+with ``tuple.__new__``); outcomes are kept per batch (``BatchResult``). The accumulator is guarded by a
+``threading.Lock`` so the synchronous facade appends from the caller's thread without a trip through the
+event loop; the sender is woken when a batch is opened or fills up.
 
 The sender (one asyncio task) drains ready batches (full, ``linger.ms`` elapsed, flushing, or memory
 short), one batch per partition per request, up to ``max.request.size``, to each partition's leader, with
 at most ``max.in.flight.requests.per.connection`` requests in flight per broker. Failed batches are retried
 in their original order until ``delivery.timeout.ms``: a partition whose first queued batch is a retry
 sends it alone, after everything before it completed.
+
+Producing without ever waiting would starve the sender (the asyncio loop only runs it when the producing
+coroutine yields; the sync facade's loop thread only gets the GIL every ``sys.getswitchinterval()``), so
+when a batch fills up ``AsyncProducer.send`` yields to the loop once and the sync ``send`` lets the loop
+thread run (``time.sleep(0)``): full batches go out while the next ones fill.
 
 Idempotence (default): InitProducerId before the first batch; each batch carries the producer id, epoch and
 the partition's next sequence number. A gap the broker reports (OUT_OF_ORDER_SEQUENCE_NUMBER not explained
@@ -27,11 +35,14 @@ import logging
 import struct
 import threading
 import time
+from time import sleep as _sleep
 from time import time_ns as _time_ns
 from typing import Any, Callable, Iterable, Mapping
 
 from moldau.protocol import messages as m
-from moldau.protocol.records import BatchBuilder, codec_id, compute_crc
+from moldau.protocol.records import codec_id, compress, compute_crc, encode_varint
+from moldau.protocol.records.batch import HEADER_STRUCT
+from moldau.protocol.records.crc import crc32c
 
 from .cluster import Cluster
 from .config import resolve_config
@@ -49,6 +60,7 @@ from .errors import (
 )
 from .futures import BatchResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
+from .partitioner import positive_hash as _positive_hash
 
 from .types import RecordMetadata
 
@@ -60,6 +72,7 @@ _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 16  # varints + attributes of one record, a generous estimate
+_MEMORY_CHUNK = 16384  # buffer.memory is held per batch in chunks of this size (up to batch.size)
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at offset 43
 _U32 = struct.Struct(">I")
 
@@ -85,29 +98,118 @@ def _nbytes(b: Any) -> int:
     return b.nbytes if type(b) is memoryview else len(b)
 
 
-class ProducerBatch:
-    __slots__ = ("topic", "partition", "builder", "result", "created", "records", "est_size", "closed",
-                 "attempts", "next_retry", "reserved", "producer_id", "producer_epoch", "base_sequence",
-                 "built", "order", "in_flight")
+# -- record encoding -----------------------------------------------------------------------------------------
+# A v2 record: length, attributes (0), timestamp delta, offset delta, key length, key, value length, value,
+# header count; all varints zig-zag. Values below 8192 take one or two bytes and come from these tables.
+_VARINT_LIMIT = 8192
+_PV = tuple(encode_varint(n) for n in range(_VARINT_LIMIT))  # non-negative n -> its varint
+_ATTR_TS = tuple(b"\x00" + v for v in _PV)  # attributes byte + timestamp delta
+_OFF_NULL_KEY = tuple(v + b"\x01" for v in _PV)  # offset delta + key length -1 (no key)
+_NO_HEADERS = b"\x00"
+_NEW_RECORD_FUTURE = tuple.__new__
 
-    def __init__(self, topic: str, partition: int, builder: BatchBuilder, created: float, reserved: int):
+
+def _encode_record(buf: bytearray, count: int, ts_delta: int, key: Any, value: Any, headers: Any) -> None:
+    """Append one record (any sizes, headers as normalized (str, bytes|None) pairs) to ``buf``."""
+    parts: list[Any] = [b"\x00" + encode_varint(ts_delta), encode_varint(count)]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(encode_varint(_nbytes(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(encode_varint(_nbytes(value)))
+        parts.append(value)
+    if headers:
+        parts.append(encode_varint(len(headers)))
+        for hk, hv in headers:
+            hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+            parts.append(encode_varint(len(hkb)))
+            parts.append(hkb)
+            if hv is None:
+                parts.append(b"\x01")
+            else:
+                parts.append(encode_varint(_nbytes(hv)))
+                parts.append(hv)
+    else:
+        parts.append(_NO_HEADERS)
+    length = 0
+    for x in parts:
+        length += _nbytes(x)
+    buf += encode_varint(length)
+    for x in parts:
+        buf += x
+
+
+class ProducerBatch:
+    """One batch being filled (``buf`` holds 61 reserved header bytes, then the records) and then sent."""
+
+    __slots__ = ("topic", "partition", "buf", "records", "base_ts", "max_ts", "result", "created", "closed",
+                 "attempts", "next_retry", "reserved", "limit", "producer_id", "producer_epoch", "base_sequence",
+                 "built", "raw_len", "order", "in_flight")
+
+    def __init__(self, topic: str, partition: int, created: float, reserved: int):
         self.topic = topic
         self.partition = partition
-        self.builder = builder
+        self.buf: bytearray | None = bytearray(_BATCH_OVERHEAD)
+        self.records = 0
+        self.base_ts = -1
+        self.max_ts = -1
         self.result = BatchResult(topic, partition)
         self.created = created
-        self.records = 0
-        self.est_size = _BATCH_OVERHEAD
         self.closed = False
         self.attempts = 0
         self.next_retry = 0.0
-        self.reserved = reserved
+        self.reserved = reserved  # bytes of buffer.memory held; grows in chunks up to batch.size
+        self.limit = reserved  # the fast path appends while the buffer stays within this
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
         self.built: Any = None
+        self.raw_len = 0  # uncompressed size once built
         self.order = -1  # drain order within the partition (retries go back in this order)
         self.in_flight = False
+
+    @property
+    def est_size(self) -> int:
+        """Bytes of the batch so far (uncompressed, header included)."""
+        buf = self.buf
+        return len(buf) if buf is not None else len(self.built)
+
+    def append(self, ts: int, key: Any, value: Any, headers: Any) -> int:
+        """Append one record (the general path); returns its index in the batch."""
+        count = self.records
+        if count == 0:
+            self.base_ts = self.max_ts = ts
+        elif ts > self.max_ts:
+            self.max_ts = ts
+        assert self.buf is not None
+        _encode_record(self.buf, count, ts - self.base_ts, key, value, headers)
+        self.records = count + 1
+        return count
+
+    def build(self, codec: int, level: int | None, transactional: bool) -> bytearray:
+        """The wire batch: header written into the reserved bytes (compressing the records first when a
+        codec is set), CRC last. Frees the record buffer."""
+        buf = self.buf
+        assert buf is not None
+        self.raw_len = len(buf)
+        if codec:
+            records = compress(codec, memoryview(buf)[_BATCH_OVERHEAD:], level=level)
+            out = bytearray(_BATCH_OVERHEAD)
+            out += records
+            buf = out
+        count = self.records
+        HEADER_STRUCT.pack_into(
+            buf, 0, 0, len(buf) - 12, -1, 2, 0, (codec & 0x07) | (0x10 if transactional else 0),
+            count - 1 if count else 0, self.base_ts, self.max_ts, self.producer_id, self.producer_epoch,
+            self.base_sequence, count)
+        _U32.pack_into(buf, 17, crc32c(memoryview(buf)[21:]))
+        self.buf = None
+        self.built = buf
+        return buf
 
     def __repr__(self) -> str:
         return (f"<ProducerBatch {self.topic}-{self.partition} n={self.records} seq={self.base_sequence} "
@@ -145,6 +247,7 @@ class _Accumulator:
         self.closing = False
         self.wakeup = wakeup
         self.on_new_batch: Callable[[str, int], None] | None = None
+        self.rolled = False  # a batch filled up since the producer last let the sender run
 
     def state(self, topic: str, partition: int) -> _PartitionState:
         parts = self.parts.get(topic)
@@ -156,42 +259,60 @@ class _Accumulator:
         return st
 
     def try_append(self, topic: str, partition: int, ts: int, key: Any, value: Any, headers: Any,
-                   est: int) -> RecordFuture | None:
-        """Append under the lock; None when a new batch is needed but buffer.memory is short."""
+                   est: int) -> tuple[RecordFuture, ProducerBatch] | None:
+        """Append under the lock (the general path: any record; opens a new batch when needed); None when a
+        new batch is needed but buffer.memory is short. Sets ``rolled`` when a full batch was closed."""
         new = False
         rolled = False  # a full batch was closed (keyless records move to another partition)
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             parts = self.parts.get(topic)
             st = parts.get(partition) if parts is not None else None
             if st is None:
                 st = self.state(topic, partition)
             q = st.queue
             b = q[-1] if q else None
-            if b is None or b.closed or b.est_size + est > self.batch_size:
-                if b is not None:
+            if b is not None and not b.closed and b.est_size + est > b.limit and \
+                    b.est_size + est <= self.batch_size:
+                # room left under batch.size: hold more of buffer.memory for this batch
+                grow = min(max(_MEMORY_CHUNK, est), self.batch_size - b.reserved)
+                if self.available >= grow:
+                    self.available -= grow
+                    b.reserved += grow
+                    b.limit = b.reserved
+            if b is None or b.closed or b.est_size + est > b.limit:
+                if b is not None and not b.closed:
                     b.closed = True
                     rolled = True
-                size = self.batch_size if est + _BATCH_OVERHEAD <= self.batch_size else est + _BATCH_OVERHEAD
+                size = self.first_reservation(est)
                 if self.available < size:
                     return None
                 self.available -= size
-                b = ProducerBatch(topic, partition, BatchBuilder(2, self.codec, compression_level=self.level),
-                                  time.monotonic(), size)
+                b = ProducerBatch(topic, partition, time.monotonic(), size)
                 q.append(b)
                 self.incomplete.add(b)
                 new = True
-            idx = b.records
-            b.builder.append(ts, key, value, headers)
-            b.records = idx + 1
-            b.est_size += est
-            fut = RecordFuture(b.result, idx, ts)
+            idx = b.append(ts, key, value, headers)
+            fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, idx, ts))
+        finally:
+            lock.release()
         if new:
-            if rolled and self.on_new_batch is not None:
-                self.on_new_batch(topic, partition)
+            if rolled:
+                self.rolled = True
+                if self.on_new_batch is not None:
+                    self.on_new_batch(topic, partition)
             self.wakeup()
-        return fut
+        return fut, b
 
     # -- memory -------------------------------------------------------------------------------------
+    def first_reservation(self, est: int) -> int:
+        """buffer.memory held by a new batch for a first record of about ``est`` bytes: one chunk (or the
+        record, or batch.size when smaller); batches hold more as they grow."""
+        need = est + _BATCH_OVERHEAD
+        first = self.batch_size if self.batch_size < _MEMORY_CHUNK else _MEMORY_CHUNK
+        return need if need > first else first
+
     def wait_memory_sync(self, size: int, deadline: float) -> None:
         with self.memory_cond:
             self.memory_waiters += 1
@@ -244,6 +365,52 @@ class _Accumulator:
                 w.set_result(None)
 
 
+class _Wakeup:
+    """``asyncio.Event`` with a timeout on ``wait`` (a future and a timer; no task per wait as with
+    ``asyncio.wait_for``). ``set_pending`` marks a ``set`` already scheduled from another thread."""
+
+    __slots__ = ("_flag", "_pending", "_waiter")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._pending = False
+        self._waiter: asyncio.Future | None = None
+
+    def is_set(self) -> bool:
+        return self._flag or self._pending
+
+    def set_pending(self) -> None:
+        self._pending = True
+
+    def set(self) -> None:
+        self._flag = True
+        self._pending = False
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    async def wait(self, timeout: float | None) -> None:
+        if self._flag:
+            return
+        loop = asyncio.get_running_loop()
+        w = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _set_none, w) if timeout is not None else None
+        try:
+            await w
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _set_none(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class _Sender:
     """Drains the accumulator into Produce requests; handles responses, retries and idempotence."""
 
@@ -262,7 +429,7 @@ class _Sender:
         self.retry_backoff = self.cfg["retry.backoff.ms"] / 1000.0
         self.retry_backoff_max = max(self.cfg["retry.backoff.max.ms"] / 1000.0, self.retry_backoff)
         self.node_in_flight: dict[int, int] = collections.defaultdict(int)
-        self.event = asyncio.Event()
+        self.event = _Wakeup()
         self.producer_id = -1
         self.producer_epoch = -1
         self.need_bump = False
@@ -284,10 +451,7 @@ class _Sender:
                 log.exception("producer sender iteration failed")
                 delay = self.retry_backoff
             if delay is None or delay > 0:
-                try:
-                    await asyncio.wait_for(self.event.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
+                await self.event.wait(delay)
             self.event.clear()
 
     async def _run_once(self) -> float | None:
@@ -420,14 +584,7 @@ class _Sender:
                 b.producer_epoch = self.producer_epoch
                 b.base_sequence = st.next_sequence
                 st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
-            builder = b.builder
-            builder.is_transactional = self.txn is not None
-            builder.producer_id = b.producer_id
-            builder.producer_epoch = b.producer_epoch
-            builder.base_sequence = b.base_sequence
-            b.built = builder.build_mutable(0)
-            b.builder = None  # type: ignore[assignment]  # free the uncompressed records
-            return b.built
+            return b.build(self.acc.codec, self.acc.level, self.txn is not None)
         data = b.built
         if self.idempotent:
             if b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or b.base_sequence < 0:
@@ -660,8 +817,17 @@ class AsyncProducer:
         self._value_ser = c["value.serializer"]
         self._max_block = c["max.block.ms"] / 1000.0
         self._max_request_size = c["max.request.size"]
-        self._simple = self._key_ser is None and self._value_ser is None and self._partitioner_fn is None
-        self._fast_limit = min(self._max_request_size, self._acc.total_memory) - _BATCH_OVERHEAD
+        self._simple = (self._key_ser is None and self._value_ser is None and self._partitioner_fn is None
+                        and c["transactional.id"] is None)
+        self._sticky = self._partitioner._sticky  # topic -> [sticky partition, bytes sent to it]
+        self._sticky_limit = self._partitioner.batch_size
+        self._ignore_keys = self._partitioner.ignore_keys
+        # for the fast path (send/send_blocking): topic -> (open batch of its sticky partition, length the
+        # fast path may fill it to, its length when remembered)
+        self._keyless: dict[str, tuple[ProducerBatch, int, int]] = {}
+        self._lock = self._acc.lock
+        self._parts = self._acc.parts
+        self._topics = self._cluster.topics  # updated in place by the cluster
         self._sender: _Sender | None = None
         self._sender_task: asyncio.Task | None = None
         self._started = False
@@ -722,7 +888,9 @@ class AsyncProducer:
             return
         if threading.get_ident() == self._loop_thread:
             s.event.set()
-        elif self._loop is not None and not self._loop.is_closed():
+        elif not s.event.is_set() and self._loop is not None and not self._loop.is_closed():
+            # from the sync facade's thread: one call_soon_threadsafe until the sender has run again
+            s.event.set_pending()
             self._loop.call_soon_threadsafe(s.event.set)
 
     def _on_new_batch(self, topic: str, partition: int) -> None:
@@ -779,73 +947,61 @@ class AsyncProducer:
             return st[0]
         return self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
 
-    def _fast_append(self, topic: str, value: Any, key: Any, partition: int | None,
-                     timestamp: int | None) -> RecordFuture | None:
-        """The common case in one step (bytes, no serializers/headers, metadata known, room in the buffer);
-        None sends the caller down the general path."""
-        t = self._cluster.topics.get(topic)
-        if t is None or self._closed:
-            return None
-        n = len(t.partitions)
-        if not n:
-            return None
-        est = _RECORD_OVERHEAD
-        if value is not None:
-            est += len(value)
-        if key is not None:
-            est += len(key)
-        if est > self._fast_limit:
-            return None
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000
-        sticky = None
-        if partition is None:
-            if key is not None and not self._partitioner.ignore_keys:
-                partition = key_partition(key, n)
-            else:
-                sticky = self._partitioner._sticky.get(topic)
-                if sticky is None or sticky[0] >= n:
-                    partition = self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
-                    sticky = self._partitioner._sticky.get(topic)
-                else:
-                    partition = sticky[0]
-        elif not 0 <= partition < n:
-            raise ValueError(f"partition {partition} of {topic!r} does not exist ({n} partitions)")
-        fut = self._acc.try_append(topic, partition, timestamp, key, value, None, est)
-        if fut is not None and sticky is not None:
-            sticky[1] += est
-            if sticky[1] >= self._partitioner.batch_size:
-                self._partitioner._sticky.pop(topic, None)
-        return fut
+    # send() and send_blocking() are generated from _SEND_TEMPLATE (below the class): the fast path inline,
+    # then the general path (_send_general / _send_general_blocking).
 
-    async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                   timestamp: int | None = None, headers: Any = None) -> RecordFuture:
-        """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
-        buffer space up to max.block.ms."""
+    def _keyless_settle(self, topic: str) -> None:
+        """Count what the fast path appended to the topic's sticky partition (KIP-794: move on after
+        batch.size bytes) and forget the fast path's batch."""
+        ent = self._keyless.pop(topic, None)
+        if ent is not None:
+            b, _limit, start = ent
+            produced = (len(b.buf) if b.buf is not None else b.raw_len) - start
+            if produced > 0:
+                self._partitioner.record_appended(topic, produced)
+
+    def _keyless_remember(self, topic: str, partition: int, b: ProducerBatch) -> None:
+        """After a keyless record went to ``b`` (its topic's sticky partition): let the fast path append the
+        next ones to ``b`` until the batch or the sticky partition's byte budget is full."""
+        st = self._sticky.get(topic)
+        buf = b.buf
+        if st is None or st[0] != partition or buf is None or b.closed:
+            return
+        size = len(buf)
+        budget = size + self._sticky_limit - st[1]
+        self._keyless[topic] = (b, b.limit if b.limit < budget else budget, size)
+
+    async def _send_general(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+                            headers: Any) -> RecordFuture:
         if self._txn is not None:
             self._txn.check_send()
-        if self._simple and headers is None and (value is None or type(value) is bytes) and (
-                key is None or type(key) is bytes) and self._started:
-            fut = self._fast_append(topic, value, key, partition, timestamp)
-            if fut is not None:
-                return fut
         if not self._started:
             raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
         key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
         t = self._cluster.topics.get(topic)
         if t is None or not t.partitions:
             t = await self._cluster.wait_for_topic(topic, int(self._max_block * 1000))
+        sticky = key is None and partition is None and self._partitioner_fn is None
+        if sticky:
+            self._keyless_settle(topic)
         n = len(t.partitions)
         p = self._choose_partition(topic, key, partition, n)
         acc = self._acc
-        fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
-        if fut is None:
+        res = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if res is None:
             deadline = time.monotonic() + self._max_block
-            while fut is None:
-                await acc.wait_memory_async(max(acc.batch_size, est + _BATCH_OVERHEAD), deadline)
-                fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
-        if key is None and partition is None and self._partitioner_fn is None:
+            while res is None:
+                await acc.wait_memory_async(acc.first_reservation(est), deadline)
+                res = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        fut, b = res
+        if sticky:
             self._partitioner.record_appended(topic, est)
+            self._keyless_remember(topic, p, b)
+        if acc.rolled:
+            # a batch filled up: let the loop run once so the sender ships it (and reads responses) while
+            # the caller fills the next one
+            acc.rolled = False
+            await asyncio.sleep(0)
         return fut
 
     def send_nowait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -854,16 +1010,12 @@ class AsyncProducer:
         metadata is not known yet and BufferExhaustedError when buffer.memory is full."""
         return self.send_blocking(topic, value, key, partition, timestamp, headers, block=False)
 
-    def send_blocking(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                      timestamp: int | None = None, headers: Any = None, block: bool = True) -> RecordFuture:
-        """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms."""
+    def _send_general_blocking(self, topic: str, value: Any, key: Any, partition: int | None,
+                               timestamp: int | None, headers: Any, block: bool | None) -> RecordFuture:
+        if block is None:
+            block = threading.get_ident() != self._loop_thread
         if self._txn is not None:
             self._txn.check_send()
-        if self._simple and headers is None and (value is None or type(value) is bytes) and (
-                key is None or type(key) is bytes) and self._started:
-            fut = self._fast_append(topic, value, key, partition, timestamp)
-            if fut is not None:
-                return fut
         if not self._started:
             raise IllegalStateError("producer not started")
         key, value, headers, est, timestamp = self._prepare(topic, value, key, partition, timestamp, headers)
@@ -875,19 +1027,29 @@ class AsyncProducer:
             cf = asyncio.run_coroutine_threadsafe(
                 self._cluster.wait_for_topic(topic, int(self._max_block * 1000)), self._loop)  # type: ignore[arg-type]
             t = cf.result()
+        sticky = key is None and partition is None and self._partitioner_fn is None
+        if sticky:
+            self._keyless_settle(topic)
         n = len(t.partitions)
         p = self._choose_partition(topic, key, partition, n)
         acc = self._acc
-        fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
-        if fut is None:
+        res = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        if res is None:
             if not block:
                 raise BufferExhaustedError("buffer.memory is full")
             deadline = time.monotonic() + self._max_block
-            while fut is None:
-                acc.wait_memory_sync(max(acc.batch_size, est + _BATCH_OVERHEAD), deadline)
-                fut = acc.try_append(topic, p, timestamp, key, value, headers, est)
-        if key is None and partition is None and self._partitioner_fn is None:
+            while res is None:
+                acc.wait_memory_sync(acc.first_reservation(est), deadline)
+                res = acc.try_append(topic, p, timestamp, key, value, headers, est)
+        fut, b = res
+        if sticky:
             self._partitioner.record_appended(topic, est)
+            self._keyless_remember(topic, p, b)
+        if acc.rolled and block:
+            # a batch filled up: give the loop thread the GIL now so the sender ships it (and reads
+            # responses) while this thread fills the next one, instead of after a whole switch interval
+            acc.rolled = False
+            _sleep(0)
         return fut
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -956,6 +1118,161 @@ class AsyncProducer:
         """(producer id, epoch) of the idempotent producer; (-1, -1) before the first send."""
         s = self._sender
         return (s.producer_id, s.producer_epoch) if s else (-1, -1)
+
+
+class _Slow(Exception):
+    """Internal: the record leaves the fast path for the general one."""
+
+
+# The fast path, inline in both entry points (one Python call per record): a record with a bytes or None key
+# and value, no headers, no serializers/custom partitioner/transaction, whose partition already has an open
+# batch with room is encoded into it (table lookups for the varints) under the accumulator's lock; anything
+# else (and every first record of a batch) goes to the general path.
+_SEND_TEMPLATE = """
+{async_}def {name}(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None{params}):
+    if headers is None and self._simple and not self._closed:
+        try:
+            if value is None:
+                vb = b"\\x01"
+                vlen = 0
+            elif type(value) is bytes:
+                vlen = len(value)
+                if vlen >= 8000:
+                    raise _Slow
+                vb = _PV[vlen]
+            else:
+                raise _Slow
+            if timestamp is None:
+                timestamp = _time_ns() // 1_000_000
+            if key is None and partition is None:
+                ent = self._keyless.get(topic)
+                if ent is None:
+                    raise _Slow
+                b, limit, _start = ent
+                lock = self._lock
+                lock.acquire()
+                try:
+                    if b.closed:
+                        raise _Slow
+                    buf = b.buf
+                    count = b.records
+                    d = timestamp - b.base_ts
+                    if len(buf) + vlen + 16 > limit or count >= 8192 or not 0 <= d < 8192:
+                        raise _Slow
+                    if timestamp > b.max_ts:
+                        b.max_ts = timestamp
+                    tsb = _ATTR_TS[d]
+                    ob = _OFF_NULL_KEY[count]
+                    buf += _PV[len(tsb) + len(ob) + len(vb) + vlen + 1]
+                    buf += tsb
+                    buf += ob
+                    buf += vb
+                    if vlen:
+                        buf += value
+                    buf += b"\\x00"
+                    b.records = count + 1
+                    fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
+                finally:
+                    lock.release()
+                return fut
+            if key is None:
+                klen = 0
+            elif type(key) is bytes:
+                klen = len(key)
+                if vlen + klen >= 8000:
+                    raise _Slow
+            else:
+                raise _Slow
+            t = self._topics.get(topic)
+            if t is None:
+                raise _Slow
+            n = len(t.partitions)
+            if partition is None:
+                if self._ignore_keys or not n:
+                    raise _Slow
+                partition = _positive_hash(key) % n
+            elif not 0 <= partition < n:
+                raise _Slow
+            parts = self._parts.get(topic)
+            if parts is None:
+                raise _Slow
+            st = parts.get(partition)
+            if st is None:
+                raise _Slow
+            q = st.queue
+            lock = self._lock
+            lock.acquire()
+            try:
+                if not q:
+                    raise _Slow
+                b = q[-1]
+                if b.closed:
+                    raise _Slow
+                buf = b.buf
+                count = b.records
+                d = timestamp - b.base_ts
+                if len(buf) + vlen + klen + 16 > b.limit or count >= 8192 or not 0 <= d < 8192:
+                    raise _Slow
+                if timestamp > b.max_ts:
+                    b.max_ts = timestamp
+                tsb = _ATTR_TS[d]
+                if key is None:
+                    ob = _OFF_NULL_KEY[count]
+                    buf += _PV[len(tsb) + len(ob) + len(vb) + vlen + 1]
+                    buf += tsb
+                    buf += ob
+                else:
+                    ob = _PV[count]
+                    kb = _PV[klen]
+                    buf += _PV[len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1]
+                    buf += tsb
+                    buf += ob
+                    buf += kb
+                    buf += key
+                buf += vb
+                if vlen:
+                    buf += value
+                buf += b"\\x00"
+                b.records = count + 1
+                fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
+            finally:
+                lock.release()
+            return fut
+        except _Slow:
+            pass
+    return {await_}self.{general}(topic, value, key, partition, timestamp, headers{args})
+"""
+
+
+def _compile_send(name: str, doc: str, *, is_async: bool) -> Callable[..., Any]:
+    source = _SEND_TEMPLATE.format(
+        async_="async " if is_async else "", await_="await " if is_async else "", name=name,
+        params="" if is_async else ", block=None", args="" if is_async else ", block",
+        general="_send_general" if is_async else "_send_general_blocking")
+    ns: dict[str, Any] = {"_Slow": _Slow, "_PV": _PV, "_ATTR_TS": _ATTR_TS, "_OFF_NULL_KEY": _OFF_NULL_KEY,
+                          "_NEW_RECORD_FUTURE": _NEW_RECORD_FUTURE, "RecordFuture": RecordFuture,
+                          "_time_ns": _time_ns, "_positive_hash": _positive_hash}
+    exec(compile(source, f"<moldau producer {name}>", "exec"), ns)
+    fn = ns[name]
+    fn.__doc__ = doc
+    fn.__qualname__ = f"AsyncProducer.{name}"
+    fn.__module__ = __name__
+    return fn  # type: ignore[no-any-return]
+
+
+AsyncProducer.send = _compile_send(  # type: ignore[method-assign]
+    "send", """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
+        buffer space up to max.block.ms.
+
+        ``async def send(topic, value=None, key=None, partition=None, timestamp=None, headers=None)
+        -> RecordFuture``""", is_async=True)
+AsyncProducer.send_blocking = _compile_send(  # type: ignore[method-assign]
+    "send_blocking", """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms
+        for metadata or buffer space; ``block=False`` raises instead (``block=None``: block unless called on
+        the producer's own loop thread).
+
+        ``def send_blocking(topic, value=None, key=None, partition=None, timestamp=None, headers=None,
+        block=None) -> RecordFuture``""", is_async=False)
 
 
 def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:

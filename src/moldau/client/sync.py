@@ -157,12 +157,14 @@ class Producer(_SyncBase):
         self._start_loop(config, kwargs)
         self._p: AsyncProducer = self._build(lambda: AsyncProducer(config, **kwargs))
         self.config = self._p.config
+        # the hot path: send() is the core's send_blocking itself (no extra call per record)
+        self.send = self._p.send_blocking  # type: ignore[method-assign]
 
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
              timestamp: int | None = None, headers: Any = None) -> RecordFuture:
-        """Queue a record (blocks up to max.block.ms for metadata or buffer space)."""
-        return self._p.send_blocking(topic, value, key, partition, timestamp, headers,
-                                     block=not self._lt.in_loop_thread)
+        """Queue a record (blocks up to max.block.ms for metadata or buffer space; from the client's own
+        loop thread, e.g. a delivery callback, it raises instead of blocking)."""
+        return self._p.send_blocking(topic, value, key, partition, timestamp, headers)
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                 timestamp: int | None = None, headers: Any = None,
