@@ -173,7 +173,7 @@ COMMON = _defs(
 
 PRODUCER = _defs(
     ConfigDef("acks", -1, _acks, "0, 1 or all/-1"),
-    ConfigDef("batch.size", 16384, _int),
+    ConfigDef("batch.size", 262144, _int),  # Java: 16384; see docs/client.md "Performance"
     ConfigDef("linger.ms", 5, _int),
     ConfigDef("buffer.memory", 33554432, _int),
     ConfigDef("max.block.ms", 60000, _int),
