@@ -3,9 +3,8 @@ EndTxn, batch markers, fencing of an earlier attempt (real broker; read back wit
 
 from __future__ import annotations
 
-import uuid
-
 import logging
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -15,8 +14,8 @@ from spark_helpers import read_values
 
 from moldau.spark.options import OptionError, parse_sink_options
 from moldau.spark.produce import ArrowProducer, TaskTransaction, bulk_session
-from moldau.spark.txn import BatchMarker, TransactionError, missing_transaction_apis
 from moldau.spark.source import kafka_schema
+from moldau.spark.txn import BatchMarker, TransactionError, missing_transaction_apis
 from moldau.spark.writer import (
     DEFAULT_TRANSACTION_TIMEOUT_MS,
     _eos_client,
