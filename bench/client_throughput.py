@@ -1,25 +1,42 @@
 """Client throughput: moldau's client against confluent-kafka, kafka-python and aiokafka, one broker, one run.
 
-Every client produces N records of 100 bytes (no key, no compression, each client's default batching,
-acks=all where the client allows it) to a fresh 1-partition topic, and consumes N records from a topic
-filled beforehand (assign() from offset 0). Each measurement is repeated (default 3) and the median
-records/s is reported, with the ratio to confluent-kafka.
+The matrix of issue 4: produce and consume N records (default 1,000,000) of 100 bytes and of 1 KiB, with
+acks=1 and acks=all, by every client against the same broker (a moldau broker started here, or
+``--bootstrap``), the median of ``--repeat`` runs (default 3), printed as records/s, MB/s and the client's
+CPU µs per record, followed by moldau's ratio to each peer next to the issue's target:
 
-    python bench/client_throughput.py                       # starts a broker (MOLDAU_TEST_BROKER kind)
-    python bench/client_throughput.py --broker tansu -n 200000
-    python bench/client_throughput.py --bootstrap 127.0.0.1:9092
+    producer >= 5x kafka-python, >= 2x aiokafka, >= 0.5x confluent-kafka
+    consumer >= 1x aiokafka, >= 0.5x confluent-kafka
 
-Prints a table and, last, one JSON document. Never asserted by tests.
+    python bench/client_throughput.py                        # the full matrix (~15-25 min on 2 cores)
+    python bench/client_throughput.py --quick                # 100k records, 1 run each (~1-2 min)
+    python bench/client_throughput.py -n 200000 --sizes 100 --acks 1 --clients moldau-sync,confluent-kafka
+    python bench/client_throughput.py --bootstrap 127.0.0.1:9092 --out results.json
+
+Fairness: every client runs in a fresh subprocess (no shared interpreter state, GC heap or event-loop
+policy); each uses its own default batching and buffering, with acks set as asked (moldau needs
+enable.idempotence=false for acks=1, as the Java client; the peers' idempotence stays at their default,
+off). Produce: a fresh 1-partition topic, values of N bytes, no key, no compression; the time runs from the
+first send (after a warm-up record has been acknowledged: connection, metadata, producer id) until flush()
+returns with every record acknowledged. Consume: a 1-partition topic filled beforehand (by confluent-kafka)
+is read from offset 0 with assign(); the time runs from the first poll until N records were received; the
+loop reads every record's value (``len(value)``) and asks for at most ``--max-poll`` (default 500, Kafka's
+max.poll.records) records per call, the same for every client. The order of the clients rotates between
+repeats. Produced topics are deleted after each run.
+
+JSON with every run, the medians and the ratios goes to bench/results/client_throughput-<time>.json (or
+``--out``). Nothing here is asserted by tests.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,11 +48,245 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "src"))
 
-VALUE = b"v" * 100
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLIENTS = ["moldau-sync", "moldau-async", "confluent-kafka", "kafka-python", "aiokafka"]
+MOLDAU = ["moldau-sync", "moldau-async"]
+# (operation, peer, target ratio moldau / peer)
+TARGETS = [
+    ("produce", "kafka-python", 5.0),
+    ("produce", "aiokafka", 2.0),
+    ("produce", "confluent-kafka", 0.5),
+    ("consume", "aiokafka", 1.0),
+    ("consume", "confluent-kafka", 0.5),
+]
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _run_async(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)  # the loop the moldau sync facade uses too
+    except ImportError:  # pragma: no cover
+        import asyncio
+
+        return asyncio.run(coro)
 
 
 # ----------------------------------------------------------------------------------------------------
-# topics
+# producers: each returns (elapsed seconds, client CPU seconds) for n records, all acknowledged
+
+
+def produce_moldau_sync(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
+    from moldau.client import Producer
+
+    with Producer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=acks == "all") as p:
+        p.send(topic, value).result(30)  # connections, metadata, producer id
+        t0, c0 = time.perf_counter(), _cpu()
+        send = p.send
+        for _ in range(n):
+            send(topic, value)
+        p.flush()
+        return time.perf_counter() - t0, _cpu() - c0
+
+
+def produce_moldau_async(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
+    from moldau.client import AsyncProducer
+
+    async def main() -> tuple[float, float]:
+        async with AsyncProducer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=acks == "all") as p:
+            await p.send_and_wait(topic, value)
+            t0, c0 = time.perf_counter(), _cpu()
+            send = p.send
+            for _ in range(n):
+                await send(topic, value)
+            await p.flush()
+            return time.perf_counter() - t0, _cpu() - c0
+
+    return _run_async(main())
+
+
+def produce_confluent(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks})
+    p.produce(topic, value)
+    p.flush(30)
+    t0, c0 = time.perf_counter(), _cpu()
+    produce = p.produce
+    for _ in range(n):
+        try:
+            produce(topic, value)
+        except BufferError:  # local queue full (queue.buffering.max.*): serve delivery reports, retry
+            while True:
+                p.poll(0.001)
+                try:
+                    produce(topic, value)
+                    break
+                except BufferError:
+                    pass
+    remaining = p.flush(300)
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
+    assert remaining == 0, f"{remaining} records not delivered"
+    return dt, cpu
+
+
+def produce_kafka_python(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks=-1 if acks == "all" else int(acks))
+    p.send(topic, value).get(30)
+    t0, c0 = time.perf_counter(), _cpu()
+    send = p.send
+    for _ in range(n):
+        send(topic, value)
+    p.flush()
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
+    p.close()
+    return dt, cpu
+
+
+def produce_aiokafka(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> tuple[float, float]:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=-1 if acks == "all" else int(acks))
+        await p.start()
+        try:
+            await p.send_and_wait(topic, value)
+            t0, c0 = time.perf_counter(), _cpu()
+            send = p.send
+            for _ in range(n):
+                await send(topic, value)
+            await p.flush()
+            return time.perf_counter() - t0, _cpu() - c0
+        finally:
+            await p.stop()
+
+    return _run_async(main())
+
+
+# ----------------------------------------------------------------------------------------------------
+# consumers: each returns (elapsed seconds, client CPU seconds) to read n records from offset 0 of
+# partition 0, looking at every record's value
+
+
+def consume_moldau_sync(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple[float, float]:
+    from moldau.client import Consumer, TopicPartition
+
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                  max_poll_records=max_poll) as c:
+        c.assign([TopicPartition(topic, 0)])
+        t0, c0 = time.perf_counter(), _cpu()
+        got = nbytes = 0
+        while got < n:
+            for r in c.poll(5.0):
+                nbytes += len(r.value)
+                got += 1
+        return time.perf_counter() - t0, _cpu() - c0
+
+
+def consume_moldau_async(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple[float, float]:
+    from moldau.client import AsyncConsumer, TopicPartition
+
+    async def main() -> tuple[float, float]:
+        async with AsyncConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, max_poll_records=max_poll) as c:
+            c.assign([TopicPartition(topic, 0)])
+            t0, c0 = time.perf_counter(), _cpu()
+            got = nbytes = 0
+            while got < n:
+                for r in await c.poll(5.0):
+                    nbytes += len(r.value)
+                    got += 1
+            return time.perf_counter() - t0, _cpu() - c0
+
+    return _run_async(main())
+
+
+def consume_confluent(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple[float, float]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex[:8],
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    t0, c0 = time.perf_counter(), _cpu()
+    got = nbytes = 0
+    while got < n:
+        for m in c.consume(num_messages=max_poll, timeout=5.0):
+            if m.error() is None:
+                nbytes += len(m.value())
+                got += 1
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
+    c.close()
+    return dt, cpu
+
+
+def consume_kafka_python(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple[float, float]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    t0, c0 = time.perf_counter(), _cpu()
+    got = nbytes = 0
+    while got < n:
+        for recs in c.poll(timeout_ms=5000, max_records=max_poll).values():
+            for r in recs:
+                nbytes += len(r.value)
+                got += 1
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
+    c.close()
+    return dt, cpu
+
+
+def consume_aiokafka(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple[float, float]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def main() -> tuple[float, float]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            t0, c0 = time.perf_counter(), _cpu()
+            got = nbytes = 0
+            while got < n:
+                for recs in (await c.getmany(timeout_ms=5000, max_records=max_poll)).values():
+                    for r in recs:
+                        nbytes += len(r.value)
+                        got += 1
+            return time.perf_counter() - t0, _cpu() - c0
+        finally:
+            await c.stop()
+
+    return _run_async(main())
+
+
+PRODUCERS: dict[str, Callable[..., tuple[float, float]]] = {
+    "moldau-sync": produce_moldau_sync,
+    "moldau-async": produce_moldau_async,
+    "confluent-kafka": produce_confluent,
+    "kafka-python": produce_kafka_python,
+    "aiokafka": produce_aiokafka,
+}
+CONSUMERS: dict[str, Callable[..., tuple[float, float]]] = {
+    "moldau-sync": consume_moldau_sync,
+    "moldau-async": consume_moldau_async,
+    "confluent-kafka": consume_confluent,
+    "kafka-python": consume_kafka_python,
+    "aiokafka": consume_aiokafka,
+}
+
+
+# ----------------------------------------------------------------------------------------------------
+# topics (confluent-kafka's admin client: independent of the client under test)
 
 
 def create_topic(bootstrap: str, partitions: int = 1) -> str:
@@ -54,289 +305,253 @@ def create_topic(bootstrap: str, partitions: int = 1) -> str:
     raise RuntimeError(f"topic {name} not ready")
 
 
-def fill_topic(bootstrap: str, n: int) -> str:
+def delete_topic(bootstrap: str, name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.delete_topics([name])[name].result(30)
+    except Exception as exc:  # noqa: BLE001 - only disk space is at stake
+        logging.warning("could not delete %s: %s", name, exc)
+
+
+def fill_topic(bootstrap: str, n: int, size: int) -> str:
     from confluent_kafka import Producer
 
     topic = create_topic(bootstrap)
+    value = b"v" * size
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for _ in range(n):
         while True:
             try:
-                p.produce(topic, VALUE)
+                p.produce(topic, value)
                 break
             except BufferError:
                 p.poll(0.01)
-    assert p.flush(60) == 0
+    assert p.flush(300) == 0
     return topic
 
 
 # ----------------------------------------------------------------------------------------------------
-# producers: each returns elapsed seconds for n records, all acknowledged
+# one measurement in a fresh interpreter
 
 
-def produce_moldau_sync(bootstrap: str, topic: str, n: int) -> float:
-    from moldau.client import Producer
-
-    with Producer(bootstrap_servers=bootstrap) as p:
-        p.send(topic, VALUE).result(30)  # connections, metadata, producer id
-        t0 = time.perf_counter()
-        send = p.send
-        for _ in range(n):
-            send(topic, VALUE)
-        p.flush()
-        return time.perf_counter() - t0
+def worker(args: argparse.Namespace) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    if args.op == "produce":
+        dt, cpu = PRODUCERS[args.client](args.bootstrap, args.topic, args.records, b"v" * args.size, args.acks_value)
+    else:
+        dt, cpu = CONSUMERS[args.client](args.bootstrap, args.topic, args.records, args.max_poll)
+    print(json.dumps({"seconds": dt, "cpu_seconds": cpu}))
 
 
-def produce_moldau_async(bootstrap: str, topic: str, n: int) -> float:
-    from moldau.client import AsyncProducer
-
-    async def main() -> float:
-        async with AsyncProducer(bootstrap_servers=bootstrap) as p:
-            await p.send_and_wait(topic, VALUE)
-            t0 = time.perf_counter()
-            send = p.send
-            for _ in range(n):
-                await send(topic, VALUE)
-            await p.flush()
-            return time.perf_counter() - t0
-
-    return _run_async(main())
+def measure(bootstrap: str, op: str, client: str, topic: str, n: int, size: int, acks: str, max_poll: int,
+            timeout: float) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--worker", "--op", op, "--client", client, "--bootstrap", bootstrap,
+           "--topic", topic, "-n", str(n), "--size", str(size), "--acks-value", acks, "--max-poll", str(max_poll)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"{op} {client} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["records_per_s"] = n / res["seconds"]
+    res["mb_per_s"] = n * size / res["seconds"] / 1e6
+    res["cpu_us_per_record"] = res["cpu_seconds"] / n * 1e6
+    return res
 
 
-def produce_confluent(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    p.produce(topic, VALUE)
-    p.flush(30)
-    t0 = time.perf_counter()
-    produce = p.produce
-    for _ in range(n):
-        while True:
-            try:
-                produce(topic, VALUE)
-                break
-            except BufferError:
-                p.poll(0.001)
-    remaining = p.flush(120)
-    dt = time.perf_counter() - t0
-    assert remaining == 0
-    return dt
+def cpu_seconds(pid: int | None) -> float:
+    """utime + stime of a process (the broker), from /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
-def produce_kafka_python(bootstrap: str, topic: str, n: int) -> float:
-    from kafka import KafkaProducer
+def _versions() -> dict[str, Any]:
+    out: dict[str, Any] = {"python": sys.version.split()[0]}
+    try:
+        import confluent_kafka
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    p.send(topic, VALUE).get(30)
-    t0 = time.perf_counter()
-    send = p.send
-    for _ in range(n):
-        send(topic, VALUE)
-    p.flush()
-    dt = time.perf_counter() - t0
-    p.close()
-    return dt
+        out["confluent-kafka"] = confluent_kafka.version()[0]
+        out["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import kafka
+        import kafka.record.util as kru
 
+        out["kafka-python"] = kafka.__version__
+        out["kafka-python crc32c"] = kru.crc32c_c is not None
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import aiokafka
 
-def produce_aiokafka(bootstrap: str, topic: str, n: int) -> float:
-    from aiokafka import AIOKafkaProducer
-
-    async def main() -> float:
-        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        await p.start()
-        try:
-            await p.send_and_wait(topic, VALUE)
-            t0 = time.perf_counter()
-            send = p.send
-            for _ in range(n):
-                await send(topic, VALUE)
-            await p.flush()
-            return time.perf_counter() - t0
-        finally:
-            await p.stop()
-
-    return _run_async(main())
-
-
-# ----------------------------------------------------------------------------------------------------
-# consumers: each returns elapsed seconds to read n records from offset 0 of partition 0
-
-
-def consume_moldau_sync(bootstrap: str, topic: str, n: int) -> float:
-    from moldau.client import Consumer, TopicPartition
-
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
-        c.assign([TopicPartition(topic, 0)])
-        t0 = time.perf_counter()
-        got = 0
-        while got < n:
-            got += len(c.poll(5.0))
-        return time.perf_counter() - t0
-
-
-def consume_moldau_async(bootstrap: str, topic: str, n: int) -> float:
-    from moldau.client import AsyncConsumer, TopicPartition
-
-    async def main() -> float:
-        async with AsyncConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
-            c.assign([TopicPartition(topic, 0)])
-            t0 = time.perf_counter()
-            got = 0
-            while got < n:
-                got += len(await c.poll(5.0))
-            return time.perf_counter() - t0
-
-    return _run_async(main())
-
-
-def consume_confluent(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex[:8],
-                  "enable.auto.commit": False, "enable.partition.eof": False})
-    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    t0 = time.perf_counter()
-    got = 0
-    while got < n:
-        msgs = c.consume(num_messages=10000, timeout=5.0)
-        got += sum(1 for m in msgs if m.error() is None)
-    dt = time.perf_counter() - t0
-    c.close()
-    return dt
-
-
-def consume_kafka_python(bootstrap: str, topic: str, n: int) -> float:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-    tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    c.seek_to_beginning(tp)
-    t0 = time.perf_counter()
-    got = 0
-    while got < n:
-        for recs in c.poll(timeout_ms=5000, max_records=10000).values():
-            got += len(recs)
-    dt = time.perf_counter() - t0
-    c.close()
-    return dt
-
-
-def consume_aiokafka(bootstrap: str, topic: str, n: int) -> float:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def main() -> float:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        await c.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            c.assign([tp])
-            await c.seek_to_beginning(tp)
-            t0 = time.perf_counter()
-            got = 0
-            while got < n:
-                for recs in (await c.getmany(timeout_ms=5000, max_records=10000)).values():
-                    got += len(recs)
-            return time.perf_counter() - t0
-        finally:
-            await c.stop()
-
-    return _run_async(main())
-
-
-def _run_async(coro: Any) -> float:
+        out["aiokafka"] = aiokafka.__version__
+    except ImportError:  # pragma: no cover
+        pass
     try:
         import uvloop
 
-        return uvloop.run(coro)  # the same loop the moldau sync facade uses
+        out["uvloop"] = uvloop.__version__
     except ImportError:  # pragma: no cover
-        return asyncio.run(coro)
+        pass
+    return out
 
 
-CLIENTS: dict[str, tuple[Callable[[str, str, int], float], Callable[[str, str, int], float]]] = {
-    "moldau (sync)": (produce_moldau_sync, consume_moldau_sync),
-    "moldau (async)": (produce_moldau_async, consume_moldau_async),
-    "confluent-kafka": (produce_confluent, consume_confluent),
-    "kafka-python": (produce_kafka_python, consume_kafka_python),
-    "aiokafka": (produce_aiokafka, consume_aiokafka),
-}
-
-
-# ----------------------------------------------------------------------------------------------------
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", "--records", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--broker", choices=["moldau", "tansu"], default=os.environ.get("MOLDAU_TEST_BROKER", "moldau"))
-    ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
+    ap.add_argument("-n", "--records", type=int, default=1_000_000)
+    ap.add_argument("--sizes", default="100,1024", help="record value sizes in bytes (comma-separated)")
+    ap.add_argument("--acks", default="1,all", help="producer acks settings (comma-separated: 0, 1, all)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
     ap.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset of: " + ", ".join(CLIENTS))
+    ap.add_argument("--ops", default="produce,consume", help="produce, consume or both")
+    ap.add_argument("--max-poll", type=int, default=500, help="records per poll()/consume()/getmany() call")
+    ap.add_argument("--quick", action="store_true", help="100,000 records, 1 run (a smoke run in ~1-2 minutes)")
+    ap.add_argument("--bootstrap", help="use a running broker instead of starting a moldau broker")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker setting (own broker)")
+    ap.add_argument("--out", help="JSON output path (default bench/results/client_throughput-<time>.json)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for one measurement")
+    # internal: one measurement in a subprocess
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--op", help=argparse.SUPPRESS)
+    ap.add_argument("--client", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--acks-value", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
     logging.basicConfig(level=logging.WARNING)
-    names = [c.strip() for c in args.clients.split(",") if c.strip()]
-    for name in names:
-        if name not in CLIENTS:
-            ap.error(f"unknown client {name!r}")
+    if args.quick:
+        args.records, args.repeat = 100_000, 1
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    for c in clients:
+        if c not in CLIENTS:
+            ap.error(f"unknown client {c!r}")
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    acks_list = [a.strip() for a in args.acks.split(",") if a.strip()]
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    n = args.records
 
-    proc = None
-    tmp = None
+    proc = tmp = None
     if args.bootstrap:
-        bootstrap, kind = args.bootstrap, "external"
+        bootstrap, kind, broker_pid = args.bootstrap, "external", None
     else:
         from brokerproc import BrokerProcess
 
-        tmp = tempfile.TemporaryDirectory(prefix="moldau-bench-")
-        settings = {"group.initial.rebalance.delay.ms": "0"} if args.broker == "moldau" else {}
-        proc = BrokerProcess(args.broker, Path(tmp.name) / "data", settings=settings, log_dir=Path(tmp.name))
+        tmp = tempfile.TemporaryDirectory(prefix="moldau-client-bench-")
+        settings = {"group.initial.rebalance.delay.ms": "0"}
+        for kv in args.set:
+            k, _, v = kv.partition("=")
+            settings[k] = v
+        proc = BrokerProcess("moldau", Path(tmp.name) / "data", settings=settings, log_dir=Path(tmp.name))
         proc.start()
-        bootstrap, kind = proc.bootstrap, args.broker
+        bootstrap, kind, broker_pid = proc.bootstrap, "moldau", proc.pid
+    versions = _versions()
+    print(f"broker: {kind} at {bootstrap}; {n:,} records; sizes {sizes}; acks {acks_list}; median of "
+          f"{args.repeat}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), file=sys.stderr)
+    # results[op][size][acks or "-"][client] = {"runs": [...], medians...}
+    results: dict[str, Any] = {}
+    started = time.time()
     try:
-        n = args.records
-        print(f"broker: {kind} at {bootstrap}; {n} records of {len(VALUE)} bytes; median of {args.repeat}",
-              file=sys.stderr)
-        source = fill_topic(bootstrap, n)
-        results: dict[str, dict[str, Any]] = {}
-        for name in names:
-            produce, consume = CLIENTS[name]
-            runs: dict[str, list[float]] = {"produce": [], "consume": []}
-            for _ in range(args.repeat):
-                topic = create_topic(bootstrap)
-                runs["produce"].append(n / produce(bootstrap, topic, n))
-                runs["consume"].append(n / consume(bootstrap, source, n))
-            results[name] = {op: {"median": statistics.median(v), "runs": [round(x) for x in v]}
-                             for op, v in runs.items()}
-            print(f"  {name}: produce {results[name]['produce']['median']:,.0f}/s, "
-                  f"consume {results[name]['consume']['median']:,.0f}/s", file=sys.stderr)
-        base = results.get("confluent-kafka")
-        for name, r in results.items():
-            for op in ("produce", "consume"):
-                r[op]["vs_confluent"] = round(r[op]["median"] / base[op]["median"], 3) if base else None
-        print()
-        print(f"{'client':<18} {'produce rec/s':>14} {'vs confluent':>13} {'consume rec/s':>14} {'vs confluent':>13}")
-        for name, r in results.items():
-            p, c = r["produce"], r["consume"]
-            print(f"{name:<18} {p['median']:>14,.0f} {p['vs_confluent'] or 0:>13.2f} {c['median']:>14,.0f} "
-                  f"{c['vs_confluent'] or 0:>13.2f}")
-        print()
-        doc = {
-            "benchmark": "client_throughput",
-            "broker": kind,
-            "records": n,
-            "record_bytes": len(VALUE),
-            "repeat": args.repeat,
-            "partitions": 1,
-            "results": {k: {op: {"median_records_per_s": round(v[op]["median"]), "runs": v[op]["runs"],
-                                 "vs_confluent": v[op]["vs_confluent"]} for op in ("produce", "consume")}
-                        for k, v in results.items()},
-        }
-        print(json.dumps(doc, indent=2))
+        cases: list[tuple[str, int, str]] = []
+        for size in sizes:
+            if "produce" in ops:
+                cases += [("produce", size, a) for a in acks_list]
+            if "consume" in ops:
+                cases.append(("consume", size, "-"))
+        for op, size, acks in cases:
+            source = fill_topic(bootstrap, n, size) if op == "consume" else None
+            runs: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
+            for rep in range(args.repeat):
+                order = clients[rep % len(clients):] + clients[:rep % len(clients)]
+                for client in order:
+                    topic = source or create_topic(bootstrap)
+                    b0 = cpu_seconds(broker_pid)
+                    res = measure(bootstrap, op, client, topic, n, size, acks, args.max_poll, args.timeout)
+                    res["broker_cpu_seconds"] = cpu_seconds(broker_pid) - b0
+                    runs[client].append(res)
+                    if source is None:
+                        delete_topic(bootstrap, topic)
+                    print(f"  {op:<7} {size:>5} B acks={acks:<3} {client:<16} {res['records_per_s']:>12,.0f} rec/s "
+                          f"{res['mb_per_s']:>8.1f} MB/s  cpu {res['cpu_us_per_record']:5.2f} us/rec", file=sys.stderr)
+            if source is not None:
+                delete_topic(bootstrap, source)
+            case = results.setdefault(op, {}).setdefault(str(size), {}).setdefault(acks, {})
+            for client, rs in runs.items():
+                case[client] = {
+                    "records_per_s": _median(rs, "records_per_s"),
+                    "mb_per_s": _median(rs, "mb_per_s"),
+                    "cpu_us_per_record": _median(rs, "cpu_us_per_record"),
+                    "broker_cpu_seconds": _median(rs, "broker_cpu_seconds"),
+                    "runs": rs,
+                }
     finally:
         if proc is not None:
             proc.close()
         if tmp is not None:
             tmp.cleanup()
+
+    # ---- table
+    checks = []
+    lines = []
+    hdr = f"{'op':<8}{'size':>6} {'acks':<5}{'client':<17}{'records/s':>12}{'MB/s':>9}{'cpu us/rec':>11}   ratios (moldau / peer, target)"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for op, by_size in results.items():
+        for size, by_acks in by_size.items():
+            for acks, by_client in by_acks.items():
+                for client, r in by_client.items():
+                    ratio_txt = ""
+                    if client in MOLDAU:
+                        parts = []
+                        for t_op, peer, target in TARGETS:
+                            if t_op != op or peer not in by_client:
+                                continue
+                            ratio = r["records_per_s"] / by_client[peer]["records_per_s"]
+                            ok = ratio >= target
+                            checks.append({"op": op, "size": int(size), "acks": acks, "client": client, "peer": peer,
+                                           "ratio": round(ratio, 3), "target": target, "met": ok})
+                            parts.append(f"{ratio:.2f}x {peer} ({'>=' if ok else '<'}{target:g} {'ok' if ok else 'MISSED'})")
+                        ratio_txt = "; ".join(parts)
+                    lines.append(f"{op:<8}{size:>6} {acks:<5}{client:<17}{r['records_per_s']:>12,.0f}"
+                                 f"{r['mb_per_s']:>9.1f}{r['cpu_us_per_record']:>11.2f}   {ratio_txt}")
+            lines.append("")
+    print()
+    print("\n".join(lines))
+    met = sum(1 for c in checks if c["met"])
+    print(f"targets met: {met} of {len(checks)}")
+    doc = {
+        "benchmark": "client_throughput",
+        "broker": kind,
+        "records": n,
+        "sizes": sizes,
+        "acks": acks_list,
+        "repeat": args.repeat,
+        "max_poll": args.max_poll,
+        "partitions": 1,
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "wall_seconds": round(time.time() - started, 1),
+        "versions": versions,
+        "results": results,
+        "targets": checks,
+    }
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"client_throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
+    print(f"JSON: {out}")
 
 
 if __name__ == "__main__":

@@ -825,7 +825,9 @@ class AsyncProducer:
         # for the fast path (send/send_blocking): topic -> (open batch of its sticky partition, length the
         # fast path may fill it to, its length when remembered)
         self._keyless: dict[str, tuple[ProducerBatch, int, int]] = {}
-        self._lock = self._acc.lock
+        # the fast path's lock: None while only the loop thread appends (asyncio use); the accumulator's lock
+        # from the first append by another thread on (the sync facade), see _share_lock
+        self._lock: threading.Lock | None = None
         self._parts = self._acc.parts
         self._topics = self._cluster.topics  # updated in place by the cluster
         self._sender: _Sender | None = None
@@ -949,6 +951,24 @@ class AsyncProducer:
 
     # send() and send_blocking() are generated from _SEND_TEMPLATE (below the class): the fast path inline,
     # then the general path (_send_general / _send_general_blocking).
+
+    def _share_lock(self) -> threading.Lock:
+        """The accumulator's lock for send_blocking's fast path. Called from a thread other than the loop's
+        for the first time, it first makes the loop's own fast path (send) take the lock too, on the loop, so
+        no append there is half done when this thread starts appending."""
+        lock = self._acc.lock
+        if self._lock is None:
+            loop = self._loop
+            if loop is None or threading.get_ident() == self._loop_thread:
+                return lock  # the loop thread itself: nothing runs concurrently with it yet
+            if loop.is_running():
+                async def share() -> None:
+                    self._lock = lock
+
+                asyncio.run_coroutine_threadsafe(share(), loop).result()
+            else:
+                self._lock = lock
+        return lock
 
     def _keyless_settle(self, topic: str) -> None:
         """Count what the fast path appended to the topic's sticky partition (KIP-794: move on after
@@ -1149,8 +1169,7 @@ _SEND_TEMPLATE = """
                 if ent is None:
                     raise _Slow
                 b, limit, _start = ent
-                lock = self._lock
-                lock.acquire()
+                {lock_get}
                 try:
                     if b.closed:
                         raise _Slow
@@ -1173,7 +1192,7 @@ _SEND_TEMPLATE = """
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
-                    lock.release()
+                    {lock_release}
                 return fut
             if key is None:
                 klen = 0
@@ -1200,8 +1219,7 @@ _SEND_TEMPLATE = """
             if st is None:
                 raise _Slow
             q = st.queue
-            lock = self._lock
-            lock.acquire()
+            {lock_get}
             try:
                 if not q:
                     raise _Slow
@@ -1236,7 +1254,7 @@ _SEND_TEMPLATE = """
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
-                lock.release()
+                {lock_release}
             return fut
         except _Slow:
             pass
@@ -1245,10 +1263,20 @@ _SEND_TEMPLATE = """
 
 
 def _compile_send(name: str, doc: str, *, is_async: bool) -> Callable[..., Any]:
-    source = _SEND_TEMPLATE.format(
+    if is_async:  # on the loop: the lock only once another thread appends too (see _share_lock)
+        lock_get = "lock = self._lock\n{i}if lock is not None:\n{i}    lock.acquire()"
+        lock_release = "if lock is not None:\n{i}    lock.release()"
+    else:
+        lock_get = "lock = self._lock\n{i}if lock is None:\n{i}    lock = self._share_lock()\n{i}lock.acquire()"
+        lock_release = "lock.release()"
+    source = _SEND_TEMPLATE.replace("{lock_get}", "{lock_get_16}", 1).replace("{lock_get}", "{lock_get_12}", 1)
+    source = source.replace("{lock_release}", "{lock_release_20}", 1).replace("{lock_release}", "{lock_release_16}", 1)
+    source = source.format(
         async_="async " if is_async else "", await_="await " if is_async else "", name=name,
         params="" if is_async else ", block=None", args="" if is_async else ", block",
-        general="_send_general" if is_async else "_send_general_blocking")
+        general="_send_general" if is_async else "_send_general_blocking",
+        lock_get_16=lock_get.format(i=" " * 16), lock_get_12=lock_get.format(i=" " * 12),
+        lock_release_20=lock_release.format(i=" " * 20), lock_release_16=lock_release.format(i=" " * 16))
     ns: dict[str, Any] = {"_Slow": _Slow, "_PV": _PV, "_ATTR_TS": _ATTR_TS, "_OFF_NULL_KEY": _OFF_NULL_KEY,
                           "_NEW_RECORD_FUTURE": _NEW_RECORD_FUTURE, "RecordFuture": RecordFuture,
                           "_time_ns": _time_ns, "_positive_hash": _positive_hash}
