@@ -174,9 +174,11 @@ class ProducerBatch:
 
     @property
     def est_size(self) -> int:
-        """Bytes of the batch so far (uncompressed, header included)."""
+        """Bytes of the batch so far (uncompressed, header included), or its wire size once built."""
         buf = self.buf
-        return len(buf) if buf is not None else len(self.built)
+        if buf is not None:
+            return len(buf)
+        return len(self.built) if self.built is not None else self.raw_len
 
     def append(self, ts: int, key: Any, value: Any, headers: Any) -> int:
         """Append one record (the general path); returns its index in the batch."""
@@ -356,6 +358,11 @@ class _Accumulator:
         with self.memory_cond:
             self.available += batch.reserved
             batch.reserved = 0
+            batch.closed = True  # done: nothing more may be appended (the fast path checks under this lock)
+            if batch.buf is not None:
+                batch.raw_len = len(batch.buf)
+            batch.buf = None  # the batch object may live on (futures, the fast path's cache): drop the bytes
+            batch.built = None
             self.incomplete.discard(batch)
             if self.memory_waiters:
                 self.memory_cond.notify_all()
