@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from moldau.protocol.errors import KafkaError, error_code_of
 from moldau.protocol.records import (
     CorruptRecordError,
     InvalidRecordError,
@@ -45,15 +46,6 @@ UNKNOWN_SERVER_ERROR = -1
 REQUEST_TIMED_OUT = 7
 
 LONG_MAX = 9223372036854775807
-
-
-def _code_of(exc: BaseException) -> int:
-    code = getattr(exc, "code", None)
-    code = getattr(code, "code", code)
-    try:
-        return int(code) if code is not None else UNKNOWN_SERVER_ERROR
-    except (TypeError, ValueError):
-        return UNKNOWN_SERVER_ERROR
 
 
 # ------------------------------------------------------------------------------------------------- partition
@@ -378,13 +370,13 @@ class ReplicaManager:
                 return res
             info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
         except RecordError as e:
-            res.error = _code_of(e)
+            res.error = error_code_of(e)
             if res.error not in (CORRUPT_MESSAGE, INVALID_RECORD, 76):
                 res.error = CORRUPT_MESSAGE if isinstance(e, CorruptRecordError) else INVALID_RECORD
             res.error_message = str(e)
             return res
         except Exception as e:  # LogError and friends carry a Kafka code
-            code = _code_of(e)
+            code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:
                 log.exception("append to %s-%d failed", p.topic, p.index)
             res.error = code
@@ -426,7 +418,7 @@ class ReplicaManager:
         try:
             rr = p.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
         except Exception as e:
-            code = _code_of(e)
+            code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:
                 log.exception("read from %s-%d at %d failed", p.topic, p.index, offset)
             info.error = code
@@ -582,10 +574,12 @@ class FetchSession:
         self.uses_topic_ids = uses_topic_ids
 
 
-class FetchSessionError(Exception):
+class FetchSessionError(KafkaError):
+    """A fetch session that cannot serve the request: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH or
+    FETCH_SESSION_TOPIC_ID_ERROR (answered as the Fetch response's top-level error)."""
+
     def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
+        super().__init__(None, code)
 
 
 class FetchSessionCache:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError
+from moldau.protocol.errors import KafkaError, error_code_of
 
 from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
@@ -34,14 +34,6 @@ _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
-
-
-def _error_code(exc: BaseException) -> int:
-    code = getattr(exc, "code", None)
-    if code is None:
-        code = getattr(exc, "error_code", None)
-    code = getattr(code, "code", code)  # ErrorCode member -> int
-    return int(code) if code is not None else -1
 
 
 def _error_message(exc: BaseException) -> str | None:
@@ -132,7 +124,7 @@ class Router:
                             spec.name, version, e)
                 return False
             resp = resp_msg.new()
-            resp.error_code = _error_code(e)
+            resp.error_code = error_code_of(e)
             if _has_field(resp_msg, "error_message", version):
                 resp.error_message = _error_message(e)
         if resp is None:

@@ -65,6 +65,7 @@ from moldau.log.config import (  # noqa: F401  (re-exported: the table and its h
 )
 from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import error_code_of as _error_code_of
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +108,7 @@ def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
 
 def error_code_of(exc: BaseException) -> int:
     """The Kafka error code carried by ``exc`` (a KafkaError; INVALID_CONFIG when it carries none)."""
-    code = getattr(exc, "code", None)
-    if code is None:
-        code = getattr(exc, "error_code", None)
-    if code is not None and not isinstance(code, int):  # an ErrorCode-like object
-        code = getattr(code, "code", None)
-    return int(code) if code is not None else INVALID_CONFIG
+    return _error_code_of(exc, INVALID_CONFIG)
 
 
 def error_message_of(exc: BaseException) -> str:

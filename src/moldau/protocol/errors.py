@@ -257,10 +257,18 @@ _classes = _make_classes()
 globals().update(_classes)
 
 
+def error_code_of(exc: BaseException, default: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> int:
+    """The Kafka error code ``exc`` carries (a KafkaError's code, an unknown code kept as given), else
+    ``default`` (for exceptions that carry none)."""
+    if isinstance(exc, KafkaError):
+        return getattr(exc, "raw_code", int(exc.code))
+    return int(default)
+
+
 def raise_for_code(code: int, message: str | None = None) -> None:
     """Raise the KafkaError subclass for ``code`` unless it is 0."""
     KafkaError.raise_for(code, message)
 
 
 __all__ = ["ProtocolError", "ProtocolDecodeError", "ProtocolEncodeError", "ErrorCode", "KafkaError",
-           "RetriableError", "raise_for_code", *_classes]
+           "RetriableError", "error_code_of", "raise_for_code", *_classes]

@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import error_code_of
 
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, allowed
@@ -37,15 +38,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
-
-
-def _code(exc: BaseException) -> int:
-    code = getattr(exc, "code", None)
-    code = getattr(code, "code", code)
-    try:
-        return int(code) if code is not None else UNKNOWN_SERVER_ERROR
-    except (TypeError, ValueError):
-        return UNKNOWN_SERVER_ERROR
 
 
 def lookup(rm: Any, p: Any, ts: int, isolation: int) -> tuple[int, int]:
@@ -120,7 +112,7 @@ async def list_offsets(ctx: Any, req: Any) -> Any:
                     continue
                 off, ts = lookup(rm, p, q.timestamp, isolation)
             except Exception as e:
-                code = _code(e)
+                code = error_code_of(e)
                 if code == UNKNOWN_SERVER_ERROR:
                     log.exception("ListOffsets on %s-%d failed", p.topic, p.index)
                 pr.error_code = code

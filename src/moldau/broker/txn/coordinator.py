@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.errors import error_code_of
 
 from .state import (
     COMPLETED,
@@ -250,13 +251,7 @@ MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaita
 
 def _append_error(exc: BaseException) -> int:
     """Kafka's mapping of a failed __transaction_state append to the client's error."""
-    code = getattr(exc, "raw_code", None)
-    if code is None:
-        code = getattr(getattr(exc, "code", None), "code", getattr(exc, "code", None))
-    try:
-        code = int(code) if code is not None else E.UNKNOWN_SERVER_ERROR
-    except (TypeError, ValueError):
-        code = E.UNKNOWN_SERVER_ERROR
+    code = error_code_of(exc)
     if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                 E.REQUEST_TIMED_OUT):
         return E.COORDINATOR_NOT_AVAILABLE
