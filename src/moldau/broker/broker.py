@@ -9,6 +9,8 @@ import socket
 import time
 from typing import Any
 
+from moldau.log.checkpoint import atomic_write
+
 from .config import BrokerConfig, Listener
 from .metadata import MetadataStore
 
@@ -60,14 +62,7 @@ class ProducerIdManager:
         return pid
 
     def _persist(self, block_end: int) -> None:
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"{block_end}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, f"{block_end}\n".encode())
         self._block_end = block_end
 
 

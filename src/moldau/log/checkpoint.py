@@ -71,9 +71,9 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_file(path: str, data: bytes) -> None:
-    """Create (or truncate) ``path`` holding ``data``, fsynced."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Create (or truncate) ``path`` holding ``data``, fsynced (``mode``: permissions of a new file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
@@ -84,11 +84,12 @@ def write_file(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write(path: str, data: bytes, *, sync_dir: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically: ``<path>.tmp`` written and fsynced, renamed over ``path``,
-    then (``sync_dir``) the directory fsynced so the rename survives a crash."""
+    then (``sync_dir``) the directory fsynced so the rename survives a crash. ``mode``: the permissions of
+    the new file (0o600 for secrets)."""
     tmp = path + ".tmp"
-    write_file(tmp, data)
+    write_file(tmp, data, mode=mode)
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(os.path.dirname(path) or ".")

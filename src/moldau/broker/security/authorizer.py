@@ -35,6 +35,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
+from moldau.log.checkpoint import atomic_write
+
 log = logging.getLogger(__name__)
 
 ACL_FILE = "__moldau_acls.json"
@@ -218,15 +220,8 @@ class AclAuthorizer:
 
     def _save(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        tmp = self.path + ".tmp"
         data = json.dumps({"version": 1, "acls": [asdict(a) for a in self._acls]}, indent=1)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, data.encode("utf-8"), mode=0o600)
         try:
             self._mtime = os.stat(self.path).st_mtime_ns
         except OSError:  # pragma: no cover

@@ -7,7 +7,7 @@ Per user and mechanism:
 * PLAIN: a salted PBKDF2-HMAC-SHA-256 hash of the password (salt, iterations, hash). Kafka itself takes PLAIN
   users from a JAAS file with clear-text passwords; moldau keeps only the hash.
 
-The file is written atomically (temp file, fsync, rename). The broker re-reads it when its modification time
+The file is written atomically (temp file, fsync, rename, directory fsync). The broker re-reads it when its modification time
 changes, so ``moldau users add --data-dir`` takes effect on a running broker too. Online changes go through
 AlterUserScramCredentials (SCRAM only; the Kafka protocol has no request for PLAIN credentials).
 
@@ -31,6 +31,7 @@ import os
 import threading
 from typing import Any, Iterable
 
+from moldau.log.checkpoint import atomic_write
 from moldau.protocol.sasl_mechanisms import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -113,15 +114,8 @@ class CredentialStore:
 
     def _save(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        tmp = self.path + ".tmp"
         data = json.dumps({"version": _FORMAT_VERSION, "users": self._users}, indent=1, sort_keys=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, data.encode("utf-8"), mode=0o600)
         try:
             self._mtime = os.stat(self.path).st_mtime_ns
         except OSError:  # pragma: no cover
