@@ -14,7 +14,7 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from moldau.protocol.errors import KafkaError, error_code_of
 from moldau.protocol.records import (
@@ -398,6 +398,15 @@ class ReplicaManager:
             res.flush = self.flusher.request(p)
         return res
 
+    async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
+        """An append by the broker itself (a coordinator's records): raises the KafkaError of a failed append,
+        returns once the flush policy is satisfied."""
+        res = self.append(p, buf, internal=True, now_ms=now_ms)
+        if res.error:
+            raise KafkaError.for_code(res.error, res.error_message)
+        if res.flush is not None:
+            await res.flush
+
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0
              ) -> ReadInfo:
@@ -462,6 +471,30 @@ class ReplicaManager:
                     p.waiters.remove(fut)
                 except ValueError:
                     pass
+
+
+READ_CHUNK = 1 << 20
+
+
+def read_batches(plog: Any) -> Iterator[tuple[bytes, int, Any]]:
+    """Every record batch of ``plog`` from its log start offset to its end, as (bytes, position, BatchHeader),
+    read READ_CHUNK bytes at a time: how the coordinators load their internal topics at start. Records of the
+    first batch below the log start offset are the caller's to skip."""
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        data = b"".join(plog.read(offset, READ_CHUNK, min_one=True).chunks)
+        if not data:
+            return
+        nxt = offset
+        for pos, h in split_batches(data, allow_truncated=True):
+            if h.last_offset < offset:
+                continue
+            nxt = h.last_offset + 1
+            yield data, pos, h
+        if nxt <= offset:
+            return
+        offset = nxt
 
 
 def _parse_topic_id(text: Any) -> Any:

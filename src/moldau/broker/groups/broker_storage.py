@@ -15,15 +15,14 @@ import uuid
 from typing import Any, Iterator
 
 from moldau.protocol.errors import KafkaError
-from moldau.protocol.records import BatchBuilder, decode_batch, split_batches
+from moldau.protocol.records import BatchBuilder, decode_batch
 
+from ..replica_manager import read_batches
 from .coordinator import GroupConfig, GroupCoordinator
 from .offsets import OFFSETS_TOPIC
 from .timer import AsyncioTimer
 
 log = logging.getLogger(__name__)
-
-READ_CHUNK = 1 << 20
 
 
 class LogOffsetsStorage:
@@ -75,12 +74,7 @@ class LogOffsetsStorage:
                                is_transactional=transactional)
         for key, value in records:
             builder.append(now, key, value)
-        buf = bytearray(builder.build(0))
-        res = self.broker.replica_manager.append(p, buf, internal=True, now_ms=now)
-        if res.error:
-            raise KafkaError.for_code(res.error, res.error_message)
-        if res.flush is not None:
-            await res.flush
+        await self.broker.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
 
     # ------------------------------------------------------------------------------------- read
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
@@ -93,33 +87,18 @@ class LogOffsetsStorage:
         p = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if p is None:
             return
-        plog = p.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
-        while offset < end:
-            rr = plog.read(offset, READ_CHUNK, min_one=True)
-            data = b"".join(bytes(c) for c in rr.chunks)
-            if not data:
-                break
-            last = offset
-            for pos, h in split_batches(data, allow_truncated=True):
-                last = max(last, h.last_offset + 1)
-                if h.last_offset < offset:
-                    continue
-                if h.is_control:
-                    decided = pending.pop(h.producer_id, None)
-                    if decided and _is_commit(data, pos, h):
-                        yield from decided
-                    continue
-                recs = [(rec.key, rec.value) for rec in decode_batch(data, pos, header=h) if rec.offset >= offset]
-                if h.is_transactional:
-                    pending.setdefault(h.producer_id, []).extend(recs)
-                else:
-                    yield from recs
-            if last <= offset:
-                break
-            offset = last
-
+        start = p.log.log_start_offset
+        for data, pos, h in read_batches(p.log):
+            if h.is_control:
+                decided = pending.pop(h.producer_id, None)
+                if decided and _is_commit(data, pos, h):
+                    yield from decided
+                continue
+            recs = [(rec.key, rec.value) for rec in decode_batch(data, pos, header=h) if rec.offset >= start]
+            if h.is_transactional:
+                pending.setdefault(h.producer_id, []).extend(recs)
+            else:
+                yield from recs
 
     def pending_transactional(self, partition: int) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
         """After ``read(partition)``: producer id -> records of transactions without a marker yet."""

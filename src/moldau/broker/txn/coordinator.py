@@ -67,7 +67,6 @@ from .state import (
 log = logging.getLogger(__name__)
 
 S = TxnState
-READ_CHUNK = 1 << 20
 MARKER_RETRY_S = 1.0
 
 
@@ -198,46 +197,31 @@ class LogTxnStorage:
         return p
 
     async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        from moldau.protocol.errors import KafkaError
         from moldau.protocol.records import BatchBuilder
 
         p = self._partition(partition)
         now = self.broker.clock.time_ms()
         builder = BatchBuilder(magic=2)
         builder.append(now, key, value)
-        res = self.broker.replica_manager.append(p, bytearray(builder.build(0)), internal=True, now_ms=now)
-        if res.error:
-            raise KafkaError.for_code(res.error, res.error_message)
-        if res.flush is not None:
-            await res.flush
+        await self.broker.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        from moldau.protocol.records import decode_batch, split_batches
+        from moldau.protocol.records import decode_batch
+
+        from ..replica_manager import read_batches
 
         if not self.topic_exists():
             return
         p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             return
-        plog = p.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
-        while offset < end:
-            rr = plog.read(offset, READ_CHUNK, min_one=True)
-            data = b"".join(bytes(c) for c in rr.chunks)
-            if not data:
-                break
-            nxt = offset
-            for pos, h in split_batches(data, allow_truncated=True):
-                nxt = max(nxt, h.last_offset + 1)
-                if h.is_control:
-                    continue
-                for rec in decode_batch(data, pos, header=h):
-                    if rec.offset >= offset:
-                        yield rec.key, rec.value
-            if nxt <= offset:
-                break
-            offset = nxt
+        start = p.log.log_start_offset
+        for data, pos, h in read_batches(p.log):
+            if h.is_control:
+                continue
+            for rec in decode_batch(data, pos, header=h):
+                if rec.offset >= start:
+                    yield rec.key, rec.value
 
     def coordinator_epoch(self, partition: int) -> int:
         p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
