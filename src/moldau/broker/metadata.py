@@ -35,6 +35,9 @@ def kafka_error(code_name: str, message: str | None = None) -> KafkaError:
 
 @dataclass(slots=True)
 class TopicInfo:
+    """One topic. ``is_internal``: one of INTERNAL_TOPICS (clients may not produce to it, delete it or delete its
+    records)."""
+
     name: str
     topic_id: uuid.UUID
     num_partitions: int
@@ -50,7 +53,8 @@ class TopicInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TopicInfo":
         return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]), dict(d.get("configs") or {}),
-                   bool(d.get("is_internal", False)), int(d.get("replication_factor", 1)))
+                   bool(d.get("is_internal", False)) or d["name"] in INTERNAL_TOPICS,
+                   int(d.get("replication_factor", 1)))
 
 
 class MetadataListener(Protocol):
@@ -131,7 +135,7 @@ class MetadataStore:
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-                     topic_id: uuid.UUID | None = None, is_internal: bool | None = None) -> TopicInfo:
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create a topic. num_partitions / replication_factor -1 = broker defaults."""
         validate_topic_name(name)
         if name in self.topics:
@@ -157,8 +161,7 @@ class MetadataStore:
         if self.config_validator is not None:
             self.config_validator(cfg)
         clean = {k: v for k, v in cfg.items() if v is not None}
-        internal = (name in INTERNAL_TOPICS) if is_internal is None else is_internal
-        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean, internal,
+        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean, name in INTERNAL_TOPICS,
                       replication_factor)
         if validate_only:
             return t

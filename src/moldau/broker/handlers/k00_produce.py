@@ -29,7 +29,6 @@ from typing import Any
 
 from moldau.protocol import messages as m
 
-from ..metadata import INTERNAL_TOPICS
 from ..registry import handler
 from ..replica_manager import AppendResult
 from ..security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
@@ -90,7 +89,7 @@ async def produce(ctx: Any, req: Any) -> Any:
                 pr.error_code = missing_error
                 any_error = True
                 continue
-            if topic.is_internal or topic.name in INTERNAL_TOPICS:
+            if topic.is_internal:
                 pr.error_code = INVALID_TOPIC_EXCEPTION
                 pr.error_message = f"Cannot append to internal topic {topic.name}"
                 any_error = True

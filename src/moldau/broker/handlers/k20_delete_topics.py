@@ -36,26 +36,11 @@ def _result(name: str | None, topic_id: uuid.UUID | None, code: int, message: st
                                      error_message=message)
 
 
-def _delete_enabled(ctx: Any) -> bool:
-    try:
-        return bool(ctx.broker.config.get("delete.topic.enable"))
-    except Exception:  # noqa: BLE001 - key unknown to the config: Kafka's default is true
-        return True
-
-
 def _delete_one(ctx: Any, info: Any) -> None:
-    if info.is_internal or info.name in _internal_names():
+    if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_REQUEST),
                                   f"Topic {info.name} is an internal topic and cannot be deleted.")
     ctx.broker.metadata.delete_topic(info.name)
-
-
-def _internal_names() -> frozenset[str]:
-    try:
-        from ..metadata import INTERNAL_TOPICS
-    except ImportError:  # pragma: no cover
-        return frozenset({"__consumer_offsets", "__transaction_state"})
-    return INTERNAL_TOPICS
 
 
 @handler(20, REQ.min_version, REQ.max_version)
@@ -79,7 +64,7 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
             else:
                 names.append(t.name)
 
-    if not _delete_enabled(ctx):
+    if not ctx.broker.config.get("delete.topic.enable"):
         code = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.version >= 3 else ErrorCode.INVALID_REQUEST)
         msg = "Topic deletion is disabled."
         results.extend(_result(n, None, code, msg) for n in names)
