@@ -387,7 +387,7 @@ class ReplicaManager:
         res.log_start_offset = info.log_start_offset
         if info.duplicate:
             return res
-        metrics = getattr(self.broker, "metrics", None)
+        metrics = self.broker.metrics
         if metrics is not None:
             metrics.record_append(p.topic, n, sum(h.records_count for _, h in batches))
         # one node: the ISR (this node) has everything the log has
@@ -411,13 +411,12 @@ class ReplicaManager:
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0
              ) -> ReadInfo:
         """Records from ``offset`` up to the high watermark (read_committed: last stable offset)."""
-        hw = p.high_watermark
-        lso = p.last_stable_offset
-        lso_field = lso
-        start = p.log.log_start_offset
-        info = ReadInfo(NONE, None, 0, hw, lso_field, start)
-        leo = p.log.log_end_offset
-        if offset < start or offset > leo:
+        plog = p.log
+        hw = plog.high_watermark
+        lso = plog.last_stable_offset
+        start = plog.log_start_offset
+        info = ReadInfo(NONE, None, 0, hw, lso, start)
+        if offset < start or offset > plog.log_end_offset:
             info.error = OFFSET_OUT_OF_RANGE
             return info
         limit = lso if isolation_level == 1 else hw
@@ -425,25 +424,21 @@ class ReplicaManager:
             info.records = None
             return info
         try:
-            rr = p.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+            rr = plog.read(offset, max_bytes, max_offset=limit, min_one=min_one)
         except Exception as e:
             code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:
                 log.exception("read from %s-%d at %d failed", p.topic, p.index, offset)
             info.error = code
             return info
-        chunks = rr.chunks
-        size = getattr(rr, "size", None)
-        if size is None:
-            size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
-        info.records = chunks if size else None
+        size = rr.size
+        info.records = rr.chunks if size else None
         info.size = size
-        metrics = getattr(self.broker, "metrics", None)
+        metrics = self.broker.metrics
         if metrics is not None:
             metrics.record_read(p.topic, size)
         if isolation_level == 1:
-            aborted = getattr(rr, "aborted_transactions", None)
-            info.aborted_transactions = list(aborted) if aborted else []
+            info.aborted_transactions = rr.aborted_transactions or []
         return info
 
     def offset_for_timestamp(self, p: Partition, ts: int, max_offset: int | None = None

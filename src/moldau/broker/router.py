@@ -56,15 +56,8 @@ def api_versions_keys() -> list[tuple[int, int, int]]:
     return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
 
 
-def _top_level_error_field(msg: Any, version: int) -> bool:
-    """Whether the response message has a top-level error_code at ``version``."""
-    for f in msg.fields:
-        if f.attr == "error_code":
-            return bool(f.present(version))
-    return False
-
-
 def _has_field(msg: Any, attr: str, version: int) -> bool:
+    """Whether message ``msg`` has the top-level field ``attr`` at ``version``."""
     for f in msg.fields:
         if f.attr == attr:
             return bool(f.present(version))
@@ -119,7 +112,7 @@ class Router:
             resp = await spec.fn(ctx, req)
         except KafkaError as e:
             resp_msg = m.RESPONSES[api_key]
-            if not _top_level_error_field(resp_msg, version):
+            if not _has_field(resp_msg, "error_code", version):
                 log.warning("closing connection from %s:%d: %s v%d failed: %s", conn.peer[0], conn.peer[1],
                             spec.name, version, e)
                 return False

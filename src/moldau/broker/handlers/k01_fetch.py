@@ -288,8 +288,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
     return msg.new(throttle_time_ms=0, error_code=0, session_id=session_id_out, responses=topics_out)
 
 
-def _down_convert(chunks: Any, magic: int) -> bytes:
+def _down_convert(chunks: list[Any], magic: int) -> bytes:
     from moldau.protocol.records import v2_to_legacy
 
-    buf = b"".join(bytes(c) for c in chunks) if isinstance(chunks, (list, tuple)) else bytes(chunks)
-    return v2_to_legacy(buf, magic)
+    return v2_to_legacy(b"".join(chunks), magic)
