@@ -318,7 +318,7 @@ class ReplicaManager:
             res.error = INVALID_RECORD
             res.error_message = "Produce request with empty records"
             return res
-        min_isr = int(getattr(cfg, "min_insync_replicas", 1))
+        min_isr = cfg.min_insync_replicas
         try:
             magic = detect_magic(records, 0)
             if magic != 2:
@@ -337,7 +337,7 @@ class ReplicaManager:
                 res.error = INVALID_RECORD
                 res.error_message = "Produce request without record batches"
                 return res
-            compacted = bool(getattr(cfg, "compact_enabled", False))
+            compacted = cfg.compact_enabled
             for pos, h in batches:
                 check_crc(buf, pos, h)
                 if h.is_control and not internal:
@@ -360,7 +360,7 @@ class ReplicaManager:
                                              f"partition {p.topic}-{p.index}.")
                         res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
                         return res
-            target = getattr(cfg, "compression_type", "producer")
+            target = cfg.compression_type
             if target != "producer":
                 buf, batches = _recompress(buf, batches, target, cfg)
             if min_isr > len(p.isr):
@@ -523,8 +523,8 @@ def _recompress(buf: Any, batches: list[Any], target: str, cfg: Any) -> tuple[by
     codec = codec_id(target)
     if all(h.compression == codec or h.is_control for _pos, h in batches):
         return buf, batches
-    level = {1: getattr(cfg, "compression_gzip_level", -1), 3: getattr(cfg, "compression_lz4_level", 9),
-             4: getattr(cfg, "compression_zstd_level", 3)}.get(codec, -1)
+    levels = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}
+    level = levels.get(codec, -1)
     out = bytearray()
     for pos, h in batches:
         if h.compression == codec or h.is_control:

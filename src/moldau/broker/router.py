@@ -93,7 +93,7 @@ class Router:
             log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
                         conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
-        metrics = getattr(self.broker, "metrics", None)
+        metrics = self.broker.metrics
         t0 = time.perf_counter() if metrics is not None else 0.0
         view = memoryview(frame)
         try:

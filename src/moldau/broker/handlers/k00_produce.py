@@ -61,7 +61,7 @@ async def produce(ctx: Any, req: Any) -> Any:
     any_error = False
     txn_id = req.transactional_id if version >= 3 else None
     txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
-    txn_coordinator = getattr(broker, "transaction_coordinator", None)
+    txn_coordinator = broker.transaction_coordinator
     for td in req.topic_data:
         parts_out = []
         if by_id:

@@ -252,7 +252,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
                            for pid, first in (info.aborted_transactions or ())]
             if magic < 2 and info.size:
                 p = it.partition
-                if p is not None and not getattr(p.config, "message_downconversion_enable", True):
+                if p is not None and not p.config.message_downconversion_enable:
                     error = UNSUPPORTED_VERSION  # Kafka: message.downconversion.enable=false
                     records = b""
                 else:
