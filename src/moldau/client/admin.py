@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AsyncAdmin"]
 
-_LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH, _FIND_COORDINATOR = 2, 3, 8, 9, 10
+_LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH = 2, 3, 8, 9
 _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
 _DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
 _INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER, _CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
@@ -318,20 +318,9 @@ class AsyncAdmin:
     # groups
 
     async def _coordinator(self, group_id: str, deadline: float) -> int:
-        R = m.FindCoordinatorRequest
         while True:
-            conn = await self._cluster.any_connection()
-            version = conn.api_version(_FIND_COORDINATOR)
-            req = R.new(key_type=0, coordinator_keys=[group_id]) if version >= 4 else R.new(key=group_id, key_type=0)
-            resp = await conn.send(_FIND_COORDINATOR, req)
-            if version >= 4:
-                c = resp.coordinators[0]
-                code, node, host, port = c.error_code, c.node_id, c.host, c.port
-            else:
-                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            code, node = await self._cluster.find_coordinator(group_id)
             if code == 0:
-                if node not in self._cluster.brokers:
-                    self._cluster.brokers[node] = BrokerMetadata(node, host, port)
                 return node
             if code not in _RETRY or time.monotonic() >= deadline:
                 raise broker_error(code, f"FindCoordinator for group {group_id!r}")

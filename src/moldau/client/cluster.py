@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Cluster"]
 
 _METADATA = 3
+_FIND_COORDINATOR = 10
 _ZERO_UUID = uuid.UUID(int=0)
 # connection ids above this are second connections to a broker for group-coordinator traffic
 _COORDINATOR_BASE = (1 << 31) - 1
@@ -276,6 +277,25 @@ class Cluster:
             except KafkaConnectionError as exc:
                 last = exc
         raise last or KafkaConnectionError("no broker reachable")
+
+    async def find_coordinator(self, key: str, key_type: int = 0, conn: Connection | None = None
+                               ) -> tuple[int, int]:
+        """One FindCoordinator request for a group (``key_type`` 0) or a transactional id (1), on ``conn`` or
+        the least loaded broker: ``(error code, node id)``. A coordinator found is added to ``brokers`` when
+        missing. Retries are the caller's."""
+        if conn is None:
+            conn = await self.any_connection()
+        R = m.FindCoordinatorRequest
+        if conn.api_version(_FIND_COORDINATOR) >= 4:  # batched form: one key here
+            resp = await conn.send(_FIND_COORDINATOR, R.new(key_type=key_type, coordinator_keys=[key]))
+            c = resp.coordinators[0]
+            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+        else:
+            resp = await conn.send(_FIND_COORDINATOR, R.new(key=key, key_type=key_type))
+            code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+        if code == 0 and node_id not in self.brokers:
+            self.brokers[node_id] = BrokerMetadata(node_id, host, port)
+        return code, node_id
 
     # ------------------------------------------------------------------------------------------------
     # metadata queries

@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["GroupCoordinator", "ConsumerProtocolCoordinator", "make_coordinator"]
 
-_FIND_COORDINATOR = 10
 _JOIN = 11
 _HEARTBEAT = 12
 _LEAVE = 13
@@ -111,26 +110,10 @@ class GroupCoordinator:
             last: Exception | None = None
             while time.monotonic() < deadline:
                 try:
-                    conn = await self.cluster.any_connection()
-                    version = conn.api_version(_FIND_COORDINATOR)
-                    R = m.FindCoordinatorRequest
-                    if version >= 4:
-                        req = R.new(key_type=0, coordinator_keys=[self.group_id])
-                    else:
-                        req = R.new(key=self.group_id, key_type=0)
-                    resp = await conn.send(_FIND_COORDINATOR, req)
-                    if version >= 4:
-                        c = resp.coordinators[0]
-                        code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-                    else:
-                        code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                    code, node_id = await self.cluster.find_coordinator(self.group_id)
                     if code == 0:
-                        if node_id not in self.cluster.brokers:
-                            from .types import BrokerMetadata
-
-                            self.cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
                         self.coordinator_id = node_id
-                        log.debug("group %s: coordinator is node %d (%s:%d)", self.group_id, node_id, host, port)
+                        log.debug("group %s: coordinator is node %d", self.group_id, node_id)
                         return node_id
                     last = broker_error(code, f"FindCoordinator for group {self.group_id!r}")
                     if code not in (Codes.COORDINATOR_NOT_AVAILABLE, Codes.COORDINATOR_LOAD_IN_PROGRESS,

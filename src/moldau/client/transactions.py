@@ -167,25 +167,10 @@ class TransactionManager:
         while time.monotonic() < deadline:
             try:
                 conn = await cluster.any_connection()
-                version = conn.api_version(_FIND_COORDINATOR)
-                if version < 1:
+                if conn.api_version(_FIND_COORDINATOR) < 1:
                     raise self._fatal(ClientError("the broker's FindCoordinator has no transaction key type"))
-                R = m.FindCoordinatorRequest
-                if version >= 4:
-                    req = R.new(key_type=1, coordinator_keys=[self.transactional_id])
-                else:
-                    req = R.new(key=self.transactional_id, key_type=1)
-                resp = await conn.send(_FIND_COORDINATOR, req)
-                if version >= 4:
-                    c = resp.coordinators[0]
-                    code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-                else:
-                    code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                code, node_id = await cluster.find_coordinator(self.transactional_id, 1, conn)
                 if code == 0:
-                    if node_id not in cluster.brokers:
-                        from .types import BrokerMetadata
-
-                        cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
                     self.coordinator = node_id
                     return node_id
                 last = broker_error(code, f"FindCoordinator for transactional id {self.transactional_id!r}")
@@ -519,21 +504,8 @@ def _error_of(resp: Any) -> int:
 async def _find_group_coordinator(cluster: Any, group_id: str, deadline: float, backoff: float) -> int:
     last: BaseException | None = None
     while time.monotonic() < deadline:
-        conn = await cluster.any_connection()
-        version = conn.api_version(_FIND_COORDINATOR)
-        R = m.FindCoordinatorRequest
-        req = R.new(key_type=0, coordinator_keys=[group_id]) if version >= 4 else R.new(key=group_id, key_type=0)
-        resp = await conn.send(_FIND_COORDINATOR, req)
-        if version >= 4:
-            c = resp.coordinators[0]
-            code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-        else:
-            code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+        code, node_id = await cluster.find_coordinator(group_id)
         if code == 0:
-            if node_id not in cluster.brokers:
-                from .types import BrokerMetadata
-
-                cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
             return node_id
         last = broker_error(code, f"FindCoordinator for group {group_id!r}")
         if code not in _RETRY:

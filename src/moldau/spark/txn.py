@@ -124,24 +124,11 @@ def missing_transaction_apis(conn: Any) -> list[str]:
 
 async def find_coordinator(cluster: Cluster, key: str, key_type: int, deadline: float, backoff: float) -> int:
     """The node id of the coordinator of a group (key_type 0) or transactional id (1)."""
-    from moldau.client.types import BrokerMetadata
-
-    R = m.FindCoordinatorRequest
     last: Any = None
     while True:
         try:
-            conn = await cluster.any_connection()
-            version = conn.api_version(_FIND_COORDINATOR)
-            req = R.new(key_type=key_type, coordinator_keys=[key]) if version >= 4 else R.new(key=key, key_type=key_type)
-            resp = await conn.send(_FIND_COORDINATOR, req)
-            if version >= 4:
-                c = resp.coordinators[0]
-                code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-            else:
-                code, node_id, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            code, node_id = await cluster.find_coordinator(key, key_type)
             if code == 0:
-                if node_id not in cluster.brokers:
-                    cluster.brokers[node_id] = BrokerMetadata(node_id, host, port)
                 return int(node_id)
             last = broker_error(code, f"FindCoordinator({'transaction' if key_type else 'group'} {key!r})")
             if code not in _RETRY:
