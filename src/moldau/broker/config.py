@@ -80,15 +80,6 @@ def _at_least(n: int | float) -> Callable[[Any], str | None]:
     return check
 
 
-def _between(lo: int, hi: int) -> Callable[[Any], str | None]:
-    def check(v: Any) -> str | None:
-        if v is not None and not (lo <= v <= hi):
-            return f"must be between {lo} and {hi}"
-        return None
-
-    return check
-
-
 def _one_of(*choices: str, case_insensitive: bool = False) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         if v is None:

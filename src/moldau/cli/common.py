@@ -215,14 +215,6 @@ def admin(args: argparse.Namespace) -> Any:
 
 # ----------------------------------------------------------------------------------------------- output
 
-def is_tty(stream: Any = None) -> bool:
-    stream = stream or sys.stdout
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
 def print_json(obj: Any, *, lines: bool = False) -> None:
     if lines:
         sys.stdout.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")

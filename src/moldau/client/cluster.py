@@ -29,7 +29,7 @@ from .errors import (
     error_name,
 )
 from .security import build_ssl_context, sasl_credentials
-from .types import BrokerMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from .types import BrokerMetadata, PartitionMetadata, TopicMetadata
 
 log = logging.getLogger(__name__)
 
@@ -327,10 +327,6 @@ class Cluster:
             return -1
         pm = t.partitions.get(partition)
         return -1 if pm is None else pm.leader_epoch
-
-    def partition_metadata(self, tp: TopicPartition) -> PartitionMetadata | None:
-        t = self.topics.get(tp.topic)
-        return None if t is None else t.partitions.get(tp.partition)
 
     def add_listener(self, fn: Any) -> None:
         """fn(cluster) after every metadata update."""

@@ -113,9 +113,6 @@ class _WriteBehindIndex:
             self._unsynced = False
             _fsync_path(self.path)
 
-    def can_unload(self) -> bool:
-        return not self.dirty
-
     def mark_file_entries(self, n: int) -> None:
         """The file is known to hold ``n`` entries (used when a fresh empty file is created)."""
         self._file_entries = n

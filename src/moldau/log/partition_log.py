@@ -952,19 +952,11 @@ class PartitionLog:
             self._epochs = []
             write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), [])
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        with self._lock:
-            self._truncate_fully_locked(offset, self._now_ms())
-
     # ================================================================================================ leader epochs
     @property
     def leader_epochs(self) -> list[tuple[int, int]]:
         """(leader epoch, start offset) entries of leader-epoch-checkpoint."""
         return list(self._epochs)
-
-    @property
-    def latest_epoch(self) -> int:
-        return self._epochs[-1][0] if self._epochs else -1
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, end offset of that epoch), (-1, -1) when

@@ -226,15 +226,6 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(dead)
 
-    def truncate_after(self, offset: int) -> None:
-        """Forget batch metadata at or past ``offset`` (helper; a full truncation reloads from snapshots)."""
-        for pid in list(self.producers):
-            e = self.producers[pid]
-            while e.batches and e.batches[-1].last_offset >= offset:
-                e.batches.pop()
-            if e.current_txn_first_offset >= offset:
-                e.current_txn_first_offset = -1
-
     # ------------------------------------------------------------------------------------------ snapshots
     def snapshot_bytes(self) -> bytes:
         pack = _ENTRY.pack

@@ -848,9 +848,6 @@ class Message:
             return 1 if flexible else 0
         return 2 if flexible else 1
 
-    def has_version(self, version: int) -> bool:
-        return self.min_version <= version <= self.max_version
-
     def codec(self, version: int) -> tuple[Any, Any]:
         c = self._codecs.get(version)
         if c is None:

@@ -19,7 +19,7 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from .timer import TimerHandle
 
@@ -476,31 +476,6 @@ def parse_subscription_topics(metadata: bytes) -> list[str] | None:
         return None
 
 
-def parse_assignment(assignment: bytes) -> dict[str, list[int]] | None:
-    """Partitions of a ConsumerProtocolAssignment (versions 0-3), or None if it cannot be parsed."""
-    try:
-        buf = bytes(assignment)
-        if not buf:
-            return {}
-        pos = 2
-        (count,) = _I32.unpack_from(buf, pos)
-        pos += 4
-        out: dict[str, list[int]] = {}
-        for _ in range(max(count, 0)):
-            (n,) = _I16.unpack_from(buf, pos)
-            pos += 2
-            topic = buf[pos : pos + n].decode("utf-8")
-            pos += n
-            (np_,) = _I32.unpack_from(buf, pos)
-            pos += 4
-            parts = list(struct.unpack_from(f">{max(np_, 0)}i", buf, pos))
-            pos += 4 * max(np_, 0)
-            out.setdefault(topic, []).extend(parts)
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return None
-
-
 def encode_subscription(topics: list[str], user_data: bytes | None = None, version: int = 0) -> bytes:
     """A ConsumerProtocolSubscription v0 (used by tests and by the KIP-848 classic-member bridge)."""
     parts = [_I16.pack(version), _I32.pack(len(topics))]
@@ -521,22 +496,3 @@ def encode_assignment(
         parts += [_I32.pack(p) for p in ps]
     parts.append(_I32.pack(-1) if user_data is None else _I32.pack(len(user_data)) + user_data)
     return b"".join(parts)
-
-
-def describe_dict(group: GroupBase) -> dict[str, Any]:
-    """A debugging snapshot of a group."""
-    out: dict[str, Any] = {
-        "group_id": group.group_id,
-        "type": group.group_type,
-        "state": group.state_name,
-        "offsets": len(group.offsets),
-    }
-    if isinstance(group, ClassicGroup):
-        out.update(
-            generation=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol=group.protocol_name,
-            leader=group.leader_id,
-            members=list(group.members),
-        )
-    return out

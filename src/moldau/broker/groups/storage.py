@@ -40,6 +40,3 @@ class MemoryOffsetsStorage:
 
     def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
         return list(self.partitions.get(partition, []))
-
-    def all_records(self) -> list[tuple[int, bytes, bytes | None]]:
-        return [(p, k, v) for p, recs in sorted(self.partitions.items()) for k, v in recs]

@@ -367,16 +367,8 @@ def allowed_topic(ctx: Any, operation: int, topic: str) -> bool:
     return allowed(ctx, operation, TOPIC, topic)
 
 
-def allowed_group(ctx: Any, operation: int, group_id: str) -> bool:
-    return allowed(ctx, operation, GROUP, group_id)
-
-
 def allowed_cluster(ctx: Any, operation: int) -> bool:
     return allowed(ctx, operation, CLUSTER, CLUSTER_NAME)
-
-
-def allowed_transactional_id(ctx: Any, operation: int, transactional_id: str) -> bool:
-    return allowed(ctx, operation, TRANSACTIONAL_ID, transactional_id)
 
 
 def allowed_any(ctx: Any, operation: int, resource_type: int) -> bool:

@@ -454,9 +454,6 @@ class TxnMetadata:
         target = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         return self._transit(target, partitions=(), now_ms=now_ms)
 
-    def prepare_dead(self) -> TxnTransit:
-        return self._transit(TxnState.DEAD, partitions=())
-
     def complete_transition(self, t: TxnTransit) -> None:
         """Apply a transit once its record is written."""
         if self.state not in VALID_PREVIOUS[t.state] and not (
