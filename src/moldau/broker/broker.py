@@ -85,7 +85,6 @@ class Broker:
         self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
-        self._tasks: list[asyncio.Task[Any]] = []
         self._started = False
         self._stopping = False
         self.started_at = 0.0
@@ -143,28 +142,17 @@ class Broker:
         log.debug("startup took %.0f ms", (time.monotonic() - t0) * 1000)
 
     def _start_optional_components(self) -> None:
-        """Group / transaction coordinators when their modules exist (written by other engineers)."""
+        """The group and transaction coordinators. A coordinator that cannot start (its internal topic
+        unreadable, say) is logged and left out: the broker still serves produce and fetch."""
+        from .groups import create_group_coordinator
+        from .txn import create_transaction_coordinator
+
         try:
-            from .groups import create_group_coordinator  # type: ignore[attr-defined]
-        except ImportError:
-            create_group_coordinator = None
-        except Exception:  # pragma: no cover - a broken optional module must not stop the broker
-            log.exception("cannot load the group coordinator")
-            create_group_coordinator = None
-        if create_group_coordinator is not None:
-            try:
-                self.group_coordinator = create_group_coordinator(self)
-            except Exception:  # pragma: no cover
-                log.exception("cannot start the group coordinator")
+            self.group_coordinator = create_group_coordinator(self)
+        except Exception:  # pragma: no cover
+            log.exception("cannot start the group coordinator")
         # after the group coordinator: completing transactions found prepared at start completes their
         # transactional offset commits too
-        try:
-            from .txn import create_transaction_coordinator
-        except ImportError:
-            return
-        except Exception:  # pragma: no cover
-            log.exception("cannot load the transaction coordinator")
-            return
         try:
             self.transaction_coordinator = create_transaction_coordinator(self)
             self.transaction_coordinator.start()
@@ -189,18 +177,14 @@ class Broker:
             c.close()
         if self.server is not None:
             await self.server.wait_closed()
-        tc = self.transaction_coordinator
-        if tc is not None and hasattr(tc, "stop"):
+        if self.transaction_coordinator is not None:
             try:
-                await tc.stop()
+                await self.transaction_coordinator.stop()
             except Exception:  # pragma: no cover
                 log.exception("error stopping the transaction coordinator")
-        gc = self.group_coordinator
-        if gc is not None and hasattr(gc, "stop"):
+        if self.group_coordinator is not None:
             try:
-                r = gc.stop()
-                if asyncio.iscoroutine(r):
-                    await r
+                self.group_coordinator.stop()
             except Exception:  # pragma: no cover
                 log.exception("error stopping the group coordinator")
         if self.replica_manager is not None:
