@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from moldau.protocol.errors import KafkaError, error_code_of
 from moldau.protocol.records import (
-    CorruptRecordError,
     InvalidRecordError,
-    RecordError,
     check_crc,
     detect_magic,
     split_batches,
@@ -35,17 +33,9 @@ log = logging.getLogger(__name__)
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
 NOT_ENOUGH_REPLICAS = 19
-INVALID_TIMESTAMP = 32
-KAFKA_STORAGE_ERROR = 56
 INVALID_RECORD = 87
 UNKNOWN_SERVER_ERROR = -1
-REQUEST_TIMED_OUT = 7
-
-LONG_MAX = 9223372036854775807
 
 
 # ------------------------------------------------------------------------------------------------- partition
@@ -369,13 +359,7 @@ class ReplicaManager:
                                      f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
                 return res
             info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
-        except RecordError as e:
-            res.error = error_code_of(e)
-            if res.error not in (CORRUPT_MESSAGE, INVALID_RECORD, 76):
-                res.error = CORRUPT_MESSAGE if isinstance(e, CorruptRecordError) else INVALID_RECORD
-            res.error_message = str(e)
-            return res
-        except Exception as e:  # LogError and friends carry a Kafka code
+        except Exception as e:  # RecordError, LogError and friends carry their Kafka code
             code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:
                 log.exception("append to %s-%d failed", p.topic, p.index)
