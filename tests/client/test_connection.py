@@ -99,7 +99,7 @@ def test_api_versions_unsupported_version_falls_back_to_v0():
                 data = b""
                 while len(data) < n:
                     data += conn.recv(n - len(data))
-                api_key, version, corr = struct.unpack_from(">hhi", data)
+                _api_key, version, corr = struct.unpack_from(">hhi", data)
                 seen.append(version)
                 # v0 body: error_code, [api_key, min, max]
                 code = 35 if version > 0 else 0

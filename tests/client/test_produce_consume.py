@@ -141,7 +141,7 @@ def test_delivery_callback_and_futures_helpers(conf, make_topic):
     with Producer(config=conf) as p:
         futs = [p.produce(topic, b"x%d" % i, on_delivery=lambda err, md: seen.append((err, md)))
                 for i in range(20)]
-        done, not_done = cf.wait(futs, timeout=10)
+        _done, not_done = cf.wait(futs, timeout=10)
         assert not not_done
         assert len(list(cf.as_completed(futs, timeout=5))) == 20
         p.flush()

@@ -170,7 +170,7 @@ def consume_confluent(
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         continue
                     raise KafkaException(m.error())
-                ts_type, ts = m.timestamp()
+                _ts_type, ts = m.timestamp()
                 out.append(
                     Rec(m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or []), ts)
                 )

@@ -7,7 +7,6 @@ replacement), error codes, and DeleteRecords.
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition

@@ -150,7 +150,7 @@ def test_control_non_idempotent_producer_duplicates(proxied):
     writes duplicates. This shows the proxy really makes clients resend already-written batches."""
     from confluent_kafka import Producer
 
-    broker, proxy = proxied
+    _broker, proxy = proxied
     topic = create_topic(proxy.bootstrap, unique_topic("nonidem-fault"), 1)
     proxy.arm(drop_every=3, max_drops=3)
     p = Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": False, "acks": "all",

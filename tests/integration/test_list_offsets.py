@@ -170,7 +170,7 @@ def test_old_list_offsets_versions(broker, timed_topic, api_version):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
-    topic, t0, ts = timed_topic
+    topic, _t0, ts = timed_topic
     c = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version, request_timeout_ms=15000)
     try:
         tp0, tp1 = KTP(topic, 0), KTP(topic, 1)

@@ -90,7 +90,7 @@ def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, st
     for name, pw in users.items():
         store.add_password(name, pw)
     base = {
-        "listeners": ",".join([f"PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]),
+        "listeners": ",".join(["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]),
         "ssl.certificate.location": str(certs / "broker.pem"),
         "ssl.key.location": str(certs / "broker.key"),
         "ssl.ca.location": str(certs / "ca.pem"),
@@ -827,7 +827,7 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
         flt = ACLFilter(principal="User:CN=alice", host=None, operation=ACLOperation.ANY,
                         permission_type=ACLPermissionType.ANY,
                         resource_pattern=ResourcePatternFilter(KRT.TOPIC, t, ACLResourcePatternType.LITERAL))
-        acls, error = ka.describe_acls(flt)
+        acls, _error = ka.describe_acls(flt)
         assert [x.principal for x in acls] == ["User:CN=alice"]
         assert _produce_error(cert_alice, t) is None
         # the admin certificate is a super user (User:CN=admin)

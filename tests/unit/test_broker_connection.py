@@ -40,7 +40,7 @@ def run(coro):
 
 def test_api_versions_all_versions_and_pipelining(tmp_path):
     async def main():
-        broker, srv = await _server(tmp_path)
+        _broker, srv = await _server(tmp_path)
         try:
             r, w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
             # pipelined: five requests in one write, answers in order
@@ -62,7 +62,7 @@ def test_api_versions_all_versions_and_pipelining(tmp_path):
 
 def test_unsupported_api_versions_version_gets_v0_error(tmp_path):
     async def main():
-        broker, srv = await _server(tmp_path)
+        _broker, srv = await _server(tmp_path)
         try:
             r, w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
             # ApiVersions v9 with a body we do not know: error 35 in a v0 body with the supported ranges
@@ -89,7 +89,7 @@ def test_unsupported_api_versions_version_gets_v0_error(tmp_path):
 ])
 def test_bad_frames_close_connection(tmp_path, payload):
     async def main():
-        broker, srv = await _server(tmp_path, **{"socket.request.max.bytes": "1000000"})
+        _broker, srv = await _server(tmp_path, **{"socket.request.max.bytes": "1000000"})
         try:
             r, w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
             w.write(payload)
@@ -107,7 +107,7 @@ def test_bad_frames_close_connection(tmp_path, payload):
 
 def test_large_frame_split_across_reads(tmp_path):
     async def main():
-        broker, srv = await _server(tmp_path)
+        _broker, srv = await _server(tmp_path)
         try:
             r, w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
             # an ApiVersions v3 request with a 600 kB client software name arrives in pieces; it is answered
@@ -134,9 +134,9 @@ def test_large_frame_split_across_reads(tmp_path):
 
 def test_idle_connection_closed(tmp_path):
     async def main():
-        broker, srv = await _server(tmp_path, **{"connections.max.idle.ms": "200"})
+        _broker, srv = await _server(tmp_path, **{"connections.max.idle.ms": "200"})
         try:
-            r, w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
+            r, _w = await asyncio.open_connection("127.0.0.1", srv.bound[0].port)
             t0 = asyncio.get_running_loop().time()
             assert await r.read() == b""
             assert 0.15 < asyncio.get_running_loop().time() - t0 < 2

@@ -88,11 +88,11 @@ async def test_second_member_triggers_rebalance_and_leader_sees_all_members():
 async def test_protocol_selection_and_inconsistent_protocol():
     h = Harness()
     p_both = [("cooperative-sticky", b"x"), ("range", b"y")]
-    m1, b1 = h.join_new("g", protocols=p_both, version=9)
+    m1, _b1 = h.join_new("g", protocols=p_both, version=9)
     h.sync("g", 1, m1, {m1: b""})
     await h.settle()
     # a member that supports only range: range is the only common protocol
-    m2, b2 = h.join_new("g", protocols=[("range", b"z")], client_id="c2")
+    _m2, b2 = h.join_new("g", protocols=[("range", b"z")], client_id="c2")
     h.join("g", m1, protocols=p_both)
     assert b2.result.protocol_name == "range"
     # no protocol in common
@@ -134,7 +134,7 @@ async def test_empty_group_accepts_a_different_protocol():
     assert b.result.error == E.NONE and b.result.protocol_name == "cooperative-sticky"
     # even another protocol type once everybody is gone
     await h.coord.leave_group("g", [(m2, None, None)])
-    m3, b = h.join_new("g", protocols=[("x", b"")], protocol_type="connect")
+    _m3, b = h.join_new("g", protocols=[("x", b"")], protocol_type="connect")
     assert b.result.error == E.NONE and b.result.protocol_type == "connect"
 
 
@@ -152,7 +152,7 @@ async def test_unknown_member_id_cases():
     h = Harness()
     assert h.join("nope", "someone").result.error == E.UNKNOWN_MEMBER_ID
     assert "nope" not in h.coord.groups
-    [m1] = await h.stable_group("g", 1)
+    [_m1] = await h.stable_group("g", 1)
     assert h.join("g", "stranger").result.error == E.UNKNOWN_MEMBER_ID
     assert h.sync("g", 1, "stranger").result.error == E.UNKNOWN_MEMBER_ID
     assert h.sync("nope", 1, "x").result.error == E.UNKNOWN_MEMBER_ID
@@ -174,7 +174,7 @@ async def test_illegal_generation_and_rebalance_in_progress():
 @aio
 async def test_sync_protocol_type_and_name_checked_in_v5():
     h = Harness()
-    mid, box = h.join_new("g")
+    mid, _box = h.join_new("g")
     assert h.sync("g", 1, mid, protocol_type="connect").result.error == E.INCONSISTENT_GROUP_PROTOCOL
     assert h.sync("g", 1, mid, protocol_name="roundrobin").result.error == E.INCONSISTENT_GROUP_PROTOCOL
 
@@ -213,7 +213,7 @@ async def test_lost_join_response_is_answered_again_in_completing_rebalance():
 @aio
 async def test_heartbeat_allowed_in_completing_rebalance():
     h = Harness()
-    mid, box = h.join_new("g")
+    mid, _box = h.join_new("g")
     assert h.coord.heartbeat("g", 1, mid) == E.NONE
 
 
@@ -283,7 +283,7 @@ async def test_initial_rebalance_delay_waits_and_extends_for_new_members():
 @aio
 async def test_initial_delay_zero_answers_immediately():
     h = Harness(initial_rebalance_delay_ms=0)
-    m1, b1 = h.join_new("g")
+    _m1, b1 = h.join_new("g")
     assert b1.done and b1.result.generation_id == 1
 
 
@@ -294,7 +294,7 @@ async def test_initial_delay_applies_only_to_empty_groups():
     h.timer.advance(3000)
     h.sync("g", 1, m1, {m1: A0})
     await h.settle()
-    m2, b2 = h.join_new("g", client_id="c2")
+    _m2, b2 = h.join_new("g", client_id="c2")
     b1 = h.join("g", m1)
     assert b1.done and b2.done  # everyone known joined: no delay for a non-empty group
 
@@ -304,7 +304,7 @@ async def test_pending_member_id_expires_and_unblocks_join():
     h = Harness()
     [m1] = await h.stable_group("g", 1, session=10_000)
     pending = h.join("g", session=10_000).result.member_id  # MEMBER_ID_REQUIRED, never comes back
-    m3, b3 = h.join_new("g", client_id="c3", session=10_000)
+    _m3, b3 = h.join_new("g", client_id="c3", session=10_000)
     b1 = h.join("g", m1, session=10_000)
     assert not b1.done  # the pending member counts as not yet joined
     h.timer.advance(10_000)
@@ -371,7 +371,7 @@ async def test_last_member_leaving_empties_group_and_writes_it():
     assert g.state is S.EMPTY and g.generation_id == 2 and g.protocol_name is None
     from moldau.broker.groups import offsets as fmt
 
-    last_key, last_value = h.storage.partitions[h.coord.partition_for("g")][-1]
+    _last_key, last_value = h.storage.partitions[h.coord.partition_for("g")][-1]
     v = fmt.decode_group_metadata_value(last_value)
     assert (v.generation, v.members, v.protocol, v.protocol_type) == (2, [], None, "consumer")
 
@@ -380,7 +380,7 @@ async def test_last_member_leaving_empties_group_and_writes_it():
 async def test_leave_of_pending_member():
     h = Harness()
     pending = h.join("g").result.member_id
-    err, errs = await h.coord.leave_group("g", [(pending, None, None)])
+    _err, errs = await h.coord.leave_group("g", [(pending, None, None)])
     assert errs == [E.NONE]
     assert not h.coord.classic_group("g").pending_members
 
@@ -455,7 +455,7 @@ async def test_static_member_restart_keeps_assignment_without_rebalance():
     assert h.coord.heartbeat("g", gen, old_i2, "i2") == E.FENCED_INSTANCE_ID
     assert h.sync("g", gen, old_i2, instance="i2").result.error == E.FENCED_INSTANCE_ID
     assert h.join("g", old_i2, instance="i2").result.error == E.FENCED_INSTANCE_ID
-    err, errs = await h.coord.leave_group("g", [(old_i2, "i2", None)])
+    _err, errs = await h.coord.leave_group("g", [(old_i2, "i2", None)])
     assert errs == [E.FENCED_INSTANCE_ID]
     # the new one is fine; the replacement was persisted
     assert h.coord.heartbeat("g", gen, r.member_id, "i2") == E.NONE
@@ -505,7 +505,7 @@ async def test_static_member_rejoin_during_completing_rebalance_triggers_rebalan
 async def test_admin_removes_static_member_by_instance_id():
     h = Harness()
     await _static_stable(h, ["i1", "i2"])
-    err, errs = await h.coord.leave_group("g", [("", "i2", "admin"), ("", "nope", None)])
+    _err, errs = await h.coord.leave_group("g", [("", "i2", "admin"), ("", "nope", None)])
     assert errs == [E.NONE, E.UNKNOWN_MEMBER_ID]
     assert "i2" not in h.coord.classic_group("g").static_members
 

@@ -376,7 +376,7 @@ async def test_offsets_with_member_epochs():
     )
     assert h.coord.fetch_offsets("g", [("t", 0)])[1][0].offset == 5  # admin: no member
     # OffsetDelete refuses subscribed topics; DeleteGroups refuses a group with members
-    err, res = await h.coord.delete_offsets("g", [("t", 0)])
+    _err, res = await h.coord.delete_offsets("g", [("t", 0)])
     assert res == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC}
     assert await h.coord.delete_groups(["g"]) == {"g": E.NON_EMPTY_GROUP}
     a.leave()
@@ -396,7 +396,7 @@ async def test_conversions_between_classic_and_consumer_keep_offsets():
     assert h.join("g").result.error == E.INCONSISTENT_GROUP_PROTOCOL
     a.leave()
     # ...and converts it back once it is empty
-    mid, box = h.join_new("g")
+    _mid, box = h.join_new("g")
     assert box.result.error == E.NONE and isinstance(h.coord.groups["g"], ClassicGroup)
     assert h.coord.fetch_offsets("g", [("t", 1)])[1][0].offset == 9
     # a consumer member cannot join a non-empty classic group
@@ -414,7 +414,7 @@ async def test_list_and_describe():
     ]
     assert h.coord.list_groups(types_filter=["classic"]) == []
     assert h.coord.describe_group("g").error == E.GROUP_ID_NOT_FOUND
-    err, msg, g = h.coord.consumer.describe("g")
+    err, _msg, g = h.coord.consumer.describe("g")
     assert err == E.NONE and g.members[a.member_id].assigned == {"t": set(range(6))}
     assert h.coord.consumer.describe("nope")[0] == E.GROUP_ID_NOT_FOUND
 

@@ -234,7 +234,7 @@ async def test_offset_delete_rules():
     assert res == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE, ("never", 1): E.NONE}
     assert [p.topic for p in h.coord.fetch_offsets("g", None)[1]] == ["t"]
     # a non-consumer protocol group that is not empty: NON_EMPTY_GROUP
-    m, b = h.join_new("conn", protocol_type="connect", protocols=[("v1", b"")])
+    _m, _b = h.join_new("conn", protocol_type="connect", protocols=[("v1", b"")])
     assert await h.coord.delete_offsets("conn", [("t", 0)]) == (E.NON_EMPTY_GROUP, {})
 
 
@@ -288,7 +288,7 @@ async def test_list_and_describe_groups():
 async def test_transactional_offsets_are_pending_until_commit():
     h = Harness()
     await h.coord.commit_transactional_offsets("g", 1000, "", -1, None, {("t", 0): co(50)})
-    err, parts = h.coord.fetch_offsets("g", [("t", 0)], require_stable=True)
+    _err, parts = h.coord.fetch_offsets("g", [("t", 0)], require_stable=True)
     assert parts[0].error == E.UNSTABLE_OFFSET_COMMIT
     assert h.coord.fetch_offsets("g", [("t", 0)])[1][0].offset == -1
     await h.coord.complete_transaction(1000, committed=True)
@@ -301,7 +301,7 @@ async def test_transactional_offsets_are_pending_until_commit():
 @aio
 async def test_assignment_bytes_round_trip_through_storage():
     h = Harness()
-    mid, box = h.join_new("g")
+    mid, _box = h.join_new("g")
     a = encode_assignment({"t": [0, 1, 2]}, b"user")
     h.sync("g", 1, mid, {mid: a})
     await h.settle()

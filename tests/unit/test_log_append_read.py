@@ -172,7 +172,7 @@ def test_index_entries_point_at_batches_with_those_offsets(tmp_path, small_cfg):
         with open(seg.log_path, "rb") as f:
             data = f.read()
         for off, pos in idx.entries():
-            base, blen = struct.unpack_from(">qi", data, pos)
+            base, _blen = struct.unpack_from(">qi", data, pos)
             (lod,) = struct.unpack_from(">i", data, pos + 23)
             assert base + lod == off  # Kafka: entry offset = last offset of the batch at that position
             checked += 1

@@ -189,7 +189,7 @@ def test_custom_declaration_features() -> None:
     ])
     o = msg.new(a=1, b=[5, -6], c="hi", d=[msg.Sub(x=uuid.UUID(int=9), y=2.5, z=65535)], t=b"zz")
     for v in range(3):
-        back, end = msg.decode(msg.encode(o, v), v)
+        back, _end = msg.decode(msg.encode(o, v), v)
         assert back.a == 1 and back.c == "hi" and back.d[0].z == 65535
         assert back.b == ([5, -6] if v >= 1 else None)
         assert back.t == (b"zz" if v == 2 else None)

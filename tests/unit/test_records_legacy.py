@@ -223,7 +223,7 @@ def test_garbage_compressed_value():
 def test_legacy_to_v2(magic, codec):
     raw = theirs(magic, codec, base_offset=40)
     (batch,) = legacy_to_v2(raw)
-    (pos, h), = split_batches(batch)
+    (_pos, h), = split_batches(batch)
     assert h.compression == codec and h.records_count == len(ROWS)
     recs = decode_batch(batch, verify_crc=True)
     assert tuples(recs) == [(i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(ROWS)]

@@ -573,9 +573,7 @@ class BrokerConfig:
         self.sources[key] = source
 
     def _check(self) -> None:
-        # listeners must parse
-        self.listeners
-        self.advertised_listeners
+        _ = self.listeners, self.advertised_listeners  # must parse (the properties raise ConfigError)
         if not self.log_dirs:
             raise ConfigError("log.dirs", "Configuration log.dirs is empty")
 

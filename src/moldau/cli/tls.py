@@ -49,7 +49,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"wrote {files.ca_cert}, {files.broker_cert}, {files.broker_key}"
           + "".join(f", {c}, {k}" for c, k in files.clients.values()))
     print("\nbroker settings (server.properties or --set):")
-    print(f"  listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094")
+    print("  listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094")
     print(f"  ssl.certificate.location={d}/broker.pem")
     print(f"  ssl.key.location={d}/broker.key")
     print(f"  ssl.ca.location={d}/ca.pem")

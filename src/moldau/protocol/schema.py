@@ -637,7 +637,7 @@ class _VersionCompiler:
 
     def tag_cond(self, f: Field, x: str) -> str:
         """Condition under which a tagged field is written: its value differs from the default."""
-        expr, per_instance = _default_value_expr(f, self.msg._class_var)
+        expr, _per_instance = _default_value_expr(f, self.msg._class_var)
         if expr == "None":
             return f"{x} is not None"
         if f.is_array:
