@@ -97,7 +97,7 @@ class GroupConfig:
         def get(key: str) -> Any:
             try:
                 return cfg.get(key)
-            except Exception:
+            except ValueError:  # ConfigError: a key this config does not know
                 return None
 
         ints = {

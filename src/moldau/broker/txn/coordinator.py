@@ -86,7 +86,7 @@ class TxnConfig:
         def get(key: str, default: Any) -> Any:
             try:
                 v = cfg.get(key)
-            except Exception:  # noqa: BLE001  # pragma: no cover - a config without the key
+            except ValueError:  # pragma: no cover - ConfigError: a config without the key
                 return default
             return default if v is None else v
 
