@@ -228,9 +228,10 @@ def test_mutated_uniform_sections_agree_with_reference():
             buf[rng.randrange(len(buf))] = rng.choice([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, rng.randrange(256)])
         data = bytes(buf)
         ref = _outcome(_reference, data, h.records_count, 0, h.base_timestamp, None)
-        tup = _outcome(_decode_section_tuples, data, h.records_count, 0, h.base_timestamp, None, ConsumerRecord,
-                       "t", 0, 0, -1)
-        if ref == "error":
-            assert tup == "error"
-        else:
-            assert tup != "error" and _tuple_view(tup) == _tuple_view(ref)
+        for section in (data, memoryview(data)):  # bytes, or a view of the fetched buffer (no copy)
+            tup = _outcome(_decode_section_tuples, section, h.records_count, 0, h.base_timestamp, None,
+                           ConsumerRecord, "t", 0, 0, -1)
+            if ref == "error":
+                assert tup == "error"
+            else:
+                assert tup != "error" and _tuple_view(tup) == _tuple_view(ref)

@@ -907,11 +907,12 @@ def _run_at(data: bytes, mv: memoryview, pos: int, i: int, count: int, out: list
 
 
 def _decode_section_tuples(
-    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None, cls: type,
-    topic: str, partition: int, timestamp_type: int, leader_epoch: int
+    data: bytes | memoryview, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None,
+    cls: type, topic: str, partition: int, timestamp_type: int, leader_epoch: int
 ) -> list:
-    """Decode ``count`` records that exactly fill ``data`` (bytes) into ``cls`` tuples: runs of identically
-    laid-out records in bulk (``_run_at``), the rest record by record."""
+    """Decode ``count`` records that exactly fill ``data`` into ``cls`` tuples: runs of identically laid-out
+    records in bulk (``_run_at``, straight from a memoryview: no copy of the section), the rest record by
+    record (from ``bytes``: a memoryview section is copied from the first such record on)."""
     n = len(data)
     _check_count(count, n)
     out: list = []
@@ -920,12 +921,14 @@ def _decode_section_tuples(
     make = _tuple_makers.get(cls)
     if make is None:
         make = _tuple_makers[cls] = partial(tuple.__new__, cls)
-    mv = memoryview(data)
+    mv = data if type(data) is memoryview else memoryview(data)
+    tail: bytes | None = data if type(data) is bytes else None  # data[tail_at:] as bytes, for the record loop
+    tail_at = 0
     ts_table = None
     block = 32
     while i < count:
         if count - i >= _RUN_MIN:
-            k, pos, ts_table = _run_at(data, mv, pos, i, count, out, base_offset, base_timestamp,
+            k, pos, ts_table = _run_at(mv, mv, pos, i, count, out, base_offset, base_timestamp,
                                        log_append_time, ts_table, make, topic, partition, timestamp_type,
                                        leader_epoch)
             if k:
@@ -933,8 +936,11 @@ def _decode_section_tuples(
                 block = 32
                 continue
         m = min(count - i, block)
-        pos = _tuples_some(data, pos, m, out, base_offset, base_timestamp, log_append_time, cls, topic, partition,
-                           timestamp_type, leader_epoch)
+        if tail is None or pos < tail_at:
+            tail = bytes(mv[pos:])
+            tail_at = pos
+        pos = tail_at + _tuples_some(tail, pos - tail_at, m, out, base_offset, base_timestamp, log_append_time,
+                                     cls, topic, partition, timestamp_type, leader_epoch)
         i += m
         if block < 1024:
             block <<= 1  # irregular data: try a bulk run less often
@@ -983,7 +989,7 @@ def decode_batch_tuples(
     ``moldau.client.ConsumerRecord``), made with ``tuple.__new__`` straight from the decoder (no
     intermediate ``Record``). Same checks, errors and values as ``decode_batch``, except that records without
     headers share ``NO_HEADERS`` (a read-only empty list)."""
-    section, count, lat = _batch_section(buf, pos, header, verify_crc, max_decompressed)
+    section, count, lat = _batch_section(buf, pos, header, verify_crc, max_decompressed, copy=False)
     try:
         return _decode_section_tuples(section, count, header.base_offset, header.base_timestamp, lat, cls, topic,
                                       partition, 1 if header.attributes & TIMESTAMP_TYPE_FLAG else 0, leader_epoch)
@@ -992,9 +998,10 @@ def decode_batch_tuples(
 
 
 def _batch_section(
-    buf: _Buf, pos: int, header: BatchHeader, verify_crc: bool, max_decompressed: int
+    buf: _Buf, pos: int, header: BatchHeader, verify_crc: bool, max_decompressed: int, copy: bool = True
 ) -> tuple[bytes, int, int | None]:
-    """The batch's records section as bytes (decompressed), its record count and the LogAppendTime (or None)."""
+    """The batch's records section as bytes (decompressed), its record count and the LogAppendTime (or None).
+    ``copy=False``: an uncompressed section may come back as a memoryview of ``buf``."""
     size = header.batch_length + LOG_OVERHEAD
     if header.batch_length < MIN_BATCH_LENGTH or pos + size > len(buf):
         raise CorruptRecordError(f"record batch at position {pos} is truncated or has a bad length")
@@ -1008,8 +1015,10 @@ def _batch_section(
         section = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : pos + size], max_bytes=max_decompressed)
         if type(section) is not bytes:
             section = bytes(section)
-    else:
+    elif copy:
         section = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + size])
+    else:
+        section = memoryview(buf)[pos + HEADER_SIZE : pos + size]  # type: ignore[assignment]
     lat = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_FLAG else None
     return section, count, lat
 
