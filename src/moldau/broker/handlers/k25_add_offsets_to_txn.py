@@ -16,12 +16,11 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @handler(api_key=25, min_version=0, max_version=4)

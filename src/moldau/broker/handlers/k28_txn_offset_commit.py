@@ -24,12 +24,11 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..groups.api import coordinator_of, topic_partitions
 from ..groups.group import CommittedOffset
+from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @handler(api_key=28, min_version=0, max_version=5)

@@ -27,9 +27,9 @@ from typing import Any
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import build_control_batch
 
-log = logging.getLogger(__name__)
+from ..metadata import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
+log = logging.getLogger(__name__)
 
 
 def write_marker(broker: Any, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,

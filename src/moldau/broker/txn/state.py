@@ -52,7 +52,7 @@ from moldau.protocol.primitives import (
     write_uvarint,
 )
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
+from ..metadata import TRANSACTION_STATE_TOPIC  # noqa: F401  (re-exported)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
