@@ -35,8 +35,8 @@ def kafka_error(code_name: str, message: str | None = None) -> KafkaError:
 
 @dataclass(slots=True)
 class TopicInfo:
-    """One topic. ``is_internal``: one of INTERNAL_TOPICS (clients may not produce to it, delete it or delete its
-    records)."""
+    """One topic. ``is_internal``: one of INTERNAL_TOPICS (clients may not produce to it, delete it or
+    delete its records)."""
 
     name: str
     topic_id: uuid.UUID
@@ -161,8 +161,8 @@ class MetadataStore:
         if self.config_validator is not None:
             self.config_validator(cfg)
         clean = {k: v for k, v in cfg.items() if v is not None}
-        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean, name in INTERNAL_TOPICS,
-                      replication_factor)
+        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean,
+                      name in INTERNAL_TOPICS, replication_factor)
         if validate_only:
             return t
         self._index(t)
@@ -170,6 +170,15 @@ class MetadataStore:
         log.info("created topic %s (%d partitions, id %s)", name, num_partitions, t.topic_id)
         for lst in self.listeners:
             lst.on_topic_created(t)
+        return t
+
+    def ensure_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str | None]) -> TopicInfo:
+        """The topic ``name``, created with these settings when missing (the coordinators' internal topics,
+        created on first use as Kafka does)."""
+        t = self.topics.get(name)
+        if t is None:
+            t = self.create_topic(name, num_partitions, replication_factor, configs)
         return t
 
     def delete_topic(self, name: str) -> TopicInfo:

@@ -37,25 +37,13 @@ class LogOffsetsStorage:
 
     def ensure_topic(self) -> None:
         """Create __consumer_offsets if it does not exist yet (Kafka creates it on first FindCoordinator)."""
-        store = self.broker.metadata
-        if OFFSETS_TOPIC in store.topics:
-            return
         cfg = self.broker.config
-        try:
-            store.create_topic(
-                OFFSETS_TOPIC,
-                self.num_partitions,
-                int(cfg.get("offsets.topic.replication.factor")),
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
-                },
-            )
-            log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-        except KafkaError as exc:
-            if OFFSETS_TOPIC not in store.topics:  # not a concurrent creation
-                raise exc
+        self.broker.metadata.ensure_topic(OFFSETS_TOPIC, self.num_partitions,
+                                          int(cfg.get("offsets.topic.replication.factor")), {
+                                              "cleanup.policy": "compact",
+                                              "compression.type": "producer",
+                                              "segment.bytes": str(cfg.get("offsets.topic.segment.bytes")),
+                                          })
 
     def _partition(self, partition: int) -> Any:
         self.ensure_topic()

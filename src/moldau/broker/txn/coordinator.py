@@ -164,28 +164,14 @@ class LogTxnStorage:
 
     def ensure_topic(self) -> None:
         """Created on first use with Kafka's settings: compacted, internal, the configured partitions."""
-        from moldau.protocol.errors import KafkaError
-
-        store = self.broker.metadata
-        if TRANSACTION_STATE_TOPIC in store.topics:
-            return
-        try:
-            store.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.config.num_partitions,
-                self.config.replication_factor,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "uncompressed",
-                    "min.insync.replicas": "1",
-                    "unclean.leader.election.enable": "false",
-                    "segment.bytes": str(self.config.segment_bytes),
-                },
-            )
-            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.config.num_partitions)
-        except KafkaError:
-            if TRANSACTION_STATE_TOPIC not in store.topics:
-                raise
+        self.broker.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
+                                          self.config.replication_factor, {
+                                              "cleanup.policy": "compact",
+                                              "compression.type": "uncompressed",
+                                              "min.insync.replicas": "1",
+                                              "unclean.leader.election.enable": "false",
+                                              "segment.bytes": str(self.config.segment_bytes),
+                                          })
 
     def _partition(self, partition: int) -> Any:
         from moldau.protocol.errors import KafkaError
