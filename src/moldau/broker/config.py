@@ -221,9 +221,9 @@ _d("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppen
    _one_of("CreateTime", "LogAppendTime"))
 _d("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "", True, _at_least(0))
 _d("log.message.timestamp.before.max.ms", "long", LONG_MAX, "", True, _at_least(0))
-# Kafka 4.1's default is 3600000 (records at most an hour ahead of the broker clock), and so is the topic table's
-# (moldau.log.config); moldau's broker keeps Kafka 3.x's "no bound" because tests produce with fixed future
-# timestamps (tests/client/test_produce_consume.py::test_offsets_for_times uses January 2027).
+# Kafka 4.1's default is 3600000 (records at most an hour ahead of the broker clock), and so is the topic
+# table's (moldau.log.config); moldau's broker keeps Kafka 3.x's "no bound" because tests produce with fixed
+# future timestamps (tests/client/test_produce_consume.py::test_offsets_for_times uses January 2027).
 _d("log.message.timestamp.after.max.ms", "long", LONG_MAX, "", True, _at_least(0))
 _d("log.message.format.version", "string", "3.0-IV1", "Ignored (always v2); accepted for old files.")
 _d("log.message.downconversion.enable", "boolean", True, "Down-convert for Fetch v0-3.", True)

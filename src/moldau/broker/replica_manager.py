@@ -587,8 +587,8 @@ class FetchSession:
 
 
 class FetchSessionError(KafkaError):
-    """A fetch session that cannot serve the request: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH or
-    FETCH_SESSION_TOPIC_ID_ERROR (answered as the Fetch response's top-level error)."""
+    """A fetch session that cannot serve the request: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+    or FETCH_SESSION_TOPIC_ID_ERROR (answered as the Fetch response's top-level error)."""
 
     def __init__(self, code: int) -> None:
         super().__init__(None, code)

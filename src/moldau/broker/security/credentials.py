@@ -7,9 +7,10 @@ Per user and mechanism:
 * PLAIN: a salted PBKDF2-HMAC-SHA-256 hash of the password (salt, iterations, hash). Kafka itself takes PLAIN
   users from a JAAS file with clear-text passwords; moldau keeps only the hash.
 
-The file is written atomically (temp file, fsync, rename, directory fsync). The broker re-reads it when its modification time
-changes, so ``moldau users add --data-dir`` takes effect on a running broker too. Online changes go through
-AlterUserScramCredentials (SCRAM only; the Kafka protocol has no request for PLAIN credentials).
+The file is written atomically (temp file, fsync, rename, directory fsync). The broker re-reads it when its
+modification time changes, so ``moldau users add --data-dir`` takes effect on a running broker too. Online
+changes go through AlterUserScramCredentials (SCRAM only; the Kafka protocol has no request for PLAIN
+credentials).
 
     store = CredentialStore(data_dir)
     store.add_password("alice", "secret")                      # PLAIN + both SCRAM mechanisms
