@@ -72,7 +72,7 @@ _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 16  # varints + attributes of one record, a generous estimate
-_MEMORY_CHUNK = 16384  # buffer.memory is held per batch in chunks of this size (up to batch.size)
+_MEMORY_CHUNK = 16384  # buffer.memory first held by a batch (it doubles as the batch grows, up to batch.size)
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at offset 43
 _U32 = struct.Struct(">I")
 
@@ -109,51 +109,64 @@ _NO_HEADERS = b"\x00"
 _NEW_RECORD_FUTURE = tuple.__new__
 
 
-def _encode_record(buf: bytearray, count: int, ts_delta: int, key: Any, value: Any, headers: Any) -> None:
-    """Append one record (any sizes, headers as normalized (str, bytes|None) pairs) to ``buf``."""
-    parts: list[Any] = [b"\x00" + encode_varint(ts_delta), encode_varint(count)]
+def _immutable(b: Any) -> bytes:
+    return b if type(b) is bytes else bytes(b)  # a bytearray/memoryview the caller may change later: copy
+
+
+def _encode_record(parts: list, count: int, ts_delta: int, key: Any, value: Any, headers: Any) -> int:
+    """Append one record's pieces (any sizes, headers as normalized (str, bytes|None) pairs) to ``parts``;
+    returns its size in bytes."""
+    pieces: list[Any] = [b"\x00" + encode_varint(ts_delta), encode_varint(count)]
     if key is None:
-        parts.append(b"\x01")
+        pieces.append(b"\x01")
     else:
-        parts.append(encode_varint(_nbytes(key)))
-        parts.append(key)
+        pieces.append(encode_varint(_nbytes(key)))
+        pieces.append(_immutable(key))
     if value is None:
-        parts.append(b"\x01")
+        pieces.append(b"\x01")
     else:
-        parts.append(encode_varint(_nbytes(value)))
-        parts.append(value)
+        pieces.append(encode_varint(_nbytes(value)))
+        pieces.append(_immutable(value))
     if headers:
-        parts.append(encode_varint(len(headers)))
+        pieces.append(encode_varint(len(headers)))
         for hk, hv in headers:
             hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-            parts.append(encode_varint(len(hkb)))
-            parts.append(hkb)
+            pieces.append(encode_varint(len(hkb)))
+            pieces.append(hkb)
             if hv is None:
-                parts.append(b"\x01")
+                pieces.append(b"\x01")
             else:
-                parts.append(encode_varint(_nbytes(hv)))
-                parts.append(hv)
+                pieces.append(encode_varint(_nbytes(hv)))
+                pieces.append(_immutable(hv))
     else:
-        parts.append(_NO_HEADERS)
+        pieces.append(_NO_HEADERS)
     length = 0
-    for x in parts:
-        length += _nbytes(x)
-    buf += encode_varint(length)
-    for x in parts:
-        buf += x
+    for x in pieces:
+        length += len(x)
+    lb = encode_varint(length)
+    parts.append(lb)
+    parts += pieces
+    return len(lb) + length
+
+
+_HEADER_SPACE = bytes(_BATCH_OVERHEAD)
+_JOIN = bytearray().join
 
 
 class ProducerBatch:
-    """One batch being filled (``buf`` holds 61 reserved header bytes, then the records) and then sent."""
+    """One batch being filled, then sent. The records are kept as the list of their pieces (varints from
+    tables, the callers' immutable keys and values: nothing is copied per record), joined once into the wire
+    batch (61 header bytes first) when the batch is sent."""
 
-    __slots__ = ("topic", "partition", "buf", "records", "base_ts", "max_ts", "result", "created", "closed",
-                 "attempts", "next_retry", "reserved", "limit", "producer_id", "producer_epoch", "base_sequence",
-                 "built", "raw_len", "order", "in_flight")
+    __slots__ = ("topic", "partition", "parts", "size", "records", "base_ts", "max_ts", "result", "created",
+                 "closed", "attempts", "next_retry", "reserved", "limit", "producer_id", "producer_epoch",
+                 "base_sequence", "built", "order", "in_flight")
 
     def __init__(self, topic: str, partition: int, created: float, reserved: int):
         self.topic = topic
         self.partition = partition
-        self.buf: bytearray | None = bytearray(_BATCH_OVERHEAD)
+        self.parts: list | None = [_HEADER_SPACE]
+        self.size = _BATCH_OVERHEAD  # bytes of the uncompressed batch, header included
         self.records = 0
         self.base_ts = -1
         self.max_ts = -1
@@ -162,23 +175,20 @@ class ProducerBatch:
         self.closed = False
         self.attempts = 0
         self.next_retry = 0.0
-        self.reserved = reserved  # bytes of buffer.memory held; grows in chunks up to batch.size
-        self.limit = reserved  # the fast path appends while the buffer stays within this
+        self.reserved = reserved  # bytes of buffer.memory held; doubles as the batch grows, up to batch.size
+        self.limit = reserved  # the fast path appends while the batch stays within this size
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
         self.built: Any = None
-        self.raw_len = 0  # uncompressed size once built
         self.order = -1  # drain order within the partition (retries go back in this order)
         self.in_flight = False
 
     @property
     def est_size(self) -> int:
         """Bytes of the batch so far (uncompressed, header included), or its wire size once built."""
-        buf = self.buf
-        if buf is not None:
-            return len(buf)
-        return len(self.built) if self.built is not None else self.raw_len
+        built = self.built
+        return self.size if built is None else len(built)
 
     def append(self, ts: int, key: Any, value: Any, headers: Any) -> int:
         """Append one record (the general path); returns its index in the batch."""
@@ -187,17 +197,18 @@ class ProducerBatch:
             self.base_ts = self.max_ts = ts
         elif ts > self.max_ts:
             self.max_ts = ts
-        assert self.buf is not None
-        _encode_record(self.buf, count, ts - self.base_ts, key, value, headers)
+        assert self.parts is not None
+        self.size += _encode_record(self.parts, count, ts - self.base_ts, key, value, headers)
         self.records = count + 1
         return count
 
     def build(self, codec: int, level: int | None, transactional: bool) -> bytearray:
-        """The wire batch: header written into the reserved bytes (compressing the records first when a
-        codec is set), CRC last. Frees the record buffer."""
-        buf = self.buf
-        assert buf is not None
-        self.raw_len = len(buf)
+        """The wire batch: the pieces joined (compressed when a codec is set), the header written into its
+        first 61 bytes, CRC last. Drops the pieces."""
+        parts = self.parts
+        assert parts is not None
+        buf = _JOIN(parts)
+        self.parts = None
         if codec:
             records = compress(codec, memoryview(buf)[_BATCH_OVERHEAD:], level=level)
             out = bytearray(_BATCH_OVERHEAD)
@@ -209,7 +220,6 @@ class ProducerBatch:
             count - 1 if count else 0, self.base_ts, self.max_ts, self.producer_id, self.producer_epoch,
             self.base_sequence, count)
         _U32.pack_into(buf, 17, crc32c(memoryview(buf)[21:]))
-        self.buf = None
         self.built = buf
         return buf
 
@@ -277,8 +287,9 @@ class _Accumulator:
             b = q[-1] if q else None
             if b is not None and not b.closed and b.est_size + est > b.limit and \
                     b.est_size + est <= self.batch_size:
-                # room left under batch.size: hold more of buffer.memory for this batch
-                grow = min(max(_MEMORY_CHUNK, est), self.batch_size - b.reserved)
+                # room left under batch.size: hold more of buffer.memory for this batch (double it, so a
+                # batch grows in a few steps)
+                grow = min(max(b.reserved, est), self.batch_size - b.reserved)
                 if self.available >= grow:
                     self.available -= grow
                     b.reserved += grow
@@ -359,9 +370,7 @@ class _Accumulator:
             self.available += batch.reserved
             batch.reserved = 0
             batch.closed = True  # done: nothing more may be appended (the fast path checks under this lock)
-            if batch.buf is not None:
-                batch.raw_len = len(batch.buf)
-            batch.buf = None  # the batch object may live on (futures, the fast path's cache): drop the bytes
+            batch.parts = None  # the batch object may live on (futures, the fast path's cache): drop the bytes
             batch.built = None
             self.incomplete.discard(batch)
             if self.memory_waiters:
@@ -983,7 +992,7 @@ class AsyncProducer:
         ent = self._keyless.pop(topic, None)
         if ent is not None:
             b, _limit, start = ent
-            produced = (len(b.buf) if b.buf is not None else b.raw_len) - start
+            produced = b.size - start
             if produced > 0:
                 self._partitioner.record_appended(topic, produced)
 
@@ -991,10 +1000,9 @@ class AsyncProducer:
         """After a keyless record went to ``b`` (its topic's sticky partition): let the fast path append the
         next ones to ``b`` until the batch or the sticky partition's byte budget is full."""
         st = self._sticky.get(topic)
-        buf = b.buf
-        if st is None or st[0] != partition or buf is None or b.closed:
+        if st is None or st[0] != partition or b.parts is None or b.closed:
             return
-        size = len(buf)
+        size = b.size
         budget = size + self._sticky_limit - st[1]
         self._keyless[topic] = (b, b.limit if b.limit < budget else budget, size)
 
@@ -1180,22 +1188,22 @@ _SEND_TEMPLATE = """
                 try:
                     if b.closed:
                         raise _Slow
-                    buf = b.buf
+                    size = b.size
                     count = b.records
                     d = timestamp - b.base_ts
-                    if len(buf) + vlen + 16 > limit or count >= 8192 or not 0 <= d < 8192:
+                    if size + vlen + 16 > limit or count >= 8192 or not 0 <= d < 8192:
                         raise _Slow
                     if timestamp > b.max_ts:
                         b.max_ts = timestamp
                     tsb = _ATTR_TS[d]
                     ob = _OFF_NULL_KEY[count]
-                    buf += _PV[len(tsb) + len(ob) + len(vb) + vlen + 1]
-                    buf += tsb
-                    buf += ob
-                    buf += vb
+                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    lb = _PV[length]
                     if vlen:
-                        buf += value
-                    buf += b"\\x00"
+                        b.parts += (lb, tsb, ob, vb, value, b"\\x00")
+                    else:
+                        b.parts += (lb, tsb, ob, vb, b"\\x00")
+                    b.size = size + len(lb) + length
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
@@ -1233,31 +1241,34 @@ _SEND_TEMPLATE = """
                 b = q[-1]
                 if b.closed:
                     raise _Slow
-                buf = b.buf
+                size = b.size
                 count = b.records
                 d = timestamp - b.base_ts
-                if len(buf) + vlen + klen + 16 > b.limit or count >= 8192 or not 0 <= d < 8192:
+                if size + vlen + klen + 16 > b.limit or count >= 8192 or not 0 <= d < 8192:
                     raise _Slow
                 if timestamp > b.max_ts:
                     b.max_ts = timestamp
                 tsb = _ATTR_TS[d]
+                parts = b.parts
                 if key is None:
                     ob = _OFF_NULL_KEY[count]
-                    buf += _PV[len(tsb) + len(ob) + len(vb) + vlen + 1]
-                    buf += tsb
-                    buf += ob
+                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    lb = _PV[length]
+                    parts += (lb, tsb, ob)
                 else:
                     ob = _PV[count]
                     kb = _PV[klen]
-                    buf += _PV[len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1]
-                    buf += tsb
-                    buf += ob
-                    buf += kb
-                    buf += key
-                buf += vb
+                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                    lb = _PV[length]
+                    if klen:
+                        parts += (lb, tsb, ob, kb, key)
+                    else:
+                        parts += (lb, tsb, ob, kb)
                 if vlen:
-                    buf += value
-                buf += b"\\x00"
+                    parts += (vb, value, b"\\x00")
+                else:
+                    parts += (vb, b"\\x00")
+                b.size = size + len(lb) + length
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
