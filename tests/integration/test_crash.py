@@ -135,7 +135,9 @@ def _active_segment(data_dir: Path, topic: str, partition: int) -> Path:
 def test_torn_tail_is_truncated(fresh_broker, damage):
     b = fresh_broker
     topic = create_topic(b.bootstrap, unique_topic("torn"), 1)
-    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 20})
+    # linger.ms far above the test's pace: each chunk leaves as one batch when flush() sends it, however
+    # slowly the loop runs on a loaded machine
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5000})
     for chunk in range(10):  # 10 flushed batches of 10 records
         for i in range(10):
             p.produce(topic, value=b"r%03d" % (chunk * 10 + i), partition=0)
@@ -171,7 +173,7 @@ def test_torn_tail_is_truncated(fresh_broker, damage):
     assert [(r.offset, r.value) for r in recs] == [(o, b"r%03d" % o) for o in range(expected)]
 
     delivered = produce_confluent(b.bootstrap, topic, [dict(value=b"after-%d" % i, partition=0) for i in range(5)],
-                                  conf={"acks": "all"})
+                                  conf={"acks": "all", "linger.ms": 5000})  # one batch, sent by flush()
     assert sorted(m.offset() for m in delivered) == list(range(expected, expected + 5))
     recs = read_all_confluent(b.bootstrap, topic, 1)
     assert [r.offset for r in recs] == list(range(expected + 5))
