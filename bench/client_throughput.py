@@ -375,7 +375,7 @@ def _versions() -> dict[str, Any]:
     try:
         import confluent_kafka
 
-        out["confluent-kafka"] = confluent_kafka.version()[0]
+        out["confluent-kafka"] = confluent_kafka.__version__
         out["librdkafka"] = confluent_kafka.libversion()[0]
     except ImportError:  # pragma: no cover
         pass
