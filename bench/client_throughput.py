@@ -98,7 +98,8 @@ def produce_moldau_async(bootstrap: str, topic: str, n: int, value: bytes, acks:
     from moldau.client import AsyncProducer
 
     async def main() -> tuple[float, float]:
-        async with AsyncProducer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=acks == "all") as p:
+        async with AsyncProducer(bootstrap_servers=bootstrap, acks=acks,
+                                 enable_idempotence=acks == "all") as p:
             await p.send_and_wait(topic, value)
             t0, c0 = time.perf_counter(), _cpu()
             send = p.send
@@ -249,7 +250,8 @@ def consume_aiokafka(bootstrap: str, topic: str, n: int, max_poll: int) -> tuple
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def main() -> tuple[float, float]:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
         await c.start()
         try:
             tp = TopicPartition(topic, 0)
@@ -339,7 +341,8 @@ def fill_topic(bootstrap: str, n: int, size: int) -> str:
 def worker(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.WARNING)
     if args.op == "produce":
-        dt, cpu = PRODUCERS[args.client](args.bootstrap, args.topic, args.records, b"v" * args.size, args.acks_value)
+        dt, cpu = PRODUCERS[args.client](args.bootstrap, args.topic, args.records, b"v" * args.size,
+                                         args.acks_value)
     else:
         dt, cpu = CONSUMERS[args.client](args.bootstrap, args.topic, args.records, args.max_poll)
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu}))
@@ -348,7 +351,8 @@ def worker(args: argparse.Namespace) -> None:
 def measure(bootstrap: str, op: str, client: str, topic: str, n: int, size: int, acks: str, max_poll: int,
             timeout: float) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--worker", "--op", op, "--client", client, "--bootstrap", bootstrap,
-           "--topic", topic, "-n", str(n), "--size", str(size), "--acks-value", acks, "--max-poll", str(max_poll)]
+           "--topic", topic, "-n", str(n), "--size", str(size), "--acks-value", acks,
+           "--max-poll", str(max_poll)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"{op} {client} failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -412,12 +416,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1024", help="record value sizes in bytes (comma-separated)")
     ap.add_argument("--acks", default="1,all", help="producer acks settings (comma-separated: 0, 1, all)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
-    ap.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset of: " + ", ".join(CLIENTS))
+    ap.add_argument("--clients", default=",".join(CLIENTS),
+                    help="comma-separated subset of: " + ", ".join(CLIENTS))
     ap.add_argument("--ops", default="produce,consume", help="produce, consume or both")
     ap.add_argument("--max-poll", type=int, default=500, help="records per poll()/consume()/getmany() call")
-    ap.add_argument("--quick", action="store_true", help="100,000 records, 1 run (a smoke run in ~1-2 minutes)")
+    ap.add_argument("--quick", action="store_true",
+                    help="100,000 records, 1 run (a smoke run in ~1-2 minutes)")
     ap.add_argument("--bootstrap", help="use a running broker instead of starting a moldau broker")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker setting (own broker)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="broker setting (own broker)")
     ap.add_argument("--out", help="JSON output path (default bench/results/client_throughput-<time>.json)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for one measurement")
     # internal: one measurement in a subprocess
@@ -484,8 +491,9 @@ def main() -> None:
                     runs[client].append(res)
                     if source is None:
                         delete_topic(bootstrap, topic)
-                    print(f"  {op:<7} {size:>5} B acks={acks:<3} {client:<16} {res['records_per_s']:>12,.0f} rec/s "
-                          f"{res['mb_per_s']:>8.1f} MB/s  cpu {res['cpu_us_per_record']:5.2f} us/rec", file=sys.stderr)
+                    print(f"  {op:<7} {size:>5} B acks={acks:<3} {client:<16} "
+                          f"{res['records_per_s']:>12,.0f} rec/s {res['mb_per_s']:>8.1f} MB/s  "
+                          f"cpu {res['cpu_us_per_record']:5.2f} us/rec", file=sys.stderr)
             if source is not None:
                 delete_topic(bootstrap, source)
             case = results.setdefault(op, {}).setdefault(str(size), {}).setdefault(acks, {})
@@ -506,7 +514,8 @@ def main() -> None:
     # ---- table
     checks = []
     lines = []
-    hdr = f"{'op':<8}{'size':>6} {'acks':<5}{'client':<17}{'records/s':>12}{'MB/s':>9}{'cpu us/rec':>11}   ratios (moldau / peer, target)"
+    hdr = (f"{'op':<8}{'size':>6} {'acks':<5}{'client':<17}{'records/s':>12}{'MB/s':>9}{'cpu us/rec':>11}"
+           "   ratios (moldau / peer, target)")
     lines.append(hdr)
     lines.append("-" * len(hdr))
     for op, by_size in results.items():
@@ -521,9 +530,11 @@ def main() -> None:
                                 continue
                             ratio = r["records_per_s"] / by_client[peer]["records_per_s"]
                             ok = ratio >= target
-                            checks.append({"op": op, "size": int(size), "acks": acks, "client": client, "peer": peer,
-                                           "ratio": round(ratio, 3), "target": target, "met": ok})
-                            parts.append(f"{ratio:.2f}x {peer} ({'>=' if ok else '<'}{target:g} {'ok' if ok else 'MISSED'})")
+                            checks.append({"op": op, "size": int(size), "acks": acks, "client": client,
+                                           "peer": peer, "ratio": round(ratio, 3), "target": target,
+                                           "met": ok})
+                            verdict = f"{'>=' if ok else '<'}{target:g} {'ok' if ok else 'MISSED'}"
+                            parts.append(f"{ratio:.2f}x {peer} ({verdict})")
                         ratio_txt = "; ".join(parts)
                     lines.append(f"{op:<8}{size:>6} {acks:<5}{client:<17}{r['records_per_s']:>12,.0f}"
                                  f"{r['mb_per_s']:>9.1f}{r['cpu_us_per_record']:>11.2f}   {ratio_txt}")
@@ -548,7 +559,8 @@ def main() -> None:
         "results": results,
         "targets": checks,
     }
-    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"client_throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"client_throughput-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2))
     print(f"JSON: {out}")

@@ -97,7 +97,8 @@ class PartitionState:
 
 
 class _CompletedFetch:
-    __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes", "next_offset")
+    __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes",
+                 "next_offset")
 
     def __init__(self, state: PartitionState, epoch: int, data: Any, batches: list, aborted: Any,
                  nbytes: int) -> None:
@@ -614,13 +615,15 @@ class Fetcher:
         data = cf.data
         if self.check_crcs:
             check_crc(data, pos, h)
-        recs = decode_batch_tuples(data, pos, h, ConsumerRecord, st.topic, st.partition, h.partition_leader_epoch)
+        recs = decode_batch_tuples(data, pos, h, ConsumerRecord, st.topic, st.partition,
+                                   h.partition_leader_epoch)
         if h.base_offset < position:
             recs = [r for r in recs if r[2] >= position]
         kd = self.key_deserializer
         vd = self.value_deserializer
         if kd is not None or vd is not None:
-            recs = [_new_record(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4], r[5] if kd is None else kd(r[5]),
+            recs = [_new_record(ConsumerRecord, (r[0], r[1], r[2], r[3], r[4],
+                                                 r[5] if kd is None else kd(r[5]),
                                                  r[6] if vd is None else vd(r[6]), r[7], r[8])) for r in recs]
         return recs
 

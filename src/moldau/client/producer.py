@@ -370,7 +370,7 @@ class _Accumulator:
             self.available += batch.reserved
             batch.reserved = 0
             batch.closed = True  # done: nothing more may be appended (the fast path checks under this lock)
-            batch.parts = None  # the batch object may live on (futures, the fast path's cache): drop the bytes
+            batch.parts = None  # the object may live on (futures, the fast path's cache): drop the bytes
             batch.built = None
             self.incomplete.discard(batch)
             if self.memory_waiters:
@@ -1006,8 +1006,8 @@ class AsyncProducer:
         budget = size + self._sticky_limit - st[1]
         self._keyless[topic] = (b, b.limit if b.limit < budget else budget, size)
 
-    async def _send_general(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
-                            headers: Any) -> RecordFuture:
+    async def _send_general(self, topic: str, value: Any, key: Any, partition: int | None,
+                            timestamp: int | None, headers: Any) -> RecordFuture:
         if self._txn is not None:
             self._txn.check_send()
         if not self._started:
@@ -1285,10 +1285,14 @@ def _compile_send(name: str, doc: str, *, is_async: bool) -> Callable[..., Any]:
         lock_get = "lock = self._lock\n{i}if lock is not None:\n{i}    lock.acquire()"
         lock_release = "if lock is not None:\n{i}    lock.release()"
     else:
-        lock_get = "lock = self._lock\n{i}if lock is None:\n{i}    lock = self._share_lock()\n{i}lock.acquire()"
+        lock_get = ("lock = self._lock\n{i}if lock is None:\n{i}    lock = self._share_lock()\n"
+                    "{i}lock.acquire()")
         lock_release = "lock.release()"
-    source = _SEND_TEMPLATE.replace("{lock_get}", "{lock_get_16}", 1).replace("{lock_get}", "{lock_get_12}", 1)
-    source = source.replace("{lock_release}", "{lock_release_20}", 1).replace("{lock_release}", "{lock_release_16}", 1)
+    # the same snippets at two indentations: the keyless branch (16 spaces), the keyed one (12)
+    source = _SEND_TEMPLATE.replace("{lock_get}", "{lock_get_16}", 1)
+    source = source.replace("{lock_get}", "{lock_get_12}", 1)
+    source = source.replace("{lock_release}", "{lock_release_20}", 1)
+    source = source.replace("{lock_release}", "{lock_release_16}", 1)
     source = source.format(
         async_="async " if is_async else "", await_="await " if is_async else "", name=name,
         params="" if is_async else ", block=None", args="" if is_async else ", block",

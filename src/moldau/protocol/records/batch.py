@@ -438,8 +438,11 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def _decode_record_general(data: _Buf, pos: int, n: int) -> tuple[int, int, int, bytes | None, bytes | None, list]:
-    """Decode the record at ``pos`` with every check: (end, timestamp_delta, offset_delta, key, value, headers).
+def _decode_record_general(
+    data: _Buf, pos: int, n: int
+) -> tuple[int, int, int, bytes | None, bytes | None, list]:
+    """Decode the record at ``pos`` with every check: (end, timestamp_delta, offset_delta, key, value,
+    headers).
 
     The reference decoder: ``_decode_section_*`` hand records here whenever their inline fast path is not
     sure (long varints in odd places, malformed data), so errors are exact and precise.
@@ -565,7 +568,8 @@ class _NoHeaders(list):
     __slots__ = ()
 
     def _refuse(self, *args: object, **kwargs: object) -> None:
-        raise TypeError("a consumed record's empty headers list is read-only; copy it first: list(record.headers)")
+        raise TypeError("a consumed record's empty headers list is read-only; copy it first: "
+                        "list(record.headers)")
 
     append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
@@ -700,7 +704,9 @@ def {name}(data, pos, m, out, base_offset, base_timestamp, log_append_time{param
 """
 
 
-def _compile_section_loop(name: str, params: str, emit: str, empty_headers: str = "[]") -> Callable[..., list]:
+def _compile_section_loop(
+    name: str, params: str, emit: str, empty_headers: str = "[]"
+) -> Callable[..., list]:
     ns: dict[str, object] = {
         "InvalidRecordError": InvalidRecordError,
         "_Fallback": _Fallback,
@@ -724,8 +730,9 @@ _records_some = _compile_section_loop(
 # leader_epoch)
 _tuples_some = _compile_section_loop(
     "_tuples_some", ", cls, topic, partition, timestamp_type, leader_epoch",
-    "append(_tuple_new(cls, (topic, partition, base_offset + od, lat if lat is not None else base_timestamp + tsd, "
-    "timestamp_type, key, value, headers, leader_epoch)))", empty_headers="NO_HEADERS")
+    "append(_tuple_new(cls, (topic, partition, base_offset + od, "
+    "lat if lat is not None else base_timestamp + tsd, timestamp_type, key, value, headers, leader_epoch)))",
+    empty_headers="NO_HEADERS")
 
 
 def _check_count(count: int, n: int) -> None:
@@ -750,7 +757,7 @@ def _decode_records_section(
     return out
 
 
-# -- runs of identically laid-out records, decoded in bulk ----------------------------------------------------
+# -- runs of identically laid-out records, decoded in bulk ---------------------------------------------
 # Fixed-size records (same key and value sizes, no headers, consecutive offset deltas, 1-byte timestamp
 # deltas) sit at a fixed stride S. Such a run is checked with strided memoryview slices, one per byte that
 # must be the same in every record (length, key length, value length, header count) or follow a known
@@ -800,7 +807,8 @@ def _varint_width(data: bytes, p: int) -> tuple[int, int]:
 
 def _run_at(data: bytes, mv: memoryview, pos: int, i: int, count: int, out: list, base_offset: int,
             base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
-            topic: str, partition: int, timestamp_type: int, leader_epoch: int) -> tuple[int, int, list | None]:
+            topic: str, partition: int, timestamp_type: int,
+            leader_epoch: int) -> tuple[int, int, list | None]:
     """Decode the run of records laid out like record ``i`` (at ``pos``) into ``out``; returns (records
     decoded, position after them, the timestamp table); 0 records when there is no run worth decoding in bulk
     here."""
@@ -939,8 +947,8 @@ def _decode_section_tuples(
         if tail is None or pos < tail_at:
             tail = bytes(mv[pos:])
             tail_at = pos
-        pos = tail_at + _tuples_some(tail, pos - tail_at, m, out, base_offset, base_timestamp, log_append_time,
-                                     cls, topic, partition, timestamp_type, leader_epoch)
+        pos = tail_at + _tuples_some(tail, pos - tail_at, m, out, base_offset, base_timestamp,
+                                     log_append_time, cls, topic, partition, timestamp_type, leader_epoch)
         i += m
         if block < 1024:
             block <<= 1  # irregular data: try a bulk run less often
@@ -991,8 +999,9 @@ def decode_batch_tuples(
     headers share ``NO_HEADERS`` (a read-only empty list)."""
     section, count, lat = _batch_section(buf, pos, header, verify_crc, max_decompressed, copy=False)
     try:
-        return _decode_section_tuples(section, count, header.base_offset, header.base_timestamp, lat, cls, topic,
-                                      partition, 1 if header.attributes & TIMESTAMP_TYPE_FLAG else 0, leader_epoch)
+        ts_type = 1 if header.attributes & TIMESTAMP_TYPE_FLAG else 0
+        return _decode_section_tuples(section, count, header.base_offset, header.base_timestamp, lat, cls,
+                                      topic, partition, ts_type, leader_epoch)
     except (IndexError, struct.error) as exc:  # defensive: every path above bounds-checks
         raise InvalidRecordError(f"malformed record data: {exc}") from None
 
@@ -1012,7 +1021,8 @@ def _batch_section(
         raise InvalidRecordError(f"negative records count {count}")
     codec = header.attributes & COMPRESSION_MASK
     if codec:
-        section = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : pos + size], max_bytes=max_decompressed)
+        section = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : pos + size],
+                             max_bytes=max_decompressed)
         if type(section) is not bytes:
             section = bytes(section)
     elif copy:
