@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC
 
 import pytest
@@ -86,7 +87,7 @@ def test_min_partitions_splits_large_ranges(spark, bootstrap, make_topic):
 
 def test_starting_timestamp(spark, bootstrap, make_topic):
     topic = make_topic(2)
-    base = 1_700_000_000_000
+    base = int(time.time() * 1000) - 3_600_000  # recent: retention deletes older records
     produce_confluent(bootstrap, topic, ({"value": b"%d" % i, "partition": i % 2, "timestamp": base + i * 10}
                                          for i in range(100)))
     df = reader(spark, bootstrap, subscribe=topic, startingTimestamp=str(base + 500)).load()
