@@ -369,7 +369,7 @@ async def test_last_member_leaving_empties_group_and_writes_it():
     await h.settle()
     g = h.coord.classic_group("g")
     assert g.state is S.EMPTY and g.generation_id == 2 and g.protocol_name is None
-    from moldau.broker.groups import offsets as fmt
+    from moldau.protocol import consumer_offsets as fmt
 
     _last_key, last_value = h.storage.partitions[h.coord.partition_for("g")][-1]
     v = fmt.decode_group_metadata_value(last_value)
@@ -459,7 +459,7 @@ async def test_static_member_restart_keeps_assignment_without_rebalance():
     assert errs == [E.FENCED_INSTANCE_ID]
     # the new one is fine; the replacement was persisted
     assert h.coord.heartbeat("g", gen, r.member_id, "i2") == E.NONE
-    from moldau.broker.groups import offsets as fmt
+    from moldau.protocol import consumer_offsets as fmt
 
     v = fmt.decode_group_metadata_value(h.storage.partitions[h.coord.partition_for("g")][-1][1])
     assert r.member_id in [m.member_id for m in v.members]

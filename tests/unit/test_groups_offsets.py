@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moldau.broker.groups import offsets as fmt
+from moldau.protocol import consumer_offsets as fmt
 from moldau.broker.groups.coordinator import PartitionOffset
 from moldau.broker.groups.group import ClassicGroupState as S
 from moldau.broker.groups.group import CommittedOffset, encode_assignment, encode_subscription

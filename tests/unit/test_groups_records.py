@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moldau.broker.groups import offsets as fmt
+from moldau.protocol import consumer_offsets as fmt
 
 kafka_api_data = pytest.importorskip("kafka.protocol.api_data")
 from kafka.protocol.schemas.load_json import _resolve_common_structs  # noqa: E402

@@ -87,7 +87,7 @@ def _offsets_decoder(path: str) -> Any:
     """__consumer_offsets-N: the group coordinator's record decoder (kafka-dump-log --offsets-decoder)."""
     if not os.path.basename(os.path.dirname(os.path.abspath(path))).startswith("__consumer_offsets-"):
         return None
-    from moldau.broker.groups.offsets import dump_fields  # lazy: only this tool path reaches the broker
+    from moldau.protocol.consumer_offsets import dump_fields
 
     return dump_fields
 

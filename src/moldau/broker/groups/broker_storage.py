@@ -19,7 +19,7 @@ from moldau.protocol.records import BatchBuilder, decode_batch
 
 from ..replica_manager import read_batches
 from .coordinator import GroupConfig, GroupCoordinator
-from .offsets import OFFSETS_TOPIC
+from ..metadata import OFFSETS_TOPIC
 from .timer import AsyncioTimer
 
 log = logging.getLogger(__name__)

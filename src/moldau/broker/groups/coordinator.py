@@ -36,9 +36,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
+from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode
 
-from . import offsets as fmt
+from ..metadata import OFFSETS_TOPIC
 from .group import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,
@@ -1485,7 +1486,7 @@ class GroupCoordinator:
                 group = self._create_classic_group(gid)  # offsets only: a simple group
             group.offsets.update(offs)
         self._load_pending_transactional_offsets()
-        log.info("loaded %d groups (%d records) from %s", len(self.groups), count, fmt.OFFSETS_TOPIC)
+        log.info("loaded %d groups (%d records) from %s", len(self.groups), count, OFFSETS_TOPIC)
 
     def _load_pending_transactional_offsets(self) -> None:
         """Transactional offset commits whose marker was not written yet (the storage read them without

@@ -278,7 +278,7 @@ def group_partitions(partitions: Iterable[tuple[str, int]]) -> list[tuple[str, l
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
     """The __transaction_state partition of ``transactional_id``: abs(String.hashCode) % partitions."""
-    from ..groups.offsets import partition_for as pf
+    from moldau.protocol.consumer_offsets import partition_for as pf
 
     return pf(transactional_id, num_partitions)
 

@@ -29,7 +29,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from ..metadata import OFFSETS_TOPIC  # noqa: F401  (re-exported)
 
 KEY_LEGACY_OFFSET_COMMIT = 0
 KEY_OFFSET_COMMIT = 1
