@@ -89,6 +89,7 @@ import time
 import weakref
 from bisect import bisect_right
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -1117,14 +1118,14 @@ class LogCleaner:
         return self._install(plog, res)
 
     def wait(self, timeout: float | None = None) -> CleanerStats | None:
-        """Wait for the pass in flight (if any) and swap it in (loop thread)."""
+        """Wait for the pass in flight (if any) and swap it in (loop thread). None when there is none, or
+        when it is still running after ``timeout`` seconds (it stays in flight); its failures are handled by
+        ``_collect``."""
         fut = self._future
         if fut is None:
             return None
-        try:
-            fut.result(timeout)
-        except Exception:
-            pass
+        if not futures_wait([fut], timeout).done:
+            return None
         return self._collect(fut)
 
     def clean_log(
