@@ -2,8 +2,8 @@
 # Set up moldau in a virtualenv inside the repository (.venv), idempotent and quick when already done.
 #
 #   ./scripts/setup.sh          moldau (editable) and its runtime dependencies
-#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat and Java 17
-#                               (Debian packages)
+#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat, Java 17,
+#                               chromium and chromium-driver (Debian packages)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
@@ -72,5 +72,18 @@ if [ "$want_test" = 1 ] && ! { command -v java >/dev/null 2>&1 \
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 # --- end moldau.spark ---
+
+# --- moldau console (tests/console): a headless browser for the browser tests ---
+# Debian's chromium and chromium-driver (selenium drives them; no tool downloads a browser of its own).
+if [ "$want_test" = 1 ] && ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
+    echo "setup.sh: installing chromium and chromium-driver (Debian packages) for the console's browser tests"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+# --- end moldau console ---
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"

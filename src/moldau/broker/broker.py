@@ -83,6 +83,7 @@ class Broker:
         self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.server: Any = None
         self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
+        self.console: Any = None     # moldau.console's server when console.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
@@ -136,6 +137,10 @@ class Broker:
         self.replica_manager.start()
         self._started = True
         self.started_at = time.monotonic()
+        if self.config.get("console.listener"):  # the web console (moldau.console), served from this process
+            from moldau.console.embedded import start_console
+
+            self.console = await start_console(self)
         first = self.listeners[0]
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
                  first.port, self.node_id, self.cluster_id, self.data_dir)
@@ -189,6 +194,8 @@ class Broker:
                 log.exception("error stopping the group coordinator")
         if self.replica_manager is not None:
             await self.replica_manager.stop()
+        if self.console is not None:
+            await self.console.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.log_manager is not None:

@@ -311,6 +311,8 @@ _d("metrics.recording.level", "string", "INFO", "", validator=_one_of("INFO", "D
 _d("auto.include.jmx.reporter", "boolean", True, "")
 _d("metrics.listener", "string", None, "moldau: HOST:PORT of the Prometheus metrics endpoint (/metrics, /health, "
    "/ready); off when unset.")
+_d("console.listener", "string", None, "moldau: HOST:PORT of the web console (moldau.console), served from the "
+   "broker process; off when unset.")
 
 # security
 _d("authorizer.class.name", "string", "", "")

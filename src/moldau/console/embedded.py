@@ -1,0 +1,35 @@
+"""The console inside a broker process (``console.listener=HOST:PORT``): it connects to the broker's own
+first PLAINTEXT listener like any client would."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .server import ConsoleServer
+from .web import ConsoleSettings, parse_listen
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEY = "console.listener"
+
+
+async def start_console(broker: Any) -> ConsoleServer | None:
+    try:
+        spec = broker.config.get(CONFIG_KEY)
+    except Exception:  # noqa: BLE001 - the key is not declared in this build
+        spec = None
+    if not spec:
+        return None
+    host, port = parse_listen(str(spec), CONFIG_KEY)
+    plain = [lst for lst in broker.listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
+    if not plain:
+        log.error("console.listener: the broker has no PLAINTEXT listener for the console to use; "
+                  "run `moldau console` with the client's security settings instead")
+        return None
+    lst = plain[0]
+    target = lst.host if lst.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    target = f"[{target}]" if ":" in target else target
+    server = ConsoleServer(ConsoleSettings({"bootstrap.servers": f"{target}:{lst.port}"}, host=host, port=port))
+    await server.start()
+    return server

@@ -1,0 +1,565 @@
+"""The console's pages and actions (aiohttp handlers) and ``create_app``.
+
+Every page is a GET with its state in the query string (linkable); every change is a POST carrying the
+CSRF token, refused in read-only mode, and asks for confirmation in the browser first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import urllib.parse
+from typing import Any
+
+from aiohttp import web
+
+from . import extra
+from .cluster import ClusterView, parse_time_ms
+from .records import (
+    DECODINGS,
+    MODES,
+    BrowseRequest,
+    FilterError,
+    RecordFilter,
+    browse,
+    decode,
+    parse_bytes,
+    record_json,
+    tail,
+)
+from .sampler import Sampler
+from .web import (
+    CLUSTER_ERRORS,
+    CSRF_KEY,
+    FLASH_KEY,
+    FORM_KEY,
+    CSRF_FIELD,
+    ConsoleSettings,
+    Refused,
+    fmt_ts,
+    json_response,
+    make_env,
+    make_middlewares,
+    paginate,
+    redirect,
+)
+
+log = logging.getLogger(__name__)
+
+CONFIG_SOURCES = {1: "topic", 2: "broker (dynamic)", 3: "cluster default (dynamic)", 4: "broker (static)",
+                  5: "Kafka default", 6: "broker logger", 7: "client metrics"}
+NAV = [("overview", "/", "Overview"), ("topics", "/topics", "Topics"), ("groups", "/groups", "Consumer groups"),
+       ("transactions", "/transactions", "Transactions"), ("security", "/security", "Security"),
+       ("flow", "/flow", "Data flow")]
+
+
+class Console:
+    def __init__(self, settings: ConsoleSettings, view: ClusterView | None = None) -> None:
+        self.settings = settings
+        self.view = view or ClusterView(settings.client_conf, cache_ttl=settings.cache_ttl)
+        self.sampler = Sampler(self.view, interval=settings.sample_interval, window=settings.history_seconds,
+                               max_groups=settings.max_sampled_groups)
+        self.env = make_env()
+        self.started = time.time()
+
+    # ------------------------------------------------------------------------------------------ rendering
+    def render(self, request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:
+        ctx.setdefault("title", "")
+        ctx.setdefault("active", "")
+        base = dict(nav=NAV, read_only=self.settings.read_only, csrf=request[CSRF_KEY], csrf_field=CSRF_FIELD,
+                    flash=request.get(FLASH_KEY), request=request, bootstrap=self.settings.client_conf.get(
+                        "bootstrap.servers", ""), sampler_error=self.sampler.last_error)
+        base.update(ctx)
+        html = self.env.get_template(template).render(**base)
+        return web.Response(text=html, content_type="text/html", status=status)
+
+    async def render_error(self, request: web.Request, message: str, status: int = 400) -> web.Response:
+        return self.render(request, "error.html", status=status, title="Error", message=message)
+
+    def form(self, request: web.Request) -> Any:
+        return request[FORM_KEY]
+
+    # ------------------------------------------------------------------------------------------ overview
+    async def overview(self, request: web.Request) -> web.Response:
+        cluster, snap = await asyncio.gather(self.view.describe_cluster(), self.view.snapshot())
+        topics = list(snap.topics.values())
+        totals = self.sampler.totals()
+        stats = dict(topics=len(topics), partitions=sum(len(t.partitions) for t in topics),
+                     under_replicated=sum(t.under_replicated for t in topics),
+                     offline=sum(t.offline for t in topics), records=sum(t.records for t in topics),
+                     size=sum(t.size or 0 for t in topics) if snap.sizes_known else None)
+        return self.render(request, "overview.html", title="Overview", active="overview", cluster=cluster,
+                           stats=stats, totals=totals)
+
+    # ------------------------------------------------------------------------------------------ topics
+    async def topics(self, request: web.Request) -> web.Response:
+        snap = await self.view.snapshot()
+        show_internal = request.query.get("internal") == "1"
+        page = paginate(request, snap.topics.values(), text=lambda t: t.name, page_size=self.settings.page_size,
+                        keys={"name": lambda t: t.name, "partitions": lambda t: len(t.partitions),
+                              "replication": lambda t: t.replication, "size": lambda t: t.size,
+                              "records": lambda t: t.records,
+                              "retention": lambda t: int(t.retention_ms) if t.retention_ms else None,
+                              "urp": lambda t: t.under_replicated},
+                        default_sort="name", extra_filter=lambda t: show_internal or not t.internal)
+        return self.render(request, "topics.html", title="Topics", active="topics", page=page,
+                           show_internal=show_internal, sizes_known=snap.sizes_known)
+
+    async def topic_create(self, request: web.Request) -> web.Response:
+        f = self.form(request)
+        name = str(f.get("name", "")).strip()
+        if not name:
+            raise Refused("a topic name is needed")
+        partitions = _int(f.get("partitions", "1"), "partitions")
+        replication = _int(f.get("replication", "-1") or "-1", "replication factor")
+        configs: dict[str, str] = {}
+        for line in str(f.get("configs", "")).splitlines():
+            if line.strip():
+                k, sep, v = line.partition("=")
+                if not sep or not k.strip():
+                    raise Refused(f"config line {line!r}: expected NAME=VALUE")
+                configs[k.strip()] = v.strip()
+        await self.view.create_topic(name, partitions, replication, configs)
+        return redirect(f"/topics/{_q(name)}", f"created topic {name} ({partitions} partitions)")
+
+    async def _topic(self, name: str, fresh: bool = False) -> Any:
+        snap = await self.view.snapshot(max_age=0 if fresh else None)
+        t = snap.topics.get(name)
+        if t is None and not fresh:
+            return await self._topic(name, True)
+        if t is None:
+            raise Refused(f"no topic named {name!r}", 404)
+        return t, snap
+
+    async def topic(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        t, snap = await self._topic(name)
+        try:
+            configs = await self.view.topic_configs(name)
+        except CLUSTER_ERRORS as e:
+            configs = {}
+            log.debug("describe configs of %s: %s", name, e)
+        rows = []
+        for c in sorted(configs.values(), key=lambda c: c.name):
+            default = next((v for (_n, v, src) in c.synonyms if src == 5), None)
+            rows.append(dict(name=c.name, value="(sensitive)" if c.is_sensitive else c.value,
+                             source=CONFIG_SOURCES.get(c.source, str(c.source)), default=default,
+                             overridden=c.source == 1, read_only=c.read_only, doc=c.documentation or ""))
+        ppage = paginate(request, t.partitions, text=lambda p: str(p.partition), page_size=100,
+                         keys={"partition": lambda p: p.partition, "leader": lambda p: p.leader,
+                               "start": lambda p: p.start, "end": lambda p: p.end, "records": lambda p: p.records,
+                               "size": lambda p: p.size}, default_sort="partition")
+        chart = dict(series=["records/s in", "records/s out", "bytes/s in", "bytes/s out (est.)"],
+                     url=f"/api/topics/{_q(name)}/throughput", refresh=int(self.settings.sample_interval * 1000),
+                     data=self._throughput(name))
+        return self.render(request, "topic.html", title=f"Topic {name}", active="topics", t=t, configs=rows,
+                           ppage=ppage, chart=chart, sizes_known=snap.sizes_known)
+
+    def _throughput(self, name: str) -> list[list[Any]]:
+        return self.sampler.columns(f"topic:{name}:records_in", f"topic:{name}:records_out",
+                                    f"topic:{name}:bytes_in", f"topic:{name}:bytes_out")
+
+    async def api_throughput(self, request: web.Request) -> web.Response:
+        return json_response(self._throughput(request.match_info["name"]))
+
+    async def topic_delete(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        await self.view.delete_topic(name)
+        return redirect("/topics", f"deleted topic {name}")
+
+    async def topic_partitions(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        total = _int(self.form(request).get("total", ""), "partition count")
+        await self.view.add_partitions(name, total)
+        return redirect(f"/topics/{_q(name)}", f"topic {name} now has {total} partitions")
+
+    async def topic_config(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        f = self.form(request)
+        key = str(f.get("key", "")).strip()
+        if not key:
+            raise Refused("a config name is needed")
+        if f.get("op") == "delete":
+            await self.view.alter_topic_config(name, key, None)
+            msg = f"{key} reset to its default"
+        else:
+            value = str(f.get("value", ""))
+            await self.view.alter_topic_config(name, key, value)
+            msg = f"{key} set to {value}"
+        return redirect(f"/topics/{_q(name)}#configs", msg)
+
+    # ------------------------------------------------------------------------------------------ messages
+    def _browse_request(self, request: web.Request, t: Any) -> tuple[BrowseRequest, dict[str, Any]]:
+        qs = request.query
+        part = qs.get("partition", "")
+        partitions = None
+        if part not in ("", "all"):
+            p = _int(part, "partition")
+            if p not in {x.partition for x in t.partitions}:
+                raise Refused(f"topic {t.name} has no partition {p}")
+            partitions = [p]
+        mode = qs.get("mode", "newest")
+        if mode not in MODES:
+            raise Refused(f"unknown seek mode {mode!r} (one of {', '.join(MODES)})")
+        decoding = qs.get("decode", "text")
+        if decoding not in DECODINGS:
+            raise Refused(f"unknown decoding {decoding!r} (one of {', '.join(DECODINGS)})")
+        key_decoding = qs.get("kdecode", "text")
+        if key_decoding not in DECODINGS:
+            raise Refused(f"unknown key decoding {key_decoding!r}")
+        limit = min(max(_int(qs.get("limit", "50") or "50", "limit"), 1), 1000)
+        offset = _int(qs.get("offset", "0") or "0", "offset") if mode == "offset" else 0
+        ts = 0
+        if mode == "timestamp":
+            try:
+                ts = parse_time_ms(qs.get("ts", ""))
+            except ValueError as e:
+                raise Refused(str(e)) from None
+        try:
+            flt = RecordFilter(qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", ""))
+        except FilterError as e:
+            raise Refused(str(e)) from None
+        form = dict(partition=part or "all", mode=mode, offset=qs.get("offset", ""), ts=qs.get("ts", ""),
+                    limit=limit, key=flt.key, value=flt.value, header=flt.header, expr=flt.expression,
+                    decode=decoding, kdecode=key_decoding)
+        return BrowseRequest(t.name, partitions, mode, offset, ts, limit, flt), form
+
+    async def messages(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        t, _snap = await self._topic(name)
+        req, form = self._browse_request(request, t)
+        result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
+        rows = [dict(partition=r.partition, offset=r.offset, timestamp=fmt_ts(r.timestamp),
+                     ts_type="log append" if r.timestamp_type == 1 else "create",
+                     key=decode(r.key, form["kdecode"]), value=decode(r.value, form["decode"]),
+                     headers=[(k, decode(v, "text")) for k, v in r.headers or []]) for r in result.records]
+        query = urllib.parse.urlencode({k: v for k, v in request.query.items()})
+        tail_query = urllib.parse.urlencode({k: v for k, v in request.query.items()
+                                             if k in ("partition", "key", "value", "header", "expr")})
+        return self.render(request, "messages.html", title=f"Messages of {name}", active="topics", t=t,
+                           form=form, rows=rows, result=result, modes=MODES, decodings=DECODINGS,
+                           download=f"/topics/{_q(name)}/messages.jsonl" + (f"?{query}" if query else ""),
+                           tail_url=f"/topics/{_q(name)}/tail" + (f"?{tail_query}" if tail_query else ""))
+
+    async def messages_jsonl(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        t, _snap = await self._topic(name)
+        req, _form = self._browse_request(request, t)
+        result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
+        body = "".join(json.dumps(record_json(r), ensure_ascii=False) + "\n" for r in result.records)
+        return web.Response(text=body, content_type="application/x-ndjson",
+                            headers={"Content-Disposition": f'attachment; filename="{_safe_file(name)}.jsonl"'})
+
+    async def tail(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        t, _snap = await self._topic(name)
+        qs = request.query
+        parts = [p.partition for p in t.partitions]
+        if qs.get("partition", "all") not in ("", "all"):
+            p = _int(qs["partition"], "partition")
+            parts = [p] if p in parts else []
+        try:
+            flt = RecordFilter(qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", ""))
+        except FilterError as e:
+            raise Refused(str(e)) from None
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+        await resp.prepare(request)
+        try:
+            async for batch in tail(self.view.consumer_conf(), name, parts, flt):
+                if batch is None:
+                    await resp.write(b"event: ready\ndata: {}\n\n")
+                    continue
+                if batch:
+                    data = json.dumps([dict(record_json(r), time=fmt_ts(r.timestamp)) for r in batch])
+                    await resp.write(f"event: records\ndata: {data}\n\n".encode())
+                else:
+                    await resp.write(b": idle\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    async def produce(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        f = self.form(request)
+        enc = str(f.get("encoding", "text"))
+        if enc not in ("text", "hex", "base64"):
+            raise Refused(f"unknown encoding {enc!r}")
+        try:
+            value = parse_bytes(str(f.get("value", "")), enc) if not f.get("null_value") else None
+            key_text = str(f.get("key", ""))
+            key = parse_bytes(key_text, enc) if key_text else None
+        except ValueError as e:
+            raise Refused(f"produce: {e}") from None
+        headers: list[tuple[str, bytes | None]] = []
+        for line in str(f.get("headers", "")).splitlines():
+            if line.strip():
+                hk, sep, hv = line.partition("=")
+                headers.append((hk.strip(), hv.encode("utf-8") if sep else None))
+        part_text = str(f.get("partition", "")).strip()
+        partition = _int(part_text, "partition") if part_text not in ("", "auto") else None
+        md = await self.view.produce(name, value, key, headers, partition)
+        target = f"/topics/{_q(name)}/messages?partition={md.partition}&mode=offset&offset={md.offset}"
+        return redirect(target, f"produced to partition {md.partition} at offset {md.offset}")
+
+    # ------------------------------------------------------------------------------------------ groups
+    async def groups(self, request: web.Request) -> web.Response:
+        listing = await self.view.list_groups()
+        lag = {g.group_id: self.sampler.latest(f"group:{g.group_id}:lag") for g in listing}
+        page = paginate(request, listing, text=lambda g: g.group_id, page_size=self.settings.page_size,
+                        keys={"id": lambda g: g.group_id, "state": lambda g: g.state or "",
+                              "type": lambda g: g.group_type or g.protocol_type, "lag": lambda g: lag[g.group_id]},
+                        default_sort="id")
+        return self.render(request, "groups.html", title="Consumer groups", active="groups", page=page, lag=lag)
+
+    def _lag_chart(self, gid: str, topics: list[str]) -> dict[str, Any]:
+        names = [f"group:{gid}:lag"] + [f"group:{gid}:lag:{t}" for t in topics[:8]]
+        return dict(series=["total lag"] + [f"lag {t}" for t in topics[:8]], names=names,
+                    url=f"/api/groups/{_q(gid)}/lag", refresh=int(self.settings.sample_interval * 1000),
+                    data=self.sampler.columns(*names))
+
+    async def group(self, request: web.Request) -> web.Response:
+        gid = request.match_info["gid"]
+        self.sampler.viewed(gid)
+        try:
+            g = await self.view.group(gid)
+        except CLUSTER_ERRORS as e:
+            raise Refused(f"group {gid!r}: {e}", 404) from None
+        ppage = paginate(request, g.rows, text=lambda r: f"{r.topic} {r.partition} {r.member or ''}", page_size=200,
+                         keys={"topic": lambda r: (r.topic, r.partition), "lag": lambda r: r.lag,
+                               "member": lambda r: r.member or ""}, default_sort="topic")
+        return self.render(request, "group.html", title=f"Group {gid}", active="groups", g=g, gid=gid,
+                           ppage=ppage, chart=self._lag_chart(gid, g.topics), reset=None, reset_form={})
+
+    async def api_lag(self, request: web.Request) -> web.Response:
+        gid = request.match_info["gid"]
+        self.sampler.viewed(gid)
+        prefix = f"group:{gid}:lag:"
+        topics = sorted(n[len(prefix):] for n in self.sampler.series if n.startswith(prefix))
+        return json_response(self._lag_chart(gid, topics)["data"])
+
+    def _reset_args(self, src: Any) -> tuple[str | None, str, str]:
+        topic = str(src.get("topic", "")).strip() or None
+        strategy = str(src.get("strategy", "earliest"))
+        value = str(src.get("value", "")).strip()
+        return topic, strategy, value
+
+    async def reset_preview(self, request: web.Request) -> web.Response:
+        gid = request.match_info["gid"]
+        topic, strategy, value = self._reset_args(request.query)
+        try:
+            plan = await self.view.reset_plan(gid, topic, strategy, value)
+            g = await self.view.group(gid)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        ppage = paginate(request, g.rows, text=lambda r: r.topic, page_size=200,
+                         keys={"topic": lambda r: (r.topic, r.partition)}, default_sort="topic")
+        return self.render(request, "group.html", title=f"Group {gid}", active="groups", g=g, gid=gid, ppage=ppage,
+                           chart=self._lag_chart(gid, g.topics), reset=plan,
+                           reset_form=dict(topic=topic or "", strategy=strategy, value=value))
+
+    async def reset_execute(self, request: web.Request) -> web.Response:
+        gid = request.match_info["gid"]
+        topic, strategy, value = self._reset_args(self.form(request))
+        try:
+            plan = await self.view.reset_plan(gid, topic, strategy, value)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        await self.view.apply_reset(gid, plan)
+        return redirect(f"/groups/{_q(gid)}", f"reset {len(plan)} offsets of group {gid} ({strategy})")
+
+    async def group_delete(self, request: web.Request) -> web.Response:
+        gid = request.match_info["gid"]
+        await self.view.delete_group(gid)
+        return redirect("/groups", f"deleted group {gid}")
+
+    # ------------------------------------------------------------------------------------------ transactions
+    async def transactions(self, request: web.Request) -> web.Response:
+        snap = await self.view.snapshot()
+        error = None
+        txns: list[extra.Transaction] = []
+        producers: list[extra.ProducerState] = []
+        try:
+            txns = await extra.transactions(self.view.admin)
+        except CLUSTER_ERRORS as e:
+            error = f"transactions: {e}"
+        try:
+            leaders = {(t.name, p.partition): p.leader for t in snap.topics.values() if not t.internal
+                       for p in t.partitions}
+            producers = await extra.producers(self.view.admin, leaders)
+        except CLUSTER_ERRORS as e:
+            error = (error + "; " if error else "") + f"producers: {e}"
+        hanging = extra.hanging(producers, txns, int(time.time() * 1000))
+        tpage = paginate(request, txns, text=lambda t: f"{t.transactional_id} {t.state}",
+                         page_size=self.settings.page_size,
+                         keys={"id": lambda t: t.transactional_id, "state": lambda t: t.state,
+                               "pid": lambda t: t.producer_id, "start": lambda t: t.start_ms},
+                         default_sort="id")
+        return self.render(request, "transactions.html", title="Transactions and producers",
+                           active="transactions", tpage=tpage, producers=producers[:500],
+                           producer_count=len(producers), hanging=hanging, error=error)
+
+    # ------------------------------------------------------------------------------------------ security
+    async def security(self, request: web.Request) -> web.Response:
+        acls: list[extra.Acl] = []
+        users: list[extra.ScramUser] = []
+        quotas: list[tuple[str, dict[str, float]]] = []
+        errors: dict[str, str] = {}
+        for key, call in (("acls", extra.describe_acls), ("users", extra.scram_users), ("quotas", extra.client_quotas)):
+            try:
+                val = await call(self.view.admin)
+            except CLUSTER_ERRORS as e:
+                errors[key] = str(e)
+                continue
+            if key == "acls":
+                acls = val
+            elif key == "users":
+                users = val
+            else:
+                quotas = val
+        apage = paginate(request, acls, text=lambda a: f"{a.resource_type} {a.resource_name} {a.principal} "
+                                                      f"{a.operation} {a.permission}",
+                         page_size=self.settings.page_size,
+                         keys={"resource": lambda a: (a.resource_type, a.resource_name),
+                               "principal": lambda a: a.principal, "operation": lambda a: a.operation},
+                         default_sort="resource")
+        return self.render(request, "security.html", title="Security", active="security", apage=apage, users=users,
+                           quotas=quotas, errors=errors, resource_types=list(extra.RESOURCE_TYPES)[1:],
+                           pattern_types=["LITERAL", "PREFIXED"], operations=list(extra.ACL_OPERATIONS)[1:],
+                           permissions=["ALLOW", "DENY"])
+
+    def _acl_from(self, f: Any) -> extra.Acl:
+        return extra.Acl(str(f.get("resource_type", "TOPIC")), str(f.get("resource_name", "")).strip(),
+                         str(f.get("pattern_type", "LITERAL")), str(f.get("principal", "")).strip(),
+                         str(f.get("host", "*")).strip() or "*", str(f.get("operation", "READ")),
+                         str(f.get("permission", "ALLOW")))
+
+    async def acl_create(self, request: web.Request) -> web.Response:
+        acl = self._acl_from(self.form(request))
+        if not acl.principal.startswith("User:"):
+            raise Refused("the principal must look like User:NAME")
+        try:
+            await extra.create_acl(self.view.admin, acl)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        return redirect("/security", f"created ACL {acl.permission} {acl.principal} {acl.operation} on "
+                                     f"{acl.resource_type} {acl.resource_name}")
+
+    async def acl_delete(self, request: web.Request) -> web.Response:
+        acl = self._acl_from(self.form(request))
+        try:
+            n = await extra.delete_acl(self.view.admin, acl)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        return redirect("/security", f"deleted {n} ACL(s)")
+
+    async def user_upsert(self, request: web.Request) -> web.Response:
+        f = self.form(request)
+        name = str(f.get("name", "")).strip()
+        try:
+            await extra.upsert_scram_user(self.view.admin, name, str(f.get("mechanism", "SCRAM-SHA-256")),
+                                          str(f.get("password", "")), _int(f.get("iterations", "8192"), "iterations"))
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        return redirect("/security", f"saved SCRAM credential of {name}")
+
+    async def user_delete(self, request: web.Request) -> web.Response:
+        f = self.form(request)
+        name = str(f.get("name", "")).strip()
+        try:
+            await extra.delete_scram_user(self.view.admin, name, str(f.get("mechanism", "")))
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        return redirect("/security", f"deleted SCRAM credential of {name}")
+
+    # ------------------------------------------------------------------------------------------ data flow
+    async def flow(self, request: web.Request) -> web.Response:
+        from .flow import build_flow
+
+        graph = await build_flow(self.view, self.sampler)
+        return self.render(request, "flow.html", title="Data flow", active="flow", graph=graph)
+
+    # ------------------------------------------------------------------------------------------ app
+    async def health(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ok", "sampling_rounds": self.sampler.rounds,
+                              "sampler_error": self.sampler.last_error})
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=make_middlewares(self.settings, self._error_page),
+                              client_max_size=4 * 1024 * 1024)
+        r = app.router
+        r.add_get("/", self.overview)
+        r.add_get("/health", self.health)
+        r.add_get("/topics", self.topics)
+        r.add_post("/topics", self._action(self.topic_create))
+        r.add_get("/topics/{name}", self.topic)
+        r.add_post("/topics/{name}/delete", self._action(self.topic_delete))
+        r.add_post("/topics/{name}/partitions", self._action(self.topic_partitions))
+        r.add_post("/topics/{name}/configs", self._action(self.topic_config))
+        r.add_get("/topics/{name}/messages", self.messages)
+        r.add_get("/topics/{name}/messages.jsonl", self.messages_jsonl)
+        r.add_get("/topics/{name}/tail", self.tail)
+        r.add_post("/topics/{name}/produce", self._action(self.produce))
+        r.add_get("/api/topics/{name}/throughput", self.api_throughput)
+        r.add_get("/groups", self.groups)
+        r.add_get("/groups/{gid}", self.group)
+        r.add_get("/groups/{gid}/reset", self.reset_preview)
+        r.add_post("/groups/{gid}/reset", self._action(self.reset_execute))
+        r.add_post("/groups/{gid}/delete", self._action(self.group_delete))
+        r.add_get("/api/groups/{gid}/lag", self.api_lag)
+        r.add_get("/transactions", self.transactions)
+        r.add_get("/security", self.security)
+        r.add_post("/security/acls", self._action(self.acl_create))
+        r.add_post("/security/acls/delete", self._action(self.acl_delete))
+        r.add_post("/security/users", self._action(self.user_upsert))
+        r.add_post("/security/users/delete", self._action(self.user_delete))
+        r.add_get("/flow", self.flow)
+        from importlib.resources import files
+
+        r.add_static("/static", str(files("moldau.console") / "static"), append_version=False)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _error_page(self, request: web.Request, message: str, status: int) -> web.Response:
+        return await self.render_error(request, message, status)
+
+    def _action(self, fn: Any) -> Any:
+        """A change: Kafka errors and bad values become an error page naming the cause."""
+        async def handler(request: web.Request) -> web.StreamResponse:
+            try:
+                return await fn(request)
+            except CLUSTER_ERRORS as e:
+                raise Refused(f"the broker refused: {e}") from None
+            except ValueError as e:
+                raise Refused(str(e)) from None
+        return handler
+
+    async def _on_startup(self, app: web.Application) -> None:
+        await self.view.start()
+        self.sampler.start()
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        await self.sampler.stop()
+        await self.view.close()
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def _safe_file(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "records"
+
+
+def _int(v: Any, what: str) -> int:
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        raise Refused(f"{what} must be an integer, got {str(v)!r}") from None
+
+
+def create_app(settings: ConsoleSettings) -> web.Application:
+    return Console(settings).app()

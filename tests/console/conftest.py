@@ -1,0 +1,144 @@
+"""moldau console tests: the console served against a real broker process (moldau, or tansu with
+MOLDAU_TEST_BROKER=tansu), driven by a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``
+through selenium).
+
+Reuses the integration harness (tests/integration/conftest.py) for the broker. The console itself runs in a
+thread of the test process (its own event loop), as ``moldau console`` would run it; tests/console/test_cli.py
+starts the real command as a subprocess.
+
+``MOLDAU_CONSOLE_SCREENSHOTS=DIR`` makes the browser tests save a screenshot of each page they visit
+(docs/console.md shows them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
+if str(_INTEGRATION) not in sys.path:
+    sys.path.insert(0, str(_INTEGRATION))
+
+_spec = importlib.util.spec_from_file_location("_moldau_integration_conftest_console", _INTEGRATION / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_harness = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_harness)
+
+kind = _harness.kind
+broker = _harness.broker
+make_topic = _harness.make_topic
+topic = _harness.topic
+_session_broker_health = _harness._session_broker_health
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+CHROMIUM = os.environ.get("MOLDAU_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("MOLDAU_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mine = [i for i in items if _HERE in Path(str(i.fspath)).resolve().parents]
+    _harness.pytest_collection_modifyitems(config, mine)
+
+
+class ConsoleThread:
+    """A console (moldau.console.ConsoleServer) on a free loopback port, in a thread with its own loop."""
+
+    def __init__(self, bootstrap: str, **settings: Any) -> None:
+        from moldau.console import ConsoleServer, ConsoleSettings
+
+        settings.setdefault("sample_interval", 0.5)
+        settings.setdefault("cache_ttl", 0.0)
+        self.settings = ConsoleSettings({"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings)
+        self.server = ConsoleServer(self.settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="console", daemon=True)
+
+    def start(self) -> ConsoleThread:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def console(broker: Any) -> Iterator[ConsoleThread]:
+    c = ConsoleThread(broker.bootstrap).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def ro_console(broker: Any) -> Iterator[ConsoleThread]:
+    c = ConsoleThread(broker.bootstrap, read_only=True).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail(f"{CHROMIUM} / {CHROMEDRIVER} missing: run ./scripts/setup.sh --test (installs Debian's "
+                    "chromium and chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="moldau-console-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def shot(browser: Any, request: pytest.FixtureRequest) -> Any:
+    """shot(name): save a screenshot of the current page when MOLDAU_CONSOLE_SCREENSHOTS is set."""
+    where = os.environ.get("MOLDAU_CONSOLE_SCREENSHOTS")
+
+    def take(name: str) -> None:
+        if where:
+            Path(where).mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(str(Path(where) / f"{name}.png"))
+
+    return take
+
+
+@pytest.fixture
+def group_id(request: pytest.FixtureRequest) -> str:
+    return f"g-{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
