@@ -30,7 +30,9 @@ _INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 if str(_INTEGRATION) not in sys.path:
     sys.path.insert(0, str(_INTEGRATION))
 
-_spec = importlib.util.spec_from_file_location("_moldau_integration_conftest_console", _INTEGRATION / "conftest.py")
+_spec = importlib.util.spec_from_file_location(
+    "_moldau_integration_conftest_console", _INTEGRATION / "conftest.py"
+)
 assert _spec is not None and _spec.loader is not None
 _harness = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_harness)
@@ -39,6 +41,7 @@ kind = _harness.kind
 broker = _harness.broker
 make_topic = _harness.make_topic
 topic = _harness.topic
+broker_factory = _harness.broker_factory
 _session_broker_health = _harness._session_broker_health
 
 _HERE = Path(__file__).resolve().parent
@@ -62,7 +65,9 @@ class ConsoleThread:
 
         settings.setdefault("sample_interval", 0.5)
         settings.setdefault("cache_ttl", 0.0)
-        self.settings = ConsoleSettings({"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings)
+        self.settings = ConsoleSettings(
+            {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
+        )
         self.server = ConsoleServer(self.settings)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="console", daemon=True)
@@ -105,17 +110,29 @@ def ro_console(broker: Any) -> Iterator[ConsoleThread]:
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail(f"{CHROMIUM} / {CHROMEDRIVER} missing: run ./scripts/setup.sh --test (installs Debian's "
-                    "chromium and chromium-driver)")
+        pytest.fail(
+            f"{CHROMIUM} / {CHROMEDRIVER} missing: run ./scripts/setup.sh --test (installs Debian's "
+            "chromium and chromium-driver)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     profile = tempfile.mkdtemp(prefix="moldau-console-chromium-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1000"):
+    for a in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
         opts.add_argument(a)
     driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(60)

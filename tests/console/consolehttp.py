@@ -24,8 +24,13 @@ class Http:
 
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), NoRedirect)
 
-    def request(self, method: str, path: str, data: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        data: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], str]:
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
         try:
@@ -45,10 +50,27 @@ class Http:
         raise AssertionError("the console set no CSRF cookie")
 
 
-FORM = {"name": "x-console-sweep", "partitions": "1", "replication": "-1", "total": "9", "key": "retention.ms",
-        "value": "1000", "op": "set", "strategy": "earliest", "partition": "0", "resource_type": "TOPIC",
-        "resource_name": "x", "pattern_type": "LITERAL", "principal": "User:x", "host": "*", "operation": "READ",
-        "permission": "ALLOW", "mechanism": "SCRAM-SHA-256", "password": "secret-pw", "iterations": "4096"}
+FORM = {
+    "name": "x-console-sweep",
+    "partitions": "1",
+    "replication": "-1",
+    "total": "9",
+    "key": "retention.ms",
+    "value": "1000",
+    "op": "set",
+    "strategy": "earliest",
+    "partition": "0",
+    "resource_type": "TOPIC",
+    "resource_name": "x",
+    "pattern_type": "LITERAL",
+    "principal": "User:x",
+    "host": "*",
+    "operation": "READ",
+    "permission": "ALLOW",
+    "mechanism": "SCRAM-SHA-256",
+    "password": "secret-pw",
+    "iterations": "4096",
+}
 
 
 def every_post_route(console: Any, topic: str, group: str) -> list[tuple[str, int]]:
@@ -62,7 +84,8 @@ def every_post_route(console: Any, topic: str, group: str) -> list[tuple[str, in
         info = route.resource.get_info()
         path = info.get("path") or info.get("formatter", "")
         path = path.replace("{name}", urllib.parse.quote(topic, safe="")).replace(
-            "{gid}", urllib.parse.quote(group, safe=""))
+            "{gid}", urllib.parse.quote(group, safe="")
+        )
         status, _h, _body = http.request("POST", path, {**FORM, "topic": topic, "csrf_token": token})
         out.append((path, status))
     return out

@@ -1,10 +1,11 @@
-"""The console in a real headless Chromium against a real broker: create a topic, produce and see it, seek by
-offset and by timestamp, live tail of a confluent-kafka record, a lag plot that falls as a consumer catches up,
-reset offsets (checked with the admin API), read-only mode, and attacker-controlled record contents shown as
-text."""
+"""The console in a real headless Chromium against a real broker: create a topic, produce and see it,
+seek by offset and by timestamp, live tail of a confluent-kafka record, a lag plot that falls as a consumer
+catches up, reset offsets (checked with the admin API), read-only mode, and attacker-controlled record
+contents shown as text."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import urllib.parse
 from typing import Any
@@ -49,8 +50,13 @@ def assert_no_alert(browser: Any) -> None:
     raise AssertionError(f"a JavaScript alert is open: {text!r}")
 
 
-def produce_ck(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None, int | None]],
-               headers: list[tuple[str, bytes]] | None = None, partition: int = 0) -> None:
+def produce_ck(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes | None, int | None]],
+    headers: list[tuple[str, bytes]] | None = None,
+    partition: int = 0,
+) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for key, value, ts in records:
         kw: dict[str, Any] = {"partition": partition}
@@ -66,8 +72,15 @@ def rows(browser: Any) -> list[dict[str, str]]:
     out = []
     for tr in browser.find_elements(By.CSS_SELECTOR, "#records tr.record"):
         tds = tr.find_elements(By.TAG_NAME, "td")
-        out.append({"partition": tds[0].text, "offset": tds[1].text, "key": tds[3].text, "value": tds[4].text,
-                    "headers": tds[5].text})
+        out.append(
+            {
+                "partition": tds[0].text,
+                "offset": tds[1].text,
+                "key": tds[3].text,
+                "value": tds[4].text,
+                "headers": tds[5].text,
+            }
+        )
     return out
 
 
@@ -107,7 +120,9 @@ def test_create_topic_from_ui(browser: Any, console: Any, broker: Any, topic: st
     assert len(desc.partitions) == 3
 
 
-def test_produce_from_ui_and_see_it(browser: Any, console: Any, broker: Any, make_topic: Any, shot: Any) -> None:
+def test_produce_from_ui_and_see_it(
+    browser: Any, console: Any, broker: Any, make_topic: Any, shot: Any
+) -> None:
     name = make_topic(partitions=2)
     browser.get(console.url + f"/topics/{q(name)}/messages")
     Select(browser.find_element(By.ID, "p-partition")).select_by_value("1")
@@ -117,11 +132,14 @@ def test_produce_from_ui_and_see_it(browser: Any, console: Any, broker: Any, mak
     submit(browser, "produce-form")
     assert "produced to partition 1 at offset 0" in browser.find_element(By.ID, "flash").text
     got = rows(browser)
-    assert got == [{"partition": "1", "offset": "0", "key": "user-7", "value": '{"amount": 42}',
-                    "headers": "trace=abc"}]
+    assert got == [
+        {"partition": "1", "offset": "0", "key": "user-7", "value": '{"amount": 42}', "headers": "trace=abc"}
+    ]
     shot("messages")
     # a real client reads what the console produced
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "console-check", "enable.auto.commit": False})
+    c = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "console-check", "enable.auto.commit": False}
+    )
     try:
         c.assign([CkTopicPartition(name, 1, 0)])
         msg = None
@@ -144,7 +162,9 @@ def test_produce_from_ui_and_see_it(browser: Any, console: Any, broker: Any, mak
 def test_seek_by_offset_and_by_timestamp(browser: Any, console: Any, broker: Any, make_topic: Any) -> None:
     name = make_topic(partitions=1)
     base = int(time.time() * 1000) - 60_000
-    produce_ck(broker.bootstrap, name, [(f"k{i}".encode(), f"v{i}".encode(), base + i * 1000) for i in range(10)])
+    produce_ck(
+        broker.bootstrap, name, [(f"k{i}".encode(), f"v{i}".encode(), base + i * 1000) for i in range(10)]
+    )
     browser.get(console.url + f"/topics/{q(name)}/messages")
     Select(browser.find_element(By.ID, "f-mode")).select_by_value("offset")
     off = browser.find_element(By.ID, "f-offset")
@@ -155,7 +175,10 @@ def test_seek_by_offset_and_by_timestamp(browser: Any, console: Any, broker: Any
     assert [r["offset"] for r in rows(browser)] == ["6", "7", "8", "9"]
     assert [r["value"] for r in rows(browser)] == ["v6", "v7", "v8", "v9"]
     # by timestamp: the first record at or after the time of record 3
-    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + 3000) / 1000)) + f".{(base + 3000) % 1000:03d}Z"
+    iso = (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + 3000) / 1000))
+        + f".{(base + 3000) % 1000:03d}Z"
+    )
     browser.get(console.url + f"/topics/{q(name)}/messages?mode=timestamp&ts={q(iso)}&limit=3")
     assert [r["offset"] for r in rows(browser)] == ["3", "4", "5"]
     # newest first
@@ -163,8 +186,9 @@ def test_seek_by_offset_and_by_timestamp(browser: Any, console: Any, broker: Any
     assert [r["offset"] for r in rows(browser)] == ["9", "8"]
 
 
-def test_live_tail_shows_a_confluent_record_within_2s(browser: Any, console: Any, broker: Any,
-                                                     make_topic: Any, shot: Any) -> None:
+def test_live_tail_shows_a_confluent_record_within_2s(
+    browser: Any, console: Any, broker: Any, make_topic: Any, shot: Any
+) -> None:
     name = make_topic(partitions=2)
     browser.get(console.url + f"/topics/{q(name)}/messages")
     browser.find_element(By.ID, "tail-toggle").click()
@@ -185,9 +209,15 @@ def test_live_tail_shows_a_confluent_record_within_2s(browser: Any, console: Any
 
 def test_record_contents_are_shown_as_text(browser: Any, console: Any, broker: Any, make_topic: Any) -> None:
     name = make_topic(partitions=1)
-    produce_ck(broker.bootstrap, name, [(XSS.encode(), XSS.encode(), None),
-                                        (b'"><img src=x onerror=alert(2)>', b"</pre></td><b>bold</b>", None)],
-               headers=[(XSS, XSS.encode())])
+    produce_ck(
+        broker.bootstrap,
+        name,
+        [
+            (XSS.encode(), XSS.encode(), None),
+            (b'"><img src=x onerror=alert(2)>', b"</pre></td><b>bold</b>", None),
+        ],
+        headers=[(XSS, XSS.encode())],
+    )
     browser.get(console.url + f"/topics/{q(name)}/messages?mode=earliest")
     assert_no_alert(browser)
     got = rows(browser)
@@ -207,12 +237,19 @@ def _lag_points(browser: Any) -> list[float]:
     return [v for v in data[1] if v is not None] if data else []
 
 
-def test_lag_plot_falls_as_the_consumer_catches_up(browser: Any, console: Any, broker: Any, make_topic: Any,
-                                                  group_id: str, shot: Any) -> None:
+def test_lag_plot_falls_as_the_consumer_catches_up(
+    browser: Any, console: Any, broker: Any, make_topic: Any, group_id: str, shot: Any
+) -> None:
     name = make_topic(partitions=1)
     produce_ck(broker.bootstrap, name, [(None, b"x" * 10, None)] * 300)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         c.commit(offsets=[CkTopicPartition(name, 0, 0)], asynchronous=False)
         browser.get(console.url + f"/groups/{q(group_id)}")
@@ -232,7 +269,7 @@ def test_lag_plot_falls_as_the_consumer_catches_up(browser: Any, console: Any, b
         first = points.index(300)
         tail = points[first:]
         assert tail[-1] == 0 and 200 in tail and 100 in tail
-        assert all(a >= b for a, b in zip(tail, tail[1:])), f"lag went up while only consuming: {tail}"
+        assert all(a >= b for a, b in itertools.pairwise(tail)), f"lag went up while only consuming: {tail}"
         # the plot is drawn (uPlot canvas) and the table shows the lag now
         assert browser.find_elements(By.CSS_SELECTOR, "#lag canvas")
         browser.get(console.url + f"/groups/{q(group_id)}")
@@ -243,22 +280,26 @@ def test_lag_plot_falls_as_the_consumer_catches_up(browser: Any, console: Any, b
         c.close()
 
 
-def test_reset_offsets_from_ui(browser: Any, console: Any, broker: Any, make_topic: Any, group_id: str,
-                               shot: Any) -> None:
+def test_reset_offsets_from_ui(
+    browser: Any, console: Any, broker: Any, make_topic: Any, group_id: str, shot: Any
+) -> None:
     name = make_topic(partitions=2)
     produce_ck(broker.bootstrap, name, [(None, b"a", None)] * 5, partition=0)
     produce_ck(broker.bootstrap, name, [(None, b"b", None)] * 7, partition=1)
     with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
-        admin.alter_consumer_group_offsets(group_id, {moldau.TopicPartition(name, 0): 5,
-                                                      moldau.TopicPartition(name, 1): 7})
+        admin.alter_consumer_group_offsets(
+            group_id, {moldau.TopicPartition(name, 0): 5, moldau.TopicPartition(name, 1): 7}
+        )
     browser.get(console.url + f"/groups/{q(group_id)}")
     Select(browser.find_element(By.ID, "r-topic")).select_by_visible_text(name)
     Select(browser.find_element(By.ID, "r-strategy")).select_by_visible_text("shift")
     browser.find_element(By.ID, "r-value").send_keys("-3")
     browser.find_element(By.ID, "reset-preview").click()
     wait(browser).until(lambda b: b.find_elements(By.ID, "reset-plan"))
-    plan = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-            for tr in browser.find_elements(By.CSS_SELECTOR, "#reset-plan tbody tr")]
+    plan = [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, "#reset-plan tbody tr")
+    ]
     assert plan == [[f"{name}-0", "5", "2"], [f"{name}-1", "7", "4"]]
     shot("reset-preview")
     # the preview changed nothing
@@ -278,14 +319,22 @@ def test_reset_offsets_from_ui(browser: Any, console: Any, broker: Any, make_top
     assert {tp.partition: om.offset for tp, om in after.items()} == {0: 0, 1: 0}
 
 
-def test_read_only_console_refuses_every_change(browser: Any, ro_console: Any, broker: Any, make_topic: Any,
-                                                group_id: str, shot: Any) -> None:
+def test_read_only_console_refuses_every_change(
+    browser: Any, ro_console: Any, broker: Any, make_topic: Any, group_id: str, shot: Any
+) -> None:
     name = make_topic(partitions=1)
     produce_ck(broker.bootstrap, name, [(b"k", b"v", None)])
     with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.alter_consumer_group_offsets(group_id, {moldau.TopicPartition(name, 0): 1})
-    pages = ["/", "/topics", f"/topics/{q(name)}", f"/topics/{q(name)}/messages", "/groups",
-             f"/groups/{q(group_id)}", f"/groups/{q(group_id)}/reset?strategy=earliest"]
+    pages = [
+        "/",
+        "/topics",
+        f"/topics/{q(name)}",
+        f"/topics/{q(name)}/messages",
+        "/groups",
+        f"/groups/{q(group_id)}",
+        f"/groups/{q(group_id)}/reset?strategy=earliest",
+    ]
     for path in pages:
         browser.get(ro_console.url + path)
         assert browser.find_element(By.ID, "read-only-badge").text == "read-only"
@@ -298,8 +347,12 @@ def test_read_only_console_refuses_every_change(browser: Any, ro_console: Any, b
     with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
         assert name in admin.list_topics()
         assert admin.list_consumer_group_offsets(group_id)[moldau.TopicPartition(name, 0)].offset == 1
-        assert admin.list_offsets({moldau.TopicPartition(name, 0): "latest"})[
-            moldau.TopicPartition(name, 0)].offset == 1
+        assert (
+            admin.list_offsets({moldau.TopicPartition(name, 0): "latest"})[
+                moldau.TopicPartition(name, 0)
+            ].offset
+            == 1
+        )
 
 
 @pytest.mark.parametrize("page", ["transactions", "security", "flow"])

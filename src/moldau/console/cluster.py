@@ -92,7 +92,9 @@ class Snapshot:
     sizes_known: bool = False
 
     def end_offsets(self) -> dict[TopicPartition, int]:
-        return {TopicPartition(t.name, p.partition): p.end for t in self.topics.values() for p in t.partitions}
+        return {
+            TopicPartition(t.name, p.partition): p.end for t in self.topics.values() for p in t.partitions
+        }
 
 
 @dataclass(slots=True)
@@ -194,10 +196,17 @@ class ClusterView:
         descs = await self.admin.describe_topics(list(names)) if names else {}
         topics: dict[str, TopicInfo] = {}
         for name, d in descs.items():
-            parts = [PartitionInfo(p.partition, p.leader, list(p.replicas), list(p.isr), list(p.offline_replicas))
-                     for p in sorted(d.partitions, key=lambda p: p.partition)]
+            parts = [
+                PartitionInfo(p.partition, p.leader, list(p.replicas), list(p.isr), list(p.offline_replicas))
+                for p in sorted(d.partitions, key=lambda p: p.partition)
+            ]
             topics[name] = TopicInfo(name, bool(d.is_internal), parts, topic_id=str(d.topic_id or ""))
-        tps = [TopicPartition(t.name, p.partition) for t in topics.values() for p in t.partitions if p.leader >= 0]
+        tps = [
+            TopicPartition(t.name, p.partition)
+            for t in topics.values()
+            for p in t.partitions
+            if p.leader >= 0
+        ]
         if tps:
             starts, ends = await asyncio.gather(self._offsets(tps, "earliest"), self._offsets(tps, "latest"))
             for t in topics.values():
@@ -240,8 +249,8 @@ class ClusterView:
                 try:
                     r = await self.admin.list_offsets({tp: spec for tp in group})
                     out.update({tp: v.offset for tp, v in r.items()})
-                except Exception:  # noqa: BLE001
-                    continue
+                except Exception as exc:  # noqa: BLE001
+                    log.debug("ListOffsets %s of %s failed: %s", spec, group[0].topic, exc)
             return out
         return {tp: v.offset for tp, v in res.items()}
 
@@ -254,7 +263,9 @@ class ClusterView:
         out = await self.admin.describe_configs([res], include_synonyms=True, include_documentation=True)
         return out.get(res, {})
 
-    async def create_topic(self, name: str, partitions: int, replication: int, configs: dict[str, str]) -> None:
+    async def create_topic(
+        self, name: str, partitions: int, replication: int, configs: dict[str, str]
+    ) -> None:
         try:
             await self.admin.create_topics([NewTopic(name, partitions, replication, config=configs)])
         finally:
@@ -279,12 +290,19 @@ class ClusterView:
         finally:
             self.invalidate()
 
-    async def produce(self, topic: str, value: bytes | None, key: bytes | None,
-                      headers: list[tuple[str, bytes | None]], partition: int | None) -> Any:
+    async def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]],
+        partition: int | None,
+    ) -> Any:
         p = await self.producer()
         try:
             return await asyncio.wait_for(
-                p.send_and_wait(topic, value, key=key, partition=partition, headers=headers or None), 30)
+                p.send_and_wait(topic, value, key=key, partition=partition, headers=headers or None), 30
+            )
         finally:
             self.invalidate()
 
@@ -308,15 +326,24 @@ class ClusterView:
         for tp in tps:
             mem = owner.get(tp)
             c = committed.get(tp)
-            rows.append(GroupLag(tp.topic, tp.partition, c.offset if c is not None else None, ends.get(tp, -1),
-                                 mem.member_id if mem else None, mem.client_id if mem else None))
+            rows.append(
+                GroupLag(
+                    tp.topic,
+                    tp.partition,
+                    c.offset if c is not None else None,
+                    ends.get(tp, -1),
+                    mem.member_id if mem else None,
+                    mem.client_id if mem else None,
+                )
+            )
         return GroupView(desc, rows)
 
     async def delete_group(self, group_id: str) -> None:
         await self.admin.delete_consumer_groups([group_id])
 
-    async def reset_plan(self, group_id: str, topic: str | None, strategy: str,
-                         value: str) -> list[tuple[TopicPartition, int | None, int]]:
+    async def reset_plan(
+        self, group_id: str, topic: str | None, strategy: str, value: str
+    ) -> list[tuple[TopicPartition, int | None, int]]:
         """(partition, current committed offset, new offset) for a reset, computed but not applied."""
         committed = await self.committed(group_id)
         if topic:
@@ -329,8 +356,12 @@ class ClusterView:
             tps = sorted(committed)
         if not tps:
             raise ValueError("the group has no committed offsets; pick a topic")
-        starts = {tp: r.offset for tp, r in (await self.admin.list_offsets({tp: "earliest" for tp in tps})).items()}
-        ends = {tp: r.offset for tp, r in (await self.admin.list_offsets({tp: "latest" for tp in tps})).items()}
+        starts = {
+            tp: r.offset for tp, r in (await self.admin.list_offsets({tp: "earliest" for tp in tps})).items()
+        }
+        ends = {
+            tp: r.offset for tp, r in (await self.admin.list_offsets({tp: "latest" for tp in tps})).items()
+        }
         new: dict[TopicPartition, int] = {}
         if strategy == "earliest":
             new = dict(starts)
@@ -375,7 +406,7 @@ def parse_time_ms(value: str) -> int:
     if v.lstrip("-").isdigit():
         return int(v)
     try:
-        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(v)
     except ValueError:
         raise ValueError(f"timestamp {value!r}: give epoch milliseconds or an ISO date/time") from None
     if dt.tzinfo is None:

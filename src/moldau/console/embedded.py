@@ -24,12 +24,16 @@ async def start_console(broker: Any) -> ConsoleServer | None:
     host, port = parse_listen(str(spec), CONFIG_KEY)
     plain = [lst for lst in broker.listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
     if not plain:
-        log.error("console.listener: the broker has no PLAINTEXT listener for the console to use; "
-                  "run `moldau console` with the client's security settings instead")
+        log.error(
+            "console.listener: the broker has no PLAINTEXT listener for the console to use; "
+            "run `moldau console` with the client's security settings instead"
+        )
         return None
     lst = plain[0]
     target = lst.host if lst.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     target = f"[{target}]" if ":" in target else target
-    server = ConsoleServer(ConsoleSettings({"bootstrap.servers": f"{target}:{lst.port}"}, host=host, port=port))
+    server = ConsoleServer(
+        ConsoleSettings({"bootstrap.servers": f"{target}:{lst.port}"}, host=host, port=port)
+    )
     await server.start()
     return server

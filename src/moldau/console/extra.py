@@ -22,12 +22,32 @@ _DESCRIBE_QUOTAS, _DESCRIBE_SCRAM, _ALTER_SCRAM = 48, 50, 51
 _DESCRIBE_PRODUCERS, _DESCRIBE_TXNS, _LIST_TXNS = 61, 65, 66
 
 # Kafka's AclOperation / AclPermissionType / ResourceType / PatternType codes
-ACL_OPERATIONS = {"ANY": 1, "ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7,
-                  "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
-                  "IDEMPOTENT_WRITE": 12, "CREATE_TOKENS": 13, "DESCRIBE_TOKENS": 14}
+ACL_OPERATIONS = {
+    "ANY": 1,
+    "ALL": 2,
+    "READ": 3,
+    "WRITE": 4,
+    "CREATE": 5,
+    "DELETE": 6,
+    "ALTER": 7,
+    "DESCRIBE": 8,
+    "CLUSTER_ACTION": 9,
+    "DESCRIBE_CONFIGS": 10,
+    "ALTER_CONFIGS": 11,
+    "IDEMPOTENT_WRITE": 12,
+    "CREATE_TOKENS": 13,
+    "DESCRIBE_TOKENS": 14,
+}
 ACL_PERMISSIONS = {"ANY": 1, "DENY": 2, "ALLOW": 3}
-RESOURCE_TYPES = {"ANY": 1, "TOPIC": 2, "GROUP": 3, "CLUSTER": 4, "TRANSACTIONAL_ID": 5, "DELEGATION_TOKEN": 6,
-                  "USER": 7}
+RESOURCE_TYPES = {
+    "ANY": 1,
+    "TOPIC": 2,
+    "GROUP": 3,
+    "CLUSTER": 4,
+    "TRANSACTIONAL_ID": 5,
+    "DELEGATION_TOKEN": 6,
+    "USER": 7,
+}
 PATTERN_TYPES = {"ANY": 1, "MATCH": 2, "LITERAL": 3, "PREFIXED": 4}
 
 
@@ -88,17 +108,26 @@ async def transactions(admin: AsyncAdmin) -> list[Transaction]:
     """Every transactional id each broker coordinates (ListTransactions), described (DescribeTransactions)."""
     out: list[Transaction] = []
     for node in await _nodes(admin):
-        resp = await _send(admin, node, _LIST_TXNS, m.ListTransactionsRequest.new(
-            state_filters=[], producer_id_filters=[], duration_filter=-1, transactional_id_pattern=None))
+        resp = await _send(
+            admin,
+            node,
+            _LIST_TXNS,
+            m.ListTransactionsRequest.new(
+                state_filters=[], producer_id_filters=[], duration_filter=-1, transactional_id_pattern=None
+            ),
+        )
         if resp.error_code:
             raise broker_error(resp.error_code, f"ListTransactions on node {node}")
-        txns = [Transaction(s.transactional_id, s.producer_id, s.transaction_state, node)
-                for s in resp.transaction_states]
+        txns = [
+            Transaction(s.transactional_id, s.producer_id, s.transaction_state, node)
+            for s in resp.transaction_states
+        ]
         if not txns:
             continue
         by_id = {t.transactional_id: t for t in txns}
-        d = await _send(admin, node, _DESCRIBE_TXNS,
-                        m.DescribeTransactionsRequest.new(transactional_ids=list(by_id)))
+        d = await _send(
+            admin, node, _DESCRIBE_TXNS, m.DescribeTransactionsRequest.new(transactional_ids=list(by_id))
+        )
         for s in d.transaction_states:
             t = by_id.get(s.transactional_id)
             if t is None or s.error_code:
@@ -140,14 +169,24 @@ async def producers(admin: AsyncAdmin, leaders: dict[tuple[str, int], int]) -> l
                 if p.error_code:
                     continue
                 for s in p.active_producers:
-                    out.append(ProducerState(t.name, p.partition_index, s.producer_id, s.producer_epoch,
-                                             s.last_sequence, s.last_timestamp, s.coordinator_epoch,
-                                             s.current_txn_start_offset))
+                    out.append(
+                        ProducerState(
+                            t.name,
+                            p.partition_index,
+                            s.producer_id,
+                            s.producer_epoch,
+                            s.last_sequence,
+                            s.last_timestamp,
+                            s.coordinator_epoch,
+                            s.current_txn_start_offset,
+                        )
+                    )
     return out
 
 
-def hanging(producers_: list[ProducerState], txns: list[Transaction], now_ms: int,
-            default_timeout_ms: int = 900_000) -> list[ProducerState]:
+def hanging(
+    producers_: list[ProducerState], txns: list[Transaction], now_ms: int, default_timeout_ms: int = 900_000
+) -> list[ProducerState]:
     """Producers holding an open transaction on a partition (``txn_start_offset`` >= 0) that no coordinator
     reports as ongoing for that partition, or whose transaction has been open longer than its timeout:
     Kafka's definition of a hanging transaction (it blocks read_committed consumers at the LSO)."""
@@ -179,17 +218,32 @@ class Acl:
 
 
 async def describe_acls(admin: AsyncAdmin) -> list[Acl]:
-    req = m.DescribeAclsRequest.new(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
-                                    principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    req = m.DescribeAclsRequest.new(
+        resource_type_filter=1,
+        resource_name_filter=None,
+        pattern_type_filter=1,
+        principal_filter=None,
+        host_filter=None,
+        operation=1,
+        permission_type=1,
+    )
     resp = await _send(admin, None, _DESCRIBE_ACLS, req)
     if resp.error_code:
         raise broker_error(resp.error_code, resp.error_message or "DescribeAcls")
     out = []
     for r in resp.resources:
         for a in r.acls:
-            out.append(Acl(name_of(RESOURCE_TYPES, r.resource_type), r.resource_name,
-                           name_of(PATTERN_TYPES, r.pattern_type), a.principal, a.host,
-                           name_of(ACL_OPERATIONS, a.operation), name_of(ACL_PERMISSIONS, a.permission_type)))
+            out.append(
+                Acl(
+                    name_of(RESOURCE_TYPES, r.resource_type),
+                    r.resource_name,
+                    name_of(PATTERN_TYPES, r.pattern_type),
+                    a.principal,
+                    a.host,
+                    name_of(ACL_OPERATIONS, a.operation),
+                    name_of(ACL_PERMISSIONS, a.permission_type),
+                )
+            )
     return sorted(out, key=lambda a: (a.resource_type, a.resource_name, a.principal, a.operation))
 
 
@@ -202,11 +256,19 @@ def _code(table: dict[str, int], value: str, what: str) -> int:
 
 async def create_acl(admin: AsyncAdmin, acl: Acl) -> None:
     R = m.CreateAclsRequest
-    req = R.new(creations=[R.AclCreation(
-        resource_type=_code(RESOURCE_TYPES, acl.resource_type, "resource type"), resource_name=acl.resource_name,
-        resource_pattern_type=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"), principal=acl.principal,
-        host=acl.host, operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
-        permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"))])
+    req = R.new(
+        creations=[
+            R.AclCreation(
+                resource_type=_code(RESOURCE_TYPES, acl.resource_type, "resource type"),
+                resource_name=acl.resource_name,
+                resource_pattern_type=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"),
+                principal=acl.principal,
+                host=acl.host,
+                operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
+                permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"),
+            )
+        ]
+    )
     resp = await _send(admin, None, _CREATE_ACLS, req)
     for r in resp.results:
         if r.error_code:
@@ -215,12 +277,19 @@ async def create_acl(admin: AsyncAdmin, acl: Acl) -> None:
 
 async def delete_acl(admin: AsyncAdmin, acl: Acl) -> int:
     R = m.DeleteAclsRequest
-    req = R.new(filters=[R.DeleteAclsFilter(
-        resource_type_filter=_code(RESOURCE_TYPES, acl.resource_type, "resource type"),
-        resource_name_filter=acl.resource_name,
-        pattern_type_filter=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"), principal_filter=acl.principal,
-        host_filter=acl.host, operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
-        permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"))])
+    req = R.new(
+        filters=[
+            R.DeleteAclsFilter(
+                resource_type_filter=_code(RESOURCE_TYPES, acl.resource_type, "resource type"),
+                resource_name_filter=acl.resource_name,
+                pattern_type_filter=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"),
+                principal_filter=acl.principal,
+                host_filter=acl.host,
+                operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
+                permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"),
+            )
+        ]
+    )
     resp = await _send(admin, None, _DELETE_ACLS, req)
     n = 0
     for r in resp.filter_results:
@@ -247,13 +316,21 @@ async def scram_users(admin: AsyncAdmin) -> list[ScramUser]:
     for r in resp.results:
         if r.error_code:
             continue
-        out.append(ScramUser(r.user, [(scram_mechanism_name(c.mechanism) or str(c.mechanism), c.iterations)
-                                      for c in r.credential_infos]))
+        out.append(
+            ScramUser(
+                r.user,
+                [
+                    (scram_mechanism_name(c.mechanism) or str(c.mechanism), c.iterations)
+                    for c in r.credential_infos
+                ],
+            )
+        )
     return sorted(out, key=lambda u: u.name)
 
 
-async def upsert_scram_user(admin: AsyncAdmin, name: str, mechanism: str, password: str,
-                            iterations: int = 8192) -> None:
+async def upsert_scram_user(
+    admin: AsyncAdmin, name: str, mechanism: str, password: str, iterations: int = 8192
+) -> None:
     from moldau.protocol.sasl_mechanisms import SaslError, salted_password, scram_mechanism
 
     if not name:
@@ -266,9 +343,18 @@ async def upsert_scram_user(admin: AsyncAdmin, name: str, mechanism: str, passwo
         raise ValueError(str(e)) from None
     salt = os.urandom(32)
     R = m.AlterUserScramCredentialsRequest
-    req = R.new(deletions=[], upsertions=[R.ScramCredentialUpsertion(
-        name=name, mechanism=mech.code, iterations=iterations, salt=salt,
-        salted_password=salted_password(mech, password, salt, iterations))])
+    req = R.new(
+        deletions=[],
+        upsertions=[
+            R.ScramCredentialUpsertion(
+                name=name,
+                mechanism=mech.code,
+                iterations=iterations,
+                salt=salt,
+                salted_password=salted_password(mech, password, salt, iterations),
+            )
+        ],
+    )
     await _alter_scram(admin, req)
 
 
@@ -280,8 +366,9 @@ async def delete_scram_user(admin: AsyncAdmin, name: str, mechanism: str) -> Non
     except SaslError as e:
         raise ValueError(str(e)) from None
     R = m.AlterUserScramCredentialsRequest
-    await _alter_scram(admin, R.new(deletions=[R.ScramCredentialDeletion(name=name, mechanism=mech.code)],
-                                    upsertions=[]))
+    await _alter_scram(
+        admin, R.new(deletions=[R.ScramCredentialDeletion(name=name, mechanism=mech.code)], upsertions=[])
+    )
 
 
 async def _alter_scram(admin: AsyncAdmin, req: Any) -> None:
@@ -295,12 +382,15 @@ async def _alter_scram(admin: AsyncAdmin, req: Any) -> None:
 # ---------------------------------------------------------------------------------------------- quotas
 async def client_quotas(admin: AsyncAdmin) -> list[tuple[str, dict[str, float]]]:
     """Every client quota (entity as ``user=alice,client-id=app``, values)."""
-    resp = await _send(admin, None, _DESCRIBE_QUOTAS, m.DescribeClientQuotasRequest.new(components=[], strict=False))
+    resp = await _send(
+        admin, None, _DESCRIBE_QUOTAS, m.DescribeClientQuotasRequest.new(components=[], strict=False)
+    )
     if resp.error_code:
         raise broker_error(resp.error_code, resp.error_message or "DescribeClientQuotas")
     out = []
     for e in resp.entries or []:
-        entity = ",".join(f"{d.entity_type}={d.entity_name if d.entity_name is not None else '<default>'}"
-                          for d in e.entity)
+        entity = ",".join(
+            f"{d.entity_type}={d.entity_name if d.entity_name is not None else '<default>'}" for d in e.entity
+        )
         out.append((entity, {v.key: v.value for v in e.values}))
     return sorted(out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import extra
 from .cluster import ClusterView
@@ -28,7 +27,7 @@ ROW_H, BOX_H, BOX_W, COL_X = 34, 24, 230, (20, 420, 820)
 class Node:
     id: str
     label: str
-    kind: str          # producer | topic | group
+    kind: str  # producer | topic | group
     href: str | None
     x: int = 0
     y: int = 0
@@ -37,7 +36,7 @@ class Node:
 @dataclass(slots=True)
 class Graph:
     nodes: list[Node] = field(default_factory=list)
-    edges: list[tuple[Node, Node, str]] = field(default_factory=list)   # (from, to, "write" | "read")
+    edges: list[tuple[Node, Node, str]] = field(default_factory=list)  # (from, to, "write" | "read")
     width: int = 1070
     height: int = 60
     left_out: dict[str, int] = field(default_factory=dict)
@@ -64,7 +63,7 @@ async def build_flow(view: ClusterView, sampler: Sampler) -> Graph:
     except CLUSTER_ERRORS as e:
         groups = []
         g.errors.append(f"groups: {e}")
-    for gid in groups[:MAX_NODES * 4]:
+    for gid in groups[: MAX_NODES * 4]:
         try:
             committed = await view.committed(gid)
         except CLUSTER_ERRORS as e:
@@ -84,8 +83,12 @@ async def build_flow(view: ClusterView, sampler: Sampler) -> Graph:
         for topic, _p in t.partitions or []:
             writers.setdefault(f"txn:{t.transactional_id}", set()).add(topic)
     try:
-        leaders = {(t.name, p.partition): p.leader for t in snap.topics.values() if not t.internal
-                   for p in t.partitions}
+        leaders = {
+            (t.name, p.partition): p.leader
+            for t in snap.topics.values()
+            if not t.internal
+            for p in t.partitions
+        }
         for s in await extra.producers(view.admin, leaders):
             label = f"txn:{names[s.producer_id]}" if s.producer_id in names else f"pid:{s.producer_id}"
             writers.setdefault(label, set()).add(s.topic)
@@ -101,8 +104,11 @@ async def build_flow(view: ClusterView, sampler: Sampler) -> Graph:
         cols[1].append(Node(f"topic:{t}", t, "topic", f"/topics/{q(t)}"))
     for gid in sorted(readers)[:MAX_NODES]:
         cols[2].append(Node(f"group:{gid}", gid, "group", f"/groups/{q(gid)}"))
-    for kind, total, col in (("producers", len(writers), cols[0]), ("topics", len(used), cols[1]),
-                             ("groups", len(readers), cols[2])):
+    for kind, total, col in (
+        ("producers", len(writers), cols[0]),
+        ("topics", len(used), cols[1]),
+        ("groups", len(readers), cols[2]),
+    ):
         if total > len(col):
             g.left_out[kind] = total - len(col)
     by_id: dict[str, Node] = {}

@@ -32,10 +32,10 @@ from .records import (
 from .sampler import Sampler
 from .web import (
     CLUSTER_ERRORS,
+    CSRF_FIELD,
     CSRF_KEY,
     FLASH_KEY,
     FORM_KEY,
-    CSRF_FIELD,
     ConsoleSettings,
     Refused,
     fmt_ts,
@@ -48,19 +48,35 @@ from .web import (
 
 log = logging.getLogger(__name__)
 
-CONFIG_SOURCES = {1: "topic", 2: "broker (dynamic)", 3: "cluster default (dynamic)", 4: "broker (static)",
-                  5: "Kafka default", 6: "broker logger", 7: "client metrics"}
-NAV = [("overview", "/", "Overview"), ("topics", "/topics", "Topics"), ("groups", "/groups", "Consumer groups"),
-       ("transactions", "/transactions", "Transactions"), ("security", "/security", "Security"),
-       ("flow", "/flow", "Data flow")]
+CONFIG_SOURCES = {
+    1: "topic",
+    2: "broker (dynamic)",
+    3: "cluster default (dynamic)",
+    4: "broker (static)",
+    5: "Kafka default",
+    6: "broker logger",
+    7: "client metrics",
+}
+NAV = [
+    ("overview", "/", "Overview"),
+    ("topics", "/topics", "Topics"),
+    ("groups", "/groups", "Consumer groups"),
+    ("transactions", "/transactions", "Transactions"),
+    ("security", "/security", "Security"),
+    ("flow", "/flow", "Data flow"),
+]
 
 
 class Console:
     def __init__(self, settings: ConsoleSettings, view: ClusterView | None = None) -> None:
         self.settings = settings
         self.view = view or ClusterView(settings.client_conf, cache_ttl=settings.cache_ttl)
-        self.sampler = Sampler(self.view, interval=settings.sample_interval, window=settings.history_seconds,
-                               max_groups=settings.max_sampled_groups)
+        self.sampler = Sampler(
+            self.view,
+            interval=settings.sample_interval,
+            window=settings.history_seconds,
+            max_groups=settings.max_sampled_groups,
+        )
         self.env = make_env()
         self.started = time.time()
 
@@ -68,9 +84,16 @@ class Console:
     def render(self, request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:
         ctx.setdefault("title", "")
         ctx.setdefault("active", "")
-        base = dict(nav=NAV, read_only=self.settings.read_only, csrf=request[CSRF_KEY], csrf_field=CSRF_FIELD,
-                    flash=request.get(FLASH_KEY), request=request, bootstrap=self.settings.client_conf.get(
-                        "bootstrap.servers", ""), sampler_error=self.sampler.last_error)
+        base = {
+            "nav": NAV,
+            "read_only": self.settings.read_only,
+            "csrf": request[CSRF_KEY],
+            "csrf_field": CSRF_FIELD,
+            "flash": request.get(FLASH_KEY),
+            "request": request,
+            "bootstrap": self.settings.client_conf.get("bootstrap.servers", ""),
+            "sampler_error": self.sampler.last_error,
+        }
         base.update(ctx)
         html = self.env.get_template(template).render(**base)
         return web.Response(text=html, content_type="text/html", status=status)
@@ -86,26 +109,54 @@ class Console:
         cluster, snap = await asyncio.gather(self.view.describe_cluster(), self.view.snapshot())
         topics = list(snap.topics.values())
         totals = self.sampler.totals()
-        stats = dict(topics=len(topics), partitions=sum(len(t.partitions) for t in topics),
-                     under_replicated=sum(t.under_replicated for t in topics),
-                     offline=sum(t.offline for t in topics), records=sum(t.records for t in topics),
-                     size=sum(t.size or 0 for t in topics) if snap.sizes_known else None)
-        return self.render(request, "overview.html", title="Overview", active="overview", cluster=cluster,
-                           stats=stats, totals=totals)
+        stats = {
+            "topics": len(topics),
+            "partitions": sum(len(t.partitions) for t in topics),
+            "under_replicated": sum(t.under_replicated for t in topics),
+            "offline": sum(t.offline for t in topics),
+            "records": sum(t.records for t in topics),
+            "size": sum(t.size or 0 for t in topics) if snap.sizes_known else None,
+        }
+        return self.render(
+            request,
+            "overview.html",
+            title="Overview",
+            active="overview",
+            cluster=cluster,
+            stats=stats,
+            totals=totals,
+        )
 
     # ------------------------------------------------------------------------------------------ topics
     async def topics(self, request: web.Request) -> web.Response:
         snap = await self.view.snapshot()
         show_internal = request.query.get("internal") == "1"
-        page = paginate(request, snap.topics.values(), text=lambda t: t.name, page_size=self.settings.page_size,
-                        keys={"name": lambda t: t.name, "partitions": lambda t: len(t.partitions),
-                              "replication": lambda t: t.replication, "size": lambda t: t.size,
-                              "records": lambda t: t.records,
-                              "retention": lambda t: int(t.retention_ms) if t.retention_ms else None,
-                              "urp": lambda t: t.under_replicated},
-                        default_sort="name", extra_filter=lambda t: show_internal or not t.internal)
-        return self.render(request, "topics.html", title="Topics", active="topics", page=page,
-                           show_internal=show_internal, sizes_known=snap.sizes_known)
+        page = paginate(
+            request,
+            snap.topics.values(),
+            text=lambda t: t.name,
+            page_size=self.settings.page_size,
+            keys={
+                "name": lambda t: t.name,
+                "partitions": lambda t: len(t.partitions),
+                "replication": lambda t: t.replication,
+                "size": lambda t: t.size,
+                "records": lambda t: t.records,
+                "retention": lambda t: int(t.retention_ms) if t.retention_ms else None,
+                "urp": lambda t: t.under_replicated,
+            },
+            default_sort="name",
+            extra_filter=lambda t: show_internal or not t.internal,
+        )
+        return self.render(
+            request,
+            "topics.html",
+            title="Topics",
+            active="topics",
+            page=page,
+            show_internal=show_internal,
+            sizes_known=snap.sizes_known,
+        )
 
     async def topic_create(self, request: web.Request) -> web.Response:
         f = self.form(request)
@@ -144,22 +195,57 @@ class Console:
         rows = []
         for c in sorted(configs.values(), key=lambda c: c.name):
             default = next((v for (_n, v, src) in c.synonyms if src == 5), None)
-            rows.append(dict(name=c.name, value="(sensitive)" if c.is_sensitive else c.value,
-                             source=CONFIG_SOURCES.get(c.source, str(c.source)), default=default,
-                             overridden=c.source == 1, read_only=c.read_only, doc=c.documentation or ""))
-        ppage = paginate(request, t.partitions, text=lambda p: str(p.partition), page_size=100,
-                         keys={"partition": lambda p: p.partition, "leader": lambda p: p.leader,
-                               "start": lambda p: p.start, "end": lambda p: p.end, "records": lambda p: p.records,
-                               "size": lambda p: p.size}, default_sort="partition")
-        chart = dict(series=["records/s in", "records/s out", "bytes/s in", "bytes/s out (est.)"],
-                     url=f"/api/topics/{_q(name)}/throughput", refresh=int(self.settings.sample_interval * 1000),
-                     data=self._throughput(name))
-        return self.render(request, "topic.html", title=f"Topic {name}", active="topics", t=t, configs=rows,
-                           ppage=ppage, chart=chart, sizes_known=snap.sizes_known)
+            rows.append(
+                {
+                    "name": c.name,
+                    "value": "(sensitive)" if c.is_sensitive else c.value,
+                    "source": CONFIG_SOURCES.get(c.source, str(c.source)),
+                    "default": default,
+                    "overridden": c.source == 1,
+                    "read_only": c.read_only,
+                    "doc": c.documentation or "",
+                }
+            )
+        ppage = paginate(
+            request,
+            t.partitions,
+            text=lambda p: str(p.partition),
+            page_size=100,
+            keys={
+                "partition": lambda p: p.partition,
+                "leader": lambda p: p.leader,
+                "start": lambda p: p.start,
+                "end": lambda p: p.end,
+                "records": lambda p: p.records,
+                "size": lambda p: p.size,
+            },
+            default_sort="partition",
+        )
+        chart = {
+            "series": ["records/s in", "records/s out", "bytes/s in", "bytes/s out (est.)"],
+            "url": f"/api/topics/{_q(name)}/throughput",
+            "refresh": int(self.settings.sample_interval * 1000),
+            "data": self._throughput(name),
+        }
+        return self.render(
+            request,
+            "topic.html",
+            title=f"Topic {name}",
+            active="topics",
+            t=t,
+            configs=rows,
+            ppage=ppage,
+            chart=chart,
+            sizes_known=snap.sizes_known,
+        )
 
     def _throughput(self, name: str) -> list[list[Any]]:
-        return self.sampler.columns(f"topic:{name}:records_in", f"topic:{name}:records_out",
-                                    f"topic:{name}:bytes_in", f"topic:{name}:bytes_out")
+        return self.sampler.columns(
+            f"topic:{name}:records_in",
+            f"topic:{name}:records_out",
+            f"topic:{name}:bytes_in",
+            f"topic:{name}:bytes_out",
+        )
 
     async def api_throughput(self, request: web.Request) -> web.Response:
         return json_response(self._throughput(request.match_info["name"]))
@@ -218,12 +304,24 @@ class Console:
             except ValueError as e:
                 raise Refused(str(e)) from None
         try:
-            flt = RecordFilter(qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", ""))
+            flt = RecordFilter(
+                qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", "")
+            )
         except FilterError as e:
             raise Refused(str(e)) from None
-        form = dict(partition=part or "all", mode=mode, offset=qs.get("offset", ""), ts=qs.get("ts", ""),
-                    limit=limit, key=flt.key, value=flt.value, header=flt.header, expr=flt.expression,
-                    decode=decoding, kdecode=key_decoding)
+        form = {
+            "partition": part or "all",
+            "mode": mode,
+            "offset": qs.get("offset", ""),
+            "ts": qs.get("ts", ""),
+            "limit": limit,
+            "key": flt.key,
+            "value": flt.value,
+            "header": flt.header,
+            "expr": flt.expression,
+            "decode": decoding,
+            "kdecode": key_decoding,
+        }
         return BrowseRequest(t.name, partitions, mode, offset, ts, limit, flt), form
 
     async def messages(self, request: web.Request) -> web.Response:
@@ -231,17 +329,36 @@ class Console:
         t, _snap = await self._topic(name)
         req, form = self._browse_request(request, t)
         result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
-        rows = [dict(partition=r.partition, offset=r.offset, timestamp=fmt_ts(r.timestamp),
-                     ts_type="log append" if r.timestamp_type == 1 else "create",
-                     key=decode(r.key, form["kdecode"]), value=decode(r.value, form["decode"]),
-                     headers=[(k, decode(v, "text")) for k, v in r.headers or []]) for r in result.records]
+        rows = [
+            {
+                "partition": r.partition,
+                "offset": r.offset,
+                "timestamp": fmt_ts(r.timestamp),
+                "ts_type": "log append" if r.timestamp_type == 1 else "create",
+                "key": decode(r.key, form["kdecode"]),
+                "value": decode(r.value, form["decode"]),
+                "headers": [(k, decode(v, "text")) for k, v in r.headers or []],
+            }
+            for r in result.records
+        ]
         query = urllib.parse.urlencode({k: v for k, v in request.query.items()})
-        tail_query = urllib.parse.urlencode({k: v for k, v in request.query.items()
-                                             if k in ("partition", "key", "value", "header", "expr")})
-        return self.render(request, "messages.html", title=f"Messages of {name}", active="topics", t=t,
-                           form=form, rows=rows, result=result, modes=MODES, decodings=DECODINGS,
-                           download=f"/topics/{_q(name)}/messages.jsonl" + (f"?{query}" if query else ""),
-                           tail_url=f"/topics/{_q(name)}/tail" + (f"?{tail_query}" if tail_query else ""))
+        tail_query = urllib.parse.urlencode(
+            {k: v for k, v in request.query.items() if k in ("partition", "key", "value", "header", "expr")}
+        )
+        return self.render(
+            request,
+            "messages.html",
+            title=f"Messages of {name}",
+            active="topics",
+            t=t,
+            form=form,
+            rows=rows,
+            result=result,
+            modes=MODES,
+            decodings=DECODINGS,
+            download=f"/topics/{_q(name)}/messages.jsonl" + (f"?{query}" if query else ""),
+            tail_url=f"/topics/{_q(name)}/tail" + (f"?{tail_query}" if tail_query else ""),
+        )
 
     async def messages_jsonl(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -249,8 +366,11 @@ class Console:
         req, _form = self._browse_request(request, t)
         result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
         body = "".join(json.dumps(record_json(r), ensure_ascii=False) + "\n" for r in result.records)
-        return web.Response(text=body, content_type="application/x-ndjson",
-                            headers={"Content-Disposition": f'attachment; filename="{_safe_file(name)}.jsonl"'})
+        return web.Response(
+            text=body,
+            content_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{_safe_file(name)}.jsonl"'},
+        )
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
@@ -261,11 +381,18 @@ class Console:
             p = _int(qs["partition"], "partition")
             parts = [p] if p in parts else []
         try:
-            flt = RecordFilter(qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", ""))
+            flt = RecordFilter(
+                qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", "")
+            )
         except FilterError as e:
             raise Refused(str(e)) from None
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
         await resp.prepare(request)
         try:
             async for batch in tail(self.view.consumer_conf(), name, parts, flt):
@@ -308,17 +435,32 @@ class Console:
     async def groups(self, request: web.Request) -> web.Response:
         listing = await self.view.list_groups()
         lag = {g.group_id: self.sampler.latest(f"group:{g.group_id}:lag") for g in listing}
-        page = paginate(request, listing, text=lambda g: g.group_id, page_size=self.settings.page_size,
-                        keys={"id": lambda g: g.group_id, "state": lambda g: g.state or "",
-                              "type": lambda g: g.group_type or g.protocol_type, "lag": lambda g: lag[g.group_id]},
-                        default_sort="id")
-        return self.render(request, "groups.html", title="Consumer groups", active="groups", page=page, lag=lag)
+        page = paginate(
+            request,
+            listing,
+            text=lambda g: g.group_id,
+            page_size=self.settings.page_size,
+            keys={
+                "id": lambda g: g.group_id,
+                "state": lambda g: g.state or "",
+                "type": lambda g: g.group_type or g.protocol_type,
+                "lag": lambda g: lag[g.group_id],
+            },
+            default_sort="id",
+        )
+        return self.render(
+            request, "groups.html", title="Consumer groups", active="groups", page=page, lag=lag
+        )
 
     def _lag_chart(self, gid: str, topics: list[str]) -> dict[str, Any]:
         names = [f"group:{gid}:lag"] + [f"group:{gid}:lag:{t}" for t in topics[:8]]
-        return dict(series=["total lag"] + [f"lag {t}" for t in topics[:8]], names=names,
-                    url=f"/api/groups/{_q(gid)}/lag", refresh=int(self.settings.sample_interval * 1000),
-                    data=self.sampler.columns(*names))
+        return {
+            "series": ["total lag"] + [f"lag {t}" for t in topics[:8]],
+            "names": names,
+            "url": f"/api/groups/{_q(gid)}/lag",
+            "refresh": int(self.settings.sample_interval * 1000),
+            "data": self.sampler.columns(*names),
+        }
 
     async def group(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
@@ -327,17 +469,36 @@ class Console:
             g = await self.view.group(gid)
         except CLUSTER_ERRORS as e:
             raise Refused(f"group {gid!r}: {e}", 404) from None
-        ppage = paginate(request, g.rows, text=lambda r: f"{r.topic} {r.partition} {r.member or ''}", page_size=200,
-                         keys={"topic": lambda r: (r.topic, r.partition), "lag": lambda r: r.lag,
-                               "member": lambda r: r.member or ""}, default_sort="topic")
-        return self.render(request, "group.html", title=f"Group {gid}", active="groups", g=g, gid=gid,
-                           ppage=ppage, chart=self._lag_chart(gid, g.topics), reset=None, reset_form={})
+        ppage = paginate(
+            request,
+            g.rows,
+            text=lambda r: f"{r.topic} {r.partition} {r.member or ''}",
+            page_size=200,
+            keys={
+                "topic": lambda r: (r.topic, r.partition),
+                "lag": lambda r: r.lag,
+                "member": lambda r: r.member or "",
+            },
+            default_sort="topic",
+        )
+        return self.render(
+            request,
+            "group.html",
+            title=f"Group {gid}",
+            active="groups",
+            g=g,
+            gid=gid,
+            ppage=ppage,
+            chart=self._lag_chart(gid, g.topics),
+            reset=None,
+            reset_form={},
+        )
 
     async def api_lag(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
         self.sampler.viewed(gid)
         prefix = f"group:{gid}:lag:"
-        topics = sorted(n[len(prefix):] for n in self.sampler.series if n.startswith(prefix))
+        topics = sorted(n[len(prefix) :] for n in self.sampler.series if n.startswith(prefix))
         return json_response(self._lag_chart(gid, topics)["data"])
 
     def _reset_args(self, src: Any) -> tuple[str | None, str, str]:
@@ -354,11 +515,26 @@ class Console:
             g = await self.view.group(gid)
         except ValueError as e:
             raise Refused(str(e)) from None
-        ppage = paginate(request, g.rows, text=lambda r: r.topic, page_size=200,
-                         keys={"topic": lambda r: (r.topic, r.partition)}, default_sort="topic")
-        return self.render(request, "group.html", title=f"Group {gid}", active="groups", g=g, gid=gid, ppage=ppage,
-                           chart=self._lag_chart(gid, g.topics), reset=plan,
-                           reset_form=dict(topic=topic or "", strategy=strategy, value=value))
+        ppage = paginate(
+            request,
+            g.rows,
+            text=lambda r: r.topic,
+            page_size=200,
+            keys={"topic": lambda r: (r.topic, r.partition)},
+            default_sort="topic",
+        )
+        return self.render(
+            request,
+            "group.html",
+            title=f"Group {gid}",
+            active="groups",
+            g=g,
+            gid=gid,
+            ppage=ppage,
+            chart=self._lag_chart(gid, g.topics),
+            reset=plan,
+            reset_form={"topic": topic or "", "strategy": strategy, "value": value},
+        )
 
     async def reset_execute(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
@@ -386,20 +562,40 @@ class Console:
         except CLUSTER_ERRORS as e:
             error = f"transactions: {e}"
         try:
-            leaders = {(t.name, p.partition): p.leader for t in snap.topics.values() if not t.internal
-                       for p in t.partitions}
+            leaders = {
+                (t.name, p.partition): p.leader
+                for t in snap.topics.values()
+                if not t.internal
+                for p in t.partitions
+            }
             producers = await extra.producers(self.view.admin, leaders)
         except CLUSTER_ERRORS as e:
             error = (error + "; " if error else "") + f"producers: {e}"
         hanging = extra.hanging(producers, txns, int(time.time() * 1000))
-        tpage = paginate(request, txns, text=lambda t: f"{t.transactional_id} {t.state}",
-                         page_size=self.settings.page_size,
-                         keys={"id": lambda t: t.transactional_id, "state": lambda t: t.state,
-                               "pid": lambda t: t.producer_id, "start": lambda t: t.start_ms},
-                         default_sort="id")
-        return self.render(request, "transactions.html", title="Transactions and producers",
-                           active="transactions", tpage=tpage, producers=producers[:500],
-                           producer_count=len(producers), hanging=hanging, error=error)
+        tpage = paginate(
+            request,
+            txns,
+            text=lambda t: f"{t.transactional_id} {t.state}",
+            page_size=self.settings.page_size,
+            keys={
+                "id": lambda t: t.transactional_id,
+                "state": lambda t: t.state,
+                "pid": lambda t: t.producer_id,
+                "start": lambda t: t.start_ms,
+            },
+            default_sort="id",
+        )
+        return self.render(
+            request,
+            "transactions.html",
+            title="Transactions and producers",
+            active="transactions",
+            tpage=tpage,
+            producers=producers[:500],
+            producer_count=len(producers),
+            hanging=hanging,
+            error=error,
+        )
 
     # ------------------------------------------------------------------------------------------ security
     async def security(self, request: web.Request) -> web.Response:
@@ -407,7 +603,11 @@ class Console:
         users: list[extra.ScramUser] = []
         quotas: list[tuple[str, dict[str, float]]] = []
         errors: dict[str, str] = {}
-        for key, call in (("acls", extra.describe_acls), ("users", extra.scram_users), ("quotas", extra.client_quotas)):
+        for key, call in (
+            ("acls", extra.describe_acls),
+            ("users", extra.scram_users),
+            ("quotas", extra.client_quotas),
+        ):
             try:
                 val = await call(self.view.admin)
             except CLUSTER_ERRORS as e:
@@ -419,22 +619,43 @@ class Console:
                 users = val
             else:
                 quotas = val
-        apage = paginate(request, acls, text=lambda a: f"{a.resource_type} {a.resource_name} {a.principal} "
-                                                      f"{a.operation} {a.permission}",
-                         page_size=self.settings.page_size,
-                         keys={"resource": lambda a: (a.resource_type, a.resource_name),
-                               "principal": lambda a: a.principal, "operation": lambda a: a.operation},
-                         default_sort="resource")
-        return self.render(request, "security.html", title="Security", active="security", apage=apage, users=users,
-                           quotas=quotas, errors=errors, resource_types=list(extra.RESOURCE_TYPES)[1:],
-                           pattern_types=["LITERAL", "PREFIXED"], operations=list(extra.ACL_OPERATIONS)[1:],
-                           permissions=["ALLOW", "DENY"])
+        apage = paginate(
+            request,
+            acls,
+            text=lambda a: f"{a.resource_type} {a.resource_name} {a.principal} {a.operation} {a.permission}",
+            page_size=self.settings.page_size,
+            keys={
+                "resource": lambda a: (a.resource_type, a.resource_name),
+                "principal": lambda a: a.principal,
+                "operation": lambda a: a.operation,
+            },
+            default_sort="resource",
+        )
+        return self.render(
+            request,
+            "security.html",
+            title="Security",
+            active="security",
+            apage=apage,
+            users=users,
+            quotas=quotas,
+            errors=errors,
+            resource_types=list(extra.RESOURCE_TYPES)[1:],
+            pattern_types=["LITERAL", "PREFIXED"],
+            operations=list(extra.ACL_OPERATIONS)[1:],
+            permissions=["ALLOW", "DENY"],
+        )
 
     def _acl_from(self, f: Any) -> extra.Acl:
-        return extra.Acl(str(f.get("resource_type", "TOPIC")), str(f.get("resource_name", "")).strip(),
-                         str(f.get("pattern_type", "LITERAL")), str(f.get("principal", "")).strip(),
-                         str(f.get("host", "*")).strip() or "*", str(f.get("operation", "READ")),
-                         str(f.get("permission", "ALLOW")))
+        return extra.Acl(
+            str(f.get("resource_type", "TOPIC")),
+            str(f.get("resource_name", "")).strip(),
+            str(f.get("pattern_type", "LITERAL")),
+            str(f.get("principal", "")).strip(),
+            str(f.get("host", "*")).strip() or "*",
+            str(f.get("operation", "READ")),
+            str(f.get("permission", "ALLOW")),
+        )
 
     async def acl_create(self, request: web.Request) -> web.Response:
         acl = self._acl_from(self.form(request))
@@ -444,8 +665,11 @@ class Console:
             await extra.create_acl(self.view.admin, acl)
         except ValueError as e:
             raise Refused(str(e)) from None
-        return redirect("/security", f"created ACL {acl.permission} {acl.principal} {acl.operation} on "
-                                     f"{acl.resource_type} {acl.resource_name}")
+        return redirect(
+            "/security",
+            f"created ACL {acl.permission} {acl.principal} {acl.operation} on "
+            f"{acl.resource_type} {acl.resource_name}",
+        )
 
     async def acl_delete(self, request: web.Request) -> web.Response:
         acl = self._acl_from(self.form(request))
@@ -459,8 +683,13 @@ class Console:
         f = self.form(request)
         name = str(f.get("name", "")).strip()
         try:
-            await extra.upsert_scram_user(self.view.admin, name, str(f.get("mechanism", "SCRAM-SHA-256")),
-                                          str(f.get("password", "")), _int(f.get("iterations", "8192"), "iterations"))
+            await extra.upsert_scram_user(
+                self.view.admin,
+                name,
+                str(f.get("mechanism", "SCRAM-SHA-256")),
+                str(f.get("password", "")),
+                _int(f.get("iterations", "8192"), "iterations"),
+            )
         except ValueError as e:
             raise Refused(str(e)) from None
         return redirect("/security", f"saved SCRAM credential of {name}")
@@ -483,12 +712,14 @@ class Console:
 
     # ------------------------------------------------------------------------------------------ app
     async def health(self, request: web.Request) -> web.Response:
-        return json_response({"status": "ok", "sampling_rounds": self.sampler.rounds,
-                              "sampler_error": self.sampler.last_error})
+        return json_response(
+            {"status": "ok", "sampling_rounds": self.sampler.rounds, "sampler_error": self.sampler.last_error}
+        )
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=make_middlewares(self.settings, self._error_page),
-                              client_max_size=4 * 1024 * 1024)
+        app = web.Application(
+            middlewares=make_middlewares(self.settings, self._error_page), client_max_size=4 * 1024 * 1024
+        )
         r = app.router
         r.add_get("/", self.overview)
         r.add_get("/health", self.health)
@@ -528,6 +759,7 @@ class Console:
 
     def _action(self, fn: Any) -> Any:
         """A change: Kafka errors and bad values become an error page naming the cause."""
+
         async def handler(request: web.Request) -> web.StreamResponse:
             try:
                 return await fn(request)
@@ -535,6 +767,7 @@ class Console:
                 raise Refused(f"the broker refused: {e}") from None
             except ValueError as e:
                 raise Refused(str(e)) from None
+
         return handler
 
     async def _on_startup(self, app: web.Application) -> None:

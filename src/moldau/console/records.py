@@ -7,14 +7,13 @@ records that do not exist yet; live tail is the one that waits.
 Filters: key substring, value substring, header (``name`` or ``name=value``), and a small expression over
 the record (``key``, ``value``, ``offset``, ``partition``, ``timestamp``, ``headers``; ``value.field`` and
 ``value["field"]`` read JSON values), e.g. ``value.amount > 10 and key == "user-1"``. The expression is parsed
-with Python's ``ast`` and evaluated by a walker that only knows those names, comparisons, ``and``/``or``/``not``,
-``in`` and literals: nothing is executed.
+with Python's ``ast`` and evaluated by a walker that only knows those names, comparisons,
+``and``/``or``/``not``, ``in`` and literals: nothing is executed.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
 import base64
 import binascii
 import json
@@ -89,12 +88,38 @@ def compile_expression(text: str) -> ast.expr:
     except SyntaxError as e:
         raise FilterError(f"expression: {e.msg} at column {e.offset}") from None
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
-                                 ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In,
-                                 ast.NotIn, ast.Name, ast.Load, ast.Attribute, ast.Subscript, ast.Constant,
-                                 ast.List, ast.Tuple)):
-            raise FilterError(f"expression: {type(node).__name__} is not allowed (use comparisons, and/or/not, "
-                              "in, value.field, literals)")
+        if not isinstance(
+            node,
+            (
+                ast.Expression,
+                ast.BoolOp,
+                ast.And,
+                ast.Or,
+                ast.UnaryOp,
+                ast.Not,
+                ast.USub,
+                ast.Compare,
+                ast.Eq,
+                ast.NotEq,
+                ast.Lt,
+                ast.LtE,
+                ast.Gt,
+                ast.GtE,
+                ast.In,
+                ast.NotIn,
+                ast.Name,
+                ast.Load,
+                ast.Attribute,
+                ast.Subscript,
+                ast.Constant,
+                ast.List,
+                ast.Tuple,
+            ),
+        ):
+            raise FilterError(
+                f"expression: {type(node).__name__} is not allowed (use comparisons, and/or/not, "
+                "in, value.field, literals)"
+            )
         if isinstance(node, ast.Name) and node.id not in _NAMES and node.id not in ("true", "false", "null"):
             raise FilterError(f"expression: unknown name {node.id!r} (known: {', '.join(_NAMES)})")
     return tree.body
@@ -208,9 +233,16 @@ class RecordFilter:
             if not found:
                 return False
         if self._expr is not None:
-            env = {"key": _loose(r.key), "value": _loose(r.value), "offset": r.offset, "partition": r.partition,
-                   "timestamp": r.timestamp,
-                   "headers": {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in r.headers or []}}
+            env = {
+                "key": _loose(r.key),
+                "value": _loose(r.value),
+                "offset": r.offset,
+                "partition": r.partition,
+                "timestamp": r.timestamp,
+                "headers": {
+                    k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in r.headers or []
+                },
+            }
             if not _truthy(_eval(self._expr, env)):
                 return False
         return True
@@ -220,7 +252,7 @@ class RecordFilter:
 @dataclass(slots=True)
 class BrowseRequest:
     topic: str
-    partitions: list[int] | None = None   # None: every partition
+    partitions: list[int] | None = None  # None: every partition
     mode: str = "newest"
     offset: int = 0
     timestamp_ms: int = 0
@@ -234,17 +266,22 @@ class BrowseRequest:
 class BrowseResult:
     records: list[ConsumerRecord]
     scanned: int
-    ranges: dict[int, tuple[int, int]]     # partition -> (start offset read from, end offset)
-    truncated: bool                         # stopped by scan_limit or time_budget before the end
+    ranges: dict[int, tuple[int, int]]  # partition -> (start offset read from, end offset)
+    truncated: bool  # stopped by scan_limit or time_budget before the end
 
 
 def record_json(r: ConsumerRecord) -> dict[str, Any]:
     key, kb64 = as_text_or_b64(r.key)
     value, vb64 = as_text_or_b64(r.value)
-    out: dict[str, Any] = {"topic": r.topic, "partition": r.partition, "offset": r.offset,
-                           "timestamp": r.timestamp,
-                           "timestamp_type": "LogAppendTime" if r.timestamp_type == 1 else "CreateTime",
-                           "key": key, "value": value}
+    out: dict[str, Any] = {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "timestamp_type": "LogAppendTime" if r.timestamp_type == 1 else "CreateTime",
+        "key": key,
+        "value": value,
+    }
     if kb64:
         out["key_encoding"] = "base64"
     if vb64:
@@ -257,8 +294,12 @@ def record_json(r: ConsumerRecord) -> dict[str, Any]:
     return out
 
 
-async def browse(consumer_conf: dict[str, Any], all_partitions: list[int], req: BrowseRequest) -> BrowseResult:
-    parts = [p for p in (req.partitions if req.partitions is not None else all_partitions) if p in all_partitions]
+async def browse(
+    consumer_conf: dict[str, Any], all_partitions: list[int], req: BrowseRequest
+) -> BrowseResult:
+    parts = [
+        p for p in (req.partitions if req.partitions is not None else all_partitions) if p in all_partitions
+    ]
     tps = [TopicPartition(req.topic, p) for p in parts]
     if not tps:
         return BrowseResult([], 0, {}, False)
@@ -314,13 +355,14 @@ async def browse(consumer_conf: dict[str, Any], all_partitions: list[int], req: 
             matched.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
         elif len(tps) > 1:
             matched.sort(key=lambda r: (r.timestamp, r.partition, r.offset))
-        return BrowseResult(matched[:req.limit], scanned, ranges, truncated)
+        return BrowseResult(matched[: req.limit], scanned, ranges, truncated)
     finally:
         await c.close(autocommit=False)
 
 
-async def tail(consumer_conf: dict[str, Any], topic: str, partitions: list[int],
-               flt: RecordFilter) -> AsyncIterator[list[ConsumerRecord] | None]:
+async def tail(
+    consumer_conf: dict[str, Any], topic: str, partitions: list[int], flt: RecordFilter
+) -> AsyncIterator[list[ConsumerRecord] | None]:
     """Yields None once positioned at the end of every partition, then batches of new matching records
     (possibly empty, about every second, so the caller can notice a closed client)."""
     tps = [TopicPartition(topic, p) for p in partitions]
@@ -335,7 +377,5 @@ async def tail(consumer_conf: dict[str, Any], topic: str, partitions: list[int],
         while True:
             batch = await c.poll(timeout=1.0)
             yield [r for r in batch if flt.matches(r)]
-    except asyncio.CancelledError:
-        raise
     finally:
         await c.close(autocommit=False)

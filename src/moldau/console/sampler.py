@@ -43,14 +43,15 @@ class Series:
 
 
 class Sampler:
-    def __init__(self, view: ClusterView, *, interval: float = 5.0, window: float = 3600.0,
-                 max_groups: int = 100) -> None:
+    def __init__(
+        self, view: ClusterView, *, interval: float = 5.0, window: float = 3600.0, max_groups: int = 100
+    ) -> None:
         self.view = view
         self.interval = interval
         self.window = window
         self.max_groups = max_groups
         self.series: dict[str, Series] = {}
-        self._prev_topic: dict[str, tuple[float, int, int | None]] = {}   # topic -> (t, end sum, size)
+        self._prev_topic: dict[str, tuple[float, int, int | None]] = {}  # topic -> (t, end sum, size)
         self._prev_group: dict[str, tuple[float, dict[TopicPartition, int]]] = {}
         self._out_rate: dict[str, float] = {}
         self._viewed: dict[str, float] = {}
@@ -68,8 +69,8 @@ class Sampler:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
-                pass
+            except (asyncio.CancelledError, Exception):
+                log.debug("sampler stopped", exc_info=True)
             self._task = None
 
     def viewed(self, group_id: str) -> None:
@@ -123,8 +124,12 @@ class Sampler:
 
     def _pick_groups(self, all_groups: list[str]) -> list[str]:
         recent = time.monotonic() - max(self.window, 600)
-        viewed = [g for g, t in sorted(self._viewed.items(), key=lambda kv: -kv[1]) if t >= recent and g in all_groups]
-        picked = viewed[:self.max_groups]
+        viewed = [
+            g
+            for g, t in sorted(self._viewed.items(), key=lambda kv: -kv[1])
+            if t >= recent and g in all_groups
+        ]
+        picked = viewed[: self.max_groups]
         rest = [g for g in all_groups if g not in set(picked)]
         room = self.max_groups - len(picked)
         if rest and room > 0:
@@ -140,7 +145,8 @@ class Sampler:
         for gid in self._pick_groups(groups):
             try:
                 committed = await self.view.committed(gid)
-            except Exception:  # noqa: BLE001 - a group deleted meanwhile
+            except Exception as exc:  # noqa: BLE001 - a group deleted meanwhile
+                log.debug("offsets of group %s: %s", gid, exc)
                 continue
             offsets = {tp: om.offset for tp, om in committed.items()}
             total = 0

@@ -43,8 +43,12 @@ class ConsoleServer:
         server: Any = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
-        log.info("moldau console on %s (cluster %s%s)", self.url, self.settings.client_conf.get("bootstrap.servers"),
-                 ", read-only" if self.settings.read_only else "")
+        log.info(
+            "moldau console on %s (cluster %s%s)",
+            self.url,
+            self.settings.client_conf.get("bootstrap.servers"),
+            ", read-only" if self.settings.read_only else "",
+        )
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -37,8 +37,10 @@ CSRF_KEY: Any = _Key("moldau_console_csrf", str) if _Key else "moldau_console_cs
 FLASH_KEY: Any = _Key("moldau_console_flash", object) if _Key else "moldau_console_flash"
 FORM_KEY: Any = _Key("moldau_console_form", object) if _Key else "moldau_console_form"
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+)
 
 
 @dataclass(slots=True)
@@ -49,8 +51,8 @@ class ConsoleSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     read_only: bool = False
-    token: str | None = None              # bearer token / ?token= once (then a cookie)
-    basic_auth: str | None = None         # "user:password"
+    token: str | None = None  # bearer token / ?token= once (then a cookie)
+    basic_auth: str | None = None  # "user:password"
     sample_interval: float = 5.0
     history_seconds: float = 3600.0
     max_sampled_groups: int = 100
@@ -109,11 +111,16 @@ def fmt_ms(v: Any) -> str:
 
 
 def make_env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("moldau.console", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
-    env.filters.update(bytes=fmt_bytes, ts=fmt_ts, num=fmt_num, ms=fmt_ms,
-                       q=lambda s: urllib.parse.quote(str(s), safe=""))
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("moldau.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        bytes=fmt_bytes, ts=fmt_ts, num=fmt_num, ms=fmt_ms, q=lambda s: urllib.parse.quote(str(s), safe="")
+    )
     return env
 
 
@@ -143,9 +150,16 @@ class Page:
         return self.url(path, sort=column, dir="desc" if desc else "", page="")
 
 
-def paginate(request: web.Request, items: Iterable[Any], *, text: Callable[[Any], str],
-             keys: dict[str, Callable[[Any], Any]], default_sort: str, page_size: int,
-             extra_filter: Callable[[Any], bool] | None = None) -> Page:
+def paginate(
+    request: web.Request,
+    items: Iterable[Any],
+    *,
+    text: Callable[[Any], str],
+    keys: dict[str, Callable[[Any], Any]],
+    default_sort: str,
+    page_size: int,
+    extra_filter: Callable[[Any], bool] | None = None,
+) -> Page:
     """Server-side filter (``q``: substring of ``text(item)``), sort (``sort``, ``dir=desc``) and paging."""
     q = request.query.get("q", "").strip()
     sort = request.query.get("sort", default_sort)
@@ -153,7 +167,9 @@ def paginate(request: web.Request, items: Iterable[Any], *, text: Callable[[Any]
         sort = default_sort
     desc = request.query.get("dir") == "desc"
     ql = q.lower()
-    rows = [i for i in items if (not ql or ql in text(i).lower()) and (extra_filter is None or extra_filter(i))]
+    rows = [
+        i for i in items if (not ql or ql in text(i).lower()) and (extra_filter is None or extra_filter(i))
+    ]
     key = keys[sort]
 
     def safe_key(i: Any) -> tuple[int, Any]:
@@ -167,7 +183,7 @@ def paginate(request: web.Request, items: Iterable[Any], *, text: Callable[[Any]
     except ValueError:
         page = 1
     args = {k: v for k, v in request.query.items()}
-    return Page(rows[(page - 1) * page_size: page * page_size], len(rows), page, pages, sort, desc, q, args)
+    return Page(rows[(page - 1) * page_size : page * page_size], len(rows), page, pages, sort, desc, q, args)
 
 
 # ---------------------------------------------------------------------------------------------- security
@@ -209,15 +225,18 @@ def check_auth(request: web.Request, settings: ConsoleSettings) -> web.StreamRes
         if hmac.compare_digest(given_pair.encode(), settings.basic_auth.encode()):
             return None
     headers = {"WWW-Authenticate": 'Basic realm="moldau console"'} if settings.basic_auth else {}
-    return web.Response(status=401, text="moldau console: authentication required (token or basic auth)\n",
-                        headers=headers)
+    return web.Response(
+        status=401, text="moldau console: authentication required (token or basic auth)\n", headers=headers
+    )
 
 
-def make_middlewares(settings: ConsoleSettings, render_error: Callable[..., Awaitable[web.StreamResponse]]
-                     ) -> Sequence[Any]:
+def make_middlewares(
+    settings: ConsoleSettings, render_error: Callable[..., Awaitable[web.StreamResponse]]
+) -> Sequence[Any]:
     @web.middleware
-    async def security(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                       ) -> web.StreamResponse:
+    async def security(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if not request.path.startswith("/static/"):
             denied = check_auth(request, settings)
             if denied is not None:
@@ -235,11 +254,12 @@ def make_middlewares(settings: ConsoleSettings, render_error: Callable[..., Awai
                 request[FORM_KEY] = form
                 given = str(form.get(CSRF_FIELD, ""))
                 if fresh or not given or not hmac.compare_digest(given, cookie):
-                    raise Refused("the form's CSRF token is missing or wrong: reload the page and try again", 403)
+                    raise Refused(
+                        "the form's CSRF token is missing or wrong: reload the page and try again", 403
+                    )
                 origin = request.headers.get("Origin")
-                if origin and origin != "null":
-                    if urllib.parse.urlsplit(origin).netloc != request.host:
-                        raise Refused(f"cross-site request from {origin} refused", 403)
+                if origin and origin != "null" and urllib.parse.urlsplit(origin).netloc != request.host:
+                    raise Refused(f"cross-site request from {origin} refused", 403)
             resp = await handler(request)
         except Refused as e:
             resp = await render_error(request, str(e), e.status)
@@ -270,7 +290,9 @@ def make_middlewares(settings: ConsoleSettings, render_error: Callable[..., Awai
 def redirect(location: str, flash: str | None = None) -> web.Response:
     resp = web.Response(status=303, headers={"Location": location})
     if flash:
-        resp.set_cookie(FLASH_COOKIE, urllib.parse.quote(flash[:500]), samesite="Strict", path="/", max_age=60)
+        resp.set_cookie(
+            FLASH_COOKIE, urllib.parse.quote(flash[:500]), samesite="Strict", path="/", max_age=60
+        )
     return resp
 
 
