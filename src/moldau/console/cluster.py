@@ -26,9 +26,13 @@ from moldau.client.types import (
     TopicPartition,
 )
 
+from moldau.client.errors import ClientError, KafkaError
+
 from . import extra
 
 log = logging.getLogger(__name__)
+
+RESET_STRATEGIES = ("earliest", "latest", "timestamp", "offset", "shift")
 
 
 @dataclass(slots=True)
@@ -133,6 +137,7 @@ class ClusterView:
         self._producer: AsyncProducer | None = None
         self._snapshot: Snapshot | None = None
         self._snapshot_lock = asyncio.Lock()
+        self._offset_fetch_all_broken = False
 
     def _conf_for(self, kind: str) -> dict[str, Any]:
         from moldau.client.config import CONSUMER, PRODUCER
@@ -311,7 +316,20 @@ class ClusterView:
         return await self.admin.list_consumer_groups()
 
     async def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        return await self.admin.list_consumer_group_offsets(group_id)
+        """A group's committed offsets. OffsetFetch for all topics (a null topic list) first; a broker that
+        answers it wrongly (some Kafka-compatible brokers do) is asked again for every partition by name."""
+        if not self._offset_fetch_all_broken:
+            try:
+                return await self.admin.list_consumer_group_offsets(group_id)
+            except KafkaError:
+                raise
+            except ClientError as exc:
+                log.info("OffsetFetch of all topics failed (%s); asking for the partitions by name", exc)
+                self._offset_fetch_all_broken = True
+        snap = await self.snapshot()
+        tps = [TopicPartition(t.name, p.partition) for t in snap.topics.values() if not t.internal
+               for p in t.partitions]
+        return await self.admin.list_consumer_group_offsets(group_id, tps) if tps else {}
 
     async def group(self, group_id: str) -> GroupView:
         desc = (await self.admin.describe_consumer_groups([group_id]))[group_id]
@@ -345,6 +363,8 @@ class ClusterView:
         self, group_id: str, topic: str | None, strategy: str, value: str
     ) -> list[tuple[TopicPartition, int | None, int]]:
         """(partition, current committed offset, new offset) for a reset, computed but not applied."""
+        if strategy not in RESET_STRATEGIES:
+            raise ValueError(f"unknown reset strategy {strategy!r} (one of {', '.join(RESET_STRATEGIES)})")
         committed = await self.committed(group_id)
         if topic:
             snap = await self.snapshot()
