@@ -8,7 +8,8 @@ serves the console in this process and times HTTP GETs of:
 * the topic list, first page, sorted by name, with a cold snapshot (metadata, start and end offsets of every
   partition, log sizes, retention of every topic) and warm (snapshot cached, ``cache_ttl``);
 * the topic list sorted by size, page 50 (warm);
-* a topic page (100 partitions, its configs);
+* a topic page (100 partitions, its configs), from the cached snapshot and cold (that topic asked alone);
+* the message browser, newest 50 records over all 100 partitions of a topic holding 2,000 records;
 * the consumer group list (1,000 groups, first page);
 * a group page (its members, committed offsets and lag of 100 partitions, the lag plot's data).
 
@@ -119,6 +120,11 @@ def main() -> int:
                                                                        args.repeat)
                 results[f"topic page ({args.partitions} partitions)"] = measure(base + f"/topics/{names[0]}",
                                                                                 args.repeat)
+                results[f"messages, newest 50 of {args.partitions} partitions"] = measure(
+                    base + f"/topics/{names[0]}/messages", args.repeat)
+                server.console.view.cache_ttl = 0.0
+                results["topic page, cold (that topic alone)"] = measure(base + f"/topics/{names[0]}", args.repeat)
+                server.console.view.cache_ttl = 3600.0
                 results[f"group list ({args.groups} groups)"] = measure(base + "/groups", args.repeat)
                 results[f"group page ({args.partitions} partitions)"] = measure(base + "/groups/bench-group-0000",
                                                                                 args.repeat)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.client import AsyncAdmin, AsyncProducer
+from moldau.client.errors import ClientError, KafkaError
 from moldau.client.types import (
     AlterConfigOp,
     ConfigResource,
@@ -25,8 +26,6 @@ from moldau.client.types import (
     OffsetAndMetadata,
     TopicPartition,
 )
-
-from moldau.client.errors import ClientError, KafkaError
 
 from . import extra
 
@@ -196,9 +195,23 @@ class ClusterView:
             self._snapshot = snap
             return snap
 
-    async def _take_snapshot(self) -> Snapshot:
-        names = await self.admin.list_topics(include_internal=True)
-        descs = await self.admin.describe_topics(list(names)) if names else {}
+    async def topic(self, name: str) -> TopicInfo | None:
+        """One topic's information: from the cached snapshot while it is fresh, else asked for that topic
+        alone (a topic page stays fast on a cluster with many partitions). None: no such topic."""
+        snap = self._snapshot
+        if snap is not None and time.monotonic() - snap.taken <= self.cache_ttl and name in snap.topics:
+            return snap.topics[name]
+        try:
+            one = await self._take_snapshot([name])
+        except KafkaError as e:
+            if e.code in (3, 17):  # UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION
+                return None
+            raise
+        return one.topics.get(name)
+
+    async def _take_snapshot(self, only: list[str] | None = None) -> Snapshot:
+        names = list(only) if only is not None else list(await self.admin.list_topics(include_internal=True))
+        descs = await self.admin.describe_topics(names) if names else {}
         topics: dict[str, TopicInfo] = {}
         for name, d in descs.items():
             parts = [
@@ -221,7 +234,7 @@ class ClusterView:
                     p.end = ends.get(tp, -1)
         sizes_known = False
         try:
-            sizes = await extra.partition_sizes(self.admin)
+            sizes = await extra.partition_sizes(self.admin, only)
         except Exception as exc:  # noqa: BLE001 - a broker without DescribeLogDirs: sizes stay unknown
             log.debug("DescribeLogDirs failed: %s", exc)
             sizes = {}

@@ -74,11 +74,18 @@ async def _send(admin: AsyncAdmin, node: int | None, api_key: int, req: Any) -> 
 
 
 # ---------------------------------------------------------------------------------------------- log dirs
-async def partition_sizes(admin: AsyncAdmin) -> dict[tuple[str, int], int]:
-    """Bytes on disk per partition (leader or replica: the largest copy), from every broker."""
+async def partition_sizes(admin: AsyncAdmin, topics: list[str] | None = None) -> dict[tuple[str, int], int]:
+    """Bytes on disk per partition (leader or replica: the largest copy), from every broker; every topic, or
+    the partitions of ``topics``."""
+    R = m.DescribeLogDirsRequest
+    wanted = None
+    if topics is not None:
+        parts = await admin.describe_topics(topics)
+        wanted = [R.DescribableLogDirTopic(topic=t, partitions=[p.partition for p in d.partitions])
+                  for t, d in parts.items()]
     out: dict[tuple[str, int], int] = {}
     for node in await _nodes(admin):
-        resp = await _send(admin, node, _DESCRIBE_LOG_DIRS, m.DescribeLogDirsRequest.new(topics=None))
+        resp = await _send(admin, node, _DESCRIBE_LOG_DIRS, R.new(topics=wanted))
         for res in resp.results:
             if res.error_code:
                 continue

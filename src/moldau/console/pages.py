@@ -175,18 +175,15 @@ class Console:
         await self.view.create_topic(name, partitions, replication, configs)
         return redirect(f"/topics/{_q(name)}", f"created topic {name} ({partitions} partitions)")
 
-    async def _topic(self, name: str, fresh: bool = False) -> Any:
-        snap = await self.view.snapshot(max_age=0 if fresh else None)
-        t = snap.topics.get(name)
-        if t is None and not fresh:
-            return await self._topic(name, True)
+    async def _topic(self, name: str) -> Any:
+        t = await self.view.topic(name)
         if t is None:
             raise Refused(f"no topic named {name!r}", 404)
-        return t, snap
+        return t
 
     async def topic(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        t, snap = await self._topic(name)
+        t = await self._topic(name)
         try:
             configs = await self.view.topic_configs(name)
         except CLUSTER_ERRORS as e:
@@ -236,7 +233,6 @@ class Console:
             configs=rows,
             ppage=ppage,
             chart=chart,
-            sizes_known=snap.sizes_known,
         )
 
     def _throughput(self, name: str) -> list[list[Any]]:
@@ -326,7 +322,7 @@ class Console:
 
     async def messages(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        t, _snap = await self._topic(name)
+        t = await self._topic(name)
         req, form = self._browse_request(request, t)
         result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
         rows = [
@@ -362,7 +358,7 @@ class Console:
 
     async def messages_jsonl(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        t, _snap = await self._topic(name)
+        t = await self._topic(name)
         req, _form = self._browse_request(request, t)
         result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
         body = "".join(json.dumps(record_json(r), ensure_ascii=False) + "\n" for r in result.records)
@@ -374,7 +370,7 @@ class Console:
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
-        t, _snap = await self._topic(name)
+        t = await self._topic(name)
         qs = request.query
         parts = [p.partition for p in t.partitions]
         if qs.get("partition", "all") not in ("", "all"):
