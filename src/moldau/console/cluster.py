@@ -94,6 +94,15 @@ class Snapshot:
     topics: dict[str, TopicInfo]
     sizes_known: bool = False
 
+    def leaders(self) -> dict[tuple[str, int], int]:
+        """Leader of every partition of the non-internal topics."""
+        return {
+            (t.name, p.partition): p.leader
+            for t in self.topics.values()
+            if not t.internal
+            for p in t.partitions
+        }
+
     def end_offsets(self) -> dict[TopicPartition, int]:
         return {
             TopicPartition(t.name, p.partition): p.end for t in self.topics.values() for p in t.partitions
@@ -340,8 +349,12 @@ class ClusterView:
                 log.info("OffsetFetch of all topics failed (%s); asking for the partitions by name", exc)
                 self._offset_fetch_all_broken = True
         snap = await self.snapshot()
-        tps = [TopicPartition(t.name, p.partition) for t in snap.topics.values() if not t.internal
-               for p in t.partitions]
+        tps = [
+            TopicPartition(t.name, p.partition)
+            for t in snap.topics.values()
+            if not t.internal
+            for p in t.partitions
+        ]
         return await self.admin.list_consumer_group_offsets(group_id, tps) if tps else {}
 
     async def group(self, group_id: str) -> GroupView:

@@ -15,10 +15,7 @@ CONFIG_KEY = "console.listener"
 
 
 async def start_console(broker: Any) -> ConsoleServer | None:
-    try:
-        spec = broker.config.get(CONFIG_KEY)
-    except Exception:  # noqa: BLE001 - the key is not declared in this build
-        spec = None
+    spec = broker.config.get(CONFIG_KEY)
     if not spec:
         return None
     host, port = parse_listen(str(spec), CONFIG_KEY)

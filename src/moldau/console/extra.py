@@ -81,8 +81,10 @@ async def partition_sizes(admin: AsyncAdmin, topics: list[str] | None = None) ->
     wanted = None
     if topics is not None:
         parts = await admin.describe_topics(topics)
-        wanted = [R.DescribableLogDirTopic(topic=t, partitions=[p.partition for p in d.partitions])
-                  for t, d in parts.items()]
+        wanted = [
+            R.DescribableLogDirTopic(topic=t, partitions=[p.partition for p in d.partitions])
+            for t, d in parts.items()
+        ]
     out: dict[tuple[str, int], int] = {}
     for node in await _nodes(admin):
         resp = await _send(admin, node, _DESCRIBE_LOG_DIRS, R.new(topics=wanted))
@@ -261,18 +263,29 @@ def _code(table: dict[str, int], value: str, what: str) -> int:
         raise ValueError(f"unknown {what} {value!r} (one of {', '.join(table)})") from None
 
 
+def _codes(acl: Acl) -> tuple[int, int, int, int]:
+    """(resource type, pattern type, operation, permission) codes of a binding; ValueError names a bad one."""
+    return (
+        _code(RESOURCE_TYPES, acl.resource_type, "resource type"),
+        _code(PATTERN_TYPES, acl.pattern_type, "pattern type"),
+        _code(ACL_OPERATIONS, acl.operation, "operation"),
+        _code(ACL_PERMISSIONS, acl.permission, "permission"),
+    )
+
+
 async def create_acl(admin: AsyncAdmin, acl: Acl) -> None:
     R = m.CreateAclsRequest
+    rtype, ptype, op, perm = _codes(acl)
     req = R.new(
         creations=[
             R.AclCreation(
-                resource_type=_code(RESOURCE_TYPES, acl.resource_type, "resource type"),
+                resource_type=rtype,
                 resource_name=acl.resource_name,
-                resource_pattern_type=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"),
+                resource_pattern_type=ptype,
                 principal=acl.principal,
                 host=acl.host,
-                operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
-                permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"),
+                operation=op,
+                permission_type=perm,
             )
         ]
     )
@@ -284,16 +297,17 @@ async def create_acl(admin: AsyncAdmin, acl: Acl) -> None:
 
 async def delete_acl(admin: AsyncAdmin, acl: Acl) -> int:
     R = m.DeleteAclsRequest
+    rtype, ptype, op, perm = _codes(acl)
     req = R.new(
         filters=[
             R.DeleteAclsFilter(
-                resource_type_filter=_code(RESOURCE_TYPES, acl.resource_type, "resource type"),
+                resource_type_filter=rtype,
                 resource_name_filter=acl.resource_name,
-                pattern_type_filter=_code(PATTERN_TYPES, acl.pattern_type, "pattern type"),
+                pattern_type_filter=ptype,
                 principal_filter=acl.principal,
                 host_filter=acl.host,
-                operation=_code(ACL_OPERATIONS, acl.operation, "operation"),
-                permission_type=_code(ACL_PERMISSIONS, acl.permission, "permission"),
+                operation=op,
+                permission_type=perm,
             )
         ]
     )
@@ -338,16 +352,13 @@ async def scram_users(admin: AsyncAdmin) -> list[ScramUser]:
 async def upsert_scram_user(
     admin: AsyncAdmin, name: str, mechanism: str, password: str, iterations: int = 8192
 ) -> None:
-    from moldau.protocol.sasl_mechanisms import SaslError, salted_password, scram_mechanism
+    from moldau.protocol.sasl_mechanisms import salted_password
 
     if not name:
         raise ValueError("a user name is needed")
     if not password:
         raise ValueError("a password is needed")
-    try:
-        mech = scram_mechanism(mechanism)
-    except SaslError as e:
-        raise ValueError(str(e)) from None
+    mech = _scram(mechanism)
     salt = os.urandom(32)
     R = m.AlterUserScramCredentialsRequest
     req = R.new(
@@ -366,16 +377,20 @@ async def upsert_scram_user(
 
 
 async def delete_scram_user(admin: AsyncAdmin, name: str, mechanism: str) -> None:
-    from moldau.protocol.sasl_mechanisms import SaslError, scram_mechanism
-
-    try:
-        mech = scram_mechanism(mechanism)
-    except SaslError as e:
-        raise ValueError(str(e)) from None
+    mech = _scram(mechanism)
     R = m.AlterUserScramCredentialsRequest
     await _alter_scram(
         admin, R.new(deletions=[R.ScramCredentialDeletion(name=name, mechanism=mech.code)], upsertions=[])
     )
+
+
+def _scram(mechanism: str) -> Any:
+    from moldau.protocol.sasl_mechanisms import SaslError, scram_mechanism
+
+    try:
+        return scram_mechanism(mechanism)
+    except SaslError as e:
+        raise ValueError(str(e)) from None
 
 
 async def _alter_scram(admin: AsyncAdmin, req: Any) -> None:

@@ -83,12 +83,7 @@ async def build_flow(view: ClusterView, sampler: Sampler) -> Graph:
         for topic, _p in t.partitions or []:
             writers.setdefault(f"txn:{t.transactional_id}", set()).add(topic)
     try:
-        leaders = {
-            (t.name, p.partition): p.leader
-            for t in snap.topics.values()
-            if not t.internal
-            for p in t.partitions
-        }
+        leaders = snap.leaders()
         for s in await extra.producers(view.admin, leaders):
             label = f"txn:{names[s.producer_id]}" if s.producer_id in names else f"pid:{s.producer_id}"
             writers.setdefault(label, set()).add(s.topic)

@@ -459,7 +459,12 @@ class Console:
         }
 
     async def group(self, request: web.Request) -> web.Response:
-        gid = request.match_info["gid"]
+        return await self._group_page(request, request.match_info["gid"], None, {})
+
+    async def _group_page(
+        self, request: web.Request, gid: str, reset: Any, reset_form: dict[str, str]
+    ) -> web.Response:
+        """A group's page; with ``reset`` (the plan of a reset and its form values), its preview too."""
         self.sampler.viewed(gid)
         try:
             g = await self.view.group(gid)
@@ -486,8 +491,8 @@ class Console:
             gid=gid,
             ppage=ppage,
             chart=self._lag_chart(gid, g.topics),
-            reset=None,
-            reset_form={},
+            reset=reset,
+            reset_form=reset_form,
         )
 
     async def api_lag(self, request: web.Request) -> web.Response:
@@ -508,28 +513,10 @@ class Console:
         topic, strategy, value = self._reset_args(request.query)
         try:
             plan = await self.view.reset_plan(gid, topic, strategy, value)
-            g = await self.view.group(gid)
         except ValueError as e:
             raise Refused(str(e)) from None
-        ppage = paginate(
-            request,
-            g.rows,
-            text=lambda r: r.topic,
-            page_size=200,
-            keys={"topic": lambda r: (r.topic, r.partition)},
-            default_sort="topic",
-        )
-        return self.render(
-            request,
-            "group.html",
-            title=f"Group {gid}",
-            active="groups",
-            g=g,
-            gid=gid,
-            ppage=ppage,
-            chart=self._lag_chart(gid, g.topics),
-            reset=plan,
-            reset_form={"topic": topic or "", "strategy": strategy, "value": value},
+        return await self._group_page(
+            request, gid, plan, {"topic": topic or "", "strategy": strategy, "value": value}
         )
 
     async def reset_execute(self, request: web.Request) -> web.Response:
@@ -558,12 +545,7 @@ class Console:
         except CLUSTER_ERRORS as e:
             error = f"transactions: {e}"
         try:
-            leaders = {
-                (t.name, p.partition): p.leader
-                for t in snap.topics.values()
-                if not t.internal
-                for p in t.partitions
-            }
+            leaders = snap.leaders()
             producers = await extra.producers(self.view.admin, leaders)
         except CLUSTER_ERRORS as e:
             error = (error + "; " if error else "") + f"producers: {e}"
