@@ -54,8 +54,12 @@ def measure(url: str, repeat: int) -> dict[str, Any]:
         if status != 200:
             raise SystemExit(f"{url}: HTTP {status}")
         times.append(dt)
-    return {"median_ms": statistics.median(times) * 1000, "min_ms": min(times) * 1000,
-            "max_ms": max(times) * 1000, "bytes": size}
+    return {
+        "median_ms": statistics.median(times) * 1000,
+        "min_ms": min(times) * 1000,
+        "max_ms": max(times) * 1000,
+        "bytes": size,
+    }
 
 
 def populate(bootstrap: str, topics: int, partitions: int, groups: int) -> list[str]:
@@ -65,8 +69,10 @@ def populate(bootstrap: str, topics: int, partitions: int, groups: int) -> list[
     t0 = time.monotonic()
     with moldau.Admin(bootstrap_servers=bootstrap, request_timeout_ms=300_000) as admin:
         for i in range(0, topics, 10):
-            admin.create_topics([moldau.NewTopic(n, partitions) for n in names[i:i + 10]], timeout=300)
-        print(f"created {topics} topics x {partitions} partitions in {time.monotonic() - t0:.1f} s", flush=True)
+            admin.create_topics([moldau.NewTopic(n, partitions) for n in names[i : i + 10]], timeout=300)
+        print(
+            f"created {topics} topics x {partitions} partitions in {time.monotonic() - t0:.1f} s", flush=True
+        )
         with moldau.Producer(bootstrap_servers=bootstrap, linger_ms=20) as p:
             for n in names[: min(topics, 10)]:
                 for part in range(partitions):
@@ -77,7 +83,8 @@ def populate(bootstrap: str, topics: int, partitions: int, groups: int) -> list[
         for g in range(groups):
             topic = names[g % topics]
             admin.alter_consumer_group_offsets(
-                f"bench-group-{g:04d}", {moldau.TopicPartition(topic, p): 0 for p in range(partitions)})
+                f"bench-group-{g:04d}", {moldau.TopicPartition(topic, p): 0 for p in range(partitions)}
+            )
         print(f"committed offsets of {groups} groups in {time.monotonic() - t0:.1f} s", flush=True)
     return names
 
@@ -96,13 +103,20 @@ def main() -> int:
     from moldau.console import ConsoleServer, ConsoleSettings
 
     with tempfile.TemporaryDirectory(prefix="moldau-console-bench-") as tmp:
-        broker = BrokerProcess("moldau", Path(tmp) / "data", log_dir=Path(tmp),
-                               settings={"group.initial.rebalance.delay.ms": "0"})
+        broker = BrokerProcess(
+            "moldau",
+            Path(tmp) / "data",
+            log_dir=Path(tmp),
+            settings={"group.initial.rebalance.delay.ms": "0"},
+        )
         broker.start()
         try:
             names = populate(broker.bootstrap, args.topics, args.partitions, args.groups)
-            settings = ConsoleSettings({"bootstrap.servers": broker.bootstrap, "request.timeout.ms": 120000},
-                                       host="127.0.0.1", port=0)
+            settings = ConsoleSettings(
+                {"bootstrap.servers": broker.bootstrap, "request.timeout.ms": 120000},
+                host="127.0.0.1",
+                port=0,
+            )
             server = ConsoleServer(settings)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -116,28 +130,38 @@ def main() -> int:
                 server.console.view.cache_ttl = 3600.0
                 timed_get(base + "/topics")
                 results["topic list, warm"] = measure(base + "/topics", args.repeat)
-                results["topic list by size, page 50, warm"] = measure(base + "/topics?sort=size&dir=desc&page=50",
-                                                                       args.repeat)
-                results[f"topic page ({args.partitions} partitions)"] = measure(base + f"/topics/{names[0]}",
-                                                                                args.repeat)
+                results["topic list by size, page 50, warm"] = measure(
+                    base + "/topics?sort=size&dir=desc&page=50", args.repeat
+                )
+                results[f"topic page ({args.partitions} partitions)"] = measure(
+                    base + f"/topics/{names[0]}", args.repeat
+                )
                 results[f"messages, newest 50 of {args.partitions} partitions"] = measure(
-                    base + f"/topics/{names[0]}/messages", args.repeat)
+                    base + f"/topics/{names[0]}/messages", args.repeat
+                )
                 server.console.view.cache_ttl = 0.0
-                results["topic page, cold (that topic alone)"] = measure(base + f"/topics/{names[0]}", args.repeat)
+                results["topic page, cold (that topic alone)"] = measure(
+                    base + f"/topics/{names[0]}", args.repeat
+                )
                 server.console.view.cache_ttl = 3600.0
                 results[f"group list ({args.groups} groups)"] = measure(base + "/groups", args.repeat)
-                results[f"group page ({args.partitions} partitions)"] = measure(base + "/groups/bench-group-0000",
-                                                                                args.repeat)
+                results[f"group page ({args.partitions} partitions)"] = measure(
+                    base + "/groups/bench-group-0000", args.repeat
+                )
             finally:
                 asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
                 loop.call_soon_threadsafe(loop.stop)
         finally:
             broker.close()
-    print(f"\n{args.topics * args.partitions:,} partitions in {args.topics} topics, {args.groups:,} groups; "
-          f"median of {args.repeat} requests\n")
+    print(
+        f"\n{args.topics * args.partitions:,} partitions in {args.topics} topics, {args.groups:,} groups; "
+        f"median of {args.repeat} requests\n"
+    )
     print(f"{'page':44} {'median':>9} {'min':>9} {'max':>9} {'HTML':>9}")
     for k, v in results.items():
-        print(f"{k:44} {v['median_ms']:8.0f}ms {v['min_ms']:8.0f}ms {v['max_ms']:8.0f}ms {v['bytes'] / 1024:8.0f}K")
+        print(
+            f"{k:44} {v['median_ms']:8.0f}ms {v['min_ms']:8.0f}ms {v['max_ms']:8.0f}ms {v['bytes'] / 1024:8.0f}K"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
