@@ -65,6 +65,7 @@ class ConsoleThread:
 
         settings.setdefault("sample_interval", 0.5)
         settings.setdefault("cache_ttl", 0.0)
+        settings.setdefault("stale_ttl", 0.0)  # the tests look at what they just changed
         self.settings = ConsoleSettings(
             {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
         )

@@ -138,9 +138,11 @@ class GroupView:
 
 
 class ClusterView:
-    def __init__(self, client_conf: dict[str, Any], *, cache_ttl: float = 2.0) -> None:
+    def __init__(self, client_conf: dict[str, Any], *, cache_ttl: float = 2.0, stale_ttl: float = 0.0) -> None:
         self.client_conf = dict(client_conf)
         self.cache_ttl = cache_ttl
+        self.stale_ttl = stale_ttl
+        self._refreshing: asyncio.Task[Any] | None = None
         self.admin = AsyncAdmin(config=self._conf_for("admin"))
         self._producer: AsyncProducer | None = None
         self._snapshot: Snapshot | None = None
@@ -187,14 +189,25 @@ class ClusterView:
     def invalidate(self) -> None:
         self._snapshot = None
 
+    def snapshot_age(self) -> float | None:
+        snap = self._snapshot
+        return None if snap is None else time.monotonic() - snap.taken
+
     # ------------------------------------------------------------------------------------------ cluster
     async def describe_cluster(self) -> Any:
         return await self.admin.describe_cluster()
 
     async def snapshot(self, *, max_age: float | None = None) -> Snapshot:
+        """The cluster snapshot, at most ``max_age`` (default ``cache_ttl``) seconds old. Without ``max_age``, a
+        snapshot up to ``stale_ttl`` seconds old is returned at once while a fresh one is taken in the
+        background (the sampler keeps it young, so list pages rarely wait for 10,000 partitions' offsets)."""
         age = self.cache_ttl if max_age is None else max_age
         snap = self._snapshot
         if snap is not None and time.monotonic() - snap.taken <= age:
+            return snap
+        if max_age is None and snap is not None and time.monotonic() - snap.taken <= self.stale_ttl:
+            if self._refreshing is None or self._refreshing.done():
+                self._refreshing = asyncio.get_running_loop().create_task(self.snapshot(max_age=age))
             return snap
         async with self._snapshot_lock:
             snap = self._snapshot

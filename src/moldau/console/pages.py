@@ -7,6 +7,7 @@ CSRF token, refused in read-only mode, and asks for confirmation in the browser 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -70,7 +71,9 @@ NAV = [
 class Console:
     def __init__(self, settings: ConsoleSettings, view: ClusterView | None = None) -> None:
         self.settings = settings
-        self.view = view or ClusterView(settings.client_conf, cache_ttl=settings.cache_ttl)
+        self.view = view or ClusterView(
+            settings.client_conf, cache_ttl=settings.cache_ttl, stale_ttl=settings.stale_ttl
+        )
         self.sampler = Sampler(
             self.view,
             interval=settings.sample_interval,
@@ -156,6 +159,7 @@ class Console:
             page=page,
             show_internal=show_internal,
             sizes_known=snap.sizes_known,
+            age=time.monotonic() - snap.taken,
         )
 
     async def topic_create(self, request: web.Request) -> web.Response:
@@ -390,18 +394,19 @@ class Console:
             }
         )
         await resp.prepare(request)
-        try:
-            async for batch in tail(self.view.consumer_conf(), name, parts, flt):
-                if batch is None:
-                    await resp.write(b"event: ready\ndata: {}\n\n")
-                    continue
-                if batch:
-                    data = json.dumps([dict(record_json(r), time=fmt_ts(r.timestamp)) for r in batch])
-                    await resp.write(f"event: records\ndata: {data}\n\n".encode())
-                else:
-                    await resp.write(b": idle\n\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        # the consumer is closed as soon as the browser goes away (a write fails) or the console stops
+        async with contextlib.aclosing(tail(self.view.consumer_conf(), name, parts, flt)) as batches:
+            try:
+                async for batch in batches:
+                    if batch is None:
+                        await resp.write(b"event: ready\ndata: {}\n\n")
+                    elif batch:
+                        data = json.dumps([dict(record_json(r), time=fmt_ts(r.timestamp)) for r in batch])
+                        await resp.write(f"event: records\ndata: {data}\n\n".encode())
+                    else:
+                        await resp.write(b": idle\n\n")
+            except ConnectionResetError:
+                log.debug("live tail of %s: the browser went away", name)
         return resp
 
     async def produce(self, request: web.Request) -> web.Response:

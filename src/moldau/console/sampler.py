@@ -53,7 +53,6 @@ class Sampler:
         self.series: dict[str, Series] = {}
         self._prev_topic: dict[str, tuple[float, int, int | None]] = {}  # topic -> (t, end sum, size)
         self._prev_group: dict[str, tuple[float, dict[TopicPartition, int]]] = {}
-        self._out_rate: dict[str, float] = {}
         self._viewed: dict[str, float] = {}
         self._rotation = 0
         self._task: asyncio.Task[None] | None = None

@@ -12,7 +12,7 @@ import math
 import secrets
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,8 +57,8 @@ class ConsoleSettings:
     history_seconds: float = 3600.0
     max_sampled_groups: int = 100
     page_size: int = 50
-    cache_ttl: float = 2.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    cache_ttl: float = 2.0                # a cluster snapshot younger than this is used as it is
+    stale_ttl: float = 30.0               # ... younger than this is shown while a fresh one is taken
 
 
 def parse_listen(text: str, what: str = "--listen") -> tuple[str, int]:
