@@ -382,3 +382,90 @@ def test_other_pages_render(browser: Any, console: Any, page: str, shot: Any) ->
     assert "Error" not in browser.title
     assert browser.find_element(By.TAG_NAME, "h1").text
     shot(page)
+
+
+@pytest.mark.tansu_gap("DescribeConfigs reports a topic's own setting as a Kafka default; CreatePartitions")
+def test_topic_changes_from_ui(browser: Any, console: Any, broker: Any, make_topic: Any) -> None:
+    name = make_topic(partitions=1)
+    tp_res = moldau.ConfigResource.topic(name)
+    browser.get(console.url + f"/topics/{q(name)}")
+    form = browser.find_element(By.ID, "config-form")
+    form.find_element(By.NAME, "key").send_keys("retention.ms")
+    form.find_element(By.NAME, "value").send_keys("3600000")
+    submit(browser, "config-form")
+    assert "retention.ms set to 3600000" in browser.find_element(By.ID, "flash").text
+    row = browser.find_element(By.CSS_SELECTOR, "#config-table tr[data-config='retention.ms']")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1] == "3600000" and cells[2] == "topic", cells
+    assert cells[3] == "168 (Kafka default: log.retention.hours)", cells
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert admin.describe_configs([tp_res])[tp_res]["retention.ms"].value == "3600000"
+    # back to the default
+    form = browser.find_element(By.ID, "config-form")
+    form.find_element(By.NAME, "key").send_keys("retention.ms")
+    form.find_element(By.CSS_SELECTOR, "input[value=delete]").click()
+    submit(browser, "config-form")
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert admin.describe_configs([tp_res])[tp_res]["retention.ms"].value == "604800000"
+    # more partitions
+    total = browser.find_element(By.CSS_SELECTOR, "#partitions-form input[name=total]")
+    total.clear()
+    total.send_keys("4")
+    submit(browser, "partitions-form")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 4
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert len(admin.describe_topics([name])[name].partitions) == 4
+    # a refused change shows the broker's error, escaped, and changes nothing
+    total = browser.find_element(By.CSS_SELECTOR, "#partitions-form input[name=total]")
+    browser.execute_script("arguments[0].removeAttribute('min')", total)
+    total.clear()
+    total.send_keys("2")
+    submit(browser, "partitions-form")
+    assert "INVALID_PARTITIONS" in browser.find_element(By.ID, "error-message").text.upper().replace(" ", "_")
+    # delete
+    browser.get(console.url + f"/topics/{q(name)}")
+    submit(browser, "delete-topic")
+    assert f"deleted topic {name}" in browser.find_element(By.ID, "flash").text
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert name not in admin.list_topics()
+
+
+def test_delete_group_from_ui(
+    browser: Any, console: Any, broker: Any, make_topic: Any, group_id: str
+) -> None:
+    name = make_topic(partitions=1)
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.alter_consumer_group_offsets(group_id, {moldau.TopicPartition(name, 0): 0})
+    browser.get(console.url + "/groups?q=" + q(group_id))
+    browser.find_element(By.CSS_SELECTOR, f"#groups tr[data-group='{group_id}'] a").click()
+    wait(browser).until(lambda b: b.find_elements(By.ID, "group-id"))
+    submit(browser, "delete-group")
+    assert f"deleted group {group_id}" in browser.find_element(By.ID, "flash").text
+    with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert group_id not in {g.group_id for g in admin.list_consumer_groups()}
+
+
+def test_download_json_lines(console: Any, broker: Any, make_topic: Any) -> None:
+    import json
+
+    from consolehttp import Http
+
+    name = make_topic(partitions=1)
+    produce_ck(
+        broker.bootstrap,
+        name,
+        [(b"k\xff", XSS.encode(), None), (None, b'{"a": 1}', None)],
+        headers=[("h", b"v")],
+        one_batch_each=True,
+    )
+    status, headers, body = Http(console.url).request(
+        "GET", f"/topics/{q(name)}/messages.jsonl?mode=earliest"
+    )
+    assert status == 200 and headers["Content-Type"].startswith("application/x-ndjson")
+    assert f'filename="{name}.jsonl"' in headers["Content-Disposition"]
+    lines = [json.loads(line) for line in body.splitlines()]
+    assert [(r["offset"], r["key"], r.get("key_encoding"), r["value"]) for r in lines] == [
+        (0, "a/8=", "base64", XSS),
+        (1, None, None, '{"a": 1}'),
+    ]
+    assert lines[0]["headers"] == [{"key": "h", "value": "v"}]

@@ -195,7 +195,13 @@ class Console:
             log.debug("describe configs of %s: %s", name, e)
         rows = []
         for c in sorted(configs.values(), key=lambda c: c.name):
-            default = next((v for (_n, v, src) in c.synonyms if src == 5), None)
+            # what the topic would have without its own setting: the first synonym below the topic level
+            # (a broker setting, else Kafka's default), named when it is another key (log.retention.hours)
+            below = next(((n, v, src) for (n, v, src) in c.synonyms if src != 1), None)
+            default = None
+            if below is not None:
+                origin = CONFIG_SOURCES.get(below[2], str(below[2]))
+                default = f"{below[1]} ({origin}" + (f": {below[0]})" if below[0] != c.name else ")")
             rows.append(
                 {
                     "name": c.name,
