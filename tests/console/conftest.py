@@ -12,13 +12,11 @@ starts the real command as a subprocess.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +46,8 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
+from consoleutil import ConsoleThread
+
 CHROMIUM = os.environ.get("MOLDAU_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MOLDAU_CHROMEDRIVER", "/usr/bin/chromedriver")
 
@@ -55,39 +55,6 @@ CHROMEDRIVER = os.environ.get("MOLDAU_CHROMEDRIVER", "/usr/bin/chromedriver")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mine = [i for i in items if _HERE in Path(str(i.fspath)).resolve().parents]
     _harness.pytest_collection_modifyitems(config, mine)
-
-
-class ConsoleThread:
-    """A console (moldau.console.ConsoleServer) on a free loopback port, in a thread with its own loop."""
-
-    def __init__(self, bootstrap: str, **settings: Any) -> None:
-        from moldau.console import ConsoleServer, ConsoleSettings
-
-        settings.setdefault("sample_interval", 0.5)
-        settings.setdefault("cache_ttl", 0.0)
-        settings.setdefault("stale_ttl", 0.0)  # the tests look at what they just changed
-        self.settings = ConsoleSettings(
-            {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
-        )
-        self.server = ConsoleServer(self.settings)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="console", daemon=True)
-
-    def start(self) -> ConsoleThread:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
-        return self
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def stop(self) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
 
 
 @pytest.fixture(scope="module")

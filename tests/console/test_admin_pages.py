@@ -19,9 +19,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import ConsoleThread
+from consoleutil import ConsoleThread, submit, wait
 from selenium.webdriver.common.by import By
-from test_browser import submit, wait
 
 from moldau.console import extra
 

@@ -7,47 +7,18 @@ from __future__ import annotations
 
 import itertools
 import time
-import urllib.parse
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from consolehttp import every_post_route
-from selenium.common.exceptions import NoAlertPresentException
+from consoleutil import assert_no_alert, every_post_route, q, submit, wait
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 import moldau
 
 XSS = "<script>alert(1)</script>"
-
-
-def q(s: str) -> str:
-    return urllib.parse.quote(s, safe="")
-
-
-def wait(browser: Any, timeout: float = 15.0) -> WebDriverWait:
-    return WebDriverWait(browser, timeout, poll_frequency=0.1)
-
-
-def submit(browser: Any, form_id: str) -> None:
-    """Submit a change form: its confirmation dialog is accepted, then the page after the redirect loads."""
-    form = browser.find_element(By.ID, form_id)
-    old = browser.find_element(By.TAG_NAME, "html")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait(browser, 5).until(EC.alert_is_present())
-    browser.switch_to.alert.accept()
-    wait(browser).until(EC.staleness_of(old))
-
-
-def assert_no_alert(browser: Any) -> None:
-    try:
-        text = browser.switch_to.alert.text
-    except NoAlertPresentException:
-        return
-    raise AssertionError(f"a JavaScript alert is open: {text!r}")
 
 
 def produce_ck(
@@ -448,7 +419,7 @@ def test_delete_group_from_ui(
 def test_download_json_lines(console: Any, broker: Any, make_topic: Any) -> None:
     import json
 
-    from consolehttp import Http
+    from consoleutil import Http
 
     name = make_topic(partitions=1)
     produce_ck(

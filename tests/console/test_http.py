@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from brokerproc import free_port
-from conftest import ConsoleThread
-from consolehttp import Http
+from consoleutil import ConsoleThread, Http
 
 import moldau
 

@@ -1,12 +1,79 @@
-"""HTTP helpers of the console tests: a cookie-keeping client without redirects, and a sweep that posts to
-every change route of a console."""
+"""Helpers of the console tests: the console in a thread, a cookie-keeping HTTP client without redirects, a
+sweep that posts to every change route, and browser steps (submit a change form and accept its
+confirmation)."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+class ConsoleThread:
+    """A console (moldau.console.ConsoleServer) on a free loopback port, in a thread with its own loop."""
+
+    def __init__(self, bootstrap: str, **settings: Any) -> None:
+        from moldau.console import ConsoleServer, ConsoleSettings
+
+        settings.setdefault("sample_interval", 0.5)
+        settings.setdefault("cache_ttl", 0.0)
+        settings.setdefault("stale_ttl", 0.0)  # the tests look at what they just changed
+        self.settings = ConsoleSettings(
+            {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
+        )
+        self.server = ConsoleServer(self.settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="console", daemon=True)
+
+    def start(self) -> ConsoleThread:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+def q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def wait(browser: Any, timeout: float = 15.0) -> WebDriverWait:
+    return WebDriverWait(browser, timeout, poll_frequency=0.1)
+
+
+def submit(browser: Any, form_id: str) -> None:
+    """Submit a change form: its confirmation dialog is accepted, then the page after the redirect loads."""
+    form = browser.find_element(By.ID, form_id)
+    old = browser.find_element(By.TAG_NAME, "html")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, 5).until(EC.alert_is_present())
+    browser.switch_to.alert.accept()
+    wait(browser).until(EC.staleness_of(old))
+
+
+def assert_no_alert(browser: Any) -> None:
+    try:
+        text = browser.switch_to.alert.text
+    except NoAlertPresentException:
+        return
+    raise AssertionError(f"a JavaScript alert is open: {text!r}")
 
 
 class Http:
