@@ -172,3 +172,68 @@ def test_broker_serves_the_console(broker_factory: Any) -> None:
     b.stop()
     with pytest.raises(OSError):
         Http(f"http://127.0.0.1:{port}").request("GET", "/")
+
+
+@pytest.mark.moldau_only("SASL listeners are configured through moldau's settings")
+def test_moldau_console_over_sasl_scram(tmp_path: Path) -> None:
+    """The console uses the CLI's client security options: SCRAM over SASL_PLAINTEXT, and a wrong password
+    is refused in one line."""
+    from brokerproc import BrokerProcess
+    from kafkautil import create_topic
+
+    from moldau.broker.security.credentials import CredentialStore
+
+    data = tmp_path / "data"
+    data.mkdir()
+    CredentialStore(data).add_password("alice", "alice-secret")
+    sasl_port = free_port()
+    b = BrokerProcess(
+        "moldau",
+        data,
+        log_dir=tmp_path,
+        settings={
+            "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "connection.failed.authentication.delay.ms": "50",
+        },
+    )
+    b.start()
+    try:
+        topic = create_topic(b.bootstrap, "sasl-console-topic", 2)
+        base = [
+            *_moldau(),
+            "console",
+            "-b",
+            f"127.0.0.1:{sasl_port}",
+            "-X",
+            "security.protocol=SASL_PLAINTEXT",
+            "-X",
+            "sasl.mechanism=SCRAM-SHA-256",
+            "-X",
+            "sasl.username=alice",
+        ]
+        port = free_port()
+        proc = subprocess.Popen(
+            [*base, "-X", "sasl.password=alice-secret", "--listen", f"127.0.0.1:{port}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_http(f"http://127.0.0.1:{port}", proc)
+            status, _h, body = Http(f"http://127.0.0.1:{port}").request("GET", "/topics")
+            assert status == 200 and f'data-topic="{topic}"' in body
+        finally:
+            proc.terminate()
+            proc.wait(15)
+        res = subprocess.run(
+            [*base, "-X", "sasl.password=wrong", "--listen", f"127.0.0.1:{free_port()}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 1 and len(lines) == 1, res.stderr
+        assert lines[0].startswith("moldau console: error:") and "auth" in lines[0].lower(), lines
+    finally:
+        b.close()
