@@ -3,6 +3,7 @@ browser against a real broker."""
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.parse
 import uuid
@@ -105,7 +106,7 @@ def test_flow_shows_which_groups_read_which_topics(
 
 
 def test_throughput_plot_shows_records_coming_in(
-    browser: Any, console: Any, broker: Any, make_topic: Any
+    browser: Any, console: Any, broker: Any, make_topic: Any, shot: Any
 ) -> None:
     name = make_topic(partitions=1)
     browser.get(console.url + f"/topics/{q(name)}")
@@ -123,6 +124,13 @@ def test_throughput_plot_shows_records_coming_in(
         time.sleep(0.3)
     assert any(r > 0 for r in rates()), rates()
     assert browser.find_elements(By.CSS_SELECTOR, "#throughput canvas")
+    if os.environ.get("MOLDAU_CONSOLE_SCREENSHOTS"):  # a few more points for the picture
+        for step in range(8):
+            for _ in range(50 * (1 + step % 3)):
+                p.produce(name, b"r" * 100, partition=0)
+            p.flush(10)
+            time.sleep(0.4)
+    shot("topic")
 
 
 # ---------------------------------------------------------------------------------------------- security

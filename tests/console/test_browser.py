@@ -90,7 +90,6 @@ def test_create_topic_from_ui(browser: Any, console: Any, broker: Any, topic: st
     assert browser.find_element(By.ID, "topic-name").text == topic
     assert "created topic" in browser.find_element(By.ID, "flash").text
     assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")) == 3
-    shot("topic")
     with moldau.Admin(bootstrap_servers=broker.bootstrap) as admin:
         desc = admin.describe_topics([topic])[topic]
     assert len(desc.partitions) == 3

@@ -230,6 +230,8 @@ class Console:
         )
         chart = {
             "series": ["records/s in", "records/s out", "bytes/s in", "bytes/s out (est.)"],
+            "scales": ["records", "records", "bytes", "bytes"],
+            "scale_labels": ["records/s", "bytes/s"],
             "url": f"/api/topics/{_q(name)}/throughput",
             "refresh": int(self.settings.sample_interval * 1000),
             "data": self._throughput(name),

@@ -17,11 +17,22 @@
   function makeChart(el) {
     var spec = JSON.parse(document.getElementById(el.getAttribute("data-chart")).textContent);
     var series = [{ value: function (u, v) { return v == null ? "-" : fmtTime(v); } }];
+    // spec.scales (optional): the y scale of each series; the first scale's axis is on the left, a
+    // second one (e.g. bytes/s next to records/s) on the right
+    var names = spec.scales || spec.series.map(function () { return "y"; });
+    var order = [];
+    names.forEach(function (n) { if (order.indexOf(n) < 0) { order.push(n); } });
     spec.series.forEach(function (label, i) {
-      series.push({ label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true });
+      series.push({ label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true, scale: names[i] });
     });
-    var opts = { width: Math.max(el.clientWidth - 4, 300), height: 220, series: series,
-                 scales: { x: { time: true } }, axes: [{}, { size: 70 }] };
+    var scales = { x: { time: true } };
+    var axes = [{}];
+    order.forEach(function (n, i) {
+      scales[n] = {};
+      axes.push({ scale: n, size: 70, side: i === 0 ? 3 : 1, label: spec.scale_labels ? spec.scale_labels[i] : null,
+                  grid: { show: i === 0 } });
+    });
+    var opts = { width: Math.max(el.clientWidth - 4, 300), height: 220, series: series, scales: scales, axes: axes };
     var u = new uPlot(opts, spec.data, el);
     var chart = { u: u, data: spec.data, updates: 0 };
     window.moldauCharts[el.id] = chart;
