@@ -237,3 +237,53 @@ def test_moldau_console_over_sasl_scram(tmp_path: Path) -> None:
         assert lines[0].startswith("moldau console: error:") and "auth" in lines[0].lower(), lines
     finally:
         b.close()
+
+
+@pytest.mark.moldau_only("console.listener is a moldau broker setting")
+def test_broker_console_listener_errors_are_one_line(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            *_moldau(),
+            "broker",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--set",
+            "console.listener=nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "moldau broker: error: Invalid value 'nope' for configuration console.listener: expected HOST:PORT, "
+        "e.g. 127.0.0.1:8080"
+    )
+    # the console's port taken: the broker does not start, and says why in one line
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = subprocess.run(
+            [
+                *_moldau(),
+                "broker",
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path / "d2"),
+                "--set",
+                f"console.listener=127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "cannot start the broker" in res.stderr.strip().splitlines()[-1]

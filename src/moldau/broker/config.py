@@ -312,7 +312,8 @@ _d("auto.include.jmx.reporter", "boolean", True, "")
 _d("metrics.listener", "string", None, "moldau: HOST:PORT of the Prometheus metrics endpoint (/metrics, /health, "
    "/ready); off when unset.")
 _d("console.listener", "string", None, "moldau: HOST:PORT of the web console (moldau.console), served from the "
-   "broker process; off when unset.")
+   "broker process; off when unset.",
+   validator=lambda v: None if not v or v.rpartition(":")[2].isdigit() else "expected HOST:PORT, e.g. 127.0.0.1:8080")
 
 # security
 _d("authorizer.class.name", "string", "", "")

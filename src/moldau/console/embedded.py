@@ -18,7 +18,12 @@ async def start_console(broker: Any) -> ConsoleServer | None:
     spec = broker.config.get(CONFIG_KEY)
     if not spec:
         return None
-    host, port = parse_listen(str(spec), CONFIG_KEY)
+    from moldau.broker.config import ConfigError
+
+    try:
+        host, port = parse_listen(str(spec), CONFIG_KEY)
+    except ValueError as e:
+        raise ConfigError(CONFIG_KEY, str(e)) from None
     plain = [lst for lst in broker.listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
     if not plain:
         log.error(
