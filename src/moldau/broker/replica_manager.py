@@ -14,7 +14,7 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
 from moldau.protocol.errors import KafkaError, error_code_of
 from moldau.protocol.records import (
@@ -26,8 +26,11 @@ from moldau.protocol.records import (
 )
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .metadata import TopicInfo
+    from moldau.log import LogManager
+
+    from .config import BrokerConfig
+    from .metadata import MetadataStore, TopicInfo
+    from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -177,30 +180,51 @@ class GroupFlusher:
 
 # ------------------------------------------------------------------------------------------------- replica manager
 
+class _Clock(Protocol):
+    def time_ms(self) -> int: ...
+
+
+class ReplicaDeps(Protocol):
+    """The services the replica manager uses (``services.BrokerServices`` is one)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> _Clock: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def metrics(self) -> BrokerMetrics | None: ...
+
+
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
+    def __init__(self, services: ReplicaDeps) -> None:
+        self.services = services  # read on use: metrics is set after construction
+        self.node_id = services.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.flusher = GroupFlusher()
         self._tasks: list[asyncio.Task[Any]] = []
         self.shutting_down = False
-        self.fetch_sessions = FetchSessionCache(int(broker.config.get("max.incremental.fetch.session.cache.slots")))
+        self.fetch_sessions = FetchSessionCache(int(services.config.get("max.incremental.fetch.session.cache.slots")))
 
     # ------------------------------------------------------------------------------------------ setup
     def _log_config(self, topic: "TopicInfo") -> Any:
         from .topic_config import log_config_for
 
-        return log_config_for(topic.configs, self.broker.config)
+        return log_config_for(topic.configs, self.services.config)
 
     def _open_log(self, topic: "TopicInfo", index: int, config: Any) -> Any:
-        lm = self.broker.log_manager
+        lm = self.services.log_manager
         return lm.get_or_create_log(topic.name, index, config, topic_id=topic.topic_id)
 
     def load(self) -> None:
         """Partitions for every topic in the metadata; topics found on disk only are adopted."""
-        store = self.broker.metadata
-        lm = self.broker.log_manager
+        store = self.services.metadata
+        lm = self.services.log_manager
         on_disk: dict[str, int] = {}
         for (tname, idx) in list(lm.partitions()):
             on_disk[tname] = max(on_disk.get(tname, 0), idx + 1)
@@ -244,8 +268,8 @@ class ReplicaManager:
 
     async def _maintenance(self) -> None:
         """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is due)."""
-        lm = self.broker.log_manager
-        clock = self.broker.clock
+        lm = self.services.log_manager
+        clock = self.services.clock
         while True:
             await asyncio.sleep(1.0)
             try:
@@ -262,7 +286,7 @@ class ReplicaManager:
         self._create_partitions(topic, old_count)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
-        lm = self.broker.log_manager
+        lm = self.services.log_manager
         for i in range(topic.num_partitions):
             p = self.partitions.pop((topic.name, i), None)
             if p is not None:
@@ -298,7 +322,7 @@ class ReplicaManager:
         res = AppendResult()
         cfg = p.config
         if now_ms is None:
-            now_ms = self.broker.clock.time_ms()
+            now_ms = self.services.clock.time_ms()
         if records is None:
             res.error = INVALID_RECORD
             res.error_message = "Produce request without records"
@@ -371,7 +395,7 @@ class ReplicaManager:
         res.log_start_offset = info.log_start_offset
         if info.duplicate:
             return res
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         if metrics is not None:
             metrics.record_append(p.topic, n, sum(h.records_count for _, h in batches))
         # one node: the ISR (this node) has everything the log has
@@ -418,7 +442,7 @@ class ReplicaManager:
         size = rr.size
         info.records = rr.chunks if size else None
         info.size = size
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         if metrics is not None:
             metrics.record_read(p.topic, size)
         if isolation_level == 1:

@@ -27,6 +27,7 @@ from .registry import HANDLERS
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ def _has_field(msg: Any, attr: str, version: int) -> bool:
 
 
 class Router:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
 
     async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
         """Handle one request frame. Returns response parts, None (no response) or False (close)."""
@@ -93,7 +94,7 @@ class Router:
             log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
                         conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         t0 = time.perf_counter() if metrics is not None else 0.0
         view = memoryview(frame)
         try:
@@ -107,7 +108,7 @@ class Router:
         client_id = getattr(header, "client_id", None)
         if client_id is not None:
             conn.client_id = client_id
-        ctx = RequestContext(self.broker, api_key, version, correlation_id, client_id, conn, header)
+        ctx = RequestContext(self.services, api_key, version, correlation_id, client_id, conn, header)
         try:
             resp = await spec.fn(ctx, req)
         except KafkaError as e:

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
-    from moldau.broker.server import run as run_server
+    from moldau.broker.broker import run as run_server
 
     try:
         run_server(config)

@@ -16,7 +16,7 @@ def group_authorized_operations(ctx: Any, group_id: str, requested: bool) -> int
     when no authorizer is configured; else what the authorizer allows the caller on the group."""
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return GROUP_AUTHORIZED_OPERATIONS
     from ..security.authorizer import GROUP, authorized_operations
 
@@ -25,7 +25,7 @@ def group_authorized_operations(ctx: Any, group_id: str, requested: bool) -> int
 
 def coordinator_of(ctx: Any) -> Any:
     """The broker's group coordinator, or None when it is not running (answer COORDINATOR_NOT_AVAILABLE)."""
-    return getattr(ctx.broker, "group_coordinator", None)
+    return ctx.services.group_coordinator
 
 
 def client_host(ctx: Any) -> str:
@@ -40,12 +40,12 @@ def client_id(ctx: Any) -> str:
 
 
 def topic_partitions(ctx: Any, topic: str) -> int | None:
-    t = ctx.broker.metadata.get(topic)
+    t = ctx.services.metadata.get(topic)
     return None if t is None else int(t.num_partitions)
 
 
 def topic_by_id(ctx: Any, topic_id: Any) -> Any:
-    return ctx.broker.metadata.get_by_id(topic_id)
+    return ctx.services.metadata.get_by_id(topic_id)
 
 
 COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE

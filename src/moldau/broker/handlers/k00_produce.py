@@ -46,14 +46,14 @@ UNKNOWN_TOPIC_ID = 100
 
 @handler(api_key=0, min_version=0, max_version=13)
 async def produce(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
-    store = broker.metadata
+    svc = ctx.services
+    rm = svc.replica_manager
+    store = svc.metadata
     version = ctx.version
     acks = req.acks
     msg = m.ProduceResponse
     PartResp = msg.PartitionProduceResponse
-    now = broker.clock.time_ms()
+    now = svc.clock.time_ms()
     by_id = version >= 13
 
     topics_out = []
@@ -61,7 +61,7 @@ async def produce(ctx: Any, req: Any) -> Any:
     any_error = False
     txn_id = req.transactional_id if version >= 3 else None
     txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
-    txn_coordinator = broker.transaction_coordinator
+    txn_coordinator = svc.transaction_coordinator
     for td in req.topic_data:
         parts_out = []
         if by_id:

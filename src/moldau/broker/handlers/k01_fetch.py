@@ -78,8 +78,8 @@ class _Item:
 
 
 def _resolve(ctx: Any, items: list[_Item], by_id: bool) -> None:
-    store = ctx.broker.metadata
-    rm = ctx.broker.replica_manager
+    store = ctx.services.metadata
+    rm = ctx.services.replica_manager
     for it in items:
         if by_id:
             t = store.get_by_id(it.topic_id)
@@ -137,8 +137,8 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int) -> tu
 
 @handler(api_key=1, min_version=0, max_version=18)
 async def fetch(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
+    svc = ctx.services
+    rm = svc.replica_manager
     v = ctx.version
     msg = m.FetchResponse
     by_id = v >= 13

@@ -81,15 +81,15 @@ def _old_style(p: Any, ts: int, max_num: int, rm: Any) -> list[int]:
 
 @handler(api_key=2, min_version=0, max_version=11)
 async def list_offsets(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
+    svc = ctx.services
+    rm = svc.replica_manager
     v = ctx.version
     msg = m.ListOffsetsResponse
     isolation = req.isolation_level if v >= 2 else 0
     topics_out = []
     for t in req.topics:
         parts_out = []
-        topic = broker.metadata.get(t.name)
+        topic = svc.metadata.get(t.name)
         denied = not allowed(ctx, DESCRIBE, TOPIC, t.name)
         for q in t.partitions:
             pr = msg.ListOffsetsPartitionResponse(partition_index=q.partition_index, error_code=0,

@@ -53,33 +53,33 @@ def _code(exc: BaseException) -> int:
 
 
 def broker_entries(ctx: Any, msg: Any) -> list[Any]:
-    broker = ctx.broker
-    lst = broker.advertised_listener(ctx.connection.listener_name)
-    return [msg.MetadataResponseBroker(node_id=broker.node_id, host=lst.host, port=lst.port,
-                                       rack=broker.config.get("broker.rack"))]
+    svc = ctx.services
+    lst = svc.advertised_listener(ctx.connection.listener_name)
+    return [msg.MetadataResponseBroker(node_id=svc.node_id, host=lst.host, port=lst.port,
+                                       rack=svc.config.get("broker.rack"))]
 
 
 def _auto_create(ctx: Any, name: str) -> Any:
-    broker = ctx.broker
-    cfg = broker.config
+    svc = ctx.services
+    cfg = svc.config
     if name == OFFSETS_TOPIC:
-        return broker.metadata.create_topic(name, int(cfg.get("offsets.topic.num.partitions")),
+        return svc.metadata.create_topic(name, int(cfg.get("offsets.topic.num.partitions")),
                                             int(cfg.get("offsets.topic.replication.factor")),
                                             {"cleanup.policy": "compact", "compression.type": "producer",
                                              "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
     if name == TRANSACTION_STATE_TOPIC:
-        return broker.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
+        return svc.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
                                             int(cfg.get("transaction.state.log.replication.factor")),
                                             {"cleanup.policy": "compact", "compression.type": "uncompressed",
                                              "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
                                              "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
-    return broker.metadata.create_topic(name, -1, -1, {})
+    return svc.metadata.create_topic(name, -1, -1, {})
 
 
 def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
-    broker = ctx.broker
-    node = broker.node_id
-    rm = broker.replica_manager
+    svc = ctx.services
+    node = svc.node_id
+    rm = svc.replica_manager
     parts = []
     for i in range(topic.num_partitions):
         p = rm.get_partition(topic.name, i)
@@ -99,7 +99,7 @@ def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
 
 
 def _ops(ctx: Any, resource_type: int, name: str, everything: int) -> int:
-    return everything if ctx.broker.authorizer is None else _authorized_ops(ctx, resource_type, name)
+    return everything if ctx.services.authorizer is None else _authorized_ops(ctx, resource_type, name)
 
 
 def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
@@ -110,12 +110,12 @@ def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
 
 @handler(api_key=3, min_version=0, max_version=13)
 async def metadata(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+    svc = ctx.services
     msg = m.MetadataResponse
     v = ctx.version
     include_topic_ops = bool(v >= 8 and req.include_topic_authorized_operations)
     include_cluster_ops = bool(8 <= v <= 10 and req.include_cluster_authorized_operations)
-    store = broker.metadata
+    store = svc.metadata
     topics_out: list[Any] = []
 
     requested = req.topics
@@ -124,7 +124,7 @@ async def metadata(ctx: Any, req: Any) -> Any:
             if allowed(ctx, DESCRIBE, TOPIC, t.name):  # hidden when not describable
                 topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
     else:
-        allow_auto = bool(broker.config.get("auto.create.topics.enable")) and (
+        allow_auto = bool(svc.config.get("auto.create.topics.enable")) and (
             v < 4 or bool(req.allow_auto_topic_creation))
         seen: set[Any] = set()
         for rt in requested:
@@ -174,8 +174,8 @@ async def metadata(ctx: Any, req: Any) -> Any:
     return msg.new(
         throttle_time_ms=0,
         brokers=broker_entries(ctx, msg),
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=svc.cluster_id,
+        controller_id=svc.node_id,
         topics=topics_out,
         cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if include_cluster_ops
                                        else AUTHORIZED_OPERATIONS_OMITTED),

@@ -31,7 +31,7 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
     msg = m.OffsetCommitResponse
     v = ctx.version
     gc = coordinator_of(ctx)
-    now = ctx.broker.clock.time_ms()
+    now = ctx.services.clock.time_ms()
     generation = req.generation_id_or_member_epoch if v >= 1 else -1
     member_id = req.member_id if v >= 1 else ""
     instance_id = req.group_instance_id if v >= 7 else None

@@ -38,7 +38,7 @@ def _fetch(
     partitions = None if topics is None else [(t, p) for t, ps in topics for p in ps]
     error, results = gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
     if (
-        ctx.broker.authorizer is not None
+        ctx.services.authorizer is not None
     ):  # topics the principal may not Describe: named -> error, all -> left out
         results = [
             r
@@ -118,7 +118,7 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
             if v >= 10:
                 tid = topic_ids.get(name)
                 if tid is None:
-                    info = ctx.broker.metadata.get(name)
+                    info = ctx.services.metadata.get(name)
                     if info is None:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info.topic_id

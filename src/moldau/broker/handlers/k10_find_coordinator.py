@@ -45,7 +45,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     if key_type == TRANSACTION:
-        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        tc = ctx.services.transaction_coordinator
         if tc is not None:
             try:
                 tc.storage.ensure_topic()  # Kafka creates __transaction_state on first lookup too
@@ -59,8 +59,8 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
 @handler(api_key=10, min_version=0, max_version=6)
 async def find_coordinator(ctx: Any, req: Any) -> Any:
     msg = m.FindCoordinatorResponse
-    broker = ctx.broker
-    lst = broker.advertised_listener(ctx.connection.listener_name)
+    svc = ctx.services
+    lst = svc.advertised_listener(ctx.connection.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
     if ctx.version < 4:
         error, message = _lookup(ctx, req.key, key_type)
@@ -69,7 +69,7 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
             throttle_time_ms=0,
             error_code=error,
             error_message=message,
-            node_id=broker.node_id if ok else -1,
+            node_id=svc.node_id if ok else -1,
             host=lst.host if ok else "",
             port=lst.port if ok else -1,
         )
@@ -80,7 +80,7 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
         coordinators.append(
             msg.Coordinator(
                 key=key,
-                node_id=broker.node_id if ok else -1,
+                node_id=svc.node_id if ok else -1,
                 host=lst.host if ok else "",
                 port=lst.port if ok else -1,
                 error_code=error,

@@ -27,7 +27,7 @@ async def list_groups(ctx: Any, req: Any) -> Any:
     listed = gc.list_groups(
         list(req.states_filter) if v >= 4 else None, list(req.types_filter) if v >= 5 else None
     )
-    if ctx.broker.authorizer is not None and not allowed_cluster(ctx, DESCRIBE):
+    if ctx.services.authorizer is not None and not allowed_cluster(ctx, DESCRIBE):
         listed = [g for g in listed if allowed(ctx, DESCRIBE, GROUP, g.group_id)]  # only describable groups
     return msg.new(
         throttle_time_ms=0,

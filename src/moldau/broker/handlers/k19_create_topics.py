@@ -43,7 +43,7 @@ def _check_assignments(ctx: Any, topic: Any) -> tuple[int, int]:
     if topic.num_partitions != -1:
         raise _err(ErrorCode.INVALID_REQUEST,
                    "A manual partition assignment was specified, but numPartitions was not set to -1.")
-    node_id = ctx.broker.node_id
+    node_id = ctx.services.node_id
     rf: int | None = None
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))):
@@ -83,7 +83,7 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
 def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
     from ..metadata import validate_topic_name
 
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     name = topic.name
     if not allowed_create_topic(ctx, name):  # Create on the cluster or the topic
         raise _err(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -101,14 +101,14 @@ def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
             raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
                        "Replication factor must be larger than 0, or -1 to use the default value.")
     if replication_factor == -1:
-        replication_factor = int(ctx.broker.config.get("default.replication.factor"))
+        replication_factor = int(ctx.services.config.get("default.replication.factor"))
     if replication_factor > _broker_count(ctx):
         raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
                    f"factor of {replication_factor} cannot be reached because only {_broker_count(ctx)} "
                    "broker(s) are registered.")
     configs = tc.normalize_topic_configs(_configs_of(topic))
-    tc.broker_dynamic_configs(ctx.broker)
+    tc.broker_dynamic_configs(ctx.services)
     info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only)
     return info, configs
 
@@ -119,7 +119,7 @@ def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | Non
         return RESP.CreatableTopicResult(
             name=name, topic_id=ZERO_UUID, error_code=tc.error_code_of(exc),
             error_message=tc.error_message_of(exc), num_partitions=-1, replication_factor=-1, configs=[])
-    entries = tc.describe_topic_configs(configs or {}, ctx.broker.config, include_synonyms=False,
+    entries = tc.describe_topic_configs(configs or {}, ctx.services.config, include_synonyms=False,
                                        include_documentation=False)
     return RESP.CreatableTopicResult(
         name=name, topic_id=info.topic_id, error_code=0, error_message=None,

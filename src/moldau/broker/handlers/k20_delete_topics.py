@@ -40,12 +40,12 @@ def _delete_one(ctx: Any, info: Any) -> None:
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_REQUEST),
                                   f"Topic {info.name} is an internal topic and cannot be deleted.")
-    ctx.broker.metadata.delete_topic(info.name)
+    ctx.services.metadata.delete_topic(info.name)
 
 
 @handler(20, REQ.min_version, REQ.max_version)
 async def delete_topics(ctx: Any, req: Any) -> Any:
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     results: list[Any] = []
     names: list[str] = list(req.topic_names or []) if ctx.version <= 5 else []
     ids: list[uuid.UUID] = []
@@ -64,7 +64,7 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
             else:
                 names.append(t.name)
 
-    if not ctx.broker.config.get("delete.topic.enable"):
+    if not ctx.services.config.get("delete.topic.enable"):
         code = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.version >= 3 else ErrorCode.INVALID_REQUEST)
         msg = "Topic deletion is disabled."
         results.extend(_result(n, None, code, msg) for n in names)

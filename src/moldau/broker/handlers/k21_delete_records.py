@@ -31,9 +31,9 @@ HIGH_WATERMARK = -1
 def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
     """Advance the log start offset of ``topic``-``index``; return the new low watermark."""
     require(ctx, DELETE, TOPIC, topic)
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     info = md.topics.get(topic)
-    p = ctx.broker.replica_manager.get_partition(topic, index) if info is not None else None
+    p = ctx.services.replica_manager.get_partition(topic, index) if info is not None else None
     if p is None:
         raise KafkaError.for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     if info.is_internal:

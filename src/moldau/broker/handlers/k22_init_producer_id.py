@@ -5,7 +5,7 @@
   persisted in the data directory, so they are never reused after a restart), epoch 0. As in Kafka, a v3+
   request that names its current producer id/epoch (KIP-360) also gets a fresh id.
 * transaction_timeout_ms above ``transaction.max.timeout.ms``: INVALID_TRANSACTION_TIMEOUT (50), like Kafka.
-* With a transactional id: handed to ``broker.transaction_coordinator`` (moldau.broker.txn: epoch bumps,
+* With a transactional id: handed to ``svc.transaction_coordinator`` (moldau.broker.txn: epoch bumps,
   fencing, KIP-360 bumps with the current producer id/epoch of v3+, INVALID_TRANSACTION_TIMEOUT; PRODUCER_FENCED
   is answered as INVALID_PRODUCER_EPOCH below v4, KIP-588). Without a coordinator the answer is
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
@@ -35,7 +35,7 @@ PRODUCER_FENCED = 90
 
 @handler(api_key=22, min_version=0, max_version=6)
 async def init_producer_id(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+    svc = ctx.services
     resp = m.InitProducerIdResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1,
                                         ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)
     if req.transactional_id is not None and not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
@@ -45,7 +45,7 @@ async def init_producer_id(ctx: Any, req: Any) -> Any:
         resp.error_code = CLUSTER_AUTHORIZATION_FAILED  # IdempotentWrite on the cluster or Write on a topic
         return resp
     if req.transactional_id is not None:
-        coordinator = getattr(broker, "transaction_coordinator", None)
+        coordinator = svc.transaction_coordinator
         if coordinator is not None:
             pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
             error, pid, epoch = await coordinator.handle_init_producer_id(
@@ -56,7 +56,7 @@ async def init_producer_id(ctx: Any, req: Any) -> Any:
             if error == 0:
                 resp.producer_id, resp.producer_epoch = pid, epoch
             return resp
-        max_timeout = int(broker.config.get("transaction.max.timeout.ms"))
+        max_timeout = int(svc.config.get("transaction.max.timeout.ms"))
         if req.transaction_timeout_ms <= 0 or req.transaction_timeout_ms > max_timeout:
             resp.error_code = INVALID_TRANSACTION_TIMEOUT
             return resp
@@ -64,6 +64,6 @@ async def init_producer_id(ctx: Any, req: Any) -> Any:
                     "by this broker yet", req.transactional_id, ctx.client_id)
         resp.error_code = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return resp
-    resp.producer_id = broker.producer_ids.next_id()
+    resp.producer_id = svc.producer_ids.next_id()
     resp.producer_epoch = 0
     return resp

@@ -51,7 +51,7 @@ def _answer(ctx: Any, topic: str, part: Any) -> Any:
     if not allowed(ctx, DESCRIBE, TOPIC, topic):
         return RESP.EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
-    p = ctx.broker.replica_manager.get_partition(topic, part.partition)
+    p = ctx.services.replica_manager.get_partition(topic, part.partition)
     if p is None:
         return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)

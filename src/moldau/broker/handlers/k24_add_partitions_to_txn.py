@@ -49,7 +49,7 @@ async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, par
                        ) -> dict[tuple[str, int], int]:
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id):
         return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in parts}
-    store = ctx.broker.metadata
+    store = ctx.services.metadata
     bad: dict[tuple[str, int], int] = {}
     for topic, p in parts:
         if not allowed(ctx, WRITE, TOPIC, topic):
@@ -71,7 +71,7 @@ async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, par
 @handler(api_key=24, min_version=0, max_version=5)
 async def add_partitions_to_txn(ctx: Any, req: Any) -> Any:
     msg = m.AddPartitionsToTxnResponse
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if ctx.version < 4:
         parts = _partitions(req.v3_and_below_topics)
         errors = await _client_form(ctx, tc, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,

@@ -32,8 +32,8 @@ async def add_offsets_to_txn(ctx: Any, req: Any) -> Any:
     if not allowed(ctx, READ, GROUP, req.group_id):
         resp.error_code = E.GROUP_AUTHORIZATION_FAILED
         return resp
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
-    gc = getattr(ctx.broker, "group_coordinator", None)
+    tc = ctx.services.transaction_coordinator
+    gc = ctx.services.group_coordinator
     if tc is None or gc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

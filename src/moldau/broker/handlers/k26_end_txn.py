@@ -32,7 +32,7 @@ async def end_txn(ctx: Any, req: Any) -> Any:
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
         resp.error_code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return resp
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

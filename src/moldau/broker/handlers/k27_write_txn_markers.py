@@ -36,7 +36,7 @@ async def write_txn_markers(ctx: Any, req: Any) -> Any:
         if not authorized:
             errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in parts}
         else:
-            errors = await write_markers(ctx.broker, marker.producer_id, marker.producer_epoch,
+            errors = await write_markers(ctx.services, marker.producer_id, marker.producer_epoch,
                                          bool(marker.transaction_result), parts, marker.coordinator_epoch,
                                          check_epochs=True)
         by_topic: dict[str, list[Any]] = {}

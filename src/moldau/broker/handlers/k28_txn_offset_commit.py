@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 async def txn_offset_commit(ctx: Any, req: Any) -> Any:
     msg = m.TxnOffsetCommitResponse
     v = ctx.version
-    now = ctx.broker.clock.time_ms()
+    now = ctx.services.clock.time_ms()
     gc = coordinator_of(ctx)
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
 
     top_error = E.NONE
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):

@@ -24,7 +24,7 @@ INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 def acl_refusal(ctx: Any, op: int) -> tuple[int, str | None] | None:
     """(error code, message) when the ACL APIs are refused: SECURITY_DISABLED without an authorizer,
     CLUSTER_AUTHORIZATION_FAILED without ``op`` on the cluster; None when allowed."""
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return SECURITY_DISABLED, "No Authorizer is configured."
     if not allowed_cluster(ctx, op):
         return CLUSTER_AUTHORIZATION_FAILED, None
@@ -46,7 +46,7 @@ async def describe_acls(ctx: Any, req: Any) -> Any:
     if refused is not None:
         resp.error_code, resp.error_message = refused
         return resp
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     flt = request_filter(req, ctx.version)
     if flt.resource_type == 0 or flt.pattern_type == 0 or flt.operation == 0 or flt.permission == 0:
         resp.error_code = INVALID_REQUEST

@@ -24,7 +24,7 @@ INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 @handler(api_key=30, min_version=0, max_version=3)
 async def create_acls(ctx: Any, req: Any) -> Any:
     msg = m.CreateAclsResponse
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     creations = req.creations or []
     refused = acl_refusal(ctx, ALTER)
     if refused is not None:

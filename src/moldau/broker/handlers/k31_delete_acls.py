@@ -22,7 +22,7 @@ INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 @handler(api_key=31, min_version=0, max_version=3)
 async def delete_acls(ctx: Any, req: Any) -> Any:
     msg = m.DeleteAclsResponse
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     filters = req.filters or []
     refused = acl_refusal(ctx, ALTER)
     if refused is not None:

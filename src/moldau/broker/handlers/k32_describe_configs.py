@@ -59,9 +59,9 @@ def check_broker_resource(ctx: Any, name: str, *, allow_empty: bool = True) -> b
         node = int(name)
     except ValueError:
         raise _err(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-    if node != ctx.broker.node_id:
+    if node != ctx.services.node_id:
         raise _err(ErrorCode.INVALID_REQUEST,
-                   f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+                   f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}")
     return False
 
 
@@ -93,16 +93,16 @@ def _describe(ctx: Any, res: Any, include_synonyms: bool, include_docs: bool) ->
         from ..metadata import validate_topic_name
 
         validate_topic_name(res.resource_name)
-        info = ctx.broker.metadata.topics.get(res.resource_name)
+        info = ctx.services.metadata.topics.get(res.resource_name)
         if info is None:
             raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{res.resource_name}' does not exist.")
-        tc.broker_dynamic_configs(ctx.broker)
-        return tc.describe_topic_configs(info.configs, ctx.broker.config, keys,
+        tc.broker_dynamic_configs(ctx.services)
+        return tc.describe_topic_configs(info.configs, ctx.services.config, keys,
                                          include_synonyms=include_synonyms, include_documentation=include_docs)
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
-        tc.broker_dynamic_configs(ctx.broker)
-        return tc.describe_broker_configs(ctx.broker.config, keys, include_synonyms=include_synonyms,
+        tc.broker_dynamic_configs(ctx.services)
+        return tc.describe_broker_configs(ctx.services.config, keys, include_synonyms=include_synonyms,
                                           include_documentation=include_docs,
                                           cluster_default_only=cluster_default)
     if res.resource_type == BROKER_LOGGER:

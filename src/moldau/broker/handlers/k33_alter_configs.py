@@ -41,10 +41,10 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
     if len(configs) != len(res.configs or []):
         raise _err(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     if res.resource_type == TOPIC:
-        tc.broker_dynamic_configs(ctx.broker)
-        tc.topic_for_alter(ctx.broker, res.resource_name)
+        tc.broker_dynamic_configs(ctx.services)
+        tc.topic_for_alter(ctx.services, res.resource_name)
         new = tc.replace_configs(configs)
-        tc.alter_topic_configs(ctx.broker, res.resource_name, new, validate_only=validate_only)
+        tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
         log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only, new)
         return
     if res.resource_type == BROKER:
@@ -54,7 +54,7 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
             tc.validate_broker_config(key, value)
             new_level[key] = tc.to_kafka_string(tc.parse_value(tc.broker_key_type(key), key, value)) or ""
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.broker, cluster_default=cluster_default, configs=new_level)
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
             log.info("dynamic broker configs (%s) replaced: %s",
                      "cluster default" if cluster_default else "this broker", new_level)
         return

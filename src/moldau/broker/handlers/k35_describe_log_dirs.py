@@ -67,7 +67,7 @@ def _wanted(req: Any) -> dict[str, set[int]] | None:
 
 
 def _log_dirs(ctx: Any) -> list[str]:
-    dirs = getattr(ctx.broker.config, "log_dirs", None) or [getattr(ctx.broker, "data_dir", ".")]
+    dirs = ctx.services.config.log_dirs or [ctx.services.data_dir]
     return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
 
 
@@ -76,7 +76,7 @@ async def describe_log_dirs(ctx: Any, req: Any) -> Any:
     if not allowed_cluster(ctx, DESCRIBE):
         return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[])
     wanted = _wanted(req)
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     partitions = sorted(rm.partitions.values(), key=lambda p: (p.topic, p.index))
     results = []
     for log_dir in _log_dirs(ctx):

@@ -82,19 +82,19 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     ops = [(c.name, c.config_operation, c.value) for c in res.configs or []]
     if res.resource_type == TOPIC:
-        tc.broker_dynamic_configs(ctx.broker)
-        info = tc.topic_for_alter(ctx.broker, res.resource_name)
-        new = tc.apply_incremental_ops(info.configs, ops, ctx.broker.config)
-        tc.alter_topic_configs(ctx.broker, res.resource_name, new, validate_only=validate_only)
+        tc.broker_dynamic_configs(ctx.services)
+        info = tc.topic_for_alter(ctx.services, res.resource_name)
+        new = tc.apply_incremental_ops(info.configs, ops, ctx.services.config)
+        tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
         log.info("topic %s configs%s: %s", res.resource_name, " (validate only)" * validate_only, new)
         return
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
-        dyn = tc.broker_dynamic_configs(ctx.broker)
+        dyn = tc.broker_dynamic_configs(ctx.services)
         current = dyn.cluster_default if cluster_default else dyn.per_broker
-        new_level = tc.apply_broker_ops(current, ops, ctx.broker.config)
+        new_level = tc.apply_broker_ops(current, ops, ctx.services.config)
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.broker, cluster_default=cluster_default, configs=new_level)
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
             log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default else "this broker",
                      new_level)
         return

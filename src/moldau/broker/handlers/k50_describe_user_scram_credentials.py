@@ -31,7 +31,7 @@ async def describe_user_scram_credentials(ctx: Any, req: Any) -> Any:
     if not allowed_cluster(ctx, DESCRIBE):
         resp.error_code = CLUSTER_AUTHORIZATION_FAILED
         return resp
-    users = ensure_security(ctx.broker).credentials.users()
+    users = ensure_security(ctx.services).credentials.users()
     scram = {u: {mech: it for mech, it in creds.items() if mech in SCRAM_MECHANISMS} for u, creds in users.items()}
     scram = {u: c for u, c in scram.items() if c}
 

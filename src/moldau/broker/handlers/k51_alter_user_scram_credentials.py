@@ -39,7 +39,7 @@ async def alter_user_scram_credentials(ctx: Any, req: Any) -> Any:
         return msg.new(throttle_time_ms=0, results=[
             msg.AlterUserScramCredentialsResult(user=u, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=None)
             for u in users])
-    store = ensure_security(ctx.broker).credentials
+    store = ensure_security(ctx.services).credentials
     existing = store.users()
     errors: dict[str, tuple[int, str]] = {}
     seen: set[tuple[str, int]] = set()

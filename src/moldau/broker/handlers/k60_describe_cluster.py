@@ -43,7 +43,7 @@ def cluster_authorized_operations() -> int:
 
 def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
     """(host, port, rack) this broker advertises on the request's listener."""
-    broker = ctx.broker
+    svc = ctx.services
     listener = getattr(ctx.connection, "listener_name", None)
     fn = getattr(broker, "advertised_listener", None)
     if callable(fn):
@@ -57,7 +57,7 @@ def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
             candidates = list(value)
             break
     if not candidates:
-        candidates = list(broker.config.advertised_listeners)
+        candidates = list(svc.config.advertised_listeners)
     chosen = next((c for c in candidates if getattr(c, "name", None) == listener), candidates[0])
     host, port = chosen.host, chosen.port
     if port == 0 or not host or host == "0.0.0.0":
@@ -71,7 +71,7 @@ def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
 
 def _rack(broker: Any) -> str | None:
     try:
-        rack = broker.config.get("broker.rack")
+        rack = svc.config.get("broker.rack")
     except Exception:  # noqa: BLE001
         return None
     return rack or None
@@ -80,8 +80,8 @@ def _rack(broker: Any) -> str | None:
 @handler(60, REQ.min_version, REQ.max_version)
 async def describe_cluster(ctx: Any, req: Any) -> Any:
     endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKER) if ctx.version >= 1 else ENDPOINT_BROKER
-    cluster_id = str(ctx.broker.cluster_id)
-    node_id = ctx.broker.node_id
+    cluster_id = str(ctx.services.cluster_id)
+    node_id = ctx.services.node_id
     if endpoint_type != ENDPOINT_BROKER:
         return RESP.new(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
@@ -92,7 +92,7 @@ async def describe_cluster(ctx: Any, req: Any) -> Any:
     host, port, rack = advertised_endpoint(ctx)
     ops = cluster_authorized_operations() if req.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.broker.authorizer is not None and req.include_cluster_authorized_operations:
+    if ctx.services.authorizer is not None and req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
     return RESP.new(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,

@@ -22,7 +22,7 @@ from ..security.authorizer import READ, TOPIC, allowed
 @handler(api_key=61, min_version=0, max_version=0)
 async def describe_producers(ctx: Any, req: Any) -> Any:
     msg = m.DescribeProducersResponse
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics_out = []
     for t in req.topics:
         ok = allowed(ctx, READ, TOPIC, t.name)

@@ -20,7 +20,7 @@ from ..security.authorizer import DESCRIBE, TOPIC, TRANSACTIONAL_ID, allowed
 @handler(api_key=65, min_version=0, max_version=0)
 async def describe_transactions(ctx: Any, req: Any) -> Any:
     msg = m.DescribeTransactionsResponse
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     out = []
     for txn_id in req.transactional_ids:
         st = msg.TransactionState(error_code=0, transactional_id=txn_id, transaction_state="",

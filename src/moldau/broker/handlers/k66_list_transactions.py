@@ -23,7 +23,7 @@ async def list_transactions(ctx: Any, req: Any) -> Any:
     msg = m.ListTransactionsResponse
     v = ctx.version
     resp = msg.new(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

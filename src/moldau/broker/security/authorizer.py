@@ -356,7 +356,7 @@ def _resource_matches(a: AclBinding, name: str) -> bool:
 
 def allowed(ctx: Any, operation: int, resource_type: int, name: str) -> bool:
     """Whether the request's principal may do ``operation`` on the resource (True without an authorizer)."""
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     if authz is None:
         return True
     conn = ctx.connection
@@ -372,7 +372,7 @@ def allowed_cluster(ctx: Any, operation: int) -> bool:
 
 
 def allowed_any(ctx: Any, operation: int, resource_type: int) -> bool:
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     if authz is None:
         return True
     conn = ctx.connection

@@ -41,7 +41,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import error_code_of
@@ -63,6 +63,12 @@ from .state import (
     encode_value,
     partition_for,
 )
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..groups.coordinator import GroupCoordinator
+    from ..metadata import MetadataStore
+    from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +113,32 @@ class TxnConfig:
 
 
 # ------------------------------------------------------------------------------------------------ storage
+
+
+class _Clock(Protocol):
+    def time_ms(self) -> int: ...
+
+
+class _ProducerIds(Protocol):
+    def next_id(self) -> int: ...
+
+
+class TxnDeps(Protocol):
+    """The broker services the transaction coordinator uses (``services.BrokerServices`` is one): its own
+    storage and producer ids, plus what writing markers needs (``markers.MarkerDeps``)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> _Clock: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def producer_ids(self) -> _ProducerIds: ...
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
 
 
 class TxnStorage(Protocol):
@@ -155,16 +187,16 @@ class MemoryTxnStorage:
 class LogTxnStorage:
     """``__transaction_state`` as real log partitions, written through the replica manager."""
 
-    def __init__(self, broker: Any, config: TxnConfig) -> None:
-        self.broker = broker
+    def __init__(self, services: TxnDeps, config: TxnConfig) -> None:
+        self.services = services
         self.config = config
 
     def topic_exists(self) -> bool:
-        return TRANSACTION_STATE_TOPIC in self.broker.metadata.topics
+        return TRANSACTION_STATE_TOPIC in self.services.metadata.topics
 
     def ensure_topic(self) -> None:
         """Created on first use with Kafka's settings: compacted, internal, the configured partitions."""
-        self.broker.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
+        self.services.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
                                           self.config.replication_factor, {
                                               "cleanup.policy": "compact",
                                               "compression.type": "uncompressed",
@@ -177,7 +209,7 @@ class LogTxnStorage:
         from moldau.protocol.errors import KafkaError
 
         self.ensure_topic()
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             raise KafkaError.for_code(E.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_STATE_TOPIC}-{partition}")
         return p
@@ -186,10 +218,10 @@ class LogTxnStorage:
         from moldau.protocol.records import BatchBuilder
 
         p = self._partition(partition)
-        now = self.broker.clock.time_ms()
+        now = self.services.clock.time_ms()
         builder = BatchBuilder(magic=2)
         builder.append(now, key, value)
-        await self.broker.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
+        await self.services.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         from moldau.protocol.records import decode_batch
@@ -198,7 +230,7 @@ class LogTxnStorage:
 
         if not self.topic_exists():
             return
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             return
         start = p.log.log_start_offset
@@ -210,7 +242,7 @@ class LogTxnStorage:
                     yield rec.key, rec.value
 
     def coordinator_epoch(self, partition: int) -> int:
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         return int(p.leader_epoch) if p is not None else 0
 
 
@@ -718,24 +750,24 @@ def _ending(md: TxnMetadata) -> bool:
 # ------------------------------------------------------------------------------------------------ broker hook
 
 
-def create_transaction_coordinator(broker: Any) -> TransactionCoordinator:
+def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
     """Broker._start_optional_components: a loaded coordinator writing through the replica manager."""
     from .markers import write_markers
 
-    config = TxnConfig.from_broker_config(broker.config)
-    existing = broker.metadata.get(TRANSACTION_STATE_TOPIC)
+    config = TxnConfig.from_broker_config(services.config)
+    existing = services.metadata.get(TRANSACTION_STATE_TOPIC)
     if existing is not None and int(existing.num_partitions) != config.num_partitions:
         log.warning("%s has %d partitions, transaction.state.log.num.partitions is %d: using %d",
                     TRANSACTION_STATE_TOPIC, existing.num_partitions, config.num_partitions,
                     existing.num_partitions)
         config.num_partitions = int(existing.num_partitions)
-    clock = broker.clock
+    clock = services.clock
 
     async def markers(pid: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]],
                       coordinator_epoch: int) -> dict[tuple[str, int], int]:
-        return await write_markers(broker, pid, epoch, commit, partitions, coordinator_epoch)
+        return await write_markers(services, pid, epoch, commit, partitions, coordinator_epoch)
 
-    coordinator = TransactionCoordinator(config, LogTxnStorage(broker, config), markers,
-                                         broker.producer_ids.next_id, clock.time_ms)
+    coordinator = TransactionCoordinator(config, LogTxnStorage(services, config), markers,
+                                         services.producer_ids.next_id, clock.time_ms)
     coordinator.load()
     return coordinator
