@@ -54,7 +54,7 @@ def test_config_names_and_errors():
     with pytest.raises(ConfigError, match="auto.offset.reset"):
         resolve_config("consumer", {}, {"auto_offset_reset": "sometimes"})
     with pytest.raises(ConfigError, match="enable.idempotence=true needs acks=all"):
-        resolve_config("producer", {}, {"acks": 1})
+        resolve_config("producer", {}, {"acks": 1, "enable_idempotence": True})
 
 
 def test_api_versions_negotiated_and_pipelined(broker):

@@ -260,11 +260,32 @@ def resolve_config(kind: str, config: Mapping[str, Any] | None, kwargs: Mapping[
             out[name] = d.parse(name, given[name])
         else:
             out[name] = list(d.default) if isinstance(d.default, list) else d.default
-    _validate(kind, out)
+    _validate(kind, out, given)
     return out
 
 
-def _validate(kind: str, c: dict[str, Any]) -> None:
+def _idempotence(c: dict[str, Any], explicit: bool) -> None:
+    """The Java producer's rule (KIP-679): idempotence is on by default, and off (silently, logged at info)
+    when acks, retries or max.in.flight.requests.per.connection conflict with it; an explicit
+    enable.idempotence=true with a conflicting setting is an error."""
+    if not c["enable.idempotence"]:
+        return
+    conflicts = []
+    if c["acks"] != -1:
+        conflicts.append("acks=all")
+    if c["max.in.flight.requests.per.connection"] > 5:
+        conflicts.append("max.in.flight.requests.per.connection <= 5")
+    if c["retries"] == 0:
+        conflicts.append("retries > 0")
+    if not conflicts:
+        return
+    if explicit:
+        raise ConfigError(f"enable.idempotence=true needs {' and '.join(conflicts)}")
+    log.info("idempotence disabled: it needs %s (enable.idempotence not set)", " and ".join(conflicts))
+    c["enable.idempotence"] = False
+
+
+def _validate(kind: str, c: dict[str, Any], given: Mapping[str, Any]) -> None:
     if not c["bootstrap.servers"]:
         raise ConfigError("bootstrap.servers: at least one host:port is needed")
     for addr in c["bootstrap.servers"]:
@@ -277,13 +298,7 @@ def _validate(kind: str, c: dict[str, Any]) -> None:
     if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
         c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
     if kind == "producer":
-        if c["enable.idempotence"]:
-            if c["acks"] != -1:
-                raise ConfigError("enable.idempotence=true needs acks=all (set enable.idempotence=false)")
-            if c["max.in.flight.requests.per.connection"] > 5:
-                raise ConfigError("enable.idempotence=true needs max.in.flight.requests.per.connection <= 5")
-            if c["retries"] == 0:
-                raise ConfigError("enable.idempotence=true needs retries > 0")
+        _idempotence(c, explicit="enable.idempotence" in given)
         if c["max.in.flight.requests.per.connection"] < 1:
             raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
         if c["transactional.id"] is not None:
