@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 from moldau.protocol.records import (
     InvalidRecordError,
     check_crc,
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_ENOUGH_REPLICAS = 19
-INVALID_RECORD = 87
 UNKNOWN_SERVER_ERROR = -1
 
 
@@ -99,7 +95,7 @@ class Partition:
 
 @dataclass(slots=True)
 class AppendResult:
-    error: int = NONE
+    error: int = ErrorCode.NONE
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
@@ -110,7 +106,7 @@ class AppendResult:
 
 @dataclass(slots=True)
 class ReadInfo:
-    error: int = NONE
+    error: int = ErrorCode.NONE
     records: Any = None           # list of chunks (bytes-like) or None
     size: int = 0
     high_watermark: int = -1
@@ -324,12 +320,12 @@ class ReplicaManager:
         if now_ms is None:
             now_ms = self.services.clock.time_ms()
         if records is None:
-            res.error = INVALID_RECORD
+            res.error = ErrorCode.INVALID_RECORD
             res.error_message = "Produce request without records"
             return res
         n = records.nbytes if isinstance(records, memoryview) else len(records)
         if n == 0:
-            res.error = INVALID_RECORD
+            res.error = ErrorCode.INVALID_RECORD
             res.error_message = "Produce request with empty records"
             return res
         min_isr = cfg.min_insync_replicas
@@ -348,14 +344,14 @@ class ReplicaManager:
                 buf = bytearray(records)
             batches = split_batches(buf)
             if not batches:
-                res.error = INVALID_RECORD
+                res.error = ErrorCode.INVALID_RECORD
                 res.error_message = "Produce request without record batches"
                 return res
             compacted = cfg.compact_enabled
             for pos, h in batches:
                 check_crc(buf, pos, h)
                 if h.is_control and not internal:
-                    res.error = INVALID_RECORD
+                    res.error = ErrorCode.INVALID_RECORD
                     res.error_message = "Control batches cannot be produced by clients"
                     return res
                 if verify_txn is not None and h.is_transactional and not h.is_control:
@@ -369,7 +365,7 @@ class ReplicaManager:
                     try:
                         validate_batch(buf, pos, h, require_keys=True)
                     except InvalidRecordError as e:
-                        res.error = INVALID_RECORD
+                        res.error = ErrorCode.INVALID_RECORD
                         res.error_message = (f"Compacted topic cannot accept message without key in topic "
                                              f"partition {p.topic}-{p.index}.")
                         res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
@@ -378,7 +374,7 @@ class ReplicaManager:
             if target != "producer":
                 buf, batches = _recompress(buf, batches, target, cfg)
             if min_isr > len(p.isr):
-                res.error = NOT_ENOUGH_REPLICAS
+                res.error = ErrorCode.NOT_ENOUGH_REPLICAS
                 res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
                                      f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
                 return res
@@ -423,9 +419,9 @@ class ReplicaManager:
         hw = plog.high_watermark
         lso = plog.last_stable_offset
         start = plog.log_start_offset
-        info = ReadInfo(NONE, None, 0, hw, lso, start)
+        info = ReadInfo(ErrorCode.NONE, None, 0, hw, lso, start)
         if offset < start or offset > plog.log_end_offset:
-            info.error = OFFSET_OUT_OF_RANGE
+            info.error = ErrorCode.OFFSET_OUT_OF_RANGE
             return info
         limit = lso if isolation_level == 1 else hw
         if offset >= limit or max_bytes <= 0 and not min_one:
@@ -562,8 +558,6 @@ def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
 
 
 class CachedPartition:
@@ -585,7 +579,7 @@ class CachedPartition:
     def must_respond(self, error: int, has_records: bool, hw: int, lso: int, log_start: int) -> bool:
         """Whether an incremental response includes this partition; updates the cached values (Kafka's
         CachedPartition.maybeUpdateResponseData)."""
-        respond = error != NONE or has_records
+        respond = error != ErrorCode.NONE or has_records
         if hw != self.high_watermark:
             self.high_watermark = hw
             respond = True
@@ -671,9 +665,9 @@ class FetchSessionCache:
         """The session for an incremental fetch; raises FetchSessionError(70/71)."""
         s = self.sessions.get(session_id)
         if s is None:
-            raise FetchSessionError(FETCH_SESSION_ID_NOT_FOUND)
+            raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != s.epoch:
-            raise FetchSessionError(INVALID_FETCH_SESSION_EPOCH)
+            raise FetchSessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         s.last_used = self.clock()
         self.sessions.move_to_end(session_id)
         return s

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 
 
 def _error_message(exc: BaseException) -> str | None:
@@ -133,7 +132,7 @@ class Router:
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]
-        resp = msg.new(error_code=UNSUPPORTED_VERSION, api_keys=[
+        resp = msg.new(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
             msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()])
         body = msg.encode_parts(resp, 0)
         return frame_response(correlation_id, API_VERSIONS, 0, body)

@@ -36,7 +36,6 @@ class Server:
 
     async def start(self) -> None:
         from .config import Listener
-
         from .security import ensure_security
 
         loop = asyncio.get_running_loop()

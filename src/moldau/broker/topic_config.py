@@ -37,6 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from moldau.log.checkpoint import atomic_write
 from moldau.log.config import (  # noqa: F401  (re-exported: the table and its helpers)
     BROKER_ONLY_LOG_FIELDS,
     HOURS,
@@ -63,14 +64,11 @@ from moldau.log.config import (  # noqa: F401  (re-exported: the table and its h
     validate_topic_config,
     validate_topic_configs,
 )
-from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.errors import error_code_of as _error_code_of
 
 log = logging.getLogger(__name__)
 
-INVALID_CONFIG = ErrorCode.INVALID_CONFIG
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
 class ConfigSource(enum.IntEnum):
@@ -100,7 +98,7 @@ class AlterConfigOp(enum.IntEnum):
 # errors
 
 
-def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
+def config_error(message: str, code: int = ErrorCode.INVALID_CONFIG) -> KafkaError:
     """The exception to raise for a refused config: the KafkaError for ``code`` (INVALID_CONFIG by default)
     carrying ``message``."""
     return KafkaError.for_code(code, message)
@@ -108,7 +106,7 @@ def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
 
 def error_code_of(exc: BaseException) -> int:
     """The Kafka error code carried by ``exc`` (a KafkaError; INVALID_CONFIG when it carries none)."""
-    return _error_code_of(exc, INVALID_CONFIG)
+    return _error_code_of(exc, ErrorCode.INVALID_CONFIG)
 
 
 def error_message_of(exc: BaseException) -> str:
@@ -382,7 +380,7 @@ def validate_broker_config(key: str, value: object) -> Any:
     a known key moldau cannot change at runtime, INVALID_CONFIG for an unknown key or a bad value."""
     if key not in DYNAMIC_BROKER_KEYS:
         if key in _broker_defs() or key in BROKER_KEY_TO_TOPIC:
-            raise config_error(f"Cannot update these configs dynamically: Set({key})", INVALID_REQUEST)
+            raise config_error(f"Cannot update these configs dynamically: Set({key})", ErrorCode.INVALID_REQUEST)
         raise config_error(f"Unknown broker config name: {key}")
     if value is None:
         raise config_error(f"Null value not supported for broker config: {key}")
@@ -574,7 +572,7 @@ def _unique_keys(ops: Iterable[tuple[str, int, str | None]]) -> Iterable[tuple[s
     seen: set[str] = set()
     for name, op, value in ops:
         if name in seen:
-            raise config_error(f"Error due to duplicate config keys: {name}", INVALID_REQUEST)
+            raise config_error(f"Error due to duplicate config keys: {name}", ErrorCode.INVALID_REQUEST)
         seen.add(name)
         yield name, op, value
 
@@ -583,7 +581,7 @@ def _alter_op(op: int, name: str) -> AlterConfigOp:
     try:
         return AlterConfigOp(op)
     except ValueError:
-        raise config_error(f"Unknown alter config operation type {op} for {name}", INVALID_REQUEST) from None
+        raise config_error(f"Unknown alter config operation type {op} for {name}", ErrorCode.INVALID_REQUEST) from None
 
 
 def _append_or_subtract(parts: list[str], op: AlterConfigOp, value: str | None) -> str:

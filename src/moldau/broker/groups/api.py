@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.protocol.errors import ErrorCode
-
 # AclOperations of a group: READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
@@ -48,4 +46,3 @@ def topic_by_id(ctx: Any, topic_id: Any) -> Any:
     return ctx.services.metadata.get_by_id(topic_id)
 
 
-COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE

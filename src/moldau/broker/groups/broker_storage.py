@@ -14,12 +14,12 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
-from moldau.protocol.errors import KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import BatchBuilder, decode_batch
 
+from ..metadata import OFFSETS_TOPIC
 from ..replica_manager import read_batches
 from .coordinator import GroupConfig, GroupCoordinator
-from ..metadata import OFFSETS_TOPIC
 from .timer import AsyncioTimer
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class LogOffsetsStorage:
         self.ensure_topic()
         p = self.services.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if p is None:
-            raise KafkaError.for_code(15, f"{OFFSETS_TOPIC}-{partition} is not available")
+            raise KafkaError.for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} is not available")
         return p
 
     # ----------------------------------------------------------------------------------- append

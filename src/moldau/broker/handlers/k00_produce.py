@@ -28,6 +28,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 
 from ..registry import handler
 from ..replica_manager import AppendResult
@@ -35,13 +36,6 @@ from ..security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUIRED_ACKS = 21
-TOPIC_AUTHORIZATION_FAILED = 29
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-UNKNOWN_TOPIC_ID = 100
 
 
 @handler(api_key=0, min_version=0, max_version=13)
@@ -66,19 +60,19 @@ async def produce(ctx: Any, req: Any) -> Any:
         parts_out = []
         if by_id:
             topic = store.get_by_id(td.topic_id)
-            missing_error = UNKNOWN_TOPIC_ID
+            missing_error = ErrorCode.UNKNOWN_TOPIC_ID
         else:
             topic = store.get(td.name)
-            missing_error = UNKNOWN_TOPIC_OR_PARTITION
+            missing_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = td.name if not by_id else (topic.name if topic is not None else None)
-        denied = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else TOPIC_AUTHORIZATION_FAILED
+        denied = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
                   if name is not None and not allowed(ctx, WRITE, TOPIC, name) else 0)  # before existence
         for pd in td.partition_data:
             pr = PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                           log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(pr)
             if acks not in (0, 1, -1):
-                pr.error_code = INVALID_REQUIRED_ACKS
+                pr.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 any_error = True
                 continue
             if denied:
@@ -90,13 +84,13 @@ async def produce(ctx: Any, req: Any) -> Any:
                 any_error = True
                 continue
             if topic.is_internal:
-                pr.error_code = INVALID_TOPIC_EXCEPTION
+                pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 pr.error_message = f"Cannot append to internal topic {topic.name}"
                 any_error = True
                 continue
             p = rm.get_partition(topic.name, pd.index)
             if p is None:
-                pr.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 any_error = True
                 continue
             verify = None
@@ -110,7 +104,7 @@ async def produce(ctx: Any, req: Any) -> Any:
                 if res.record_errors:
                     pr.record_errors = [msg.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=t)
                                         for i, t in res.record_errors]
-                pr.log_start_offset = p.log_start_offset if res.error != UNKNOWN_TOPIC_OR_PARTITION else -1
+                pr.log_start_offset = p.log_start_offset if res.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else -1
                 continue
             pr.base_offset = res.base_offset
             pr.log_append_time_ms = res.log_append_time
@@ -136,10 +130,10 @@ async def produce(ctx: Any, req: Any) -> Any:
         done, _pending = await asyncio.wait(futs, timeout=timeout)  # never cancels the shared futures
         for pr, f in flushes:
             if f not in done:
-                pr.error_code = REQUEST_TIMED_OUT
+                pr.error_code = ErrorCode.REQUEST_TIMED_OUT
             elif f.exception() is not None:
                 log.error("fsync of %s failed: %s", pr.index, f.exception())
-                pr.error_code = 56  # KAFKA_STORAGE_ERROR
+                pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
     return msg.new(responses=topics_out, throttle_time_ms=0)
 
 

@@ -25,7 +25,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
 from ..registry import handler
@@ -34,11 +34,6 @@ from ..security.authorizer import authorized_operations as _authorized_ops
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-UNKNOWN_TOPIC_ID = 100
-TOPIC_AUTHORIZATION_FAILED = 29
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -84,15 +79,15 @@ def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
     for i in range(topic.num_partitions):
         p = rm.get_partition(topic.name, i)
         if p is None:
-            parts.append(msg.MetadataResponsePartition(error_code=5, partition_index=i, leader_id=-1,
+            parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i, leader_id=-1,
                                                        leader_epoch=-1, replica_nodes=[node], isr_nodes=[],
                                                        offline_replicas=[]))
             continue
         parts.append(msg.MetadataResponsePartition(
-            error_code=NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+            error_code=ErrorCode.NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
     return msg.MetadataResponseTopic(
-        error_code=NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=parts,
         topic_authorized_operations=(_ops(ctx, TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
                                      else AUTHORIZED_OPERATIONS_OMITTED))
@@ -103,7 +98,7 @@ def _ops(ctx: Any, resource_type: int, name: str, everything: int) -> int:
 
 
 def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
-    return msg.MetadataResponseTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+    return msg.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
                                      partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                                      **({"topic_id": topic_id} if topic_id is not None else {}))
 
@@ -137,7 +132,7 @@ async def metadata(ctx: Any, req: Any) -> Any:
                 t = store.get_by_id(tid)
                 if t is None:
                     topics_out.append(msg.MetadataResponseTopic(
-                        error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 elif not allowed(ctx, DESCRIBE, TOPIC, t.name):
                     topics_out.append(_denied(ctx, msg, None, tid))
@@ -152,18 +147,18 @@ async def metadata(ctx: Any, req: Any) -> Any:
                 continue
             t = store.get(name)
             if t is None:
-                error = UNKNOWN_TOPIC_OR_PARTITION
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if allow_auto and not allowed_create_topic(ctx, name):
-                    error = TOPIC_AUTHORIZATION_FAILED
+                    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif allow_auto:
                     try:
                         t = _auto_create(ctx, name)
                     except KafkaError as e:
                         error = _code(e)
-                        if error == 36:  # created concurrently
+                        if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # created concurrently
                             t = store.get(name)
                 elif not is_valid_topic_name(name):
-                    error = INVALID_TOPIC_EXCEPTION
+                    error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 if t is None:
                     topics_out.append(msg.MetadataResponseTopic(
                         error_code=error, name=name, is_internal=False, partitions=[],

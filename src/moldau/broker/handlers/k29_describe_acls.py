@@ -16,18 +16,14 @@ from moldau.protocol.errors import ErrorCode
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, LITERAL, AclFilter, allowed_cluster
 
-SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-
 
 def acl_refusal(ctx: Any, op: int) -> tuple[int, str | None] | None:
     """(error code, message) when the ACL APIs are refused: SECURITY_DISABLED without an authorizer,
     CLUSTER_AUTHORIZATION_FAILED without ``op`` on the cluster; None when allowed."""
     if ctx.services.authorizer is None:
-        return SECURITY_DISABLED, "No Authorizer is configured."
+        return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured."
     if not allowed_cluster(ctx, op):
-        return CLUSTER_AUTHORIZATION_FAILED, None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
     return None
 
 
@@ -49,7 +45,7 @@ async def describe_acls(ctx: Any, req: Any) -> Any:
     authz = ctx.services.authorizer
     flt = request_filter(req, ctx.version)
     if flt.resource_type == 0 or flt.pattern_type == 0 or flt.operation == 0 or flt.permission == 0:
-        resp.error_code = INVALID_REQUEST
+        resp.error_code = ErrorCode.INVALID_REQUEST
         resp.error_message = "The filter has an UNKNOWN field"
         return resp
     groups: dict[tuple[int, str, int], list[Any]] = {}

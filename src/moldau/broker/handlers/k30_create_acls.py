@@ -18,8 +18,6 @@ from ..registry import handler
 from ..security.authorizer import ALTER, LITERAL, AclBinding
 from .k29_describe_acls import acl_refusal
 
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-
 
 @handler(api_key=30, min_version=0, max_version=3)
 async def create_acls(ctx: Any, req: Any) -> Any:
@@ -37,4 +35,4 @@ async def create_acls(ctx: Any, req: Any) -> Any:
                            permission=c.permission_type) for c in creations]
     errors = authz.create(bindings)
     return msg.new(throttle_time_ms=0, results=[
-        msg.AclCreationResult(error_code=INVALID_REQUEST if e else 0, error_message=e) for e in errors])
+        msg.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if e else 0, error_message=e) for e in errors])

@@ -16,8 +16,6 @@ from ..registry import handler
 from ..security.authorizer import ALTER
 from .k29_describe_acls import acl_refusal, request_filter
 
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-
 
 @handler(api_key=31, min_version=0, max_version=3)
 async def delete_acls(ctx: Any, req: Any) -> Any:
@@ -35,7 +33,7 @@ async def delete_acls(ctx: Any, req: Any) -> Any:
     results = []
     for f in parsed:
         if f not in valid:
-            results.append(msg.DeleteAclsFilterResult(error_code=INVALID_REQUEST,
+            results.append(msg.DeleteAclsFilterResult(error_code=ErrorCode.INVALID_REQUEST,
                                                       error_message="The filter has an UNKNOWN field",
                                                       matching_acls=[]))
             continue

@@ -33,6 +33,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import (
     SCRAM_MECHANISMS,
     SaslError,
@@ -241,13 +242,13 @@ class AuthSession:
         if self.state == AUTHENTICATED:
             # KIP-368 re-authentication: v1 only, same mechanism
             if version < 1 or mechanism != self.mechanism:
-                return 34
+                return ErrorCode.ILLEGAL_SASL_STATE
             self.reauthenticating = True
         elif self.state != INITIAL:
-            return 34
+            return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in self.mechanisms:
             self.state = FAILED
-            return 33
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
         self.mechanism = mechanism
         self.handshake_version = version
         self.server = server_mechanism(mechanism, self.manager.credentials, self.manager.secret)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.primitives import (
     read_tagged_fields,
     read_uvarint,
@@ -417,7 +418,7 @@ class TxnMetadata:
         elif expected_epoch == self.last_producer_epoch:
             nxt, last = self.producer_epoch, self.last_producer_epoch  # retry of a bump that succeeded
         else:
-            return 90  # PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED
         return self._transit(TxnState.EMPTY, producer_epoch=nxt, last_producer_epoch=last,
                              txn_timeout_ms=timeout_ms, partitions=(), txn_start_ms=-1, now_ms=now_ms)
 
