@@ -591,6 +591,7 @@ def _build_offset_map(task: _Task, stats: CleanerStats) -> tuple[dict[bytes, int
                 continue
             if f[F_RECORDS_COUNT] == 0:
                 continue
+            assert view is not None  # full=True: every batch is read whole
             for r in decode_batch(view, 0):
                 if r.key is not None:
                     omap[_map_key(r.key)] = r.offset
@@ -834,8 +835,8 @@ def run_pass(task: _Task) -> _Result:
         stats.end_offset = end
         stats.segments = len(segs)
         txn = _TxnState(task.aborted)
-        for g in _group_segments(segs, task.segment_bytes):
-            groups.append(_clean_group(task, g, omap, txn, stats))
+        for group_segs in _group_segments(segs, task.segment_bytes):
+            groups.append(_clean_group(task, group_segs, omap, txn, stats))
     except BaseException:
         for g in groups:
             discard_cleaned(task.directory, g.base)
@@ -1067,9 +1068,10 @@ class LogCleaner:
                 if all(i is None for i in idx) and segs[0].base_offset >= g.end:
                     discard_cleaned(task.directory, g.base)  # deleted by retention meanwhile
                     continue
+                first = idx[0]
                 ok = (
-                    None not in idx
-                    and idx == list(range(idx[0], idx[0] + len(idx)))  # type: ignore[operator]
+                    first is not None
+                    and idx == list(range(first, first + len(idx)))
                     and all(not s.seg.active and s.seg.size == s.size for s in g.segs)
                 )
                 if not ok:

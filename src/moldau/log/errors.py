@@ -76,7 +76,7 @@ class LogError(KafkaError):
 # The per-code protocol classes are generated at import time, hence the type: ignore on each base.
 
 
-class OffsetOutOfRangeError(LogError, _perr.OffsetOutOfRangeError):  # type: ignore[misc,name-defined]
+class OffsetOutOfRangeError(LogError, _perr.OffsetOutOfRangeError):  # type: ignore[name-defined]
     """OFFSET_OUT_OF_RANGE (1)."""
 
 
@@ -84,23 +84,23 @@ class CorruptRecordError(LogError, _RecordsCorruptRecordError):
     """CORRUPT_MESSAGE (2), retriable; also the record format's ``CorruptRecordError``."""
 
 
-class MessageTooLargeError(LogError, _perr.MessageTooLargeError):  # type: ignore[misc,name-defined]
+class MessageTooLargeError(LogError, _perr.MessageTooLargeError):  # type: ignore[name-defined]
     """MESSAGE_TOO_LARGE (10): a batch above max.message.bytes."""
 
 
-class RecordListTooLargeError(LogError, _perr.RecordListTooLargeError):  # type: ignore[misc,name-defined]
+class RecordListTooLargeError(LogError, _perr.RecordListTooLargeError):  # type: ignore[name-defined]
     """RECORD_LIST_TOO_LARGE (18): an append larger than segment.bytes."""
 
 
-class InvalidTimestampError(LogError, _perr.InvalidTimestampError):  # type: ignore[misc,name-defined]
+class InvalidTimestampError(LogError, _perr.InvalidTimestampError):  # type: ignore[name-defined]
     """INVALID_TIMESTAMP (32)."""
 
 
-class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ignore[misc,name-defined]
+class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ignore[name-defined]
     """INVALID_TOPIC_EXCEPTION (17)."""
 
 
-class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[misc,name-defined]
+class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[name-defined]
     """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka config
     key."""
 
@@ -109,18 +109,18 @@ class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # typ
         self.key = key
 
 
-class OutOfOrderSequenceError(LogError, _perr.OutOfOrderSequenceNumberError):  # type: ignore[misc,name-defined]
+class OutOfOrderSequenceError(LogError, _perr.OutOfOrderSequenceNumberError):  # type: ignore[name-defined]
     """OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
 
 
-class InvalidProducerEpochError(LogError, _perr.InvalidProducerEpochError):  # type: ignore[misc,name-defined]
+class InvalidProducerEpochError(LogError, _perr.InvalidProducerEpochError):  # type: ignore[name-defined]
     """INVALID_PRODUCER_EPOCH (47)."""
 
 
-class StorageError(LogError, _perr.KafkaStorageErrorError):  # type: ignore[misc,name-defined]
+class StorageError(LogError, _perr.KafkaStorageErrorError):  # type: ignore[name-defined]
     """KAFKA_STORAGE_ERROR (56), retriable: an I/O error on the log directory."""
 
 
-class UnexpectedAppendOffsetError(LogError, _perr.UnknownServerErrorError):  # type: ignore[misc,name-defined]
+class UnexpectedAppendOffsetError(LogError, _perr.UnknownServerErrorError):  # type: ignore[name-defined]
     """A follower-style append (assign_offsets=False) whose offsets go backwards (Kafka's
     UnexpectedAppendOffsetException, reported as UNKNOWN_SERVER_ERROR)."""

@@ -214,7 +214,7 @@ class Segment:
         if fd is not None:
             os.close(fd)
 
-    def sync_handles(self) -> tuple[int | None, list]:
+    def sync_handles(self) -> tuple[int, list]:
         """For a flush: (a dup of the log descriptor or a fresh one, index objects whose files need fsync).
         Persists pending index entries first. The caller fsyncs and closes the descriptor."""
         self.persist_indexes()

@@ -32,7 +32,7 @@ class ErrorCode(enum.IntEnum):
     retriable: bool
     message: str
 
-    def __new__(cls, code: int, retriable: bool, message: str) -> ErrorCode:
+    def __new__(cls, code: int, retriable: bool = False, message: str = "") -> ErrorCode:
         member = int.__new__(cls, code)
         member._value_ = code
         member.retriable = retriable

@@ -334,7 +334,7 @@ class _VersionCompiler:
 
     def compact(self, f: Field) -> bool:
         if f.flexible is not _UNSET:
-            return _in(f.flexible, self.version)  # type: ignore[arg-type]
+            return _in(f.flexible, self.version)
         return self.flexible
 
     # -- decode -------------------------------------------------------------------------------------------
@@ -534,7 +534,7 @@ class _VersionCompiler:
         cls = msg._class_var[name]
         present = [f for f in fields if f.present(v)]
         regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
-        tagged = sorted((f for f in present if self.flexible and f.is_tagged(v)), key=lambda f: f.tag)
+        tagged = sorted((f for f in present if self.flexible and f.is_tagged(v)), key=lambda f: f.tag or 0)
         # Decode ------------------------------------------------------------------------------------------
         s = _Src()
         s(0, f"def d_{name}(buf, pos, blen):")

@@ -571,7 +571,7 @@ class _NoHeaders(list):
         raise TypeError("a consumed record's empty headers list is read-only; copy it first: "
                         "list(record.headers)")
 
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -706,7 +706,7 @@ def {name}(data, pos, m, out, base_offset, base_timestamp, log_append_time{param
 
 def _compile_section_loop(
     name: str, params: str, emit: str, empty_headers: str = "[]"
-) -> Callable[..., list]:
+) -> Callable[..., int]:
     ns: dict[str, object] = {
         "InvalidRecordError": InvalidRecordError,
         "_Fallback": _Fallback,
@@ -793,7 +793,7 @@ def _first_mismatch(got: bytes, want: bytes) -> int:
     return len(got) - 1 - (x.bit_length() - 1) // 8
 
 
-def _varint_width(data: bytes, p: int) -> tuple[int, int]:
+def _varint_width(data: bytes | memoryview, p: int) -> tuple[int, int]:
     """(value, width) of a 1- or 2-byte non-negative varint at p; (-1, 0) otherwise."""
     b = data[p]
     if b < 0x80:
@@ -805,7 +805,7 @@ def _varint_width(data: bytes, p: int) -> tuple[int, int]:
     return (-1, 0) if u & 1 else (u >> 1, 2)
 
 
-def _run_at(data: bytes, mv: memoryview, pos: int, i: int, count: int, out: list, base_offset: int,
+def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list, base_offset: int,
             base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
             topic: str, partition: int, timestamp_type: int,
             leader_epoch: int) -> tuple[int, int, list | None]:
