@@ -30,6 +30,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..replica_manager import AppendResult
 from ..security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=0, min_version=0, max_version=13)
-async def produce(ctx: Any, req: Any) -> Any:
+async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | None:
     svc = ctx.services
     rm = svc.replica_manager
     store = svc.metadata

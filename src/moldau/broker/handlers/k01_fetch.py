@@ -34,6 +34,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..replica_manager import (
     FINAL_EPOCH,
@@ -70,7 +71,7 @@ class _Item:
         self.info: ReadInfo | None = None
 
 
-def _resolve(ctx: Any, items: list[_Item], by_id: bool) -> None:
+def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
     store = ctx.services.metadata
     rm = ctx.services.replica_manager
     for it in items:
@@ -129,7 +130,7 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int) -> tu
 
 
 @handler(api_key=1, min_version=0, max_version=18)
-async def fetch(ctx: Any, req: Any) -> Any:
+async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     svc = ctx.services
     rm = svc.replica_manager
     v = ctx.version

@@ -21,6 +21,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, error_code_of
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
@@ -76,7 +77,7 @@ def _old_style(p: Any, ts: int, max_num: int, rm: Any) -> list[int]:
 
 
 @handler(api_key=2, min_version=0, max_version=11)
-async def list_offsets(ctx: Any, req: Any) -> Any:
+async def list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
     svc = ctx.services
     rm = svc.replica_manager
     v = ctx.version

@@ -27,6 +27,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
+from ..context import RequestContext
 from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
 from ..registry import handler
 from ..security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE, TOPIC, allowed, allowed_create_topic
@@ -47,14 +48,14 @@ def _code(exc: BaseException) -> int:
     return int(code) if code is not None else -1
 
 
-def broker_entries(ctx: Any, msg: Any) -> list[Any]:
+def broker_entries(ctx: RequestContext, msg: Any) -> list[Any]:
     svc = ctx.services
     lst = svc.advertised_listener(ctx.connection.listener_name)
     return [msg.MetadataResponseBroker(node_id=svc.node_id, host=lst.host, port=lst.port,
                                        rack=svc.config.get("broker.rack"))]
 
 
-def _auto_create(ctx: Any, name: str) -> Any:
+def _auto_create(ctx: RequestContext, name: str) -> Any:
     svc = ctx.services
     cfg = svc.config
     if name == OFFSETS_TOPIC:
@@ -71,7 +72,7 @@ def _auto_create(ctx: Any, name: str) -> Any:
     return svc.metadata.create_topic(name, -1, -1, {})
 
 
-def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
+def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) -> Any:
     svc = ctx.services
     node = svc.node_id
     rm = svc.replica_manager
@@ -93,18 +94,18 @@ def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
                                      else AUTHORIZED_OPERATIONS_OMITTED))
 
 
-def _ops(ctx: Any, resource_type: int, name: str, everything: int) -> int:
+def _ops(ctx: RequestContext, resource_type: int, name: str, everything: int) -> int:
     return everything if ctx.services.authorizer is None else _authorized_ops(ctx, resource_type, name)
 
 
-def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
+def _denied(ctx: RequestContext, msg: Any, name: str | None, topic_id: Any = None) -> Any:
     return msg.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
                                      partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                                      **({"topic_id": topic_id} if topic_id is not None else {}))
 
 
 @handler(api_key=3, min_version=0, max_version=13)
-async def metadata(ctx: Any, req: Any) -> Any:
+async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataResponse:
     svc = ctx.services
     msg = m.MetadataResponse
     v = ctx.version

@@ -20,6 +20,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_by_id, topic_partitions
 from ..groups.group import CommittedOffset
 from ..registry import handler
@@ -27,7 +28,7 @@ from ..security.authorizer import GROUP, READ, TOPIC, allowed
 
 
 @handler(api_key=8, min_version=0, max_version=10)
-async def offset_commit(ctx: Any, req: Any) -> Any:
+async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
     msg = m.OffsetCommitResponse
     v = ctx.version
     gc = coordinator_of(ctx)

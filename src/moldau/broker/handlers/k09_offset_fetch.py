@@ -16,6 +16,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_by_id
 from ..groups.coordinator import PartitionOffset
 from ..registry import handler
@@ -23,7 +24,7 @@ from ..security.authorizer import DESCRIBE, GROUP, TOPIC, allowed
 
 
 def _fetch(
-    ctx: Any,
+    ctx: RequestContext,
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     require_stable: bool,
@@ -67,7 +68,7 @@ def _partitions(cls: Any, results: list[PartitionOffset]) -> list[Any]:
 
 
 @handler(api_key=9, min_version=0, max_version=10)
-async def offset_fetch(ctx: Any, req: Any) -> Any:
+async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
     msg = m.OffsetFetchResponse
     v = ctx.version
     require_stable = bool(req.require_stable) if v >= 7 else False

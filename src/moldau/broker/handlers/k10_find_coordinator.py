@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     if key_type == GROUP and not allowed(ctx, DESCRIBE, ACL_GROUP, key):
         return E.GROUP_AUTHORIZATION_FAILED, None
     if key_type == TRANSACTION and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
@@ -57,7 +57,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
 
 
 @handler(api_key=10, min_version=0, max_version=6)
-async def find_coordinator(ctx: Any, req: Any) -> Any:
+async def find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     msg = m.FindCoordinatorResponse
     svc = ctx.services
     lst = svc.advertised_listener(ctx.connection.listener_name)

@@ -7,18 +7,17 @@ KIP-848 consumer groups). v4+: group_state and states_filter (case-insensitive);
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, allowed, allowed_cluster
 
 
 @handler(api_key=16, min_version=0, max_version=5)
-async def list_groups(ctx: Any, req: Any) -> Any:
+async def list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
     msg = m.ListGroupsResponse
     gc = coordinator_of(ctx)
     if gc is None:

@@ -17,6 +17,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.sasl import FAILED, close_soon
 
@@ -31,7 +32,7 @@ def _close_after_answer(conn: Any) -> None:
 
 
 @handler(api_key=17, min_version=0, max_version=1)
-async def sasl_handshake(ctx: Any, req: Any) -> Any:
+async def sasl_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest) -> m.SaslHandshakeResponse:
     conn = ctx.connection
     auth = getattr(conn, "auth", None)
     if auth is None:

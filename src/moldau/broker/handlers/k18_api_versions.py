@@ -17,6 +17,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import HANDLERS, handler
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -35,7 +36,7 @@ def _api_keys() -> list[Any]:
 
 
 @handler(api_key=18, min_version=0, max_version=4)
-async def api_versions(ctx: Any, req: Any) -> Any:
+async def api_versions(ctx: RequestContext, req: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
     error = 0
     if ctx.version >= 3:
         name = req.client_software_name or ""

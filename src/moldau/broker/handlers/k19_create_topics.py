@@ -19,6 +19,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import allowed_create_topic
 from ._common import attempt, split_duplicates
@@ -31,11 +32,11 @@ RESP = m.CreateTopicsResponse
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _broker_count(ctx: Any) -> int:
+def _broker_count(ctx: RequestContext) -> int:
     return 1
 
 
-def _check_assignments(ctx: Any, topic: Any) -> tuple[int, int]:
+def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
     """Validate manual replica assignments; return (num_partitions, replication_factor) they imply."""
     if topic.replication_factor != -1:
         raise _err(ErrorCode.INVALID_REQUEST,
@@ -80,7 +81,7 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return out
 
 
-def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
+def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     from ..metadata import validate_topic_name
 
     md = ctx.services.metadata
@@ -113,7 +114,7 @@ def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
     return info, configs
 
 
-def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | None = None,
+def _result(ctx: RequestContext, name: str, info: Any = None, configs: dict[str, str] | None = None,
             exc: BaseException | None = None) -> Any:
     if exc is not None:
         return RESP.CreatableTopicResult(
@@ -130,7 +131,7 @@ def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | Non
 
 
 @handler(19, REQ.min_version, REQ.max_version)
-async def create_topics(ctx: Any, req: Any) -> Any:
+async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
     validate_only = bool(getattr(req, "validate_only", False))
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []

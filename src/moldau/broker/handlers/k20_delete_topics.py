@@ -20,6 +20,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DELETE, TOPIC, allowed
 from ._common import attempt
@@ -36,7 +37,7 @@ def _result(name: str | None, topic_id: uuid.UUID | None, code: int, message: st
                                      error_message=message)
 
 
-def _delete_one(ctx: Any, info: Any) -> None:
+def _delete_one(ctx: RequestContext, info: Any) -> None:
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_REQUEST),
                                   f"Topic {info.name} is an internal topic and cannot be deleted.")
@@ -44,7 +45,7 @@ def _delete_one(ctx: Any, info: Any) -> None:
 
 
 @handler(20, REQ.min_version, REQ.max_version)
-async def delete_topics(ctx: Any, req: Any) -> Any:
+async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
     md = ctx.services.metadata
     results: list[Any] = []
     names: list[str] = list(req.topic_names or []) if ctx.version <= 5 else []

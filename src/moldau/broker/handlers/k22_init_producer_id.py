@@ -17,11 +17,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import TRANSACTIONAL_ID, WRITE, allowed, allowed_idempotent_write
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=22, min_version=0, max_version=6)
-async def init_producer_id(ctx: Any, req: Any) -> Any:
+async def init_producer_id(ctx: RequestContext, req: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
     svc = ctx.services
     resp = m.InitProducerIdResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1,
                                         ongoing_txn_producer_id=-1, ongoing_txn_producer_epoch=-1)

@@ -20,6 +20,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
@@ -47,7 +48,7 @@ def end_offset_for(p: Any, requested: int) -> tuple[int, int]:
     return requested, int(p.log_end_offset)
 
 
-def _answer(ctx: Any, topic: str, part: Any) -> Any:
+def _answer(ctx: RequestContext, topic: str, part: Any) -> Any:
     if not allowed(ctx, DESCRIBE, TOPIC, topic):
         return RESP.EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
@@ -69,7 +70,7 @@ def _answer(ctx: Any, topic: str, part: Any) -> Any:
 
 
 @handler(23, REQ.min_version, REQ.max_version)
-async def offset_for_leader_epoch(ctx: Any, req: Any) -> Any:
+async def offset_for_leader_epoch(ctx: RequestContext, req: m.OffsetForLeaderEpochRequest) -> m.OffsetForLeaderEpochResponse:
     topics = []
     for t in req.topics:
         topics.append(RESP.OffsetForLeaderTopicResult(

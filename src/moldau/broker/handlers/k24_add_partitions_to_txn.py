@@ -19,6 +19,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import (
     CLUSTER,
@@ -45,7 +46,7 @@ def _results(msg: Any, errors: dict[tuple[str, int], int]) -> list[Any]:
     return [msg.AddPartitionsToTxnTopicResult(name=t, results_by_partition=rs) for t, rs in by_topic.items()]
 
 
-async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]]
+async def _client_form(ctx: RequestContext, tc: Any, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]]
                        ) -> dict[tuple[str, int], int]:
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id):
         return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in parts}
@@ -69,7 +70,7 @@ async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, par
 
 
 @handler(api_key=24, min_version=0, max_version=5)
-async def add_partitions_to_txn(ctx: Any, req: Any) -> Any:
+async def add_partitions_to_txn(ctx: RequestContext, req: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
     msg = m.AddPartitionsToTxnResponse
     tc = ctx.services.transaction_coordinator
     if ctx.version < 4:

@@ -15,11 +15,11 @@ CompleteAbort; moldau answers once all of that is written (see moldau.broker.txn
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import TRANSACTIONAL_ID, WRITE, allowed
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=26, min_version=0, max_version=5)
-async def end_txn(ctx: Any, req: Any) -> Any:
+async def end_txn(ctx: RequestContext, req: m.EndTxnRequest) -> m.EndTxnResponse:
     resp = m.EndTxnResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1)
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
         resp.error_code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -22,6 +22,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_partitions
 from ..groups.group import CommittedOffset
 from ..metadata import OFFSETS_TOPIC
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=28, min_version=0, max_version=5)
-async def txn_offset_commit(ctx: Any, req: Any) -> Any:
+async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) -> m.TxnOffsetCommitResponse:
     msg = m.TxnOffsetCommitResponse
     v = ctx.version
     now = ctx.services.clock.time_ms()
@@ -92,7 +93,7 @@ async def txn_offset_commit(ctx: Any, req: Any) -> Any:
     return msg.new(throttle_time_ms=0, topics=topics_out)
 
 
-async def _check_transaction(ctx: Any, gc: Any, tc: Any, req: Any, v: int) -> int:
+async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v: int) -> int:
     try:
         gc.storage.ensure_topic()
     except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused

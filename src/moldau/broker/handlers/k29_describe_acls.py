@@ -13,11 +13,12 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, LITERAL, AclFilter, allowed_cluster
 
 
-def acl_refusal(ctx: Any, op: int) -> tuple[int, str | None] | None:
+def acl_refusal(ctx: RequestContext, op: int) -> tuple[int, str | None] | None:
     """(error code, message) when the ACL APIs are refused: SECURITY_DISABLED without an authorizer,
     CLUSTER_AUTHORIZATION_FAILED without ``op`` on the cluster; None when allowed."""
     if ctx.services.authorizer is None:
@@ -35,7 +36,7 @@ def request_filter(f: Any, version: int) -> AclFilter:
 
 
 @handler(api_key=29, min_version=0, max_version=3)
-async def describe_acls(ctx: Any, req: Any) -> Any:
+async def describe_acls(ctx: RequestContext, req: m.DescribeAclsRequest) -> m.DescribeAclsResponse:
     msg = m.DescribeAclsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, resources=[])
     refused = acl_refusal(ctx, DESCRIBE)

@@ -9,18 +9,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER, LITERAL, AclBinding
 from .k29_describe_acls import acl_refusal
 
 
 @handler(api_key=30, min_version=0, max_version=3)
-async def create_acls(ctx: Any, req: Any) -> Any:
+async def create_acls(ctx: RequestContext, req: m.CreateAclsRequest) -> m.CreateAclsResponse:
     msg = m.CreateAclsResponse
     authz = ctx.services.authorizer
     creations = req.creations or []

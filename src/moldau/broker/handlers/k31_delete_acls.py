@@ -7,18 +7,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER
 from .k29_describe_acls import acl_refusal, request_filter
 
 
 @handler(api_key=31, min_version=0, max_version=3)
-async def delete_acls(ctx: Any, req: Any) -> Any:
+async def delete_acls(ctx: RequestContext, req: m.DeleteAclsRequest) -> m.DeleteAclsResponse:
     msg = m.DeleteAclsResponse
     authz = ctx.services.authorizer
     filters = req.filters or []

@@ -23,6 +23,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE_CONFIGS, require_config_resource
 from ._common import attempt
@@ -49,7 +50,7 @@ def log4j_level_name(level: int) -> str:
     return "OFF"
 
 
-def check_broker_resource(ctx: Any, name: str, *, allow_empty: bool = True) -> bool:
+def check_broker_resource(ctx: RequestContext, name: str, *, allow_empty: bool = True) -> bool:
     """True when ``name`` is "" (cluster default), False for this broker's id; INVALID_REQUEST otherwise."""
     if name is None or name == "":
         if not allow_empty:
@@ -86,7 +87,7 @@ def _entries_to_wire(entries: list[tc.ConfigEntry], version: int, include_synony
     return out
 
 
-def _describe(ctx: Any, res: Any, include_synonyms: bool, include_docs: bool) -> list[tc.ConfigEntry]:
+def _describe(ctx: RequestContext, res: Any, include_synonyms: bool, include_docs: bool) -> list[tc.ConfigEntry]:
     require_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     keys = res.configuration_keys
     if res.resource_type == TOPIC:
@@ -115,7 +116,7 @@ def _describe(ctx: Any, res: Any, include_synonyms: bool, include_docs: bool) ->
 
 
 @handler(32, REQ.min_version, REQ.max_version)
-async def describe_configs(ctx: Any, req: Any) -> Any:
+async def describe_configs(ctx: RequestContext, req: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
     include_synonyms = bool(getattr(req, "include_synonyms", False)) and ctx.version >= 1
     include_docs = bool(getattr(req, "include_documentation", False)) and ctx.version >= 3
     results = []

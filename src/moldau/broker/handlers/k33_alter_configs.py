@@ -21,6 +21,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import attempt
@@ -35,7 +36,7 @@ RESP = m.AlterConfigsResponse
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
 
 
-def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     configs = {c.name: c.value for c in res.configs or []}
     if len(configs) != len(res.configs or []):
@@ -63,7 +64,7 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
     raise _err(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}.")
 
 
-def answer_resources(ctx: Any, req: Any, resp_msg: Any, alter: Callable[[Any, Any, bool], None],
+def answer_resources(ctx: RequestContext, req: Any, resp_msg: Any, alter: Callable[[Any, Any, bool], None],
                      logger: logging.Logger, what: str, *, log_refusal: bool) -> Any:
     """The AlterConfigs / IncrementalAlterConfigs response: ``alter(ctx, resource, validate_only)`` for each
     resource, its KafkaError (or UNKNOWN_SERVER_ERROR for anything else) answered in that resource's result;
@@ -85,5 +86,5 @@ def answer_resources(ctx: Any, req: Any, resp_msg: Any, alter: Callable[[Any, An
 
 
 @handler(33, REQ.min_version, REQ.max_version)
-async def alter_configs(ctx: Any, req: Any) -> Any:
+async def alter_configs(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
     return answer_resources(ctx, req, RESP, _alter, log, "alter configs", log_refusal=False)

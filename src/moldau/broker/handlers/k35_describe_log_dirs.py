@@ -17,6 +17,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, allowed_cluster
 
@@ -66,13 +67,13 @@ def _wanted(req: Any) -> dict[str, set[int]] | None:
     return out
 
 
-def _log_dirs(ctx: Any) -> list[str]:
+def _log_dirs(ctx: RequestContext) -> list[str]:
     dirs = ctx.services.config.log_dirs or [ctx.services.data_dir]
     return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
 
 
 @handler(35, REQ.min_version, REQ.max_version)
-async def describe_log_dirs(ctx: Any, req: Any) -> Any:
+async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
     if not allowed_cluster(ctx, DESCRIBE):
         return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[])
     wanted = _wanted(req)

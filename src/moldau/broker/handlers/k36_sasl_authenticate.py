@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import SaslError
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.sasl import FAILED, SaslAuthenticationFailed, close_soon
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=36, min_version=0, max_version=2)
-async def sasl_authenticate(ctx: Any, req: Any) -> Any:
+async def sasl_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest) -> m.SaslAuthenticateResponse:
     conn = ctx.connection
     auth = getattr(conn, "auth", None)
     resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)

@@ -17,6 +17,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER, TOPIC, require
 from ._common import attempt, split_duplicates
@@ -28,7 +29,7 @@ REQ = m.CreatePartitionsRequest
 RESP = m.CreatePartitionsResponse
 
 
-def _check(ctx: Any, topic: Any) -> Any:
+def _check(ctx: RequestContext, topic: Any) -> Any:
     require(ctx, ALTER, TOPIC, topic.name)
     md = ctx.services.metadata
     info = md.topics.get(topic.name)
@@ -70,13 +71,13 @@ def _check(ctx: Any, topic: Any) -> Any:
     return info
 
 
-def _grow(ctx: Any, topic: Any, validate_only: bool) -> None:
+def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     _check(ctx, topic)
     ctx.services.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only)
 
 
 @handler(37, REQ.min_version, REQ.max_version)
-async def create_partitions(ctx: Any, req: Any) -> Any:
+async def create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
     validate_only = bool(req.validate_only)
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []

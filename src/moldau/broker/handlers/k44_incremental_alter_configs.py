@@ -26,6 +26,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import err as _err
@@ -40,7 +41,7 @@ RESP = m.IncrementalAlterConfigsResponse
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
 
 
-def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter_loggers(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     check_broker_resource(ctx, res.resource_name, allow_empty=False)
     changes: list[tuple[logging.Logger, int]] = []
     seen: set[str] = set()
@@ -78,7 +79,7 @@ def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
             log.info("logger %s level set to %s", logger.name or "root", logging.getLevelName(level))
 
 
-def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     ops = [(c.name, c.config_operation, c.value) for c in res.configs or []]
     if res.resource_type == TOPIC:
@@ -107,5 +108,5 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
 
 
 @handler(44, REQ.min_version, REQ.max_version)
-async def incremental_alter_configs(ctx: Any, req: Any) -> Any:
+async def incremental_alter_configs(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest) -> m.IncrementalAlterConfigsResponse:
     return answer_resources(ctx, req, RESP, _alter, log, "incremental alter configs", log_refusal=True)

@@ -15,13 +15,14 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import SCRAM_MECHANISMS
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import DESCRIBE, allowed_cluster
 
 
 @handler(api_key=50, min_version=0, max_version=0)
-async def describe_user_scram_credentials(ctx: Any, req: Any) -> Any:
+async def describe_user_scram_credentials(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest) -> m.DescribeUserScramCredentialsResponse:
     msg = m.DescribeUserScramCredentialsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, results=[])
     if not allowed_cluster(ctx, DESCRIBE):

@@ -18,13 +18,14 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import MAX_ITERATIONS, MIN_ITERATIONS, scram_mechanism_name
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import ALTER, allowed_cluster
 
 
 @handler(api_key=51, min_version=0, max_version=0)
-async def alter_user_scram_credentials(ctx: Any, req: Any) -> Any:
+async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScramCredentialsRequest) -> m.AlterUserScramCredentialsResponse:
     msg = m.AlterUserScramCredentialsResponse
     deletions = req.deletions or []
     upsertions = req.upsertions or []

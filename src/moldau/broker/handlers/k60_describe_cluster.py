@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
@@ -74,7 +74,7 @@ def _rack(config: BrokerConfig) -> str | None:
 
 
 @handler(60, REQ.min_version, REQ.max_version)
-async def describe_cluster(ctx: Any, req: Any) -> Any:
+async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
     endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKER) if ctx.version >= 1 else ENDPOINT_BROKER
     cluster_id = str(ctx.services.cluster_id)
     node_id = ctx.services.node_id

@@ -10,17 +10,16 @@ Errors per partition: TOPIC_AUTHORIZATION_FAILED (Read on the topic), UNKNOWN_TO
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import READ, TOPIC, allowed
 
 
 @handler(api_key=61, min_version=0, max_version=0)
-async def describe_producers(ctx: Any, req: Any) -> Any:
+async def describe_producers(ctx: RequestContext, req: m.DescribeProducersRequest) -> m.DescribeProducersResponse:
     msg = m.DescribeProducersResponse
     rm = ctx.services.replica_manager
     topics_out = []
