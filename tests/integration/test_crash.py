@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic, watermarks
 
 pytestmark = pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts")
@@ -53,7 +52,9 @@ class BackgroundProducer:
         while not self._stop.is_set() and self.produced < self.limit:
             part = self.produced % self.partitions
             try:
-                self.p.produce(self.topic, value=_seq_value(part, seqs[part]), partition=part, on_delivery=self._cb)
+                self.p.produce(
+                    self.topic, value=_seq_value(part, seqs[part]), partition=part, on_delivery=self._cb
+                )
             except BufferError:
                 self.p.poll(0.05)
                 continue
@@ -172,8 +173,12 @@ def test_torn_tail_is_truncated(fresh_broker, damage):
     recs = read_all_confluent(b.bootstrap, topic, 1)
     assert [(r.offset, r.value) for r in recs] == [(o, b"r%03d" % o) for o in range(expected)]
 
-    delivered = produce_confluent(b.bootstrap, topic, [dict(value=b"after-%d" % i, partition=0) for i in range(5)],
-                                  conf={"acks": "all", "linger.ms": 5000})  # one batch, sent by flush()
+    delivered = produce_confluent(
+        b.bootstrap,
+        topic,
+        [dict(value=b"after-%d" % i, partition=0) for i in range(5)],
+        conf={"acks": "all", "linger.ms": 5000},
+    )  # one batch, sent by flush()
     assert sorted(m.offset() for m in delivered) == list(range(expected, expected + 5))
     recs = read_all_confluent(b.bootstrap, topic, 1)
     assert [r.offset for r in recs] == list(range(expected + 5))

@@ -14,7 +14,6 @@ import asyncio
 import time
 
 import pytest
-
 from brokerproc import free_port
 from faultproxy import FaultProxy
 from kafkautil import consume_confluent, create_topic, read_all_confluent, unique_topic
@@ -77,7 +76,9 @@ def produce_aiokafka_idem(bootstrap: str, topic: str, n: int, chunk: int) -> Non
             futs = []
             for i in range(n):
                 part = i % PARTITIONS
-                futs.append(await p.send(topic, value=_value(part, i // PARTITIONS), key=b"k", partition=part))
+                futs.append(
+                    await p.send(topic, value=_value(part, i // PARTITIONS), key=b"k", partition=part)
+                )
                 if i % chunk == chunk - 1:
                     await p.flush()
             await p.flush()
@@ -139,7 +140,9 @@ def test_idempotent_retry_after_lost_responses(proxied, produce):
     t0 = time.monotonic()
     produce(proxy.bootstrap, topic, n, chunk=60)
     proxy.disarm()
-    assert proxy.drops >= 1, f"no Produce response was dropped ({proxy.produce_responses} seen): test is vacuous"
+    assert proxy.drops >= 1, (
+        f"no Produce response was dropped ({proxy.produce_responses} seen): test is vacuous"
+    )
     assert time.monotonic() - t0 < 60
     _check_exactly_once_in_order(proxy.bootstrap, topic, n)
     assert broker.alive()

@@ -45,7 +45,9 @@ def register(sub: Any) -> None:
                     description="Produce one record per line (or per -D delimiter) from stdin or --file. "
                                 "Exits non-zero if any record failed.", examples=EXAMPLES)
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-f", "--file", metavar="FILE", help="read records from FILE instead of stdin ('-' = stdin)")
+    p.add_argument(
+        "-f", "--file", metavar="FILE", help="read records from FILE instead of stdin ('-' = stdin)"
+    )
     p.add_argument("-K", "--key-separator", metavar="SEP",
                    help="split each record at the first SEP into key and value (escapes like \\t work)")
     p.add_argument("-F", "--format", metavar="FORMAT",

@@ -123,7 +123,9 @@ def _sasl_mechanism(name: str, v: Any) -> str:
     if s in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         return s  # type: ignore[no-any-return]
     if s in ("GSSAPI", "OAUTHBEARER"):
-        raise ConfigError(f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+        raise ConfigError(
+            f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+        )
     raise ConfigError(f"{name}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got {v!r}")
 
 
@@ -152,7 +154,9 @@ COMMON = _defs(
     ConfigDef("connections.max.idle.ms", 540000, _int),
     ConfigDef("send.buffer.bytes", 131072, _int),
     ConfigDef("receive.buffer.bytes", 65536, _int),
-    ConfigDef("security.protocol", "PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef(
+        "security.protocol", "PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    ),
     ConfigDef("sasl.mechanism", "PLAIN", _sasl_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
     ConfigDef("sasl.username", None, _str),
     ConfigDef("sasl.password", None, _str),
@@ -161,8 +165,12 @@ COMMON = _defs(
     ConfigDef("ssl.certificate.location", None, _str, "client certificate (PEM), for ssl.client.auth"),
     ConfigDef("ssl.key.location", None, _str, "the client certificate's private key (PEM)"),
     ConfigDef("ssl.key.password", None, _str),
-    ConfigDef("ssl.endpoint.identification.algorithm", "https", _choice("https", "none", ""),
-              "https: check the broker's host name against its certificate; none: do not"),
+    ConfigDef(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        _choice("https", "none", ""),
+        "https: check the broker's host name against its certificate; none: do not",
+    ),
     ConfigDef("enable.ssl.certificate.verification", True, _bool, "false: accept any broker certificate"),
     ConfigDef("ssl.context", None, _any, "an ssl.SSLContext to use instead of the ssl.* files"),
     ConfigDef("client.software.name", "moldau", _str),
@@ -195,9 +203,15 @@ PRODUCER = _defs(
 CONSUMER = _defs(
     ConfigDef("group.id", None, _str),
     ConfigDef("group.instance.id", None, _str),
-    ConfigDef("group.protocol", "classic", _choice("classic", "consumer"),
-              "classic (JoinGroup/SyncGroup) or consumer (KIP-848 ConsumerGroupHeartbeat)"),
-    ConfigDef("group.remote.assignor", None, _str, "group.protocol=consumer: the broker's assignor (uniform, range)"),
+    ConfigDef(
+        "group.protocol",
+        "classic",
+        _choice("classic", "consumer"),
+        "classic (JoinGroup/SyncGroup) or consumer (KIP-848 ConsumerGroupHeartbeat)",
+    ),
+    ConfigDef(
+        "group.remote.assignor", None, _str, "group.protocol=consumer: the broker's assignor (uniform, range)"
+    ),
     ConfigDef("session.timeout.ms", 45000, _int),
     ConfigDef("heartbeat.interval.ms", 3000, _int),
     ConfigDef("max.poll.interval.ms", 300000, _int),
@@ -293,8 +307,12 @@ def _validate(kind: str, c: dict[str, Any], given: Mapping[str, Any]) -> None:
     if c["security.protocol"] in ("PLAINTEXT", "SSL"):
         unused = [k for k in ("sasl.username", "sasl.password", "sasl.jaas.config") if c[k] is not None]
         if unused:
-            log.warning("%s set but security.protocol is %s: SASL is not used (set security.protocol=SASL_%s)",
-                        ", ".join(unused), c["security.protocol"], c["security.protocol"])
+            log.warning(
+                "%s set but security.protocol is %s: SASL is not used (set security.protocol=SASL_%s)",
+                ", ".join(unused),
+                c["security.protocol"],
+                c["security.protocol"],
+            )
     if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
         c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
     if kind == "producer":

@@ -111,7 +111,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
         blen = f_[1]
         size = blen + LOG_OVERHEAD
         if blen < MIN_BATCH_LENGTH or f_[3] != 2 or pos + size > n:
-            msg = f"Found invalid bytes at position {pos} of {os.path.basename(path)} (length {blen}, magic {f_[3]})"
+            msg = (f"Found invalid bytes at position {pos} of {os.path.basename(path)} "
+                   f"(length {blen}, magic {f_[3]})")
             yield {"error": msg, "position": pos} if as_json else msg
             return
         batch = memoryview(data)[pos : pos + size]
@@ -188,7 +189,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                 seq = base_seq + (rec["offset"] - base_offset) if base_seq >= 0 else -1
                 line = (
                     f"| offset: {rec['offset']} {ts_type}: {rec['timestamp']} keySize: {rec['keySize']} "
-                    f"valueSize: {rec['valueSize']} sequence: {seq} headerKeys: [{','.join(rec['headerKeys'])}]"
+                    f"valueSize: {rec['valueSize']} sequence: {seq} headerKeys: "
+                    f"[{','.join(rec['headerKeys'])}]"
                 )
                 if attrs & ATTR_CONTROL and rec["raw_key"] is not None and len(rec["raw_key"]) >= 4:
                     _v, ctype = struct.unpack_from(">hh", rec["raw_key"], 0)
@@ -217,7 +219,11 @@ def _dump_index(path: str, as_json: bool) -> Iterator[Any]:
     for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]):
         if rel == 0 and position == 0 and base != 0:  # zero-filled preallocated tail (Kafka's active index)
             break
-        yield {"offset": base + rel, "position": position} if as_json else f"offset: {base + rel} position: {position}"
+        yield (
+            {"offset": base + rel, "position": position}
+            if as_json
+            else f"offset: {base + rel} position: {position}"
+        )
 
 
 def _dump_timeindex(path: str, as_json: bool) -> Iterator[Any]:
@@ -261,7 +267,13 @@ def _dump_txnindex(path: str, as_json: bool) -> Iterator[Any]:
     if not as_json:
         yield f"Dumping {path}"
     for pid, first, last, lso in TxnIndex.read(path):
-        d = {"version": 0, "producerId": pid, "firstOffset": first, "lastOffset": last, "lastStableOffset": lso}
+        d = {
+            "version": 0,
+            "producerId": pid,
+            "firstOffset": first,
+            "lastOffset": last,
+            "lastStableOffset": lso,
+        }
         yield d if as_json else " ".join(f"{k}: {v}" for k, v in d.items())
 
 

@@ -1,13 +1,13 @@
 """Exceptions raised by the storage engine: ``moldau.protocol.errors.KafkaError`` subclasses.
 
-Each class derives from ``LogError`` and from the protocol's per-code class (``OffsetOutOfRangeError`` is also a
-``moldau.protocol.errors.OffsetOutOfRangeError``), so ``except LogError``, ``except KafkaError`` and ``except``
-on the per-code class all work. ``.code`` is the ``ErrorCode`` (an int, ``OFFSET_OUT_OF_RANGE`` == 1), ``.name``
-its Kafka name and ``.retriable`` Kafka's retriable flag, all from the protocol's error table; a handler maps
-any of them straight to a partition error: ``except LogError as e: error_code = e.code``.
+Each class derives from ``LogError`` and from the protocol's per-code class (``OffsetOutOfRangeError`` is also
+a ``moldau.protocol.errors.OffsetOutOfRangeError``), so ``except LogError``, ``except KafkaError`` and
+``except`` on the per-code class all work. ``.code`` is the ``ErrorCode`` (an int, ``OFFSET_OUT_OF_RANGE`` ==
+1), ``.name`` its Kafka name and ``.retriable`` Kafka's retriable flag, all from the protocol's error table; a
+handler maps any of them straight to a partition error: ``except LogError as e: error_code = e.code``.
 
-Unlike a plain KafkaError, ``str()`` of a LogError is its message alone (no ``[NAME (code)]`` prefix): the broker
-answers it as the partition's ``error_message``.
+Unlike a plain KafkaError, ``str()`` of a LogError is its message alone (no ``[NAME (code)]`` prefix): the
+broker answers it as the partition's ``error_message``.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ig
 
 
 class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[name-defined]
-    """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka config
-    key."""
+    """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka
+    config key."""
 
     def __init__(self, message: str = "", *, key: str | None = None) -> None:
         super().__init__(message)
