@@ -1,4 +1,4 @@
-"""Test support for the group coordinator (used by tests/unit/test_groups_*.py): a ManualTimer, in-memory
+"""Test harness for the group coordinator (used by tests/unit/test_groups_*.py): a ManualTimer, in-memory
 storage and helpers that send JoinGroup/SyncGroup like a client would and collect the answers."""
 
 from __future__ import annotations
