@@ -15,7 +15,8 @@ from .config import BrokerConfig, Listener
 from .metadata import MetadataStore
 from .services import PRODUCER_ID_BLOCK, PRODUCER_ID_FILE, BrokerServices, ProducerIdManager, SystemClock
 
-__all__ = ["Broker", "BrokerServices", "run", "serve", "ProducerIdManager", "SystemClock", "PRODUCER_ID_BLOCK",
+__all__ = ["Broker", "BrokerServices", "run", "serve", "ProducerIdManager", "SystemClock",
+           "PRODUCER_ID_BLOCK",
            "PRODUCER_ID_FILE"]
 
 log = logging.getLogger(__name__)

@@ -176,7 +176,8 @@ class Connection(asyncio.BufferedProtocol):
                 break
             size = _SIZE.unpack_from(view, self._start)[0]
             if size <= 0 or size > self._max_request:
-                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0], self.peer[1],
+                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0],
+                            self.peer[1],
                             size, "not positive" if size <= 0 else
                             f"larger than socket.request.max.bytes ({self._max_request})")
                 self.close()

@@ -115,7 +115,7 @@ class ReadInfo:
     aborted_transactions: list[Any] | None = None
 
 
-# ------------------------------------------------------------------------------------------------- group fsync
+# ------------------------------------------------------------------------------------------------ group fsync
 
 class GroupFlusher:
     """Group commit: one fsync round (in a worker thread) serves every append waiting when it starts."""
@@ -174,7 +174,7 @@ class GroupFlusher:
                 pass
 
 
-# ------------------------------------------------------------------------------------------------- replica manager
+# -------------------------------------------------------------------------------------------- replica manager
 
 class _Clock(Protocol):
     def time_ms(self) -> int: ...
@@ -205,7 +205,8 @@ class ReplicaManager:
         self.flusher = GroupFlusher()
         self._tasks: list[asyncio.Task[Any]] = []
         self.shutting_down = False
-        self.fetch_sessions = FetchSessionCache(int(services.config.get("max.incremental.fetch.session.cache.slots")))
+        slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessionCache(slots)
 
     # ------------------------------------------------------------------------------------------ setup
     def _log_config(self, topic: "TopicInfo") -> Any:
@@ -237,7 +238,8 @@ class ReplicaManager:
         cfg = self._log_config(topic)
         for i in range(start, topic.num_partitions):
             plog = self._open_log(topic, i, cfg)
-            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
+            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id,
+                                                         cfg)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -263,7 +265,8 @@ class ReplicaManager:
             p.wake()
 
     async def _maintenance(self) -> None:
-        """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is due)."""
+        """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is
+        due)."""
         lm = self.services.log_manager
         clock = self.services.clock
         while True:
@@ -274,7 +277,7 @@ class ReplicaManager:
                 log.exception("log maintenance failed")
             # retention may have moved log start offsets: nothing else to update (HW >= log start holds)
 
-    # ------------------------------------------------------------------------------------------ metadata events
+    # ---------------------------------------------------------------------------------------- metadata events
     def on_topic_created(self, topic: "TopicInfo") -> None:
         self._create_partitions(topic, 0)
 
@@ -375,8 +378,9 @@ class ReplicaManager:
                 buf, batches = _recompress(buf, batches, target, cfg)
             if min_isr > len(p.isr):
                 res.error = ErrorCode.NOT_ENOUGH_REPLICAS
-                res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
-                                     f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
+                res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy "
+                                     f"the min.isr requirement of {min_isr} for partition "
+                                     f"{p.topic}-{p.index}")
                 return res
             info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
         except Exception as e:  # RecordError, LogError and friends carry their Kafka code
@@ -551,10 +555,11 @@ def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]
         recs = decode_batch(buf, pos, header=h)
     except Exception:  # pragma: no cover
         return []
-    return [(i, "Compacted topic cannot accept message without key.") for i, r in enumerate(recs) if r.key is None]
+    return [(i, "Compacted topic cannot accept message without key.") for i, r in enumerate(recs)
+            if r.key is None]
 
 
-# ------------------------------------------------------------------------------------------------- fetch sessions
+# --------------------------------------------------------------------------------------------- fetch sessions
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -564,7 +569,8 @@ class CachedPartition:
     __slots__ = ("fetch_offset", "max_bytes", "current_leader_epoch", "high_watermark", "last_stable_offset",
                  "log_start_offset", "partition_index", "topic", "topic_id")
 
-    def __init__(self, topic: str | None, topic_id: Any, partition_index: int, fetch_offset: int, max_bytes: int,
+    def __init__(self, topic: str | None, topic_id: Any, partition_index: int, fetch_offset: int,
+                 max_bytes: int,
                  current_leader_epoch: int = -1) -> None:
         self.topic = topic
         self.topic_id = topic_id

@@ -53,7 +53,8 @@ def frame_response(correlation_id: int, api_key: int, version: int, body_parts: 
 
 def api_versions_keys() -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every registered handler, sorted by key."""
-    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(),
+                                                                      key=lambda s: s.api_key)]
 
 
 def _has_field(msg: Any, attr: str, version: int) -> bool:

@@ -1,4 +1,4 @@
-"""The broker's services: what request handlers (through ``RequestContext.services``) and the components reach.
+"""The broker's services: what request handlers (``RequestContext.services``) and the components reach.
 
 ``BrokerServices`` is built once by ``Broker`` and filled in by ``Broker.start`` as the components are made;
 every request context points at the same instance (no per-request allocation). Handlers see exactly these

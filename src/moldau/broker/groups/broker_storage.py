@@ -71,11 +71,13 @@ class LogOffsetsStorage:
         self.ensure_topic()
         p = self.services.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if p is None:
-            raise KafkaError.for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} is not available")
+            raise KafkaError.for_code(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      f"{OFFSETS_TOPIC}-{partition} is not available")
         return p
 
     # ----------------------------------------------------------------------------------- append
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *,
+                     producer_id: int = -1,
                      producer_epoch: int = -1, transactional: bool = False) -> None:
         """``transactional``: a transactional batch of the producer (TxnOffsetCommit), decided by a marker."""
         p = self._partition(partition)

@@ -16,9 +16,9 @@
 * log_append_time_ms (v2+) is the broker time for LogAppendTime topics, else -1; log_start_offset (v5+).
 * Transactional batches (v3+) are checked by the transaction coordinator before the append
   (``transaction.partition.verification.enable``, KIP-890 part 1): the partition must be in the producer's
-  ongoing transaction (INVALID_TXN_STATE), with the current producer id (INVALID_PRODUCER_ID_MAPPING) and epoch
-  (INVALID_PRODUCER_EPOCH); while the transaction completes, NOT_ENOUGH_REPLICAS (retriable), as Kafka maps
-  CONCURRENT_TRANSACTIONS for produce.
+  ongoing transaction (INVALID_TXN_STATE), with the current producer id (INVALID_PRODUCER_ID_MAPPING) and
+  epoch (INVALID_PRODUCER_EPOCH); while the transaction completes, NOT_ENOUGH_REPLICAS (retriable), as Kafka
+  maps CONCURRENT_TRANSACTIONS for produce.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
             topic = store.get(td.name)
             missing_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = td.name if not by_id else (topic.name if topic is not None else None)
-        denied = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        denied = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied
+                  else ErrorCode.TOPIC_AUTHORIZATION_FAILED
                   if name is not None and not allowed(ctx, WRITE, TOPIC, name) else 0)  # before existence
         for pd in td.partition_data:
             pr = PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
@@ -103,9 +104,11 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
                 pr.error_code = res.error
                 pr.error_message = res.error_message
                 if res.record_errors:
-                    pr.record_errors = [msg.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=t)
+                    pr.record_errors = [msg.BatchIndexAndErrorMessage(batch_index=i,
+                                                                      batch_index_error_message=t)
                                         for i, t in res.record_errors]
-                pr.log_start_offset = p.log_start_offset if res.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else -1
+                missing = res.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pr.log_start_offset = -1 if missing else p.log_start_offset
                 continue
             pr.base_offset = res.base_offset
             pr.log_append_time_ms = res.log_append_time
@@ -121,7 +124,8 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
 
     if acks == 0:
         if any_error:
-            log.info("closing connection from %s:%d after an acks=0 produce with errors", *ctx.connection.peer)
+            log.info("closing connection from %s:%d after an acks=0 produce with errors",
+                     *ctx.connection.peer)
             ctx.connection.close()
         return None
 

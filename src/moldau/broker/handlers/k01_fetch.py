@@ -98,7 +98,8 @@ def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
             it.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         if it.leader_epoch >= 0 and it.leader_epoch != p.leader_epoch:
-            it.error = ErrorCode.FENCED_LEADER_EPOCH if it.leader_epoch < p.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+            it.error = (ErrorCode.FENCED_LEADER_EPOCH if it.leader_epoch < p.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
             continue
         it.partition = p
 
@@ -229,10 +230,12 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     current_key: Any = object()
     for it in items:
         info = it.info
-        error = it.error if it.error else (info.error if info is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        error = it.error if it.error else (info.error if info is not None
+                                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if error:
             hw = lso = lstart = -1
-            if info is not None and error not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID):
+            if info is not None and error not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  ErrorCode.UNKNOWN_TOPIC_ID):
                 hw, lso, lstart = info.high_watermark, info.last_stable_offset, info.log_start_offset
             records: Any = b""
             aborted = None

@@ -90,7 +90,8 @@ async def list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.List
         denied = not allowed(ctx, DESCRIBE, TOPIC, t.name)
         for q in t.partitions:
             pr = msg.ListOffsetsPartitionResponse(partition_index=q.partition_index, error_code=0,
-                                                  old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
+                                                  old_style_offsets=[], timestamp=-1, offset=-1,
+                                                  leader_epoch=-1)
             parts_out.append(pr)
             if denied:
                 pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -101,7 +102,8 @@ async def list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.List
                 continue
             cle = q.current_leader_epoch if v >= 4 else -1
             if cle >= 0 and cle != p.leader_epoch:
-                pr.error_code = ErrorCode.FENCED_LEADER_EPOCH if cle < p.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+                pr.error_code = (ErrorCode.FENCED_LEADER_EPOCH if cle < p.leader_epoch
+                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 continue
             try:
                 if v == 0:

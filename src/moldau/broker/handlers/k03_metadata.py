@@ -64,11 +64,11 @@ def _auto_create(ctx: RequestContext, name: str) -> Any:
                                             {"cleanup.policy": "compact", "compression.type": "producer",
                                              "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
     if name == TRANSACTION_STATE_TOPIC:
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                   "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))}
         return svc.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
-                                            int(cfg.get("transaction.state.log.replication.factor")),
-                                            {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                                             "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
-                                             "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
+                                         int(cfg.get("transaction.state.log.replication.factor")), configs)
     return svc.metadata.create_topic(name, -1, -1, {})
 
 
@@ -80,7 +80,8 @@ def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) ->
     for i in range(topic.num_partitions):
         p = rm.get_partition(topic.name, i)
         if p is None:
-            parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i, leader_id=-1,
+            parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                                                       partition_index=i, leader_id=-1,
                                                        leader_epoch=-1, replica_nodes=[node], isr_nodes=[],
                                                        offline_replicas=[]))
             continue
@@ -99,7 +100,8 @@ def _ops(ctx: RequestContext, resource_type: int, name: str, everything: int) ->
 
 
 def _denied(ctx: RequestContext, msg: Any, name: str | None, topic_id: Any = None) -> Any:
-    return msg.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+    return msg.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                     is_internal=False,
                                      partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                                      **({"topic_id": topic_id} if topic_id is not None else {}))
 
@@ -133,7 +135,8 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                 t = store.get_by_id(tid)
                 if t is None:
                     topics_out.append(msg.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False,
+                        partitions=[],
                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 elif not allowed(ctx, DESCRIBE, TOPIC, t.name):
                     topics_out.append(_denied(ctx, msg, None, tid))
@@ -173,7 +176,8 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
         cluster_id=svc.cluster_id,
         controller_id=svc.node_id,
         topics=topics_out,
-        cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if include_cluster_ops
+        cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+                                       if include_cluster_ops
                                        else AUTHORIZED_OPERATIONS_OMITTED),
         error_code=0,
     )

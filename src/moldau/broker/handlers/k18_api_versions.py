@@ -45,4 +45,5 @@ async def api_versions(ctx: RequestContext, req: m.ApiVersionsRequest) -> m.ApiV
             error = ErrorCode.INVALID_REQUEST
         else:
             ctx.connection.client_software = (name, version)
-    return m.ApiVersionsResponse.new(error_code=error, api_keys=[] if error else _api_keys(), throttle_time_ms=0)
+    return m.ApiVersionsResponse.new(error_code=error, api_keys=[] if error else _api_keys(),
+                                     throttle_time_ms=0)

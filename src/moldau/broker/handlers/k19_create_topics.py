@@ -69,8 +69,9 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
             rf = len(brokers)
         elif rf != len(brokers):
             raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                       f"The manual partition assignment includes a partition with {len(brokers)} replica(s), "
-                       f"but this is not consistent with previous partitions, which have {rf} replica(s).")
+                       f"The manual partition assignment includes a partition with {len(brokers)} "
+                       f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                       "replica(s).")
     return len(indexes), rf or 1
 
 

@@ -74,7 +74,8 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
 
     dup_names = {n for n in names if names.count(n) > 1}
     dup_ids = {i for i in ids if ids.count(i) > 1}
-    results.extend(_result(n, None, int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.") for n in dup_names)
+    results.extend(_result(n, None, int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.")
+                   for n in dup_names)
     results.extend(_result(None, i, int(ErrorCode.INVALID_REQUEST), "Duplicate topic id.") for i in dup_ids)
 
     targets: list[tuple[str | None, uuid.UUID | None, Any]] = []
@@ -89,7 +90,8 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
     for name in dict.fromkeys(n for n in names if n not in dup_names):
         info = md.topics.get(name)
         if info is None and not allowed(ctx, DELETE, TOPIC, name):
-            results.append(_result(name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+            results.append(_result(name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "Authorization failed."))
         elif info is None:
             results.append(_result(name, None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                    "This server does not host this topic-partition."))
@@ -101,7 +103,8 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
 
     for name, tid, info in targets:
         if not allowed(ctx, DELETE, TOPIC, name):
-            results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+            results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "Authorization failed."))
             continue
         _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
         if exc is not None:

@@ -6,9 +6,9 @@
   request that names its current producer id/epoch (KIP-360) also gets a fresh id.
 * transaction_timeout_ms above ``transaction.max.timeout.ms``: INVALID_TRANSACTION_TIMEOUT (50), like Kafka.
 * With a transactional id: handed to ``svc.transaction_coordinator`` (moldau.broker.txn: epoch bumps,
-  fencing, KIP-360 bumps with the current producer id/epoch of v3+, INVALID_TRANSACTION_TIMEOUT; PRODUCER_FENCED
-  is answered as INVALID_PRODUCER_EPOCH below v4, KIP-588). Without a coordinator the answer is
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
+  fencing, KIP-360 bumps with the current producer id/epoch of v3+, INVALID_TRANSACTION_TIMEOUT;
+  PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4, KIP-588). Without a coordinator the answer
+  is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): every client treats it as fatal and reports it at once
   instead of retrying for minutes as it would with the retriable COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR;
   the broker logs a line saying transactions are not supported.
 * v6 fields (2PC, ongoing txn producer id/epoch) answered with -1.
@@ -38,7 +38,8 @@ async def init_producer_id(ctx: RequestContext, req: m.InitProducerIdRequest) ->
         resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return resp
     if req.transactional_id is None and not allowed_idempotent_write(ctx):
-        resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # IdempotentWrite on the cluster or Write on a topic
+        # IdempotentWrite on the cluster or Write on a topic
+        resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return resp
     if req.transactional_id is not None:
         coordinator = svc.transaction_coordinator

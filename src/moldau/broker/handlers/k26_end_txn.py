@@ -1,15 +1,16 @@
 """EndTxn (key 26), v0-5.
 
-Commits or aborts the producer's transaction: PrepareCommit/PrepareAbort in ``__transaction_state``, COMMIT/ABORT
-markers on every partition of the transaction (and its transactional offset commits), CompleteCommit /
-CompleteAbort; moldau answers once all of that is written (see moldau.broker.txn.coordinator).
+Commits or aborts the producer's transaction: PrepareCommit/PrepareAbort in ``__transaction_state``,
+COMMIT/ABORT markers on every partition of the transaction (and its transactional offset commits),
+CompleteCommit / CompleteAbort; moldau answers once all of that is written (see
+moldau.broker.txn.coordinator).
 
 * Errors: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Write on the transactional id), INVALID_PRODUCER_ID_MAPPING,
   PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2, KIP-588), INVALID_TXN_STATE (e.g. commit after an abort,
   or no transaction), CONCURRENT_TRANSACTIONS (markers of the previous transaction still being retried). A
   retried commit of a completed commit (or abort of an abort) answers NONE.
-* v5 is transactions V2 (KIP-890 part 2, as Kafka decides by the version): the epoch is bumped by every end and
-  the response carries the producer id and epoch to continue with; below v5 those fields are absent.
+* v5 is transactions V2 (KIP-890 part 2, as Kafka decides by the version): the epoch is bumped by every end
+  and the response carries the producer id and epoch to continue with; below v5 those fields are absent.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v:
         return E.COORDINATOR_NOT_AVAILABLE
     part = (OFFSETS_TOPIC, gc.partition_for(req.group_id))
     if v >= 5:  # transactions V2: the offsets partition joins the transaction implicitly
-        error = await tc.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [part])
+        error = await tc.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                               [part])
     else:
         error = tc.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch, part)
     if error == E.PRODUCER_FENCED and v < 3:

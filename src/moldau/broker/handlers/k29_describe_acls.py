@@ -56,7 +56,8 @@ async def describe_acls(ctx: RequestContext, req: m.DescribeAclsRequest) -> m.De
         groups.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
             msg.AclDescription(principal=b.principal, host=b.host, operation=b.operation,
                                permission_type=b.permission))
-    resp.resources = [msg.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt, acls=acls)
+    resp.resources = [msg.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt,
+                                               acls=acls)
                       for (rt, name, pt), acls in groups.items()]
     return resp
 

@@ -3,7 +3,8 @@
 * Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per creation); without an authorizer
   SECURITY_DISABLED per creation.
 * Each creation is validated (concrete resource type, LITERAL/PREFIXED pattern, concrete operation and
-  permission, Type:name principal, non-empty host, CLUSTER named kafka-cluster): INVALID_REQUEST with a message.
+  permission, Type:name principal, non-empty host, CLUSTER named kafka-cluster): INVALID_REQUEST with
+  a message.
 * Creating an existing binding succeeds (idempotent). Bindings are persisted before the answer.
 """
 
@@ -34,4 +35,5 @@ async def create_acls(ctx: RequestContext, req: m.CreateAclsRequest) -> m.Create
                            permission=c.permission_type) for c in creations]
     errors = authz.create(bindings)
     return msg.new(throttle_time_ms=0, results=[
-        msg.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if e else 0, error_message=e) for e in errors])
+        msg.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if e else 0,
+                              error_message=e) for e in errors])

@@ -25,7 +25,8 @@ async def delete_acls(ctx: RequestContext, req: m.DeleteAclsRequest) -> m.Delete
     if refused is not None:
         code, text = refused
         return msg.new(throttle_time_ms=0, filter_results=[
-            msg.DeleteAclsFilterResult(error_code=code, error_message=text, matching_acls=[]) for _ in filters])
+            msg.DeleteAclsFilterResult(error_code=code, error_message=text,
+                                       matching_acls=[]) for _ in filters])
     parsed = [request_filter(f, ctx.version) for f in filters]
     valid = [f for f in parsed if 0 not in (f.resource_type, f.pattern_type, f.operation, f.permission)]
     removed = iter(authz.delete(valid))
@@ -38,7 +39,8 @@ async def delete_acls(ctx: RequestContext, req: m.DeleteAclsRequest) -> m.Delete
             continue
         results.append(msg.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[
             msg.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=b.resource_type,
-                                      resource_name=b.name, pattern_type=b.pattern_type, principal=b.principal,
-                                      host=b.host, operation=b.operation, permission_type=b.permission)
+                                      resource_name=b.name, pattern_type=b.pattern_type,
+                                      principal=b.principal, host=b.host, operation=b.operation,
+                                      permission_type=b.permission)
             for b in next(removed)]))
     return msg.new(throttle_time_ms=0, filter_results=results)

@@ -62,7 +62,8 @@ def check_broker_resource(ctx: RequestContext, name: str, *, allow_empty: bool =
         raise _err(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
     if node != ctx.services.node_id:
         raise _err(ErrorCode.INVALID_REQUEST,
-                   f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}")
+                   f"Unexpected broker id, expected {ctx.services.node_id} or empty string, "
+                   f"but received {name}")
     return False
 
 
@@ -87,7 +88,8 @@ def _entries_to_wire(entries: list[tc.ConfigEntry], version: int, include_synony
     return out
 
 
-def _describe(ctx: RequestContext, res: Any, include_synonyms: bool, include_docs: bool) -> list[tc.ConfigEntry]:
+def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
+              include_docs: bool) -> list[tc.ConfigEntry]:
     require_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     keys = res.configuration_keys
     if res.resource_type == TOPIC:
@@ -96,10 +98,12 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool, include_doc
         validate_topic_name(res.resource_name)
         info = ctx.services.metadata.topics.get(res.resource_name)
         if info is None:
-            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{res.resource_name}' does not exist.")
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       f"The topic '{res.resource_name}' does not exist.")
         tc.broker_dynamic_configs(ctx.services)
         return tc.describe_topic_configs(info.configs, ctx.services.config, keys,
-                                         include_synonyms=include_synonyms, include_documentation=include_docs)
+                                         include_synonyms=include_synonyms,
+                                         include_documentation=include_docs)
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
         tc.broker_dynamic_configs(ctx.services)
@@ -110,7 +114,8 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool, include_doc
         check_broker_resource(ctx, res.resource_name, allow_empty=False)
         levels = python_logger_levels()
         names = list(levels) if keys is None else [k for k in keys if k in levels]
-        return [tc.ConfigEntry(n, levels[n], tc.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False, False,
+        return [tc.ConfigEntry(n, levels[n], tc.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False,
+                               False,
                                [], int(tc.ConfigType.STRING), None) for n in names]
     raise _err(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
@@ -121,7 +126,8 @@ async def describe_configs(ctx: RequestContext, req: m.DescribeConfigsRequest) -
     include_docs = bool(getattr(req, "include_documentation", False)) and ctx.version >= 3
     results = []
     for res in req.resources:
-        entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}", _describe,
+        entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}",
+                               _describe,
                                ctx, res, include_synonyms, include_docs, log_refusal=False)
         if exc is not None:
             results.append(RESP.DescribeConfigsResult(
@@ -130,6 +136,7 @@ async def describe_configs(ctx: RequestContext, req: m.DescribeConfigsRequest) -
             continue
         assert entries is not None
         results.append(RESP.DescribeConfigsResult(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name,
+            error_code=0, error_message=None, resource_type=res.resource_type,
+            resource_name=res.resource_name,
             configs=_entries_to_wire(entries, ctx.version, include_synonyms)))
     return RESP.new(throttle_time_ms=0, results=results)

@@ -46,7 +46,8 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         tc.topic_for_alter(ctx.services, res.resource_name)
         new = tc.replace_configs(configs)
         tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
-        log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only, new)
+        log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only,
+                 new)
         return
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)

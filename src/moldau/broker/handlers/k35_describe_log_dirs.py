@@ -75,7 +75,8 @@ def _log_dirs(ctx: RequestContext) -> list[str]:
 @handler(35, REQ.min_version, REQ.max_version)
 async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
     if not allowed_cluster(ctx, DESCRIBE):
-        return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[])
+        return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        results=[])
     wanted = _wanted(req)
     rm = ctx.services.replica_manager
     partitions = sorted(rm.partitions.values(), key=lambda p: (p.topic, p.index))
@@ -102,6 +103,7 @@ async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) 
                     is_future_key=False))
         results.append(RESP.DescribeLogDirsResult(
             error_code=error, log_dir=log_dir,
-            topics=[RESP.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+            topics=[RESP.DescribeLogDirsTopic(name=name, partitions=parts) for name,
+                    parts in by_topic.items()],
             total_bytes=total, usable_bytes=usable, is_cordoned=False))
     return RESP.new(throttle_time_ms=0, error_code=0, results=results)

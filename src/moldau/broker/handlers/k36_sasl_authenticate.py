@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=36, min_version=0, max_version=2)
-async def sasl_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest) -> m.SaslAuthenticateResponse:
+async def sasl_authenticate(ctx: RequestContext,
+                            req: m.SaslAuthenticateRequest) -> m.SaslAuthenticateResponse:
     conn = ctx.connection
     auth = getattr(conn, "auth", None)
-    resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
+    resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"",
+                                          session_lifetime_ms=0)
     if auth is None:
         resp.error_code = ErrorCode.ILLEGAL_SASL_STATE
         resp.error_message = "SaslAuthenticate request received on a listener without SASL"
@@ -48,7 +50,8 @@ async def sasl_authenticate(ctx: RequestContext, req: m.SaslAuthenticateRequest)
         auth.close_later(conn)
         return resp
     except SaslError as e:
-        log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name, e)
+        log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name,
+                    e)
         resp.error_code = ErrorCode.ILLEGAL_SASL_STATE
         resp.error_message = str(e)
         auth.state = FAILED

@@ -77,7 +77,8 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
 
 
 @handler(37, REQ.min_version, REQ.max_version)
-async def create_partitions(ctx: RequestContext, req: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+async def create_partitions(ctx: RequestContext,
+                            req: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
     validate_only = bool(req.validate_only)
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []

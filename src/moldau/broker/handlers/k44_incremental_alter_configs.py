@@ -61,12 +61,14 @@ def _alter_loggers(ctx: RequestContext, res: Any, validate_only: bool) -> None:
             level = LOG4J_LEVELS.get(c.value or "")
             if level is None:
                 raise _err(ErrorCode.INVALID_CONFIG,
-                           f"Cannot set the log level of {c.name} to {c.value} as it is not a supported log level. "
+                           f"Cannot set the log level of {c.name} to {c.value} as it is not a supported "
+                           "log level. "
                            f"Valid log4j levels are {', '.join(LOG4J_LEVELS)}")
             changes.append((logger, level))
         elif op == tc.AlterConfigOp.DELETE:
             if c.name == "root":
-                raise _err(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+                raise _err(ErrorCode.INVALID_REQUEST,
+                           "Removing the log level of the root logger is not allowed")
             changes.append((logger, logging.NOTSET))
         elif op in (tc.AlterConfigOp.APPEND, tc.AlterConfigOp.SUBTRACT):
             raise _err(ErrorCode.INVALID_REQUEST,
@@ -96,7 +98,8 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         new_level = tc.apply_broker_ops(current, ops, ctx.services.config)
         if not validate_only:
             tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
-            log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default else "this broker",
+            log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default
+                     else "this broker",
                      new_level)
         return
     if res.resource_type == BROKER_LOGGER:
@@ -108,5 +111,6 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
 
 
 @handler(44, REQ.min_version, REQ.max_version)
-async def incremental_alter_configs(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest) -> m.IncrementalAlterConfigsResponse:
+async def incremental_alter_configs(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest
+                                    ) -> m.IncrementalAlterConfigsResponse:
     return answer_resources(ctx, req, RESP, _alter, log, "incremental alter configs", log_refusal=True)

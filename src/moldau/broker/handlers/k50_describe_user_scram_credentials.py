@@ -22,14 +22,16 @@ from ..security.authorizer import DESCRIBE, allowed_cluster
 
 
 @handler(api_key=50, min_version=0, max_version=0)
-async def describe_user_scram_credentials(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest) -> m.DescribeUserScramCredentialsResponse:
+async def describe_user_scram_credentials(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest
+                                          ) -> m.DescribeUserScramCredentialsResponse:
     msg = m.DescribeUserScramCredentialsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, results=[])
     if not allowed_cluster(ctx, DESCRIBE):
         resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return resp
     users = ensure_security(ctx.services).credentials.users()
-    scram = {u: {mech: it for mech, it in creds.items() if mech in SCRAM_MECHANISMS} for u, creds in users.items()}
+    scram = {u: {mech: it for mech, it in creds.items() if mech in SCRAM_MECHANISMS} for u,
+             creds in users.items()}
     scram = {u: c for u, c in scram.items() if c}
 
     def infos(name: str) -> list[Any]:
@@ -49,8 +51,8 @@ async def describe_user_scram_credentials(ctx: RequestContext, req: m.DescribeUs
         if names.count(name) > 1:
             resp.results.append(msg.DescribeUserScramCredentialsResult(
                 user=name, error_code=ErrorCode.DUPLICATE_RESOURCE, credential_infos=[],
-                error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: "
-                              f"{name}"))
+                error_message="Cannot describe SCRAM credentials for the same user twice in a single "
+                              f"request: {name}"))
         elif name not in scram:
             resp.results.append(msg.DescribeUserScramCredentialsResult(
                 user=name, error_code=ErrorCode.RESOURCE_NOT_FOUND, credential_infos=[],

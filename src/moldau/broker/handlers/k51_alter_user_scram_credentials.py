@@ -25,14 +25,16 @@ from ..security.authorizer import ALTER, allowed_cluster
 
 
 @handler(api_key=51, min_version=0, max_version=0)
-async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScramCredentialsRequest) -> m.AlterUserScramCredentialsResponse:
+async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScramCredentialsRequest
+                                       ) -> m.AlterUserScramCredentialsResponse:
     msg = m.AlterUserScramCredentialsResponse
     deletions = req.deletions or []
     upsertions = req.upsertions or []
     users = list(dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions]))
     if not allowed_cluster(ctx, ALTER):
         return msg.new(throttle_time_ms=0, results=[
-            msg.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+            msg.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                error_message=None)
             for u in users])
     store = ensure_security(ctx.services).credentials
     existing = store.users()
@@ -49,9 +51,11 @@ async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScra
         elif mech is None:
             fail(d.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif (d.name, d.mechanism) in seen:
-            fail(d.name, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            fail(d.name, ErrorCode.DUPLICATE_RESOURCE,
+                 "A user credential cannot be altered twice in the same request")
         elif mech not in existing.get(d.name, {}):
-            fail(d.name, ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+            fail(d.name, ErrorCode.RESOURCE_NOT_FOUND,
+                 "Attempt to delete a user credential that does not exist")
         seen.add((d.name, d.mechanism))
     for u in upsertions:
         mech = scram_mechanism_name(u.mechanism)
@@ -60,11 +64,14 @@ async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScra
         elif mech is None:
             fail(u.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif (u.name, u.mechanism) in seen:
-            fail(u.name, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            fail(u.name, ErrorCode.DUPLICATE_RESOURCE,
+                 "A user credential cannot be altered twice in the same request")
         elif u.iterations < MIN_ITERATIONS:
-            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Too few iterations: {u.iterations} < {MIN_ITERATIONS}")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                 f"Too few iterations: {u.iterations} < {MIN_ITERATIONS}")
         elif u.iterations > MAX_ITERATIONS:
-            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, f"Too many iterations: {u.iterations} > {MAX_ITERATIONS}")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                 f"Too many iterations: {u.iterations} > {MAX_ITERATIONS}")
         elif not u.salt or not u.salted_password:
             fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         seen.add((u.name, u.mechanism))

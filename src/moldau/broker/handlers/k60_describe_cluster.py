@@ -93,5 +93,6 @@ async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -
     return RESP.new(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,
         cluster_id=cluster_id, controller_id=node_id,
-        brokers=[RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)],
+        brokers=[RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack,
+                                            is_fenced=False)],
         cluster_authorized_operations=ops)

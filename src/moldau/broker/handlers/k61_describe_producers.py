@@ -19,7 +19,8 @@ from ..security.authorizer import READ, TOPIC, allowed
 
 
 @handler(api_key=61, min_version=0, max_version=0)
-async def describe_producers(ctx: RequestContext, req: m.DescribeProducersRequest) -> m.DescribeProducersResponse:
+async def describe_producers(ctx: RequestContext,
+                             req: m.DescribeProducersRequest) -> m.DescribeProducersResponse:
     msg = m.DescribeProducersResponse
     rm = ctx.services.replica_manager
     topics_out = []
@@ -27,7 +28,8 @@ async def describe_producers(ctx: RequestContext, req: m.DescribeProducersReques
         ok = allowed(ctx, READ, TOPIC, t.name)
         parts = []
         for index in t.partition_indexes:
-            pr = msg.PartitionResponse(partition_index=index, error_code=0, error_message=None, active_producers=[])
+            pr = msg.PartitionResponse(partition_index=index, error_code=0, error_message=None,
+                                       active_producers=[])
             p = rm.get_partition(t.name, index) if ok else None
             if not ok:
                 pr.error_code = E.TOPIC_AUTHORIZATION_FAILED

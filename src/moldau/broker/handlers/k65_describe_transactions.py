@@ -17,7 +17,8 @@ from ..security.authorizer import DESCRIBE, TOPIC, TRANSACTIONAL_ID, allowed
 
 
 @handler(api_key=65, min_version=0, max_version=0)
-async def describe_transactions(ctx: RequestContext, req: m.DescribeTransactionsRequest) -> m.DescribeTransactionsResponse:
+async def describe_transactions(ctx: RequestContext,
+                                req: m.DescribeTransactionsRequest) -> m.DescribeTransactionsResponse:
     msg = m.DescribeTransactionsResponse
     tc = ctx.services.transaction_coordinator
     out = []

@@ -19,7 +19,8 @@ from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
 
 
 @handler(api_key=66, min_version=0, max_version=2)
-async def list_transactions(ctx: RequestContext, req: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
+async def list_transactions(ctx: RequestContext,
+                            req: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
     msg = m.ListTransactionsResponse
     v = ctx.version
     resp = msg.new(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])

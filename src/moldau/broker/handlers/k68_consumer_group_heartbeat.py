@@ -23,7 +23,8 @@ from ..security.authorizer import GROUP, READ, allowed
 
 
 @handler(api_key=68, min_version=0, max_version=1)
-async def consumer_group_heartbeat(ctx: RequestContext, req: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
+async def consumer_group_heartbeat(ctx: RequestContext,
+                                   req: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
     msg = m.ConsumerGroupHeartbeatResponse
     gc = coordinator_of(ctx)
     if gc is None:

@@ -30,7 +30,8 @@ def _assignment(msg: Any, gc: Any, a: dict[str, set[int]]) -> Any:
 
 
 @handler(api_key=69, min_version=0, max_version=1)
-async def consumer_group_describe(ctx: RequestContext, req: m.ConsumerGroupDescribeRequest) -> m.ConsumerGroupDescribeResponse:
+async def consumer_group_describe(ctx: RequestContext,
+                                  req: m.ConsumerGroupDescribeRequest) -> m.ConsumerGroupDescribeResponse:
     msg = m.ConsumerGroupDescribeResponse
     gc = coordinator_of(ctx)
     out = []

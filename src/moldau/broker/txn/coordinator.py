@@ -1,9 +1,9 @@
 """The transaction coordinator (Kafka's TransactionCoordinator + TransactionStateManager, one node).
 
-    coordinator = create_transaction_coordinator(broker)      # Broker.start: loads __transaction_state
-    await coordinator.handle_init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch) -> (err, pid, epoch)
+    coordinator = create_transaction_coordinator(services)    # Broker.start: loads __transaction_state
+    await coordinator.handle_init_producer_id(txn_id, timeout_ms, pid, epoch) -> (err, pid, epoch)
     await coordinator.handle_add_partitions(txn_id, pid, epoch, {(topic, p), ...}) -> err
-    coordinator.verify_partitions(txn_id, pid, epoch, partitions) -> (err, {tp: err})   # AddPartitionsToTxn v4+
+    coordinator.verify_partitions(txn_id, pid, epoch, partitions) -> (err, {tp: err})  # AddPartitionsToTxn v4
     coordinator.verify_produce(txn_id, topic, partition, pid, epoch) -> err             # KIP-890 part 1
     coordinator.check_txn_offset_commit(txn_id, pid, epoch, offsets_partition) -> err
     await coordinator.handle_end_txn(txn_id, pid, epoch, commit, tv2=False) -> (err, pid, epoch)
@@ -248,7 +248,8 @@ class LogTxnStorage:
 
 # ------------------------------------------------------------------------------------------------ markers
 
-MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaitable[dict[tuple[str, int], int]]]
+MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaitable[dict[tuple[str, int],
+                                                                                         int]]]
 
 
 def _append_error(exc: BaseException) -> int:
@@ -307,7 +308,8 @@ class TransactionCoordinator:
     async def _write(self, md: TxnMetadata, t: TxnTransit) -> int:
         """Persist ``t`` (the record the metadata moves to); an error code, 0 when durable."""
         try:
-            await self.storage.append(self.partition_for(md.transactional_id), encode_key(md.transactional_id),
+            await self.storage.append(self.partition_for(md.transactional_id),
+                                      encode_key(md.transactional_id),
                                       encode_value(t.to_value()))
         except Exception as exc:  # noqa: BLE001 - every append failure maps to an error code
             code = _append_error(exc)
@@ -344,7 +346,8 @@ class TransactionCoordinator:
                     else:
                         self.txns[txn_id] = TxnMetadata.from_value(txn_id, decode_value(value))
                 except RecordFormatError as exc:
-                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC, partition,
+                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC,
+                                partition,
                                 exc)
         for txn_id, md in list(self.txns.items()):
             if md.state == S.DEAD:
@@ -571,7 +574,8 @@ class TransactionCoordinator:
             now = self.now_ms()
             if tv2:
                 t = md.prepare_abort_or_commit(target, now, producer_epoch=md.producer_epoch + 1,
-                                               last_producer_epoch=md.producer_epoch, client_transaction_version=2)
+                                               last_producer_epoch=md.producer_epoch,
+                                               client_transaction_version=2)
                 if md.epoch_exhausted:
                     t.next_producer_id = self.next_producer_id()
             else:
@@ -598,7 +602,8 @@ class TransactionCoordinator:
         The lock is held. Returns an error when the PrepareAbort record could not be written."""
         fence = md.prepare_fence_epoch()
         log.info("transactional id %s: aborting the ongoing transaction of producer id %d epoch %d (%s); "
-                 "epoch now %d", md.transactional_id, md.producer_id, md.producer_epoch, why, fence.producer_epoch)
+                 "epoch now %d", md.transactional_id, md.producer_id, md.producer_epoch, why,
+                 fence.producer_epoch)
         md.pending_state = S.PREPARE_EPOCH_FENCE
         t = md.prepare_abort_or_commit(S.PREPARE_ABORT, self.now_ms(), producer_epoch=fence.producer_epoch,
                                        last_producer_epoch=NO_PRODUCER_EPOCH)
@@ -633,7 +638,8 @@ class TransactionCoordinator:
             failed = set()
             for tp, code in results.items():
                 if code == E.UNKNOWN_TOPIC_OR_PARTITION:
-                    log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id, *tp)
+                    log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id,
+                             *tp)
                 elif code != E.NONE:
                     failed.add(tp)
             if failed:
@@ -691,7 +697,8 @@ class TransactionCoordinator:
         now = self.now_ms()
         n = 0
         for txn_id, md in list(self.txns.items()):
-            if md.state in COMPLETED and not md.pending and md.txn_last_update_ms + self.config.expiration_ms <= now:
+            expired = md.txn_last_update_ms + self.config.expiration_ms <= now
+            if md.state in COMPLETED and not md.pending and expired:
                 async with self._lock(md):
                     if self.txns.get(txn_id) is not md or md.state not in COMPLETED:
                         continue

@@ -51,7 +51,8 @@ class MarkerDeps(Protocol):
     def group_coordinator(self) -> GroupCoordinator | None: ...
 
 
-def write_marker(services: MarkerDeps, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+def write_marker(services: MarkerDeps, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                 commit: bool,
                  coordinator_epoch: int, *, check_epochs: bool = False) -> int:
     """Append one COMMIT/ABORT marker to ``topic``-``partition``; returns an error code (0 = written)."""
     rm = services.replica_manager
@@ -89,7 +90,8 @@ async def write_markers(services: MarkerDeps, producer_id: int, producer_epoch: 
     results: dict[tuple[str, int], int] = {}
     offsets_partitions: list[int] = []
     for topic, partition in sorted(set(partitions)):
-        code = write_marker(services, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+        code = write_marker(services, topic, partition, producer_id, producer_epoch, commit,
+                            coordinator_epoch,
                             check_epochs=check_epochs)
         results[(topic, partition)] = code
         if code == E.NONE and topic == OFFSETS_TOPIC:
@@ -99,7 +101,8 @@ async def write_markers(services: MarkerDeps, producer_id: int, producer_epoch: 
     return results
 
 
-async def complete_group_offsets(services: MarkerDeps, producer_id: int, commit: bool, partitions: list[int]) -> None:
+async def complete_group_offsets(services: MarkerDeps, producer_id: int, commit: bool,
+                                 partitions: list[int]) -> None:
     gc = services.group_coordinator
     if gc is None:
         return
