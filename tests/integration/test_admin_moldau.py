@@ -12,6 +12,7 @@ OffsetForLeaderEpoch, DescribeCluster, DescribeLogDirs, aiokafka's old versions,
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import struct
@@ -48,11 +49,26 @@ _ADMINS: dict = {}
 
 
 def admin(bootstrap: str):
-    """One confluent AdminClient per broker address, kept alive (a collected client fails its futures)."""
+    """One confluent AdminClient per broker address for the test, kept alive while it runs (a collected client
+    fails its futures)."""
     a = _ADMINS.get(bootstrap)
     if a is None:
         a = _ADMINS[bootstrap] = _new_admin(bootstrap)
     return a
+
+
+def _drop_admin(bootstrap: str) -> None:
+    _ADMINS.pop(bootstrap, None)
+    gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _drop_admins(broker_factory):
+    """The test's AdminClients go before its brokers stop (broker_factory is torn down after this fixture):
+    a client left alive keeps reconnecting to a stopped broker and logging the failures."""
+    yield
+    _ADMINS.clear()
+    gc.collect()
 
 
 
@@ -470,7 +486,9 @@ def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
     assert cfg["segment.bytes"].value == "3145728"
     assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
-    # survives a restart
+    # survives a restart (the admin client goes first: it would log its reconnect attempts meanwhile)
+    del a
+    _drop_admin(b.bootstrap)
     b.restart()
     cfg = describe_topic_configs(b.bootstrap, name)
     assert cfg["retention.ms"].value == "3333000"

@@ -5,6 +5,7 @@ moldau-only: the reference broker (tansu) keeps everything in memory.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import struct
@@ -37,6 +38,9 @@ class BackgroundProducer:
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
             "message.timeout.ms": 60000, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
             "retry.backoff.ms": 50,
+            # the broker is killed under this producer on purpose: its connection errors go to logging
+            # (captured by pytest) instead of librdkafka's stderr
+            "logger": logging.getLogger("test_crash.background_producer"),
         })
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -143,6 +147,7 @@ def test_torn_tail_is_truncated(fresh_broker, damage):
         for i in range(10):
             p.produce(topic, value=b"r%03d" % (chunk * 10 + i), partition=0)
         assert p.flush(15) == 0
+    del p  # flushed: released before the kill (a live client would keep reconnecting)
     b.kill9()
 
     seg = _active_segment(b.data_dir, topic, 0)
@@ -234,6 +239,7 @@ def test_deleted_topic_stays_deleted_after_crash(fresh_broker):
 
     a = admin(b.bootstrap)
     a.delete_topics([gone])[gone].result(timeout=15)
+    del a  # released before the kill (a live client would keep reconnecting)
     b.kill9()
     b.restart()
     topics = admin(b.bootstrap).list_topics(timeout=10).topics

@@ -11,6 +11,7 @@ batches (same producer id, epoch and sequence), and the broker must recognise th
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -33,6 +34,9 @@ def produce_confluent_idem(bootstrap: str, topic: str, n: int, chunk: int) -> No
         "bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2,
         "retry.backoff.ms": 50, "reconnect.backoff.ms": 20, "socket.timeout.ms": 10000,
         "request.timeout.ms": 10000, "message.timeout.ms": 60000,
+        # the fault proxy drops connections under this producer on purpose: its disconnects go to logging
+        # (captured by pytest) instead of librdkafka's stderr
+        "logger": logging.getLogger("test_idempotent.producer"),
     })
     for i in range(n):
         part = i % PARTITIONS
@@ -158,7 +162,8 @@ def test_control_non_idempotent_producer_duplicates(proxied):
     proxy.arm(drop_every=3, max_drops=3)
     p = Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": False, "acks": "all",
                   "linger.ms": 2, "retry.backoff.ms": 50, "reconnect.backoff.ms": 20,
-                  "max.in.flight.requests.per.connection": 1})
+                  "max.in.flight.requests.per.connection": 1,
+                  "logger": logging.getLogger("test_idempotent.producer")})  # disconnects: see above
     n = 600
     for i in range(n):
         p.produce(topic, value=b"%06d" % i, partition=0)
