@@ -28,6 +28,7 @@ from moldau.protocol.records import (
 if TYPE_CHECKING:
     from moldau.log import LogManager
 
+    from .clock import Clock
     from .config import BrokerConfig
     from .metadata import MetadataStore, TopicInfo
     from .metrics import BrokerMetrics
@@ -176,17 +177,13 @@ class GroupFlusher:
 
 # -------------------------------------------------------------------------------------------- replica manager
 
-class _Clock(Protocol):
-    def time_ms(self) -> int: ...
-
-
 class ReplicaDeps(Protocol):
     """The services the replica manager uses (``services.BrokerServices`` is one)."""
 
     @property
     def config(self) -> BrokerConfig: ...
     @property
-    def clock(self) -> _Clock: ...
+    def clock(self) -> Clock: ...
     @property
     def node_id(self) -> int: ...
     @property

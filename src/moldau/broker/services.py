@@ -20,9 +20,11 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable
 
 from moldau.log.checkpoint import atomic_write
+
+from .clock import Clock, SystemClock
 
 if TYPE_CHECKING:
     from moldau.log import LogManager
@@ -36,36 +38,13 @@ if TYPE_CHECKING:
     from .security.authorizer import AclAuthorizer
     from .txn.coordinator import TransactionCoordinator
 
+__all__ = ["BrokerServices", "Clock", "ProducerIdManager", "SystemClock", "PRODUCER_ID_BLOCK",
+           "PRODUCER_ID_FILE"]
+
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_FILE = "__moldau_producer_ids"
 PRODUCER_ID_BLOCK = 1000
-
-
-class Clock(Protocol):
-    """Wall clock in ms (timestamps) and seconds, and a monotonic clock in seconds (timeouts)."""
-
-    def time_ms(self) -> int: ...
-    def time(self) -> float: ...
-    def monotonic(self) -> float: ...
-
-
-class SystemClock:
-    """The real ``Clock``; tests inject their own."""
-
-    __slots__ = ()
-
-    def time_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def time(self) -> float:
-        return time.time()
-
-    def __call__(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def monotonic(self) -> float:
-        return time.monotonic()
 
 
 class ProducerIdManager:

@@ -23,15 +23,12 @@ from .coordinator import GroupConfig, GroupCoordinator
 from .timer import AsyncioTimer
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..config import BrokerConfig
     from ..metadata import MetadataStore
     from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
-
-
-class _Clock(Protocol):
-    def time_ms(self) -> int: ...
 
 
 class GroupDeps(Protocol):
@@ -40,7 +37,7 @@ class GroupDeps(Protocol):
     @property
     def config(self) -> BrokerConfig: ...
     @property
-    def clock(self) -> _Clock: ...
+    def clock(self) -> Clock: ...
     @property
     def metadata(self) -> MetadataStore: ...
     @property

@@ -41,11 +41,13 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import error_code_of
 
+from ..groups.broker_storage import GroupDeps
+from .markers import MarkerDeps, write_markers
 from .state import (
     COMPLETED,
     NO_PRODUCER_EPOCH,
@@ -63,12 +65,6 @@ from .state import (
     encode_value,
     partition_for,
 )
-
-if TYPE_CHECKING:
-    from ..config import BrokerConfig
-    from ..groups.coordinator import GroupCoordinator
-    from ..metadata import MetadataStore
-    from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -115,30 +111,17 @@ class TxnConfig:
 # ------------------------------------------------------------------------------------------------ storage
 
 
-class _Clock(Protocol):
-    def time_ms(self) -> int: ...
-
-
 class _ProducerIds(Protocol):
     def next_id(self) -> int: ...
 
 
-class TxnDeps(Protocol):
-    """The broker services the transaction coordinator uses (``services.BrokerServices`` is one): its own
-    storage and producer ids, plus what writing markers needs (``markers.MarkerDeps``)."""
+class TxnDeps(GroupDeps, MarkerDeps, Protocol):
+    """The broker services the transaction coordinator uses (``services.BrokerServices`` is one): what its
+    storage needs (as the group coordinator's, ``GroupDeps``), what writing markers needs (``MarkerDeps``),
+    and producer ids."""
 
     @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def clock(self) -> _Clock: ...
-    @property
-    def metadata(self) -> MetadataStore: ...
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
-    @property
     def producer_ids(self) -> _ProducerIds: ...
-    @property
-    def group_coordinator(self) -> GroupCoordinator | None: ...
 
 
 class TxnStorage(Protocol):
@@ -759,8 +742,6 @@ def _ending(md: TxnMetadata) -> bool:
 
 def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
     """Broker._start_optional_components: a loaded coordinator writing through the replica manager."""
-    from .markers import write_markers
-
     config = TxnConfig.from_broker_config(services.config)
     existing = services.metadata.get(TRANSACTION_STATE_TOPIC)
     if existing is not None and int(existing.num_partitions) != config.num_partitions:

@@ -30,21 +30,18 @@ from moldau.protocol.records import build_control_batch
 from ..metadata import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..groups.coordinator import GroupCoordinator
     from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 
-class _Clock(Protocol):
-    def time_ms(self) -> int: ...
-
-
 class MarkerDeps(Protocol):
     """The broker services writing markers uses (``services.BrokerServices`` is one)."""
 
     @property
-    def clock(self) -> _Clock: ...
+    def clock(self) -> Clock: ...
     @property
     def replica_manager(self) -> ReplicaManager: ...
     @property
