@@ -6,6 +6,7 @@ transaction, and the last stable offset / aborted-transaction list at the protoc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -34,9 +35,14 @@ def _txid(prefix: str = "tx") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+# The tests fence, time out and kill -9 transactional producers on purpose: their fatal errors and reconnect
+# attempts go to logging (captured by pytest) instead of librdkafka's stderr.
+_TXN_LOG = {"logger": logging.getLogger("test_transactions.producer")}
+
+
 def txn_producer(bootstrap: str, txid: str, **conf: Any) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid, "linger.ms": 2,
-                  "retry.backoff.ms": 50, **conf})
+                  "retry.backoff.ms": 50, **_TXN_LOG, **conf})
     p.init_transactions(20)
     return p
 
@@ -237,7 +243,7 @@ def test_transaction_timeout_aborts_and_fences(txn_broker):
 
 def test_invalid_transaction_timeout_is_refused(txn_broker):
     p = Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": _txid("big"),
-                  "transaction.timeout.ms": 900001})
+                  "transaction.timeout.ms": 900001, **_TXN_LOG})
     with pytest.raises(KafkaException) as info:
         p.init_transactions(10)
     assert info.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
@@ -771,6 +777,7 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory):
     p.abort_transaction(10)
     assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
     c.close()
+    del p  # its transactions are complete: released before the kill
     b.kill9()
     b.start()
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
