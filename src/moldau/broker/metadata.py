@@ -12,7 +12,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from moldau.log.checkpoint import atomic_write
 from moldau.log.manager import MAX_TOPIC_LENGTH as MAX_NAME_LENGTH  # noqa: F401  (re-exported)
@@ -136,7 +136,7 @@ class MetadataStore:
         return int(self.broker_config.get(key))
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                     configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
                      topic_id: uuid.UUID | None = None) -> TopicInfo:
         """Create a topic. num_partitions / replication_factor -1 = broker defaults."""
         validate_topic_name(name)
@@ -176,7 +176,7 @@ class MetadataStore:
         return t
 
     def ensure_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str | None]) -> TopicInfo:
+                     configs: Mapping[str, str | None]) -> TopicInfo:
         """The topic ``name``, created with these settings when missing (the coordinators' internal topics,
         created on first use as Kafka does)."""
         t = self.topics.get(name)

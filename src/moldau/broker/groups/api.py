@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .broker_storage import LogOffsetsStorage
+
 if TYPE_CHECKING:
     from ..context import RequestContext
     from .coordinator import GroupCoordinator
@@ -28,6 +30,15 @@ def group_authorized_operations(ctx: RequestContext, group_id: str, requested: b
 def coordinator_of(ctx: RequestContext) -> GroupCoordinator | None:
     """The broker's group coordinator, or None when it is not running (answer COORDINATOR_NOT_AVAILABLE)."""
     return ctx.services.group_coordinator
+
+
+def ensure_offsets_topic(gc: GroupCoordinator) -> None:
+    """Create ``__consumer_offsets`` when missing; raises when the metadata store refuses (or the coordinator
+    keeps no log storage), which the caller answers as COORDINATOR_NOT_AVAILABLE."""
+    storage = gc.storage
+    if not isinstance(storage, LogOffsetsStorage):
+        raise RuntimeError("the group coordinator keeps no offsets topic")
+    storage.ensure_topic()
 
 
 def client_host(ctx: RequestContext) -> str:

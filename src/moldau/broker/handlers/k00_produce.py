@@ -55,7 +55,7 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
     flushes: list[tuple[Any, asyncio.Future[None]]] = []
     any_error = False
     txn_id = req.transactional_id if version >= 3 else None
-    txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
+    txn_denied = txn_id is not None and txn_id != "" and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
     txn_coordinator = svc.transaction_coordinator
     for td in req.topic_data:
         parts_out = []

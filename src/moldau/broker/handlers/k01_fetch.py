@@ -261,15 +261,16 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
         pd = PD(partition_index=it.index, error_code=error, high_watermark=hw, last_stable_offset=lso,
                 log_start_offset=lstart, aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records)
-        key = it.topic_id if by_id else it.topic
-        if current is None or key != current_key:
+        topic_key = it.topic_id if by_id else it.topic
+        if current is None or topic_key != current_key:
             current = msg.FetchableTopicResponse(partitions=[])
             if by_id:
                 current.topic_id = it.topic_id
             else:
+                assert it.topic is not None  # requests by name carry names
                 current.topic = it.topic
             topics_out.append(current)
-            current_key = key
+            current_key = topic_key
         current.partitions.append(pd)
 
     if session is not None:
@@ -278,9 +279,9 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
         parts = session.partitions
         for it in items:
             if it.cached is not None and it.info is not None and it.info.size:
-                key = (it.topic_id if by_id else it.topic, it.index)
-                if key in parts:
-                    parts.move_to_end(key)
+                session_key = (it.topic_id if by_id else it.topic, it.index)
+                if session_key in parts:
+                    parts.move_to_end(session_key)
 
     return msg.new(throttle_time_ms=0, error_code=0, session_id=session_id_out, responses=topics_out)
 

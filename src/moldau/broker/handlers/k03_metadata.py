@@ -118,9 +118,9 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
 
     requested = req.topics
     if requested is None or (v == 0 and not requested):
-        for t in sorted(store.topics.values(), key=lambda t: t.name):
-            if allowed(ctx, DESCRIBE, TOPIC, t.name):  # hidden when not describable
-                topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+        for info in sorted(store.topics.values(), key=lambda t: t.name):
+            if allowed(ctx, DESCRIBE, TOPIC, info.name):  # hidden when not describable
+                topics_out.append(topic_entry(ctx, msg, info, include_topic_ops))
     else:
         allow_auto = bool(svc.config.get("auto.create.topics.enable")) and (
             v < 4 or bool(req.allow_auto_topic_creation))
@@ -143,6 +143,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                 else:
                     topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
                 continue
+            assert name is not None  # names are not nullable below v10
             if name in seen:
                 continue
             seen.add(name)
@@ -151,7 +152,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                 continue
             t = store.get(name)
             if t is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if allow_auto and not allowed_create_topic(ctx, name):
                     error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif allow_auto:

@@ -86,6 +86,7 @@ async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.Of
             offsets[(name, p.partition_index)] = co
         plan.append((name, t.topic_id if v >= 10 else None, entries))
 
+    results: dict[tuple[str, int], int]
     if gc is None:
         results = {tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets}
     elif offsets:

@@ -113,7 +113,7 @@ async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.Offs
             g.member_id if v >= 9 else None,
             g.member_epoch if v >= 9 else -1,
         )
-        topics_out = []
+        group_topics: list[m.OffsetFetchResponse.OffsetFetchResponseTopics] = []
         for name, rs in _group_by_topic(results).items():
             tid = None
             if v >= 10:
@@ -123,7 +123,7 @@ async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.Offs
                     if info is None:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info.topic_id
-            topics_out.append(
+            group_topics.append(
                 msg.OffsetFetchResponseTopics(
                     name=name if v < 10 else None,
                     topic_id=tid,
@@ -131,7 +131,7 @@ async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.Offs
                 )
             )
         for tid, parts in unknown_ids:
-            topics_out.append(
+            group_topics.append(
                 msg.OffsetFetchResponseTopics(
                     name=None,
                     topic_id=tid,
@@ -148,6 +148,6 @@ async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.Offs
                 )
             )
         groups_out.append(
-            msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics_out, error_code=error)
+            msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=group_topics, error_code=error)
         )
     return msg.new(throttle_time_ms=0, groups=groups_out)

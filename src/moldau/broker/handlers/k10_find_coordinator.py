@@ -19,7 +19,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
 from ..context import RequestContext
-from ..groups.api import coordinator_of
+from ..groups.api import coordinator_of, ensure_offsets_topic
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
 from ..security.authorizer import GROUP as ACL_GROUP
@@ -39,7 +39,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
         if gc is None:
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         try:
-            gc.storage.ensure_topic()
+            ensure_offsets_topic(gc)
         except Exception as exc:  # pragma: no cover - metadata store refused
             log.warning("cannot create __consumer_offsets: %s", exc)
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."

@@ -24,6 +24,9 @@ async def leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveG
     msg = m.LeaveGroupResponse
     v = ctx.version
     gc = coordinator_of(ctx)
+    members: list[tuple[str, str | None, str | None]]
+    top: int
+    errors: list[int]
     if v <= 2:
         members = [(req.member_id, None, None)]
     else:

@@ -78,7 +78,7 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
                    for n in dup_names)
     results.extend(_result(None, i, int(ErrorCode.INVALID_REQUEST), "Duplicate topic id.") for i in dup_ids)
 
-    targets: list[tuple[str | None, uuid.UUID | None, Any]] = []
+    targets: list[tuple[str, uuid.UUID | None, Any]] = []
     for tid in dict.fromkeys(i for i in ids if i not in dup_ids):
         info = md.get_by_id(tid) if hasattr(md, "get_by_id") else md.by_id.get(tid)
         if info is None:
@@ -101,15 +101,15 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
         else:
             targets.append((name, info.topic_id, info))
 
-    for name, tid, info in targets:
+    for name, target_id, info in targets:
         if not allowed(ctx, DELETE, TOPIC, name):
-            results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            results.append(_result(name, target_id, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                                    "Authorization failed."))
             continue
         _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
         if exc is not None:
-            results.append(_result(name, tid, tc.error_code_of(exc), tc.error_message_of(exc)))
+            results.append(_result(name, target_id, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue
-        log.info("deleted topic %s (id %s)", name, tid)
-        results.append(_result(name, tid, 0, None))
+        log.info("deleted topic %s (id %s)", name, target_id)
+        results.append(_result(name, target_id, 0, None))
     return RESP.new(throttle_time_ms=0, responses=results)

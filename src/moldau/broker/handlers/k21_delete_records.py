@@ -34,7 +34,7 @@ def delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> 
     md = ctx.services.metadata
     info = md.topics.get(topic)
     p = ctx.services.replica_manager.get_partition(topic, index) if info is not None else None
-    if p is None:
+    if p is None or info is None:
         raise KafkaError.for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_TOPIC_EXCEPTION),

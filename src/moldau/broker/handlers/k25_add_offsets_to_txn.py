@@ -16,6 +16,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
 from ..context import RequestContext
+from ..groups.api import ensure_offsets_topic
 from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
@@ -38,7 +39,7 @@ async def add_offsets_to_txn(ctx: RequestContext, req: m.AddOffsetsToTxnRequest)
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp
     try:
-        gc.storage.ensure_topic()
+        ensure_offsets_topic(gc)
     except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE

@@ -34,6 +34,7 @@ async def write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest) 
     out = []
     for marker in req.markers:
         parts = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        errors: dict[tuple[str, int], int]
         if not authorized:
             errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in parts}
         else:

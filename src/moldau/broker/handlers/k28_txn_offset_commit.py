@@ -23,7 +23,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
 from ..context import RequestContext
-from ..groups.api import coordinator_of, topic_partitions
+from ..groups.api import coordinator_of, ensure_offsets_topic, topic_partitions
 from ..groups.group import CommittedOffset
 from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
@@ -70,6 +70,7 @@ async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) 
                 )
 
     if offsets:
+        assert gc is not None and tc is not None  # offsets are collected only when both coordinators run
         error = await _check_transaction(ctx, gc, tc, req, v)
         if error != E.NONE:
             errors.update({tp: error for tp in offsets})
@@ -95,7 +96,7 @@ async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) 
 
 async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v: int) -> int:
     try:
-        gc.storage.ensure_topic()
+        ensure_offsets_topic(gc)
     except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return E.COORDINATOR_NOT_AVAILABLE

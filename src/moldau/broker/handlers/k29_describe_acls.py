@@ -44,6 +44,7 @@ async def describe_acls(ctx: RequestContext, req: m.DescribeAclsRequest) -> m.De
         resp.error_code, resp.error_message = refused
         return resp
     authz = ctx.services.authorizer
+    assert authz is not None  # acl_refusal answered SECURITY_DISABLED without an authorizer
     flt = request_filter(req, ctx.version)
     if flt.resource_type == 0 or flt.pattern_type == 0 or flt.operation == 0 or flt.permission == 0:
         resp.error_code = ErrorCode.INVALID_REQUEST

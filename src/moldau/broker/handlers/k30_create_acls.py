@@ -29,6 +29,7 @@ async def create_acls(ctx: RequestContext, req: m.CreateAclsRequest) -> m.Create
         code, text = refused
         return msg.new(throttle_time_ms=0, results=[msg.AclCreationResult(error_code=code, error_message=text)
                                                     for _ in creations])
+    assert authz is not None  # acl_refusal answered SECURITY_DISABLED without an authorizer
     bindings = [AclBinding(resource_type=c.resource_type, name=c.resource_name or "",
                            pattern_type=c.resource_pattern_type if ctx.version >= 1 else LITERAL,
                            principal=c.principal or "", host=c.host or "", operation=c.operation,

@@ -27,6 +27,7 @@ async def delete_acls(ctx: RequestContext, req: m.DeleteAclsRequest) -> m.Delete
         return msg.new(throttle_time_ms=0, filter_results=[
             msg.DeleteAclsFilterResult(error_code=code, error_message=text,
                                        matching_acls=[]) for _ in filters])
+    assert authz is not None  # acl_refusal answered SECURITY_DISABLED without an authorizer
     parsed = [request_filter(f, ctx.version) for f in filters]
     valid = [f for f in parsed if 0 not in (f.resource_type, f.pattern_type, f.operation, f.permission)]
     removed = iter(authz.delete(valid))

@@ -23,6 +23,7 @@ async def delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) -> m.De
     names = list(req.groups_names)
     denied = {g: E.GROUP_AUTHORIZATION_FAILED for g in names if not allowed(ctx, DELETE, GROUP, g)}
     names_ok = [g for g in names if g not in denied]
+    results: dict[str, int]
     if gc is None:
         results = {g: E.COORDINATOR_NOT_AVAILABLE for g in names}
     else:
