@@ -155,9 +155,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise UsageError("--record-size and --key-size must be >= 0")
     acks = "all" if args.acks in ("all", "-1") else args.acks
     conf = client_config(args, "producer")
-    conf["acks"] = acks
-    if acks != "all" and "enable.idempotence" not in conf:
-        conf["enable.idempotence"] = "false"
+    conf["acks"] = acks  # idempotence follows (off for acks 0/1 unless set), as in the Java producer
     conf["compression.type"] = args.compression
     if args.batch_size is not None:
         conf["batch.size"] = args.batch_size

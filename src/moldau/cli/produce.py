@@ -237,10 +237,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
         stream = sys.stdin.buffer
 
     acks = "all" if args.acks in ("all", "-1") else args.acks
-    extra: dict[str, Any] = {"acks": acks}
+    extra: dict[str, Any] = {"acks": acks}  # idempotence follows (off for acks 0/1 unless set), as in Java
     conf = client_config(args, "producer")
-    if acks != "all" and "enable.idempotence" not in conf:
-        extra["enable.idempotence"] = "false"
     if args.compression:
         extra["compression.type"] = args.compression
     if args.linger_ms is not None:
