@@ -393,11 +393,7 @@ def generate(check: bool = False) -> int:
         "from moldau.protocol.schema import Message",
         "",
     ]
-    for module, names in FAMILIES.items():
-        mine = [n for (mod, n) in exported if mod == module]
-        init.append(f"from .{module} import (  # noqa: F401")
-        init.extend(f"    {n}," for n in mine)
-        init.append(")")
+    init += _family_imports(exported, "  # noqa: F401", "    {n},")
     init += [
         "",
         "ALL: dict[str, Message] = {m.name: m for m in (",
@@ -423,11 +419,7 @@ def generate(check: bool = False) -> int:
         "from moldau.protocol.schema import Message",
         "",
     ]
-    for module, names in FAMILIES.items():
-        mine = [n for (mod, n) in exported if mod == module]
-        stub.append(f"from .{module} import (")
-        stub.extend(f"    {n} as {n}," for n in mine)
-        stub.append(")")
+    stub += _family_imports(exported, "", "    {n} as {n},")  # 'as': re-exported
     stub += [
         "",
         "ALL: dict[str, Message]",
@@ -436,6 +428,16 @@ def generate(check: bool = False) -> int:
     ]
     changed += _write(OUT / "__init__.pyi", "\n".join(stub) + "\n", check)
     return changed
+
+
+def _family_imports(exported: list[tuple[str, str]], comment: str, line: str) -> list[str]:
+    """One ``from .<family> import (...)`` block per family, a ``line`` (formatted with ``n``) per message."""
+    out: list[str] = []
+    for module in FAMILIES:
+        out.append(f"from .{module} import ({comment}")
+        out.extend(line.format(n=n) for (mod, n) in exported if mod == module)
+        out.append(")")
+    return out
 
 
 def _write(out: Path, content: str, check: bool) -> int:
