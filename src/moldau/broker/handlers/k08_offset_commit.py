@@ -101,9 +101,8 @@ async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.Of
             if error is None:
                 error = results.get((name, index), E.NONE)  # type: ignore[arg-type]
             parts.append(msg.OffsetCommitResponsePartition(partition_index=index, error_code=error))
-        topics_out.append(
-            msg.OffsetCommitResponseTopic(
-                name=t.name if v < 10 else None, topic_id=topic_id, partitions=parts
-            )
-        )
+        topic = msg.OffsetCommitResponseTopic(topic_id=topic_id, partitions=parts)
+        if v < 10:  # the name up to v9, the topic id from v10
+            topic.name = t.name
+        topics_out.append(topic)
     return msg.new(throttle_time_ms=0, topics=topics_out)

@@ -115,25 +115,22 @@ async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.Offs
         )
         group_topics: list[m.OffsetFetchResponse.OffsetFetchResponseTopics] = []
         for name, rs in _group_by_topic(results).items():
-            tid = None
-            if v >= 10:
+            parts_out = _partitions(msg.OffsetFetchResponsePartitions, rs)
+            topic = msg.OffsetFetchResponseTopics(partitions=parts_out)
+            if v >= 10:  # the topic id from v10, the name before
                 tid = topic_ids.get(name)
                 if tid is None:
                     info = ctx.services.metadata.get(name)
                     if info is None:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info.topic_id
-            group_topics.append(
-                msg.OffsetFetchResponseTopics(
-                    name=name if v < 10 else None,
-                    topic_id=tid,
-                    partitions=_partitions(msg.OffsetFetchResponsePartitions, rs),
-                )
-            )
+                topic.topic_id = tid
+            else:
+                topic.name = name
+            group_topics.append(topic)
         for tid, parts in unknown_ids:
             group_topics.append(
                 msg.OffsetFetchResponseTopics(
-                    name=None,
                     topic_id=tid,
                     partitions=[
                         msg.OffsetFetchResponsePartitions(
