@@ -46,7 +46,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from consoleutil import ConsoleThread
+from consoleutil import ConsoleThread  # noqa: E402 - found through the sys.path entry above
 
 CHROMIUM = os.environ.get("MOLDAU_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MOLDAU_CHROMEDRIVER", "/usr/bin/chromedriver")

@@ -1,5 +1,5 @@
-"""The console's pieces without a browser: the filter expressions, decoders, paging, and the cluster snapshot's
-caching against a real broker."""
+"""The console's pieces without a browser: the filter expressions, decoders, paging, and the cluster
+snapshot's caching against a real broker."""
 
 from __future__ import annotations
 

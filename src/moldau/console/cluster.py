@@ -138,7 +138,9 @@ class GroupView:
 
 
 class ClusterView:
-    def __init__(self, client_conf: dict[str, Any], *, cache_ttl: float = 2.0, stale_ttl: float = 0.0) -> None:
+    def __init__(
+        self, client_conf: dict[str, Any], *, cache_ttl: float = 2.0, stale_ttl: float = 0.0
+    ) -> None:
         self.client_conf = dict(client_conf)
         self.cache_ttl = cache_ttl
         self.stale_ttl = stale_ttl
@@ -198,9 +200,10 @@ class ClusterView:
         return await self.admin.describe_cluster()
 
     async def snapshot(self, *, max_age: float | None = None) -> Snapshot:
-        """The cluster snapshot, at most ``max_age`` (default ``cache_ttl``) seconds old. Without ``max_age``, a
-        snapshot up to ``stale_ttl`` seconds old is returned at once while a fresh one is taken in the
-        background (the sampler keeps it young, so list pages rarely wait for 10,000 partitions' offsets)."""
+        """The cluster snapshot, at most ``max_age`` (default ``cache_ttl``) seconds old. Without
+        ``max_age``, a snapshot up to ``stale_ttl`` seconds old is returned at once while a fresh one is
+        taken in the background (the sampler keeps it young, so list pages rarely wait for 10,000
+        partitions' offsets)."""
         age = self.cache_ttl if max_age is None else max_age
         snap = self._snapshot
         if snap is not None and time.monotonic() - snap.taken <= age:
