@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,14 @@ def ensure_worker_python(spark: Any) -> str | None:
         if not configured_env and not configured_conf:
             log.info("master %s: executors run %r (PYSPARK_PYTHON unset); it must import moldau "
                      "(docs/spark.md, 'On a cluster')", master, current)
+        elif _is_relative_path(current) and not os.path.exists(current):
+            # executors find it in the archive unpacked in their working directory; the driver's own
+            # Python workers (a data source's planning) look for it in the driver's working directory
+            raise WorkerPythonError(
+                f"PySpark's workers are set to run {current!r}, which does not exist in the driver's working "
+                f"directory {os.getcwd()}: the driver runs the data source's planning with it too; unpack "
+                f"the archive given to spark.archives there (python -m moldau.spark.pack ARCHIVE --unpack "
+                f"{Path(current).parts[0]})")
         return current
     if not configured_env and not configured_conf:
         if current != sys.executable:
@@ -98,6 +107,10 @@ def _check_interpreter(exe: str, source: str) -> None:
         raise WorkerPythonError(
             f"PySpark's workers are set to run {exe!r} ({source}), Python {got}, but the driver runs Python "
             f"{want}: set PYSPARK_PYTHON={sys.executable} before the session starts")
+
+
+def _is_relative_path(exe: str) -> bool:
+    return os.sep in exe and not os.path.isabs(exe)
 
 
 def _same_file(a: str, b: str) -> bool:
