@@ -304,11 +304,11 @@ def main(argv: list[str] | None = None) -> int:
             n = generate(bootstrap, args.events, args.seed)
             log.info("wrote %d click events to %s in %.1f s", n, CLICKS, time.monotonic() - t)
         if args.cmd in ("demo", "job", "verify"):
+            from moldau.spark import WorkerPythonError
+
             try:
                 spark = spark_session(master)
-            except RuntimeError as exc:  # moldau.spark.WorkerPythonError: the workers' Python lacks moldau
-                if type(exc).__name__ != "WorkerPythonError":
-                    raise
+            except WorkerPythonError as exc:  # the interpreter set for PySpark's workers lacks moldau
                 print(f"clickstream: {exc}", file=sys.stderr)
                 return 2
             if args.cmd in ("demo", "job"):

@@ -92,7 +92,7 @@ class StandaloneCluster:
                 p.wait()
         self.procs.clear()
 
-    def __enter__(self) -> StandaloneCluster:
+    def __enter__(self) -> StandaloneCluster:  # noqa: PYI034 - slots dataclass, not subclassed
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -119,7 +119,7 @@ def pack_environment(output: str | os.PathLike[str], extras: Iterable[str] = ("s
 
     out = Path(output)
     base = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
-    pyver = "%d.%d" % sys.version_info[:2]
+    pyver = f"{sys.version_info[0]}.{sys.version_info[1]}"
     site = f"lib/python{pyver}/site-packages"
     dists = distributions("moldau", extras, exclude)
     moldau_dir = Path(moldau.__file__).resolve().parent

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["WorkerPythonError", "ensure_worker_python", "is_local_master"]
 
-_CHECK = "import sys, moldau; print('%d.%d' % sys.version_info[:2])"
+_CHECK = "import sys, moldau; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"
 
 
 class WorkerPythonError(RuntimeError):
@@ -48,7 +48,7 @@ def ensure_worker_python(spark: Any) -> str | None:
     try:
         sc = spark.sparkContext
         master = str(sc.master)
-    except Exception:  # Spark Connect: the workers belong to the server
+    except Exception:  # noqa: BLE001 - Spark Connect (no SparkContext): the workers belong to the server
         return None
     configured_env = os.environ.get("PYSPARK_PYTHON")
     configured_conf = sc.getConf().get("spark.pyspark.python")
@@ -89,15 +89,15 @@ def _check_interpreter(exe: str, source: str) -> None:
         raise WorkerPythonError(
             f"PySpark's workers are set to run {exe!r} ({source}), which is not an executable here: "
             f"set PYSPARK_PYTHON={sys.executable} before the session starts")
-    want = "%d.%d" % sys.version_info[:2]
+    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
-        r = subprocess.run([path, "-c", _CHECK], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([path, "-c", _CHECK], capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorkerPythonError(
             f"PySpark's workers are set to run {exe!r} ({source}), which could not be started ({exc}): "
             f"set PYSPARK_PYTHON={sys.executable} before the session starts") from None
     if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["exit status %d" % r.returncode])[-1]
+        last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
         raise WorkerPythonError(
             f"PySpark's workers are set to run {exe!r} ({source}), which cannot import moldau ({last}): "
             f"set PYSPARK_PYTHON={sys.executable} before the session starts, or install 'moldau[spark]' "
