@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
@@ -58,6 +59,15 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
 
 @handler(api_key=10, min_version=0, max_version=6)
 async def find_coordinator(ctx: Any, req: Any) -> Any:
+    # the first lookup creates __consumer_offsets / __transaction_state (50 partitions): their files are
+    # fsynced in the writer thread, not on the event loop (deferred_writes, moldau.log.checkpoint)
+    with deferred_writes() as batch:
+        resp = _answer(ctx, req)
+    await batch.flush()
+    return resp
+
+
+def _answer(ctx: Any, req: Any) -> Any:
     msg = m.FindCoordinatorResponse
     broker = ctx.broker
     lst = broker.advertised_listener(ctx.connection.listener_name)

@@ -16,6 +16,7 @@ import logging
 import uuid
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -102,7 +103,9 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
         if not allowed(ctx, DELETE, TOPIC, name):
             results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
             continue
-        _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+        with deferred_writes() as batch:  # the metadata file is rewritten in the writer thread
+            _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+        await batch.flush()
         if exc is not None:
             results.append(_result(name, tid, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue
