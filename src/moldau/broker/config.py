@@ -128,8 +128,8 @@ _d("broker.rack", "string", None, "Rack of the broker.")
 _d("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, NAME://host:port, comma separated.")
 _d("advertised.listeners", "list", None, "Listeners published to clients (defaults to listeners).")
 _d("listener.security.protocol.map", "string",
-   "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-   "Map of listener names to security protocols.")
+   "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,KAFKA07:KAFKA07",
+   "Map of listener names to security protocols (moldau: KAFKA07 = the Kafka 0.7 wire protocol, plaintext).")
 _d("inter.broker.listener.name", "string", None, "Listener used between brokers.")
 _d("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers.",
    validator=_one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))

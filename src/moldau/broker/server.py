@@ -26,6 +26,7 @@ class Server:
         self.router = Router(broker)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list["Listener"] = []  # listeners with their actual ports
+        self.legacy: list[Any] = []  # Kafka 0.7 listeners (broker.kafka07)
 
     async def start(self) -> None:
         from .config import Listener
@@ -41,6 +42,9 @@ class Server:
         for lst in cfg.listeners:
             name = lst.name
             host = lst.host or None
+            if lst.security_protocol == "KAFKA07":
+                self.bound.append(await self._start_kafka07(lst, backlog))
+                continue
             srv = await loop.create_server(
                 lambda name=name: Connection(self.broker, self.router, name), host, lst.port,
                 backlog=backlog, reuse_address=True, ssl=security.ssl_context(name))
@@ -57,9 +61,24 @@ class Server:
             self.servers.append(srv)
             self.bound.append(Listener(name, lst.host, port, lst.security_protocol))
 
+    async def _start_kafka07(self, lst: "Listener", backlog: int) -> "Listener":
+        from .config import Listener
+        from .kafka07 import Kafka07Service, start_listener
+
+        b = self.broker
+        service = Kafka07Service(b.replica_manager, b.metadata, b.config, b.clock)
+        legacy = await start_listener(service, lst.host or None, lst.port, backlog=backlog,
+                                      max_request=int(b.config.get("socket.request.max.bytes")))
+        self.legacy.append(legacy)
+        self.servers.append(legacy.server)
+        port = legacy.server.sockets[0].getsockname()[1] if legacy.server.sockets else lst.port
+        return Listener(lst.name, lst.host, port, lst.security_protocol)
+
     def stop_accepting(self) -> None:
         for srv in self.servers:
             srv.close()
+        for legacy in self.legacy:
+            legacy.close()
 
     async def wait_closed(self) -> None:
         for srv in self.servers:

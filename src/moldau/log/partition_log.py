@@ -42,6 +42,7 @@ from ._batch import (
     control_type,
     set_log_append_time,
 )
+from .byte_offsets import ByteOffsetIndex
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,
@@ -136,6 +137,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.high_watermark = 0
+        self.byte_offsets: ByteOffsetIndex | None = None  # Kafka 0.7 byte offsets (byte_offsets.py)
         os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
@@ -215,6 +217,9 @@ class PartitionLog:
         self._load_epochs()
         self._load_aborted()
         self._load_producer_state(now)
+        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir)
+        if self.byte_offsets is not None:
+            self.byte_offsets.truncate(leo)
 
     def _load_epochs(self) -> None:
         path = os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT)
@@ -800,6 +805,9 @@ class PartitionLog:
                 break
         if not doomed:
             return 0
+        if self.byte_offsets is not None:  # byte positions of what stays must survive the deletion
+            kept = len(doomed) < len(segs)
+            self.byte_offsets.cover(self.read, self.log_start_offset, segs[len(doomed)].base_offset if kept else leo)
         if len(doomed) == len(segs):
             self._roll_locked(self._now_ms())
         for seg in doomed:
@@ -821,6 +829,8 @@ class PartitionLog:
             if off < first:
                 self._unlink(self._snapshot_path(off))
         self._truncate_epochs_from_start(self.log_start_offset)
+        if self.byte_offsets is not None:
+            self.byte_offsets.trim(self.log_start_offset)
         return len(doomed)
 
     def _truncate_epochs_from_start(self, start: int) -> None:
@@ -924,6 +934,8 @@ class PartitionLog:
                     seg.load_tail(interval)
                 seg.truncate_to(offset, interval)
             leo = self.log_end_offset
+            if self.byte_offsets is not None:
+                self.byte_offsets.truncate(leo)
             self._drop_aborted_from(leo)
             self.high_watermark = min(self.high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
@@ -951,6 +963,16 @@ class PartitionLog:
         if self._epochs:
             self._epochs = []
             write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), [])
+
+    # ================================================================================================ 0.7 byte offsets
+    def byte_offsets_cover(self, upto: int) -> ByteOffsetIndex:
+        """The Kafka 0.7 byte-offset index (created on first use), extended to the batches below ``upto``."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            idx.cover(self.read, self.log_start_offset, upto)
+            return idx
 
     # ================================================================================================ leader epochs
     @property
