@@ -11,12 +11,13 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Self
 
 import pytest
-
 from integration.brokerproc import BrokerProcess, free_port
+
 from moldau.protocol import kafka07 as k07
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
@@ -32,7 +33,7 @@ class Broker07(BrokerProcess):
                   "group.initial.rebalance.delay.ms": "0", **(settings or {})}
         super().__init__("moldau", data_dir, port=port, settings=merged)
 
-    def client07(self) -> "Client07":
+    def client07(self) -> Client07:
         return Client07("127.0.0.1", self.legacy_port)
 
 
@@ -45,10 +46,10 @@ class Client07:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "Client07":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def send(self, req: Any) -> None:
@@ -88,7 +89,7 @@ class Client07:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
 
@@ -151,7 +152,7 @@ def franz(*args: str, stdin: str | None = None, timeout: float = 60) -> list[dic
     assert (NODE_DIR / "node_modules" / "franz-kafka").is_dir(), \
         "franz-kafka is missing: scripts/setup.sh --test installs tests/kafka07/node"
     r = subprocess.run([node, "franz.js", *args], cwd=NODE_DIR, input=stdin, capture_output=True, text=True,
-                       timeout=timeout)
+                       timeout=timeout, check=False)
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     errors = [x["error"] for x in lines if "error" in x]
     assert r.returncode == 0 and not errors, f"franz.js {args} failed ({r.returncode}): {errors} {r.stderr[-2000:]}"

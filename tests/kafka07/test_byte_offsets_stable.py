@@ -70,8 +70,11 @@ def test_byte_offsets_survive_restart_kill9_roll_and_retention(broker07_factory,
     for f in admin.incremental_alter_configs([res]).values():
         f.result(15)
     with b.client07() as c:
-        first = wait_for(lambda: (lambda r: r[1][0] if r[1] and r[1][0] > 0 else None)(
-            c.offsets(topic07, 0, k07.EARLIEST_TIME, 1)), what="a retention pass")
+        def earliest_moved() -> int | None:
+            _err, offs = c.offsets(topic07, 0, k07.EARLIEST_TIME, 1)
+            return offs[0] if offs and offs[0] > 0 else None
+
+        first = wait_for(earliest_moved, what="a retention pass")
         remaining = walk(c, topic07, 0, first)
         by_offset = dict(after)
         assert remaining and all(by_offset[o] == m for o, m in remaining)  # same bytes at the same offsets

@@ -23,7 +23,8 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from moldau.protocol.records import split_batches
 
@@ -60,7 +61,7 @@ class ByteOffsetIndex:
 
     # ------------------------------------------------------------------------------------------ persistence
     @classmethod
-    def open_if_present(cls, directory: str) -> "ByteOffsetIndex | None":
+    def open_if_present(cls, directory: str) -> ByteOffsetIndex | None:
         if os.path.exists(os.path.join(directory, FILE_NAME)):
             return cls(directory)
         return None
@@ -164,8 +165,7 @@ class ByteOffsetIndex:
 
     def truncate(self, log_end_offset: int) -> None:
         """Forget the batches at or after ``log_end_offset`` (the log was truncated there)."""
-        if self.scanned > log_end_offset:
-            self.scanned = log_end_offset
+        self.scanned = min(self.scanned, log_end_offset)
         i = bisect_right(self.bases, log_end_offset - 1)
         if i < len(self.bases):
             for a in (self.bases, self.nexts, self.positions, self.sizes):
@@ -182,7 +182,7 @@ class ByteOffsetIndex:
             self._rewrite()
 
     @staticmethod
-    def attach(plog: Any) -> "ByteOffsetIndex":
+    def attach(plog: Any) -> ByteOffsetIndex:
         """The partition's index, created (empty) if it has none: the log keeps it from now on."""
         idx = plog.byte_offsets
         if idx is None:

@@ -47,17 +47,46 @@ from .records.codecs import gzip_decompress, snappy_decompress
 from .records.exceptions import RecordError
 
 __all__ = [
-    "PRODUCE", "FETCH", "MULTIFETCH", "MULTIPRODUCE", "OFFSETS", "REQUEST_NAMES",
-    "UNKNOWN", "NO_ERROR", "OFFSET_OUT_OF_RANGE", "INVALID_MESSAGE", "WRONG_PARTITION", "INVALID_FETCH_SIZE",
-    "LATEST_TIME", "EARLIEST_TIME", "RANDOM_PARTITION",
-    "Kafka07RequestError", "InvalidMessage07", "Message07",
-    "ProduceRequest", "FetchRequest", "MultiFetchRequest", "MultiProduceRequest", "OffsetsRequest",
-    "FrameReader", "parse_request", "encode_request",
-    "encode_message", "parse_message_set", "validate_message_set", "messages_to_batches",
-    "batch_to_message_set", "batch_message_set_size",
-    "encode_fetch_response", "encode_multifetch_response", "encode_offsets_response",
-    "decode_fetch_response", "decode_multifetch_response", "decode_offsets_response",
-    "gzip_stored", "snappy_literal",
+    "EARLIEST_TIME",
+    "FETCH",
+    "INVALID_FETCH_SIZE",
+    "INVALID_MESSAGE",
+    "LATEST_TIME",
+    "MULTIFETCH",
+    "MULTIPRODUCE",
+    "NO_ERROR",
+    "OFFSETS",
+    "OFFSET_OUT_OF_RANGE",
+    "PRODUCE",
+    "RANDOM_PARTITION",
+    "REQUEST_NAMES",
+    "UNKNOWN",
+    "WRONG_PARTITION",
+    "FetchRequest",
+    "FrameReader",
+    "InvalidMessage07",
+    "Kafka07RequestError",
+    "Message07",
+    "MultiFetchRequest",
+    "MultiProduceRequest",
+    "OffsetsRequest",
+    "ProduceRequest",
+    "batch_message_set_size",
+    "batch_to_message_set",
+    "decode_fetch_response",
+    "decode_multifetch_response",
+    "decode_offsets_response",
+    "encode_fetch_response",
+    "encode_message",
+    "encode_multifetch_response",
+    "encode_offsets_response",
+    "encode_request",
+    "gzip_stored",
+    "messages_to_batches",
+    "parse_message_set",
+    "parse_request",
+    "snappy_literal",
+    "validate_message_set",
 ]
 
 # request types (kafka.api.RequestKeys)
@@ -138,9 +167,8 @@ def parse_message_set(data: bytes | bytearray | memoryview, *, strict: bool = Tr
     while n - pos >= 4:
         (size,) = _I32.unpack_from(mv, pos)
         if size < 0 or n - pos - 4 < size:
-            if not out or size < 0:
-                if strict:
-                    raise InvalidMessage07(f"invalid message size {size} with {n - pos - 4} bytes left at {pos}")
+            if strict and (not out or size < 0):
+                raise InvalidMessage07(f"invalid message size {size} with {n - pos - 4} bytes left at {pos}")
             break
         body = mv[pos + 4: pos + 4 + size]
         if size < 1:

@@ -93,7 +93,7 @@ class Kafka07Service:
                     raise _Error(k07.UNKNOWN, f"topic {topic} does not exist (auto.create.topics.enable=false)")
                 try:
                     self.metadata.create_topic(topic)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - any refusal (name, policy) drops the request
                     if self.metadata.get(topic) is None:
                         raise _Error(k07.UNKNOWN, f"cannot create topic {topic}: {e}") from None
             t = self.metadata.get(topic)
