@@ -41,7 +41,7 @@ def main() -> None:
             svc = Kafka07Service(None, None, None, None)
             p = _Partition(plog)
 
-            def walk07() -> int:
+            def walk07(svc: Kafka07Service = svc, p: _Partition = p) -> int:
                 pos = total = 0
                 while True:
                     data = svc.read(p, pos, 1 << 20)

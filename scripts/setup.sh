@@ -73,7 +73,7 @@ if [ "$want_test" = 1 ] && ! { command -v java >/dev/null 2>&1 \
 fi
 # --- end moldau.spark ---
 
-# --- moldau.broker.kafka07: the 0.7-era Node.js client franz-kafka for tests/kafka07 ---
+# --- moldau.broker.kafka07: the 0.7-era Node.js client franz-kafka and ZooKeeper for tests/kafka07 ---
 # Debian's nodejs and npm when node is missing; then the npm packages pinned by tests/kafka07/node's
 # package-lock.json, installed into that folder (reinstalled when the lock file changes).
 if [ "$want_test" = 1 ]; then
@@ -85,6 +85,16 @@ if [ "$want_test" = 1 ]; then
         fi
         $sudo apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    # Debian's ZooKeeper server for the 0.7 ZooKeeper registration tests (Java comes with the block above)
+    if [ ! -f /usr/share/java/zookeeper.jar ]; then
+        echo "setup.sh: installing ZooKeeper (Debian package zookeeper) for tests/kafka07"
+        sudo=""
+        if [ "$(id -u)" != 0 ]; then
+            sudo="sudo"
+        fi
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
     fi
     node_dir="$root/tests/kafka07/node"
     node_stamp="$node_dir/node_modules/.moldau-lock-digest"

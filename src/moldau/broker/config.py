@@ -166,6 +166,16 @@ _d("max.connections.per.ip", "int", INT_MAX, "", True, _at_least(0))
 _d("max.connections.per.ip.overrides", "string", "", "", True)
 _d("max.connection.creation.rate", "int", INT_MAX, "", True, _at_least(0))
 
+# Kafka 0.7 listener (broker.kafka07): brokers and topics registered in ZooKeeper in 0.7's layout
+_d("kafka07.zookeeper.connect", "string", None,
+   "moldau: ZooKeeper (host:port,...) where the KAFKA07 listener registers the broker and its topics in Kafka "
+   "0.7's layout, for ZooKeeper-based 0.7 clients; unset: no registration.")
+_d("kafka07.zookeeper.chroot", "string", "/kafka07",
+   "moldau: ZooKeeper path under which the 0.7 layout (/brokers/ids, /brokers/topics) is written ('/' for the "
+   "root of a ZooKeeper of its own).")
+_d("kafka07.zookeeper.session.timeout.ms", "int", 6000, "moldau: ZooKeeper session timeout of the 0.7 "
+   "registration (its ephemeral nodes go this long after the broker stops answering).", validator=_at_least(1))
+
 # topics
 _d("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics.")
 _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.")

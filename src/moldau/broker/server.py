@@ -72,6 +72,10 @@ class Server:
         self.legacy.append(legacy)
         self.servers.append(legacy.server)
         port = legacy.server.sockets[0].getsockname()[1] if legacy.server.sockets else lst.port
+        if b.config.get("kafka07.zookeeper.connect"):
+            from .kafka07.zookeeper import start_registration
+
+            legacy.registration = await start_registration(b.config, b.node_id, lst.host, port, b.metadata)
         return Listener(lst.name, lst.host, port, lst.security_protocol)
 
     def stop_accepting(self) -> None:

@@ -3,6 +3,10 @@
 //   node franz.js produce HOST PORT TOPIC COMPRESSION BATCH_SIZE < payloads (JSON array of base64 strings)
 //       writes every payload to partition 0 of TOPIC (batches of BATCH_SIZE messages), waits until the
 //       client has sent them all, prints {"produced": n}
+//   node franz.js zkroundtrip ZK_HOST ZK_PORT TOPIC GROUP COUNT < payloads (JSON array of base64 strings)
+//       finds the brokers and partitions through ZooKeeper (the client's own 0.7 ZooKeeper logic: broker
+//       registry, consumer group registration and rebalancing), writes the payloads to TOPIC, then reads
+//       as a member of GROUP until COUNT payloads arrived; prints {"data": base64} per payload
 //   node franz.js consume HOST PORT TOPIC PARTITION OFFSET COUNT MAX_FETCH_SIZE
 //       consumes from byte OFFSET until COUNT payloads arrived; prints {"fetch": o} for each FETCH the client
 //       sends (o: the byte offset it computed from the sizes of what it received), {"data": base64} per payload
@@ -33,10 +37,9 @@ logger.info = function () {
   if (process.env.FRANZ_DEBUG) { console.error.apply(console, arguments) }
 }
 
-var kafka = new Kafka({
-  brokers: [{ id: 0, host: host, port: port }],
-  logger: logger
-})
+var kafka = new Kafka(mode === 'zkroundtrip'
+  ? { zookeeper: [host + ':' + port], groupId: args[4], queueTime: 50, batchSize: 50, logger: logger }
+  : { brokers: [{ id: 0, host: host, port: port }], logger: logger })
 // topic options take the codec number (Kafka's string names are only read from the Kafka options)
 var CODECS = { none: 0, gzip: 1, snappy: 2 }
 
@@ -68,6 +71,21 @@ kafka.connect(function () {
           }, 300)
         }
       }, 50)
+    })
+  } else if (mode === 'zkroundtrip') {
+    var want = +args[5]
+    var got = 0
+    var input = ''
+    process.stdin.on('data', function (c) { input += c })
+    process.stdin.on('end', function () {
+      var topic = kafka.topic(topicName)
+      topic.on('error', fail)
+      topic.on('data', function (d) {
+        out({ data: Buffer.from(d).toString('base64') })
+        if (++got >= want) { process.exit(0) }
+      })
+      JSON.parse(input).forEach(function (p) { topic.write(Buffer.from(p, 'base64')) })
+      topic.resume()
     })
   } else if (mode === 'consume') {
     var partition = args[4]

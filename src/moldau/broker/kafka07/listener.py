@@ -76,11 +76,15 @@ class Kafka07Listener:
     def __init__(self, server: asyncio.AbstractServer, connections: set[Kafka07Connection]) -> None:
         self.server = server
         self.connections = connections
+        self.registration: Any = None  # zookeeper.ZooKeeperRegistration, when configured
 
     def close(self) -> None:
         self.server.close()
         for c in list(self.connections):
             c.close()
+        if self.registration is not None:
+            self.registration.stop()
+            self.registration = None
 
 
 async def start_listener(service: Kafka07Service, host: str | None, port: int, *, max_request: int,
