@@ -235,3 +235,23 @@ def test_client07_helper_reads_frames(broker07: Broker07) -> None:
     finally:
         c.close()
     assert frame == struct.pack(">ihiq", 2 + 4 + 8, 0, 1, 0)
+
+
+def test_acls_apply_to_the_anonymous_07_client(broker07_factory, topic07: str) -> None:
+    """With an authorizer and no ACLs (allow.everyone.if.no.acl.found=false), a 0.7 client, User:ANONYMOUS,
+    may do nothing: 0.7 has no authorization error, so FETCH and OFFSETS answer Unknown (-1) and PRODUCE is
+    dropped (the connection closed) without creating the topic."""
+    b = broker07_factory({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                          "allow.everyone.if.no.acl.found": "false"})
+    with b.client07() as c:
+        assert c.fetch(topic07, 0, 0) == (k07.UNKNOWN, b"")
+        assert c.offsets(topic07, 0, k07.LATEST_TIME, 1) == (k07.UNKNOWN, [])
+        c.produce(topic07, 0, _msgs(b"denied"))
+        assert c.closed_by_peer()
+    assert not (b.data_dir / f"{topic07}-0").exists()
+    b.stop()
+    b.settings["allow.everyone.if.no.acl.found"] = "true"  # no ACL on the topic: everyone may
+    b.start()
+    with b.client07() as c:
+        c.produce(topic07, 0, _msgs(b"allowed"))
+        assert message_payloads(walk_all(c, topic07, 0, 1)) == [b"allowed"]

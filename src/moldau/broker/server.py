@@ -66,7 +66,7 @@ class Server:
         from .kafka07 import Kafka07Service, start_listener
 
         b = self.broker
-        service = Kafka07Service(b.replica_manager, b.metadata, b.config, b.clock)
+        service = Kafka07Service(b.replica_manager, b.metadata, b.config, b.clock, b.authorizer)
         legacy = await start_listener(service, lst.host or None, lst.port, backlog=backlog,
                                       max_request=int(b.config.get("socket.request.max.bytes")))
         self.legacy.append(legacy)

@@ -27,10 +27,12 @@ class Kafka07Connection(asyncio.Protocol):
         self.connections = connections
         self.transport: Any = None  # asyncio's or uvloop's transport
         self.peer: Any = None
+        self.host = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self.host = self.peer[0] if isinstance(self.peer, tuple) and self.peer else ""
         transport.set_write_buffer_limits(high=_HIGH_WATER)
         self.connections.add(self)
 
@@ -53,7 +55,7 @@ class Kafka07Connection(asyncio.Protocol):
         try:
             for body in self.reader.feed(data):
                 kind, req = k07.parse_request(body)
-                out = self.service.handle(kind, req)
+                out = self.service.handle(kind, req, self.host)
                 if out and not transport.is_closing():
                     transport.writelines(out)
         except k07.Kafka07RequestError as e:

@@ -15,6 +15,10 @@ What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what 
   [offset, offset + max_size) of the 0.7 view: it may end in the middle of a message, and an offset that is
   not a message boundary gets the bytes from there (0.7 sent the file's bytes without checking). A negative
   max_size is InvalidFetchSize.
+* ACLs (``authorizer.class.name``): a 0.7 client has no credentials; it is ``User:ANONYMOUS`` from its
+  address. PRODUCE needs Write on the topic (auto-creation: Create on the cluster or the topic), FETCH
+  Read, OFFSETS Describe; 0.7 has no authorization error, so a denied FETCH or OFFSETS answers Unknown (-1)
+  and a denied PRODUCE is dropped and the connection closed.
 * OFFSETS: ``Log.getOffsetsBefore`` over moldau's segments (segment start byte offsets with the segment
   file's modification time, plus the end offset when the last segment is not empty), newest first.
 """
@@ -29,6 +33,8 @@ from typing import Any
 from moldau.protocol import kafka07 as k07
 from moldau.protocol.records import split_batches
 
+from ..security.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, READ, TOPIC, WRITE
+
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 1 << 20
@@ -41,28 +47,41 @@ class CloseConnection(Exception):
 class Kafka07Service:
     """Handles decoded 0.7 requests. Synchronous: requests of one connection are applied in order."""
 
-    def __init__(self, replica_manager: Any, metadata: Any, config: Any, clock: Any) -> None:
+    PRINCIPAL = "User:ANONYMOUS"
+
+    def __init__(self, replica_manager: Any, metadata: Any, config: Any, clock: Any,
+                 authorizer: Any = None) -> None:
         self.replica_manager = replica_manager
         self.metadata = metadata
         self.config = config
         self.clock = clock
+        self.authorizer = authorizer
+
+    def _allowed(self, host: str, operation: int, resource_type: int, name: str) -> bool:
+        authz = self.authorizer
+        return authz is None or bool(authz.authorize(self.PRINCIPAL, host, operation, resource_type, name))
+
+    def _require_topic(self, host: str, operation: int, topic: str) -> None:
+        if not self._allowed(host, operation, TOPIC, topic):
+            raise _Error(k07.UNKNOWN, f"{self.PRINCIPAL} from {host} is not authorized for {topic}")
 
     # ------------------------------------------------------------------------------------------ dispatch
-    def handle(self, kind: int, req: Any) -> list[bytes] | None:
-        """Response chunks to write, or None (PRODUCE, MULTIPRODUCE). Raises CloseConnection."""
+    def handle(self, kind: int, req: Any, host: str = "") -> list[bytes] | None:
+        """Response chunks to write, or None (PRODUCE, MULTIPRODUCE); ``host``: the client's address.
+        Raises CloseConnection."""
         if kind == k07.PRODUCE:
-            self.produce(req)
+            self.produce(req, host)
             return None
         if kind == k07.MULTIPRODUCE:
             for p in req.produces:
-                self.produce(p)
+                self.produce(p, host)
             return None
         if kind == k07.FETCH:
-            return k07.encode_fetch_response(*self.fetch(req))
+            return k07.encode_fetch_response(*self.fetch(req, host))
         if kind == k07.MULTIFETCH:
-            return k07.encode_multifetch_response([self.fetch(f) for f in req.fetches])
+            return k07.encode_multifetch_response([self.fetch(f, host) for f in req.fetches])
         if kind == k07.OFFSETS:
-            return [k07.encode_offsets_response(*self.offsets(req))]
+            return [k07.encode_offsets_response(*self.offsets(req, host))]
         raise CloseConnection(f"unknown request type {kind}")  # pragma: no cover - parse_request refuses
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -85,12 +104,15 @@ class Kafka07Service:
         return p
 
     # ------------------------------------------------------------------------------------------ produce
-    def produce(self, req: k07.ProduceRequest) -> None:
+    def produce(self, req: k07.ProduceRequest, host: str = "") -> None:
         topic, index = req.topic, req.partition
         try:
+            self._require_topic(host, WRITE, topic)
             if self.metadata.get(topic) is None:
                 if not self.config.get("auto.create.topics.enable"):
                     raise _Error(k07.UNKNOWN, f"topic {topic} does not exist (auto.create.topics.enable=false)")
+                if not (self._allowed(host, CREATE, CLUSTER, CLUSTER_NAME) or self._allowed(host, CREATE, TOPIC, topic)):
+                    raise _Error(k07.UNKNOWN, f"{self.PRINCIPAL} from {host} may not create topic {topic}")
                 try:
                     self.metadata.create_topic(topic)
                 except Exception as e:  # noqa: BLE001 - any refusal (name, policy) drops the request
@@ -121,8 +143,9 @@ class Kafka07Service:
             raise CloseConnection(str(e)) from None
 
     # ------------------------------------------------------------------------------------------ fetch
-    def fetch(self, req: k07.FetchRequest) -> tuple[int, bytes]:
+    def fetch(self, req: k07.FetchRequest, host: str = "") -> tuple[int, bytes]:
         try:
+            self._require_topic(host, READ, req.topic)
             p = self._partition(req.topic, req.partition)
             if p is None:
                 return k07.NO_ERROR, b""
@@ -171,8 +194,9 @@ class Kafka07Service:
         return bytes(out[skip:need])
 
     # ------------------------------------------------------------------------------------------ offsets
-    def offsets(self, req: k07.OffsetsRequest) -> tuple[int, list[int]]:
+    def offsets(self, req: k07.OffsetsRequest, host: str = "") -> tuple[int, list[int]]:
         try:
+            self._require_topic(host, DESCRIBE, req.topic)
             p = self._partition(req.topic, req.partition)
         except _Error as e:
             log.info("0.7 offsets %s-%d: error %d: %s", req.topic, req.partition, e.code, e)
