@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections import OrderedDict
 from typing import Any
 
 from moldau.protocol import kafka07 as k07
@@ -38,6 +39,33 @@ from ..security.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, READ,
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 1 << 20
+VIEW_CACHE_BYTES = 32 << 20
+
+
+class ViewCache:
+    """Recently built 0.7 views of batches, keyed by (topic, partition, base offset, CRC of the batch): a
+    fetch ending inside a batch and the next one starting there, or several 0.7 consumers of the same data,
+    convert each batch once. Bounded in bytes, oldest out first."""
+
+    def __init__(self, max_bytes: int = VIEW_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._views: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+
+    def view(self, topic: str, partition: int, buf: bytes, pos: int, h: Any) -> bytes:
+        key = (topic, partition, h.base_offset, h.crc)
+        v = self._views.get(key)
+        if v is not None:
+            self._views.move_to_end(key)
+            return v
+        v = k07.batch_to_message_set(buf, pos, h)
+        if len(v) <= self.max_bytes // 4:
+            self._views[key] = v
+            self.size += len(v)
+            while self.size > self.max_bytes:
+                _k, old = self._views.popitem(last=False)
+                self.size -= len(old)
+        return v
 
 
 class CloseConnection(Exception):
@@ -56,6 +84,7 @@ class Kafka07Service:
         self.config = config
         self.clock = clock
         self.authorizer = authorizer
+        self.views = ViewCache()
 
     def _allowed(self, host: str, operation: int, resource_type: int, name: str) -> bool:
         authz = self.authorizer
@@ -187,7 +216,7 @@ class Kafka07Service:
             for bp, h in split_batches(buf, allow_truncated=True):
                 if h.next_offset <= offset:
                     continue
-                out += k07.batch_to_message_set(buf, bp, h)
+                out += self.views.view(p.topic, p.index, buf, bp, h)
                 offset = h.next_offset
                 if len(out) >= need:
                     break
