@@ -33,8 +33,10 @@ def _views(lg: PartitionLog) -> list[tuple[int, bytes]]:
     """(byte position, 0.7 view) of every batch, from the index and the log."""
     idx = lg.byte_offsets_cover(lg.high_watermark)
     out = []
-    for base, _nxt, pos, size in idx.entries():
-        rr = lg.read(base, 1 << 20, max_offset=lg.high_watermark)
+    for base, nxt, pos, size in idx.entries():
+        if nxt <= lg.log_start_offset:
+            continue
+        rr = lg.read(max(base, lg.log_start_offset), 1 << 20, max_offset=lg.high_watermark)
         buf = b"".join(rr.chunks)
         p, h = split_batches(buf)[0]
         view = k07.batch_to_message_set(buf, p, h)
@@ -112,3 +114,21 @@ def test_index_created_after_data_and_retention_counts_from_the_log_start(tmp_pa
     views = _views(lg)
     assert views[0][0] == 0
     lg.close()
+
+
+def test_delete_records_past_the_indexed_part_keeps_positions(tmp_path) -> None:
+    """DeleteRecords moves the log start past batches no 0.7 read has indexed yet: they are indexed first,
+    so the batches after them keep the positions a full index gives."""
+    full = _log(str(tmp_path / "a-0"))
+    part = _log(str(tmp_path / "b-0"))
+    for lg in (full, part):
+        for i in range(8):
+            _append(lg, [b"r%d-%d" % (i, j) * (i + 1) for j in range(3)], codec=i % 2)
+    part.byte_offsets_cover(2)  # the first two batches only
+    expected = _views(full)
+    part.delete_records_before(16)  # inside a batch, past the indexed part
+    assert part.log_start_offset == 16
+    got = _views(part)
+    assert got == [v for v in expected if v[0] >= got[0][0]] and got[-1] == expected[-1]
+    full.close()
+    part.close()

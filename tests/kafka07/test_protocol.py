@@ -255,3 +255,25 @@ def test_acls_apply_to_the_anonymous_07_client(broker07_factory, topic07: str) -
     with b.client07() as c:
         c.produce(topic07, 0, _msgs(b"allowed"))
         assert message_payloads(walk_all(c, topic07, 0, 1)) == [b"allowed"]
+
+
+def test_delete_records_inside_a_batch(broker07: Broker07, topic07: str) -> None:
+    """DeleteRecords to an offset inside a batch: the batch stays readable as a whole from its byte offset
+    (as Kafka returns whole batches), the batches after it keep their byte offsets."""
+    with broker07.client07() as c:
+        c.produce(topic07, 0, _msgs(b"d0", b"d1", b"d2", b"d3"))
+        walk_all(c, topic07, 0, 4)
+        c.produce(topic07, 0, _msgs(b"d4", b"d5"))
+        before = walk_all(c, topic07, 0, 6)
+    admin = AdminClient({"bootstrap.servers": broker07.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic07, 0, 2)]).values():
+        assert f.result(15).low_watermark == 2
+    with broker07.client07() as c:
+        assert c.offsets(topic07, 0, k07.EARLIEST_TIME, 1) == (0, [0])  # the first batch still holds d2, d3
+        assert walk(c, topic07, 0, 0) == before
+    admin.delete_records([TopicPartition(topic07, 0, 4)])[TopicPartition(topic07, 0, 4)].result(15)
+    with broker07.client07() as c:
+        first = before[4][0]
+        assert c.offsets(topic07, 0, k07.EARLIEST_TIME, 1) == (0, [first])
+        assert c.fetch(topic07, 0, 0)[0] == k07.OFFSET_OUT_OF_RANGE
+        assert walk(c, topic07, 0, first) == before[4:]

@@ -777,6 +777,8 @@ class PartitionLog:
                     f"cannot delete records before {offset}: high watermark is {self.high_watermark}"
                 )
             if offset > self.log_start_offset:
+                if self.byte_offsets is not None:  # index what goes below the log start while it can be read
+                    self.byte_offsets.cover(self.read, self.log_start_offset, offset)
                 self.log_start_offset = offset
                 if self.recovery_point < offset:
                     self.recovery_point = min(offset, self.log_end_offset)

@@ -209,12 +209,13 @@ class Kafka07Service:
         out = bytearray()
         offset = base
         while len(out) < need and offset < hw:
-            rr = plog.read(offset, _READ_CHUNK, max_offset=hw)
+            # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
+            rr = plog.read(max(offset, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
             if not rr.size:
                 break
             buf = b"".join(bytes(c) for c in rr.chunks)
             for bp, h in split_batches(buf, allow_truncated=True):
-                if h.next_offset <= offset:
+                if h.base_offset < offset:
                     continue
                 out += self.views.view(p.topic, p.index, buf, bp, h)
                 offset = h.next_offset
