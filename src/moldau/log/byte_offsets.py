@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
-from moldau.protocol.records import split_batches
+from moldau.protocol.records import RecordError, split_batches
 
 from .checkpoint import atomic_write
 
@@ -150,7 +150,11 @@ class ByteOffsetIndex:
                 nxt = h.base_offset + h.last_offset_delta + 1
                 if nxt <= offset:
                     continue
-                size = self.sizer(buf, bpos, h)
+                try:
+                    size = self.sizer(buf, bpos, h)
+                except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
+                    log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                    size = 0
                 if size > 0:
                     self._append_mem(h.base_offset, nxt, pos, size)
                     new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
