@@ -170,6 +170,8 @@ class Kafka07Service:
             res = self.replica_manager.append(p, buf)
             if res.error:
                 raise _Error(k07.UNKNOWN, f"append failed with error {res.error}: {res.error_message}")
+            if res.flush is not None:  # no acknowledgement waits for the fsync the flush policy asks for
+                res.flush.add_done_callback(_flush_done)
         except _Error as e:
             log.warning("0.7 produce to %s-%d dropped (error %d): %s", topic, index, e.code, e)
             raise CloseConnection(str(e)) from None
@@ -265,6 +267,11 @@ class _Error(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _flush_done(fut: Any) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("flush after a 0.7 produce failed: %s", fut.exception())
 
 
 def _mtime_ms(path: str) -> int:
