@@ -346,7 +346,14 @@ def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: 
     if header.is_control:
         return b""
     records = decode_batch(buf, pos, header=header)
-    inner = b"".join(encode_message(r.value if r.value is not None else b"") for r in records)
+    pack = _MSG1.pack
+    crc32 = zlib.crc32
+    parts: list[bytes] = []
+    for r in records:
+        v = r.value if r.value is not None else b""
+        parts.append(pack(6 + len(v), 1, 0, crc32(v)))
+        parts.append(v)
+    inner = b"".join(parts)
     if header.compression == NONE:
         return inner
     codec = _wrapper_codec(header.compression)
