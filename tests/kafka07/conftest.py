@@ -76,8 +76,10 @@ class Client07:
     def fetch(self, topic: str, partition: int, offset: int, max_size: int = 1 << 20) -> tuple[int, bytes]:
         return k07.decode_fetch_response(self.call(k07.FetchRequest(topic, partition, offset, max_size)))
 
-    def offsets(self, topic: str, partition: int, time_ms: int, max_number: int = 100) -> tuple[int, list[int]]:
-        return k07.decode_offsets_response(self.call(k07.OffsetsRequest(topic, partition, time_ms, max_number)))
+    def offsets(self, topic: str, partition: int, time_ms: int, max_number: int = 100
+                ) -> tuple[int, list[int]]:
+        frame = self.call(k07.OffsetsRequest(topic, partition, time_ms, max_number))
+        return k07.decode_offsets_response(frame)
 
     def produce(self, topic: str, partition: int, messages: bytes) -> None:
         self.send(k07.ProduceRequest(topic, partition, messages))
@@ -155,7 +157,8 @@ def franz(*args: str, stdin: str | None = None, timeout: float = 60) -> list[dic
                        timeout=timeout, check=False)
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     errors = [x["error"] for x in lines if "error" in x]
-    assert r.returncode == 0 and not errors, f"franz.js {args} failed ({r.returncode}): {errors} {r.stderr[-2000:]}"
+    assert r.returncode == 0 and not errors, \
+        f"franz.js {args} failed ({r.returncode}): {errors} {r.stderr[-2000:]}"
     return lines
 
 

@@ -111,7 +111,8 @@ def test_control_batch_has_no_view() -> None:
 
 
 def test_messages_to_batches_groups_plain_and_keeps_wrappers() -> None:
-    units = [(0, [b"a"]), (0, [b"b"]), (k07.GZIP, [b"c", b"d"]), (0, [b"e"]), (k07.SNAPPY, [b"f"]), (k07.GZIP, [])]
+    units = [(0, [b"a"]), (0, [b"b"]), (k07.GZIP, [b"c", b"d"]), (0, [b"e"]), (k07.SNAPPY, [b"f"]),
+             (k07.GZIP, [])]
     buf = k07.messages_to_batches(units, 1234)
     batches = split_batches(buf)
     assert [h.compression for _p, h in batches] == [0, 1, 0, 2]
@@ -127,10 +128,11 @@ def test_requests_round_trip_with_the_documented_layouts() -> None:
     assert frame == (struct.pack(">ihh", len(frame) - 4, 0, 4) + b"dogs" + struct.pack(">ii", 3, 14)
                      + produce.messages)
     fetch = k07.FetchRequest("dogs", 1, 1 << 40, 300 * 1024)
-    assert k07.encode_request(fetch)[4:] == struct.pack(">hh", 1, 4) + b"dogs" + struct.pack(">iqi", 1, 1 << 40,
-                                                                                           300 * 1024)
+    assert k07.encode_request(fetch)[4:] == (struct.pack(">hh", 1, 4) + b"dogs"
+                                             + struct.pack(">iqi", 1, 1 << 40, 300 * 1024))
     offsets = k07.OffsetsRequest("dogs", 0, -2, 1)
-    assert k07.encode_request(offsets)[4:] == struct.pack(">hh", 4, 4) + b"dogs" + struct.pack(">iqi", 0, -2, 1)
+    assert k07.encode_request(offsets)[4:] == (struct.pack(">hh", 4, 4) + b"dogs"
+                                               + struct.pack(">iqi", 0, -2, 1))
     multi = k07.MultiFetchRequest([fetch, k07.FetchRequest("cats", 0, 0, 10)])
     assert k07.encode_request(multi)[4:8] == struct.pack(">hh", 2, 2)
     mp = k07.MultiProduceRequest([produce, k07.ProduceRequest("cats", 0, b"")])

@@ -33,8 +33,9 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     data = tmp_path_factory.mktemp("zookeeper")
     log = open(data / "server.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([java, "-Xmx128m", "-cp", ZK_JARS, "org.apache.zookeeper.server.ZooKeeperServerMain",
-                             str(port), str(data / "data")], stdout=log, stderr=subprocess.STDOUT)
+    main = "org.apache.zookeeper.server.ZooKeeperServerMain"
+    proc = subprocess.Popen([java, "-Xmx128m", "-cp", ZK_JARS, main, str(port), str(data / "data")],
+                            stdout=log, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -46,7 +47,8 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 break
             except Exception:  # noqa: BLE001 - not up yet
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"ZooKeeper did not start: {(data / 'server.log').read_text()[-2000:]}")
+                    output = (data / "server.log").read_text()[-2000:]
+                    raise AssertionError(f"ZooKeeper did not start: {output}") from None
             finally:
                 c.close()
         yield address

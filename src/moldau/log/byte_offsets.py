@@ -24,7 +24,7 @@ import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from moldau.protocol.records import RecordError, split_batches
 
@@ -38,6 +38,13 @@ _READ_CHUNK = 1 << 20
 
 # (buffer, position, header) -> size of the batch's 0.7 view
 Sizer = Callable[[Any, int, Any], int]
+
+
+class LogReader(Protocol):
+    """``PartitionLog.read``: whole batches from the one holding ``offset``, none past ``max_offset``."""
+
+    def __call__(self, offset: int, max_bytes: int, *, max_offset: int | None = ..., min_one: bool = ...
+                 ) -> Any: ...
 
 
 def _default_sizer() -> Sizer:
@@ -78,7 +85,8 @@ class ByteOffsetIndex:
             log.warning("%s: dropping a torn entry at the end", self.path)
         for base, nxt, pos, size in _ENTRY.iter_unpack(memoryview(data)[:whole]):
             if self.nexts and (base < self.nexts[-1] or pos != self.positions[-1] + self.sizes[-1]):
-                log.warning("%s: entry for offset %d breaks the sequence; the rest is rebuilt", self.path, base)
+                log.warning("%s: entry for offset %d breaks the sequence; the rest is rebuilt", self.path,
+                            base)
                 break
             self._append_mem(base, nxt, pos, size)
         if whole != len(data) or len(self.bases) != whole // _ENTRY.size:
@@ -131,7 +139,7 @@ class ByteOffsetIndex:
         return self.bases[i] if i < len(self.bases) else self.scanned
 
     # ------------------------------------------------------------------------------------------ maintenance
-    def cover(self, read: Callable[[int, int, int], Any], log_start_offset: int, upto: int) -> None:
+    def cover(self, read: LogReader, log_start_offset: int, upto: int) -> None:
         """Index the log's batches up to logical offset ``upto`` (exclusive; only whole batches below it).
         ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``."""
         start = max(self.scanned, log_start_offset)

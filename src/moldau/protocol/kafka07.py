@@ -133,7 +133,7 @@ class InvalidMessage07(Exception):
     """A message set that Kafka 0.7's ``Log.append`` refuses (bad CRC, unknown magic or codec, bad size)."""
 
 
-# ----------------------------------------------------------------------------------------------------- messages
+# ------------------------------------------------------------------------------------------------- messages
 @dataclass(slots=True)
 class Message07:
     magic: int
@@ -204,8 +204,9 @@ def _decompress(msg: Message07, max_bytes: int) -> bytes:
 
 def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_bytes: int,
                          max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes]]]:
-    """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their inner
-    messages too) must have a valid CRC, a known magic and codec, and a size within ``max_message_bytes``.
+    """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their
+    inner messages too) must have a valid CRC, a known magic and codec, and a size within
+    ``max_message_bytes``.
     Returns [(codec, payloads)]: an uncompressed message gives (0, [payload]), a compressed one (codec, its
     inner payloads). Raises InvalidMessage07, and then nothing of the set may be written."""
     out: list[tuple[int, list[bytes]]] = []
@@ -374,7 +375,7 @@ def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header
     return MESSAGE_OVERHEAD + gzip_stored_size(inner)
 
 
-# ----------------------------------------------------------------------------------------------------- requests
+# ------------------------------------------------------------------------------------------------- requests
 @dataclass(slots=True)
 class ProduceRequest:
     topic: str
@@ -533,7 +534,7 @@ def encode_request(req: Request07) -> bytes:
     return _I32.pack(len(body)) + body
 
 
-# ---------------------------------------------------------------------------------------------------- responses
+# ------------------------------------------------------------------------------------------------ responses
 def encode_fetch_response(error: int, data: bytes | bytearray | memoryview = b"") -> list[bytes]:
     """FETCH response (``MessageSetSend``) as chunks to write."""
     return [_RESP.pack(2 + len(data), error), bytes(data)]

@@ -142,8 +142,10 @@ class Kafka07Service:
             self._require_topic(host, WRITE, topic)
             if self.metadata.get(topic) is None:
                 if not self.config.get("auto.create.topics.enable"):
-                    raise _Error(k07.UNKNOWN, f"topic {topic} does not exist (auto.create.topics.enable=false)")
-                if not (self._allowed(host, CREATE, CLUSTER, CLUSTER_NAME) or self._allowed(host, CREATE, TOPIC, topic)):
+                    raise _Error(k07.UNKNOWN,
+                                 f"topic {topic} does not exist (auto.create.topics.enable=false)")
+                if not (self._allowed(host, CREATE, CLUSTER, CLUSTER_NAME)
+                        or self._allowed(host, CREATE, TOPIC, topic)):
                     raise _Error(k07.UNKNOWN, f"{self.PRINCIPAL} from {host} may not create topic {topic}")
                 try:
                     self.metadata.create_topic(topic)
@@ -188,7 +190,8 @@ class Kafka07Service:
             return k07.NO_ERROR, self.read(p, req.offset, req.max_size)
         except _Error as e:
             if e.code != k07.OFFSET_OUT_OF_RANGE:
-                log.info("0.7 fetch %s-%d at %d: error %d: %s", req.topic, req.partition, req.offset, e.code, e)
+                log.info("0.7 fetch %s-%d at %d: error %d: %s", req.topic, req.partition, req.offset,
+                         e.code, e)
             return e.code, b""
         except Exception:
             log.exception("0.7 fetch %s-%d at %d failed", req.topic, req.partition, req.offset)
