@@ -85,5 +85,38 @@ if [ "$want_test" = 1 ] && ! { command -v chromium >/dev/null 2>&1 && command -v
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 # --- end moldau console ---
+# --- moldau.broker.kafka07: the 0.7-era Node.js client franz-kafka and ZooKeeper for tests/kafka07 ---
+# Debian's nodejs and npm when node is missing; then the npm packages pinned by tests/kafka07/node's
+# package-lock.json, installed into that folder (reinstalled when the lock file changes).
+if [ "$want_test" = 1 ]; then
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        echo "setup.sh: installing Node.js (Debian packages nodejs, npm) for tests/kafka07"
+        sudo=""
+        if [ "$(id -u)" != 0 ]; then
+            sudo="sudo"
+        fi
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    # Debian's ZooKeeper server for the 0.7 ZooKeeper registration tests (Java comes with the block above)
+    if [ ! -f /usr/share/java/zookeeper.jar ]; then
+        echo "setup.sh: installing ZooKeeper (Debian package zookeeper) for tests/kafka07"
+        sudo=""
+        if [ "$(id -u)" != 0 ]; then
+            sudo="sudo"
+        fi
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
+    fi
+    node_dir="$root/tests/kafka07/node"
+    node_stamp="$node_dir/node_modules/.moldau-lock-digest"
+    node_digest="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
+    if [ ! -f "$node_stamp" ] || [ "$(cat "$node_stamp")" != "$node_digest" ]; then
+        echo "setup.sh: installing tests/kafka07/node (npm ci)"
+        (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+        echo "$node_digest" > "$node_stamp"
+    fi
+fi
+# --- end moldau.broker.kafka07 ---
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"

@@ -130,8 +130,8 @@ _d("broker.rack", "string", None, "Rack of the broker.")
 _d("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, NAME://host:port, comma separated.")
 _d("advertised.listeners", "list", None, "Listeners published to clients (defaults to listeners).")
 _d("listener.security.protocol.map", "string",
-   "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-   "Map of listener names to security protocols.")
+   "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,KAFKA07:KAFKA07",
+   "Map of listener names to security protocols (moldau: KAFKA07 = the Kafka 0.7 wire protocol, plaintext).")
 _d("inter.broker.listener.name", "string", None, "Listener used between brokers.")
 _d("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers.",
    validator=_one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
@@ -167,6 +167,17 @@ _d("max.connections", "int", INT_MAX, "", True, _at_least(0))
 _d("max.connections.per.ip", "int", INT_MAX, "", True, _at_least(0))
 _d("max.connections.per.ip.overrides", "string", "", "", True)
 _d("max.connection.creation.rate", "int", INT_MAX, "", True, _at_least(0))
+
+# Kafka 0.7 listener (broker.kafka07): brokers and topics registered in ZooKeeper in 0.7's layout
+_d("kafka07.zookeeper.connect", "string", None,
+   "moldau: ZooKeeper (host:port,...) where the KAFKA07 listener registers the broker and its topics in "
+   "Kafka 0.7's layout, for ZooKeeper-based 0.7 clients; unset: no registration.")
+_d("kafka07.zookeeper.chroot", "string", "/kafka07",
+   "moldau: ZooKeeper path under which the 0.7 layout (/brokers/ids, /brokers/topics) is written ('/' for "
+   "the root of a ZooKeeper of its own).")
+_d("kafka07.zookeeper.session.timeout.ms", "int", 6000,
+   "moldau: ZooKeeper session timeout of the 0.7 registration (its ephemeral nodes go this long after the "
+   "broker stops answering).", validator=_at_least(1))
 
 # topics
 _d("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .connection import Connection, ConnectionHost
 from .router import Router
@@ -33,6 +33,7 @@ class Server:
         self.router = Router(host.services)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list["Listener"] = []  # listeners with their actual ports
+        self.legacy: list[Any] = []  # Kafka 0.7 listeners (broker.kafka07)
 
     async def start(self) -> None:
         from .config import Listener
@@ -47,6 +48,9 @@ class Server:
         for lst in cfg.listeners:
             name = lst.name
             host = lst.host or None
+            if lst.security_protocol == "KAFKA07":
+                self.bound.append(await self._start_kafka07(lst, backlog))
+                continue
             srv = await loop.create_server(
                 lambda name=name: Connection(self.host, self.router, name), host, lst.port,
                 backlog=backlog, reuse_address=True, ssl=security.ssl_context(name))
@@ -63,9 +67,28 @@ class Server:
             self.servers.append(srv)
             self.bound.append(Listener(name, lst.host, port, lst.security_protocol))
 
+    async def _start_kafka07(self, lst: "Listener", backlog: int) -> "Listener":
+        from .config import Listener
+        from .kafka07 import Kafka07Service, start_listener
+
+        s = self.host.services
+        service = Kafka07Service(s.replica_manager, s.metadata, s.config, s.clock, s.authorizer)
+        legacy = await start_listener(service, lst.host or None, lst.port, backlog=backlog,
+                                      max_request=int(s.config.get("socket.request.max.bytes")))
+        self.legacy.append(legacy)
+        self.servers.append(legacy.server)
+        port = legacy.server.sockets[0].getsockname()[1] if legacy.server.sockets else lst.port
+        if s.config.get("kafka07.zookeeper.connect"):
+            from .kafka07.zookeeper import start_registration
+
+            legacy.registration = await start_registration(s.config, s.node_id, lst.host, port, s.metadata)
+        return Listener(lst.name, lst.host, port, lst.security_protocol)
+
     def stop_accepting(self) -> None:
         for srv in self.servers:
             srv.close()
+        for legacy in self.legacy:
+            legacy.close()
 
     async def wait_closed(self) -> None:
         for srv in self.servers:

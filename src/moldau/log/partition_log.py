@@ -41,6 +41,7 @@ from ._batch import (
     increment_sequence,
     set_log_append_time,
 )
+from .byte_offsets import ByteOffsetIndex
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CorruptCheckpointError,
@@ -136,6 +137,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self.recovery_point = 0
         self.high_watermark = 0
+        self.byte_offsets: ByteOffsetIndex | None = None  # Kafka 0.7 byte offsets (byte_offsets.py)
         os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
@@ -230,6 +232,9 @@ class PartitionLog:
         self._load_epochs()
         self._load_aborted()
         self._load_producer_state(now)
+        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir)
+        if self.byte_offsets is not None:
+            self.byte_offsets.truncate(leo)
 
     def _load_epochs(self) -> None:
         path = os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT)
@@ -802,6 +807,8 @@ class PartitionLog:
                     f"cannot delete records before {offset}: high watermark is {self.high_watermark}"
                 )
             if offset > self.log_start_offset:
+                if self.byte_offsets is not None:  # index what goes below the log start while it can be read
+                    self.byte_offsets.cover(self.read, self.log_start_offset, offset)
                 self.log_start_offset = offset
                 if self.recovery_point < offset:
                     self.recovery_point = min(offset, self.log_end_offset)
@@ -832,6 +839,9 @@ class PartitionLog:
                 break
         if not doomed:
             return 0
+        if self.byte_offsets is not None:  # byte positions of what stays must survive the deletion
+            upto = segs[len(doomed)].base_offset if len(doomed) < len(segs) else leo
+            self.byte_offsets.cover(self.read, self.log_start_offset, upto)
         if len(doomed) == len(segs):
             self._roll_locked(self._now_ms())
         for seg in doomed:
@@ -853,6 +863,8 @@ class PartitionLog:
             if off < first:
                 self._unlink(self._snapshot_path(off))
         self._truncate_epochs_from_start(self.log_start_offset)
+        if self.byte_offsets is not None:
+            self.byte_offsets.trim(self.log_start_offset)
         return len(doomed)
 
     def _truncate_epochs_from_start(self, start: int) -> None:
@@ -964,6 +976,8 @@ class PartitionLog:
                     seg.load_tail(interval)
                 seg.truncate_to(offset, interval)
             leo = self.log_end_offset
+            if self.byte_offsets is not None:
+                self.byte_offsets.truncate(leo)
             self._drop_aborted_from(leo)
             self.high_watermark = min(self.high_watermark, leo)
             self.recovery_point = min(self.recovery_point, leo)
@@ -991,6 +1005,16 @@ class PartitionLog:
         if self._epochs:
             self._epochs = []
             write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), [])
+
+    # ======================================================================================= 0.7 byte offsets
+    def byte_offsets_cover(self, upto: int) -> ByteOffsetIndex:
+        """The Kafka 0.7 byte-offset index (created on first use), extended to the batches below ``upto``."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            idx.cover(self.read, self.log_start_offset, upto)
+            return idx
 
     # ================================================================================================ leader
     # epochs

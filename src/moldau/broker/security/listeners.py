@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# KAFKA07: plaintext, speaking the Kafka 0.7 wire protocol (moldau.broker.kafka07)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", "KAFKA07")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 

@@ -1,0 +1,284 @@
+"""Request handling of the Kafka 0.7 listener, on top of the broker's components (ReplicaManager,
+MetadataStore, the broker config): PRODUCE/MULTIPRODUCE append converted record batches, FETCH/MULTIFETCH
+serve the 0.7 view of the log by byte offset, OFFSETS answers segment start byte offsets.
+
+What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what this does:
+
+* PRODUCE has no response. A message set that 0.7's ``Log.append`` refuses (bad CRC, unknown magic or codec,
+  bad size) or a partition out of range is logged and dropped whole, never written, and, as 0.7's handler
+  rethrew the error to its socket server, the connection is closed. A MULTIPRODUCE stops at the first
+  failing part. Partition -1 picks a random partition. An unknown topic is created (``num.partitions``)
+  when ``auto.create.topics.enable`` is on.
+* FETCH: a partition outside [0, partitions) is WrongPartition (for an unknown topic, the broker's
+  ``num.partitions`` bounds it); an unknown topic otherwise gives an empty message set, no error; a byte
+  offset outside [first, end] is OffsetOutOfRange; the end gives an empty set. The answer is the byte range
+  [offset, offset + max_size) of the 0.7 view: it may end in the middle of a message, and an offset that is
+  not a message boundary gets the bytes from there (0.7 sent the file's bytes without checking). A negative
+  max_size is InvalidFetchSize.
+* ACLs (``authorizer.class.name``): a 0.7 client has no credentials; it is ``User:ANONYMOUS`` from its
+  address. PRODUCE needs Write on the topic (auto-creation: Create on the cluster or the topic), FETCH
+  Read, OFFSETS Describe; 0.7 has no authorization error, so a denied FETCH or OFFSETS answers Unknown (-1)
+  and a denied PRODUCE is dropped and the connection closed.
+* OFFSETS: ``Log.getOffsetsBefore`` over moldau's segments (segment start byte offsets with the segment
+  file's modification time, plus the end offset when the last segment is not empty), newest first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections import OrderedDict
+from typing import Any
+
+from moldau.protocol import kafka07 as k07
+from moldau.protocol.records import RecordError, split_batches
+
+from ..security.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, READ, TOPIC, WRITE
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK = 1 << 20
+VIEW_CACHE_BYTES = 32 << 20
+
+
+class ViewCache:
+    """Recently built 0.7 views of batches, keyed by (topic, partition, base offset, CRC of the batch): a
+    fetch ending inside a batch and the next one starting there, or several 0.7 consumers of the same data,
+    convert each batch once. Bounded in bytes, oldest out first."""
+
+    def __init__(self, max_bytes: int = VIEW_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._views: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+
+    def view(self, topic: str, partition: int, buf: bytes, pos: int, h: Any) -> bytes:
+        key = (topic, partition, h.base_offset, h.crc)
+        v = self._views.get(key)
+        if v is not None:
+            self._views.move_to_end(key)
+            return v
+        try:
+            v = k07.batch_to_message_set(buf, pos, h)
+        except RecordError:  # no 0.7 view, as the byte-offset index counts it (size 0)
+            return b""
+        if len(v) <= self.max_bytes // 4:
+            self._views[key] = v
+            self.size += len(v)
+            while self.size > self.max_bytes:
+                _k, old = self._views.popitem(last=False)
+                self.size -= len(old)
+        return v
+
+
+class CloseConnection(Exception):
+    """The request failed the way Kafka 0.7 answered by closing the connection."""
+
+
+class Kafka07Service:
+    """Handles decoded 0.7 requests. Synchronous: requests of one connection are applied in order."""
+
+    PRINCIPAL = "User:ANONYMOUS"
+
+    def __init__(self, replica_manager: Any, metadata: Any, config: Any, clock: Any,
+                 authorizer: Any = None) -> None:
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.config = config
+        self.clock = clock
+        self.authorizer = authorizer
+        self.views = ViewCache()
+
+    def _allowed(self, host: str, operation: int, resource_type: int, name: str) -> bool:
+        authz = self.authorizer
+        return authz is None or bool(authz.authorize(self.PRINCIPAL, host, operation, resource_type, name))
+
+    def _require_topic(self, host: str, operation: int, topic: str) -> None:
+        if not self._allowed(host, operation, TOPIC, topic):
+            raise _Error(k07.UNKNOWN, f"{self.PRINCIPAL} from {host} is not authorized for {topic}")
+
+    # ------------------------------------------------------------------------------------------ dispatch
+    def handle(self, kind: int, req: Any, host: str = "") -> list[bytes] | None:
+        """Response chunks to write, or None (PRODUCE, MULTIPRODUCE); ``host``: the client's address.
+        Raises CloseConnection."""
+        if kind == k07.PRODUCE:
+            self.produce(req, host)
+            return None
+        if kind == k07.MULTIPRODUCE:
+            for p in req.produces:
+                self.produce(p, host)
+            return None
+        if kind == k07.FETCH:
+            return k07.encode_fetch_response(*self.fetch(req, host))
+        if kind == k07.MULTIFETCH:
+            return k07.encode_multifetch_response([self.fetch(f, host) for f in req.fetches])
+        if kind == k07.OFFSETS:
+            return [k07.encode_offsets_response(*self.offsets(req, host))]
+        raise CloseConnection(f"unknown request type {kind}")  # pragma: no cover - parse_request refuses
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _partition_count(self, topic: str) -> tuple[Any, int]:
+        t = self.metadata.get(topic)
+        if t is not None:
+            return t, int(t.num_partitions)
+        return None, int(self.config.get("num.partitions"))
+
+    def _partition(self, topic: str, index: int) -> Any:
+        """The replica manager's partition, None for an unknown topic; k07 error codes as exceptions."""
+        t, count = self._partition_count(topic)
+        if index < 0 or index >= count:
+            raise _Error(k07.WRONG_PARTITION, f"partition {index} of {topic} is not in [0, {count})")
+        if t is None:
+            return None
+        p = self.replica_manager.get_partition(topic, index)
+        if p is None or p.deleted:
+            raise _Error(k07.UNKNOWN, f"{topic}-{index} is not led by this broker")
+        return p
+
+    # ------------------------------------------------------------------------------------------ produce
+    def produce(self, req: k07.ProduceRequest, host: str = "") -> None:
+        topic, index = req.topic, req.partition
+        try:
+            self._require_topic(host, WRITE, topic)
+            if self.metadata.get(topic) is None:
+                if not self.config.get("auto.create.topics.enable"):
+                    raise _Error(k07.UNKNOWN,
+                                 f"topic {topic} does not exist (auto.create.topics.enable=false)")
+                if not (self._allowed(host, CREATE, CLUSTER, CLUSTER_NAME)
+                        or self._allowed(host, CREATE, TOPIC, topic)):
+                    raise _Error(k07.UNKNOWN, f"{self.PRINCIPAL} from {host} may not create topic {topic}")
+                try:
+                    self.metadata.create_topic(topic)
+                except Exception as e:  # noqa: BLE001 - any refusal (name, policy) drops the request
+                    if self.metadata.get(topic) is None:
+                        raise _Error(k07.UNKNOWN, f"cannot create topic {topic}: {e}") from None
+            t = self.metadata.get(topic)
+            if getattr(t, "is_internal", False):
+                raise _Error(k07.UNKNOWN, f"topic {topic} is internal")
+            if index == k07.RANDOM_PARTITION:
+                index = random.randrange(int(t.num_partitions))
+            p = self._partition(topic, index)
+            if p is None:  # pragma: no cover - created above
+                raise _Error(k07.UNKNOWN, f"topic {topic} does not exist")
+            try:
+                units = k07.validate_message_set(req.messages, max_message_bytes=p.config.max_message_bytes)
+            except k07.InvalidMessage07 as e:
+                raise _Error(k07.INVALID_MESSAGE, str(e)) from None
+            if not units:
+                return
+            buf = k07.messages_to_batches(units, self.clock.time_ms())
+            if not buf:
+                return
+            res = self.replica_manager.append(p, buf)
+            if res.error:
+                raise _Error(k07.UNKNOWN, f"append failed with error {res.error}: {res.error_message}")
+            if res.flush is not None:  # no acknowledgement waits for the fsync the flush policy asks for
+                res.flush.add_done_callback(_flush_done)
+        except _Error as e:
+            log.warning("0.7 produce to %s-%d dropped (error %d): %s", topic, index, e.code, e)
+            raise CloseConnection(str(e)) from None
+
+    # ------------------------------------------------------------------------------------------ fetch
+    def fetch(self, req: k07.FetchRequest, host: str = "") -> tuple[int, bytes]:
+        try:
+            self._require_topic(host, READ, req.topic)
+            p = self._partition(req.topic, req.partition)
+            if p is None:
+                return k07.NO_ERROR, b""
+            if req.max_size < 0:
+                raise _Error(k07.INVALID_FETCH_SIZE, f"fetch size {req.max_size} is negative")
+            return k07.NO_ERROR, self.read(p, req.offset, req.max_size)
+        except _Error as e:
+            if e.code != k07.OFFSET_OUT_OF_RANGE:
+                log.info("0.7 fetch %s-%d at %d: error %d: %s", req.topic, req.partition, req.offset,
+                         e.code, e)
+            return e.code, b""
+        except Exception:
+            log.exception("0.7 fetch %s-%d at %d failed", req.topic, req.partition, req.offset)
+            return k07.UNKNOWN, b""
+
+    def read(self, p: Any, position: int, max_size: int) -> bytes:
+        """Bytes [position, position + max_size) of the partition's 0.7 view, up to the high watermark."""
+        plog = p.log
+        hw = plog.high_watermark
+        idx = plog.byte_offsets_cover(hw)
+        first = idx.start_position(plog.log_start_offset)
+        end = idx.end_position
+        if position < first or position > end:
+            raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is outside [{first}, {end}]")
+        if position == end or max_size == 0:
+            return b""
+        loc = idx.locate(position)
+        if loc is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed batch
+            raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is not indexed")
+        base, bpos, _size = loc
+        skip = position - bpos
+        need = skip + max_size
+        out = bytearray()
+        offset = base
+        while len(out) < need and offset < hw:
+            # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
+            rr = plog.read(max(offset, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
+            if not rr.size:
+                break
+            buf = b"".join(bytes(c) for c in rr.chunks)
+            for bp, h in split_batches(buf, allow_truncated=True):
+                if h.base_offset < offset:
+                    continue
+                out += self.views.view(p.topic, p.index, buf, bp, h)
+                offset = h.next_offset
+                if len(out) >= need:
+                    break
+        return bytes(out[skip:need])
+
+    # ------------------------------------------------------------------------------------------ offsets
+    def offsets(self, req: k07.OffsetsRequest, host: str = "") -> tuple[int, list[int]]:
+        try:
+            self._require_topic(host, DESCRIBE, req.topic)
+            p = self._partition(req.topic, req.partition)
+        except _Error as e:
+            log.info("0.7 offsets %s-%d: error %d: %s", req.topic, req.partition, e.code, e)
+            return e.code, []
+        if p is None:  # Log.getEmptyOffsets
+            return k07.NO_ERROR, [0] if req.time in (k07.LATEST_TIME, k07.EARLIEST_TIME) else []
+        plog = p.log
+        idx = plog.byte_offsets_cover(plog.high_watermark)
+        segs = list(plog.segments)
+        start = plog.log_start_offset
+        table: list[tuple[int, int]] = []
+        for i, seg in enumerate(segs):
+            pos = idx.start_position(start) if i == 0 else idx.position_of(seg.base_offset)
+            if pos is None:
+                pos = idx.end_position
+            table.append((pos, _mtime_ms(seg.log_path)))
+        end = idx.end_position
+        if segs and segs[-1].size > 0:
+            table.append((end, self.clock.time_ms()))
+        if req.time == k07.LATEST_TIME:
+            i = len(table) - 1
+        elif req.time == k07.EARLIEST_TIME:
+            i = 0
+        else:
+            i = len(table) - 1
+            while i >= 0 and table[i][1] > req.time:
+                i -= 1
+        n = max(0, min(req.max_number, i + 1))
+        return k07.NO_ERROR, [table[i - j][0] for j in range(n)]
+
+
+class _Error(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _flush_done(fut: Any) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("flush after a 0.7 produce failed: %s", fut.exception())
+
+
+def _mtime_ms(path: str) -> int:
+    try:
+        return int(os.stat(path).st_mtime * 1000)
+    except OSError:
+        return 0

@@ -1,0 +1,203 @@
+"""Kafka 0.7 byte offsets over a partition's log: logical offset -> 0.7 byte offset.
+
+A 0.7 client addresses messages by byte position in the partition's log and computes the next position
+itself (offset + 4 + message length). moldau's log holds v2 record batches; the legacy listener serves each
+batch's *0.7 view* (``moldau.protocol.kafka07.batch_to_message_set``), whose size is a pure function of the
+batch. The byte offset of a batch is the sum of the view sizes of the batches before it, so it has to be
+remembered once the batches before it are gone (retention): this index keeps one entry per batch with a
+non-empty view, in ``kafka07.byteoffsets`` beside the segment files::
+
+    int64 base offset, int64 next offset (last offset + 1), int64 byte position, int32 view size
+
+It is created the first time the legacy listener reads a partition and from then on kept by the log
+(``PartitionLog`` drives it through ``ByteOffsetIndex.attach``): entries are added lazily up to what a fetch
+needs, always before segments are deleted (``cover``), dropped on truncation, and checked against the log on
+load (entries past the log end, e.g. a tail lost in a crash, are dropped and rebuilt from the log). Entries
+below the log start offset are trimmed, except the last one, which keeps the running byte position.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from moldau.protocol.records import RecordError, split_batches
+
+from .checkpoint import atomic_write
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "kafka07.byteoffsets"
+_ENTRY = struct.Struct(">qqqi")
+_READ_CHUNK = 1 << 20
+
+# (buffer, position, header) -> size of the batch's 0.7 view
+Sizer = Callable[[Any, int, Any], int]
+
+
+class LogReader(Protocol):
+    """``PartitionLog.read``: whole batches from the one holding ``offset``, none past ``max_offset``."""
+
+    def __call__(self, offset: int, max_bytes: int, *, max_offset: int | None = ..., min_one: bool = ...
+                 ) -> Any: ...
+
+
+def _default_sizer() -> Sizer:
+    from moldau.protocol.kafka07 import batch_message_set_size
+
+    return batch_message_set_size
+
+
+class ByteOffsetIndex:
+    """The entries of one partition, in memory (parallel arrays) and in ``kafka07.byteoffsets``."""
+
+    def __init__(self, directory: str, sizer: Sizer | None = None) -> None:
+        self.path = os.path.join(directory, FILE_NAME)
+        self.sizer = sizer or _default_sizer()
+        self.bases = array("q")
+        self.nexts = array("q")
+        self.positions = array("q")
+        self.sizes = array("q")
+        self.scanned = 0  # logical offset up to which the log has been indexed (control batches included)
+        self._load()
+
+    # ------------------------------------------------------------------------------------------ persistence
+    @classmethod
+    def open_if_present(cls, directory: str) -> ByteOffsetIndex | None:
+        if os.path.exists(os.path.join(directory, FILE_NAME)):
+            return cls(directory)
+        return None
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            atomic_write(self.path, b"")
+            return
+        whole = len(data) - len(data) % _ENTRY.size
+        if whole != len(data):
+            log.warning("%s: dropping a torn entry at the end", self.path)
+        for base, nxt, pos, size in _ENTRY.iter_unpack(memoryview(data)[:whole]):
+            if self.nexts and (base < self.nexts[-1] or pos != self.positions[-1] + self.sizes[-1]):
+                log.warning("%s: entry for offset %d breaks the sequence; the rest is rebuilt", self.path,
+                            base)
+                break
+            self._append_mem(base, nxt, pos, size)
+        if whole != len(data) or len(self.bases) != whole // _ENTRY.size:
+            self._rewrite()
+        self.scanned = self.nexts[-1] if self.nexts else 0
+
+    def _append_mem(self, base: int, nxt: int, pos: int, size: int) -> None:
+        self.bases.append(base)
+        self.nexts.append(nxt)
+        self.positions.append(pos)
+        self.sizes.append(size)
+
+    def _rewrite(self) -> None:
+        atomic_write(self.path, b"".join(_ENTRY.pack(*e) for e in self.entries()))
+
+    def entries(self) -> list[tuple[int, int, int, int]]:
+        return list(zip(self.bases, self.nexts, self.positions, self.sizes))
+
+    # ------------------------------------------------------------------------------------------ queries
+    @property
+    def end_position(self) -> int:
+        """Byte position right after the last indexed batch."""
+        return self.positions[-1] + self.sizes[-1] if self.positions else 0
+
+    def start_position(self, log_start_offset: int) -> int:
+        """Byte position of the first batch that is still (at least partly) in the log."""
+        i = bisect_right(self.nexts, log_start_offset)
+        if i < len(self.positions):
+            return self.positions[i]
+        return self.end_position
+
+    def locate(self, position: int) -> tuple[int, int, int] | None:
+        """(base offset, batch byte position, view size) of the indexed batch whose view holds byte
+        ``position``, or None when ``position`` is not inside any indexed batch."""
+        i = bisect_right(self.positions, position) - 1
+        if i < 0 or position >= self.positions[i] + self.sizes[i]:
+            return None
+        return self.bases[i], self.positions[i], self.sizes[i]
+
+    def position_of(self, offset: int) -> int | None:
+        """Byte position of the first indexed batch whose records end after logical ``offset``."""
+        i = bisect_right(self.nexts, offset)
+        if i < len(self.positions):
+            return self.positions[i]
+        return None
+
+    def offset_after(self, position: int) -> int:
+        """Logical offset of the first batch starting at or after byte ``position``; ``scanned`` if none."""
+        i = bisect_right(self.positions, position - 1)
+        return self.bases[i] if i < len(self.bases) else self.scanned
+
+    # ------------------------------------------------------------------------------------------ maintenance
+    def cover(self, read: LogReader, log_start_offset: int, upto: int) -> None:
+        """Index the log's batches up to logical offset ``upto`` (exclusive; only whole batches below it).
+        ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``."""
+        start = max(self.scanned, log_start_offset)
+        if start >= upto:
+            return
+        new: list[bytes] = []
+        pos = self.end_position
+        offset = start
+        while offset < upto:
+            before = offset
+            rr = read(offset, _READ_CHUNK, max_offset=upto)
+            if not rr.size:
+                break
+            buf = b"".join(bytes(c) for c in rr.chunks)
+            for bpos, h in split_batches(buf, allow_truncated=True):
+                nxt = h.base_offset + h.last_offset_delta + 1
+                if nxt <= offset:
+                    continue
+                try:
+                    size = self.sizer(buf, bpos, h)
+                except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
+                    log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                    size = 0
+                if size > 0:
+                    self._append_mem(h.base_offset, nxt, pos, size)
+                    new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
+                    pos += size
+                offset = nxt
+            if offset == before:  # pragma: no cover - defensive: no progress
+                break
+        self.scanned = max(self.scanned, offset)
+        if new:
+            with open(self.path, "ab") as f:
+                f.write(b"".join(new))
+
+    def truncate(self, log_end_offset: int) -> None:
+        """Forget the batches at or after ``log_end_offset`` (the log was truncated there)."""
+        self.scanned = min(self.scanned, log_end_offset)
+        i = bisect_right(self.bases, log_end_offset - 1)
+        if i < len(self.bases):
+            for a in (self.bases, self.nexts, self.positions, self.sizes):
+                del a[i:]
+            self._rewrite()
+            self.scanned = min(self.scanned, self.nexts[-1] if self.nexts else log_end_offset)
+
+    def trim(self, log_start_offset: int) -> None:
+        """Drop the entries of batches wholly below ``log_start_offset``, keeping at least the last entry."""
+        i = min(bisect_right(self.nexts, log_start_offset), len(self.bases) - 1)
+        if i > 0:
+            for a in (self.bases, self.nexts, self.positions, self.sizes):
+                del a[:i]
+            self._rewrite()
+
+    @staticmethod
+    def attach(plog: Any) -> ByteOffsetIndex:
+        """The partition's index, created (empty) if it has none: the log keeps it from now on."""
+        idx = plog.byte_offsets
+        if idx is None:
+            idx = ByteOffsetIndex(plog.dir)
+            plog.byte_offsets = idx
+        return idx

@@ -1,0 +1,591 @@
+"""The Kafka 0.7 wire protocol (sans-I/O): requests, responses, messages, and the conversions between 0.7
+message sets and v2 record batches.
+
+Framing (``kafka.network.BoundedByteBufferReceive`` / ``kafka.api.*`` in Kafka 0.7)::
+
+    request  = int32 size, int16 request type, body            (no api version, no correlation id)
+    response = int32 size, int16 error code, body              (PRODUCE and MULTIPRODUCE have no response)
+
+Bodies::
+
+    PRODUCE (0)       topic:short-string partition:int32 message_set_size:int32 message_set
+    FETCH (1)         topic partition:int32 offset:int64 max_size:int32
+    MULTIFETCH (2)    count:int16 then count x FETCH body
+    MULTIPRODUCE (3)  count:int16 then count x PRODUCE body
+    OFFSETS (4)       topic partition:int32 time:int64 max_number:int32
+
+    FETCH response        error, message-set bytes (a byte range of the log, possibly ending mid-message)
+    MULTIFETCH response   error 0, then per fetch: int32 size (2 + bytes), int16 error, bytes
+                          (``MultiMessageSetSend``: the outer size counts the inner size fields)
+    OFFSETS response      error, int32 count, count x int64
+
+A short string is an int16 length (-1 = null) and UTF-8 bytes. A message (``kafka.message.Message``)::
+
+    int32 length, int8 magic, [int8 attributes if magic == 1], uint32 CRC32 of the payload, payload
+
+magic 0 has no attributes byte (no compression); magic 1's attributes carry the codec in the low two bits
+(0 none, 1 gzip, 2 snappy). A compressed message's payload is the compressed bytes of a message set of
+uncompressed messages. Error codes (``kafka.common.ErrorMapping``): -1 unknown, 0 none, 1 OffsetOutOfRange,
+2 InvalidMessage, 3 WrongPartition, 4 InvalidFetchSize (``InvalidMessageSizeException``); 0.7 has no others.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from .records import (
+    GZIP,
+    NONE,
+    SNAPPY,
+    BatchBuilder,
+    BatchHeader,
+    decode_batch,
+)
+from .records.codecs import gzip_decompress, snappy_decompress
+from .records.exceptions import RecordError
+
+__all__ = [
+    "EARLIEST_TIME",
+    "FETCH",
+    "INVALID_FETCH_SIZE",
+    "INVALID_MESSAGE",
+    "LATEST_TIME",
+    "MULTIFETCH",
+    "MULTIPRODUCE",
+    "NO_ERROR",
+    "OFFSETS",
+    "OFFSET_OUT_OF_RANGE",
+    "PRODUCE",
+    "RANDOM_PARTITION",
+    "REQUEST_NAMES",
+    "UNKNOWN",
+    "WRONG_PARTITION",
+    "FetchRequest",
+    "FrameReader",
+    "InvalidMessage07",
+    "Kafka07RequestError",
+    "Message07",
+    "MultiFetchRequest",
+    "MultiProduceRequest",
+    "OffsetsRequest",
+    "ProduceRequest",
+    "batch_message_set_size",
+    "batch_to_message_set",
+    "decode_fetch_response",
+    "decode_multifetch_response",
+    "decode_offsets_response",
+    "encode_fetch_response",
+    "encode_message",
+    "encode_multifetch_response",
+    "encode_offsets_response",
+    "encode_request",
+    "gzip_stored",
+    "messages_to_batches",
+    "parse_message_set",
+    "parse_request",
+    "snappy_literal",
+    "validate_message_set",
+]
+
+# request types (kafka.api.RequestKeys)
+PRODUCE = 0
+FETCH = 1
+MULTIFETCH = 2
+MULTIPRODUCE = 3
+OFFSETS = 4
+REQUEST_NAMES = {PRODUCE: "PRODUCE", FETCH: "FETCH", MULTIFETCH: "MULTIFETCH", MULTIPRODUCE: "MULTIPRODUCE",
+                 OFFSETS: "OFFSETS"}
+
+# error codes (kafka.common.ErrorMapping)
+UNKNOWN = -1
+NO_ERROR = 0
+OFFSET_OUT_OF_RANGE = 1
+INVALID_MESSAGE = 2
+WRONG_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+
+# OFFSETS times (kafka.api.OffsetRequest)
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+# PRODUCE partition -1: the broker picks one (kafka.api.ProducerRequest.RandomPartition)
+RANDOM_PARTITION = -1
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_MSG1 = struct.Struct(">iBBI")   # length, magic, attributes, crc
+_MSG0 = struct.Struct(">iBI")    # length, magic, crc
+_FETCH_TAIL = struct.Struct(">iqi")   # partition, offset, max size
+_OFFSETS_TAIL = struct.Struct(">iqi")  # partition, time, max number
+_RESP = struct.Struct(">ih")
+
+MESSAGE_OVERHEAD = 10  # int32 length + magic + attributes + crc, for magic 1
+CODEC_MASK = 0x03
+
+
+class Kafka07RequestError(Exception):
+    """A frame that is not a well-formed 0.7 request: Kafka 0.7's socket server closes the connection."""
+
+
+class InvalidMessage07(Exception):
+    """A message set that Kafka 0.7's ``Log.append`` refuses (bad CRC, unknown magic or codec, bad size)."""
+
+
+# ------------------------------------------------------------------------------------------------- messages
+@dataclass(slots=True)
+class Message07:
+    magic: int
+    codec: int
+    crc: int
+    payload: bytes
+    size: int  # bytes on the wire, the int32 length included
+
+    @property
+    def valid(self) -> bool:
+        return zlib.crc32(self.payload) == self.crc
+
+
+def encode_message(payload: bytes | bytearray | memoryview, codec: int = NONE, magic: int = 1) -> bytes:
+    """One message: magic 1 (with the attributes byte) unless ``magic=0``."""
+    crc = zlib.crc32(payload)
+    if magic == 0:
+        return _MSG0.pack(5 + len(payload), 0, crc) + bytes(payload)
+    return _MSG1.pack(6 + len(payload), 1, codec & CODEC_MASK, crc) + bytes(payload)
+
+
+def parse_message_set(data: bytes | bytearray | memoryview, *, strict: bool = True) -> list[Message07]:
+    """The messages of a message set, as ``ByteBufferMessageSet``'s shallow iterator sees them: a trailing
+    partial message ends the set (it is not an error unless it is the first one, or its size is negative:
+    ``InvalidMessageSizeException``). Raises InvalidMessage07 for a message too short for its header or with
+    an unknown magic (0.7's ``UnknownMagicByteException``); CRCs are not checked here."""
+    mv = memoryview(data)
+    n = len(mv)
+    pos = 0
+    out: list[Message07] = []
+    while n - pos >= 4:
+        (size,) = _I32.unpack_from(mv, pos)
+        if size < 0 or n - pos - 4 < size:
+            if strict and (not out or size < 0):
+                raise InvalidMessage07(f"invalid message size {size} with {n - pos - 4} bytes left at {pos}")
+            break
+        body = mv[pos + 4: pos + 4 + size]
+        if size < 1:
+            raise InvalidMessage07(f"empty message at {pos}")
+        magic = body[0]
+        if magic == 0:
+            if size < 5:
+                raise InvalidMessage07(f"message of {size} bytes at {pos} is shorter than its header")
+            (crc,) = struct.unpack_from(">I", body, 1)
+            out.append(Message07(0, NONE, crc, bytes(body[5:]), size + 4))
+        elif magic == 1:
+            if size < 6:
+                raise InvalidMessage07(f"message of {size} bytes at {pos} is shorter than its header")
+            codec = body[1] & CODEC_MASK
+            (crc,) = struct.unpack_from(">I", body, 2)
+            out.append(Message07(1, codec, crc, bytes(body[6:]), size + 4))
+        else:
+            raise InvalidMessage07(f"unknown magic byte {magic} at {pos}")
+        pos += 4 + size
+    return out
+
+
+def _decompress(msg: Message07, max_bytes: int) -> bytes:
+    try:
+        if msg.codec == GZIP:
+            return gzip_decompress(msg.payload, max_bytes)
+        if msg.codec == SNAPPY:
+            return snappy_decompress(msg.payload, max_bytes)
+    except RecordError as e:
+        raise InvalidMessage07(f"cannot decompress a message: {e}") from None
+    raise InvalidMessage07(f"unknown compression codec {msg.codec}")
+
+
+def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_bytes: int,
+                         max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes]]]:
+    """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their
+    inner messages too) must have a valid CRC, a known magic and codec, and a size within
+    ``max_message_bytes``.
+    Returns [(codec, payloads)]: an uncompressed message gives (0, [payload]), a compressed one (codec, its
+    inner payloads). Raises InvalidMessage07, and then nothing of the set may be written."""
+    out: list[tuple[int, list[bytes]]] = []
+    for msg in parse_message_set(data):
+        if msg.size - 4 > max_message_bytes:
+            raise InvalidMessage07(f"message of {msg.size - 4} bytes exceeds {max_message_bytes}")
+        if not msg.valid:
+            raise InvalidMessage07(f"message CRC {msg.crc} does not match its payload")
+        if msg.codec == NONE:
+            out.append((NONE, [msg.payload]))
+            continue
+        inner = parse_message_set(_decompress(msg, max_decompressed))
+        payloads = []
+        for m in inner:
+            if not m.valid:
+                raise InvalidMessage07("a compressed message holds a message with a bad CRC")
+            if m.codec != NONE:
+                raise InvalidMessage07("a compressed message holds a compressed message")
+            payloads.append(m.payload)
+        out.append((msg.codec, payloads))
+    return out
+
+
+def messages_to_batches(units: list[tuple[int, list[bytes]]], timestamp_ms: int) -> bytearray:
+    """v2 record batches for validated 0.7 messages: consecutive uncompressed messages share one uncompressed
+    batch (one record per message); each compressed message becomes one batch of its inner messages,
+    compressed with the same codec, so that it stays one unit (one 0.7 message) when read back."""
+    out = bytearray()
+    plain: list[bytes] = []
+
+    def flush_plain() -> None:
+        if plain:
+            b = BatchBuilder(compression=NONE)
+            for p in plain:
+                b.append(timestamp_ms, None, p)
+            out.extend(b.build(0))
+            plain.clear()
+
+    for codec, payloads in units:
+        if codec == NONE:
+            plain.extend(payloads)
+            continue
+        flush_plain()
+        if not payloads:
+            continue
+        b = BatchBuilder(compression=codec)
+        for p in payloads:
+            b.append(timestamp_ms, None, p)
+        out.extend(b.build(0))
+    flush_plain()
+    return out
+
+
+# ------------------------------------------------------------------------------------ deterministic encodings
+# The 0.7 view of a stored batch must have the same size forever (byte offsets are sums of sizes), so the
+# compressed wrappers are written in encodings whose output is fixed by their format, not by a compressor
+# library's version: gzip with stored deflate blocks, snappy with literal elements only.
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+_STORED_MAX = 0xFFFF
+_SNAPPY_LITERAL_MAX = 0x10000
+
+
+def gzip_stored(data: bytes | bytearray | memoryview) -> bytes:
+    """RFC 1952 gzip of ``data`` in stored (uncompressed) deflate blocks: any gzip reader decodes it."""
+    mv = memoryview(data)
+    n = len(mv)
+    out = bytearray(_GZIP_HEADER)
+    pos = 0
+    while True:
+        chunk = mv[pos: pos + _STORED_MAX]
+        pos += len(chunk)
+        final = pos >= n
+        out += struct.pack("<BHH", 1 if final else 0, len(chunk), len(chunk) ^ 0xFFFF)
+        out += chunk
+        if final:
+            break
+    out += struct.pack("<II", zlib.crc32(mv) & 0xFFFFFFFF, n & 0xFFFFFFFF)
+    return bytes(out)
+
+
+def gzip_stored_size(n: int) -> int:
+    blocks = max(1, -(-n // _STORED_MAX))
+    return len(_GZIP_HEADER) + 5 * blocks + n + 8
+
+
+def _varint_size(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def _literal_tag(length: int) -> bytes:
+    m = length - 1
+    if m < 60:
+        return bytes((m << 2,))
+    if m < 0x100:
+        return bytes((60 << 2, m))
+    return bytes((61 << 2, m & 0xFF, m >> 8))
+
+
+def snappy_literal(data: bytes | bytearray | memoryview) -> bytes:
+    """Raw snappy (the block format) made of literal elements only: any snappy reader decodes it."""
+    mv = memoryview(data)
+    n = len(mv)
+    out = bytearray()
+    v = n
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    for pos in range(0, n, _SNAPPY_LITERAL_MAX):
+        chunk = mv[pos: pos + _SNAPPY_LITERAL_MAX]
+        out += _literal_tag(len(chunk))
+        out += chunk
+    return bytes(out)
+
+
+def snappy_literal_size(n: int) -> int:
+    size = _varint_size(n)
+    for pos in range(0, n, _SNAPPY_LITERAL_MAX):
+        m = min(_SNAPPY_LITERAL_MAX, n - pos) - 1
+        size += (1 if m < 60 else 2 if m < 0x100 else 3) + m + 1
+    return size
+
+
+def _wrapper_codec(compression: int) -> int:
+    """0.7 codec of the wrapper for a batch compressed with ``compression``: snappy stays snappy, gzip stays
+    gzip, lz4 and zstd (unknown to 0.7) become gzip."""
+    return SNAPPY if compression == SNAPPY else GZIP
+
+
+def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """The 0.7 view of one stored v2 batch: nothing for a control batch; one magic-1 message per record for
+    an uncompressed batch; one compressed wrapper message holding them for a compressed batch. Keys,
+    headers and timestamps have no place in 0.7 and are left out; a null value becomes an empty payload."""
+    if header.is_control:
+        return b""
+    records = decode_batch(buf, pos, header=header)
+    pack = _MSG1.pack
+    crc32 = zlib.crc32
+    parts: list[bytes] = []
+    for r in records:
+        v = r.value if r.value is not None else b""
+        parts.append(pack(6 + len(v), 1, 0, crc32(v)))
+        parts.append(v)
+    inner = b"".join(parts)
+    if header.compression == NONE:
+        return inner
+    codec = _wrapper_codec(header.compression)
+    payload = snappy_literal(inner) if codec == SNAPPY else gzip_stored(inner)
+    return encode_message(payload, codec)
+
+
+def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
+    """``len(batch_to_message_set(...))`` without building it."""
+    if header.is_control:
+        return 0
+    records = decode_batch(buf, pos, header=header)
+    inner = sum(MESSAGE_OVERHEAD + (len(r.value) if r.value is not None else 0) for r in records)
+    if header.compression == NONE:
+        return inner
+    if _wrapper_codec(header.compression) == SNAPPY:
+        return MESSAGE_OVERHEAD + snappy_literal_size(inner)
+    return MESSAGE_OVERHEAD + gzip_stored_size(inner)
+
+
+# ------------------------------------------------------------------------------------------------- requests
+@dataclass(slots=True)
+class ProduceRequest:
+    topic: str
+    partition: int
+    messages: bytes
+
+
+@dataclass(slots=True)
+class FetchRequest:
+    topic: str
+    partition: int
+    offset: int
+    max_size: int
+
+
+@dataclass(slots=True)
+class MultiFetchRequest:
+    fetches: list[FetchRequest] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MultiProduceRequest:
+    produces: list[ProduceRequest] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffsetsRequest:
+    topic: str
+    partition: int
+    time: int
+    max_number: int
+
+
+Request07 = ProduceRequest | FetchRequest | MultiFetchRequest | MultiProduceRequest | OffsetsRequest
+
+
+class FrameReader:
+    """Splits a byte stream into request bodies (int32 size prefix). A size below 2 or above ``max_size`` is
+    a Kafka07RequestError (0.7's ``InvalidRequestException``: the connection is closed)."""
+
+    __slots__ = ("_buf", "max_size")
+
+    def __init__(self, max_size: int) -> None:
+        self._buf = bytearray()
+        self.max_size = max_size
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        out = []
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _I32.unpack_from(buf, pos)
+            if size < 2 or size > self.max_size:
+                raise Kafka07RequestError(f"request of {size} bytes is out of range (max {self.max_size})")
+            if n - pos - 4 < size:
+                break
+            out.append(bytes(buf[pos + 4: pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return out
+
+
+class _Reader:
+    __slots__ = ("mv", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.mv = memoryview(data)
+        self.pos = 0
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or len(self.mv) - self.pos < n:
+            raise Kafka07RequestError(f"request truncated at byte {self.pos} (wanted {n} more)")
+        out = self.mv[self.pos: self.pos + n]
+        self.pos += n
+        return out
+
+    def i16(self) -> int:
+        return _I16.unpack(self.take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self.take(4))[0]
+
+    def topic(self) -> str:
+        n = self.i16()
+        if n < 0:
+            raise Kafka07RequestError("null topic")
+        try:
+            return bytes(self.take(n)).decode("utf-8")
+        except UnicodeDecodeError:
+            raise Kafka07RequestError("topic is not UTF-8") from None
+
+    def produce(self) -> ProduceRequest:
+        topic = self.topic()
+        partition = self.i32()
+        size = self.i32()
+        return ProduceRequest(topic, partition, bytes(self.take(size)))
+
+    def fetch(self) -> FetchRequest:
+        topic = self.topic()
+        partition, offset, max_size = _FETCH_TAIL.unpack(self.take(_FETCH_TAIL.size))
+        return FetchRequest(topic, partition, offset, max_size)
+
+
+def parse_request(body: bytes) -> tuple[int, Request07]:
+    """(request type, request) of one request body (the bytes after the size). Raises Kafka07RequestError
+    for an unknown type or a body that does not parse (trailing bytes are ignored, as 0.7 did)."""
+    r = _Reader(body)
+    kind = r.i16()
+    if kind == PRODUCE:
+        return kind, r.produce()
+    if kind == FETCH:
+        return kind, r.fetch()
+    if kind == MULTIFETCH:
+        n = r.i16()
+        return kind, MultiFetchRequest([r.fetch() for _ in range(max(n, 0))])
+    if kind == MULTIPRODUCE:
+        n = r.i16()
+        return kind, MultiProduceRequest([r.produce() for _ in range(max(n, 0))])
+    if kind == OFFSETS:
+        topic = r.topic()
+        partition, time, max_number = _OFFSETS_TAIL.unpack(r.take(_OFFSETS_TAIL.size))
+        return kind, OffsetsRequest(topic, partition, time, max_number)
+    raise Kafka07RequestError(f"unknown request type {kind}")
+
+
+def _topic_bytes(topic: str) -> bytes:
+    t = topic.encode("utf-8")
+    return _I16.pack(len(t)) + t
+
+
+def _produce_body(p: ProduceRequest) -> bytes:
+    return _topic_bytes(p.topic) + _I32.pack(p.partition) + _I32.pack(len(p.messages)) + p.messages
+
+
+def _fetch_body(f: FetchRequest) -> bytes:
+    return _topic_bytes(f.topic) + _FETCH_TAIL.pack(f.partition, f.offset, f.max_size)
+
+
+def encode_request(req: Request07) -> bytes:
+    """A whole request frame (size prefix included): what a 0.7 client sends."""
+    if isinstance(req, ProduceRequest):
+        body = _I16.pack(PRODUCE) + _produce_body(req)
+    elif isinstance(req, FetchRequest):
+        body = _I16.pack(FETCH) + _fetch_body(req)
+    elif isinstance(req, MultiFetchRequest):
+        body = _I16.pack(MULTIFETCH) + _I16.pack(len(req.fetches)) + b"".join(map(_fetch_body, req.fetches))
+    elif isinstance(req, MultiProduceRequest):
+        body = (_I16.pack(MULTIPRODUCE) + _I16.pack(len(req.produces))
+                + b"".join(map(_produce_body, req.produces)))
+    else:
+        body = (_I16.pack(OFFSETS) + _topic_bytes(req.topic)
+                + _OFFSETS_TAIL.pack(req.partition, req.time, req.max_number))
+    return _I32.pack(len(body)) + body
+
+
+# ------------------------------------------------------------------------------------------------ responses
+def encode_fetch_response(error: int, data: bytes | bytearray | memoryview = b"") -> list[bytes]:
+    """FETCH response (``MessageSetSend``) as chunks to write."""
+    return [_RESP.pack(2 + len(data), error), bytes(data)]
+
+
+def encode_multifetch_response(parts: list[tuple[int, bytes]]) -> list[bytes]:
+    """MULTIFETCH response (``MultiMessageSetSend``): outer header with error 0, then each fetch's own
+    size + error + bytes, in request order."""
+    total = sum(6 + len(d) for _e, d in parts)
+    out = [_RESP.pack(2 + total, NO_ERROR)]
+    for error, data in parts:
+        out.append(_RESP.pack(2 + len(data), error))
+        out.append(bytes(data))
+    return out
+
+
+def encode_offsets_response(error: int, offsets: list[int]) -> bytes:
+    """OFFSETS response (``OffsetArraySend``)."""
+    body = _I32.pack(len(offsets)) + b"".join(_I64.pack(o) for o in offsets)
+    return _RESP.pack(2 + len(body), error) + body
+
+
+def _split_response(frame: bytes) -> tuple[int, memoryview]:
+    if len(frame) < 6:
+        raise Kafka07RequestError("response shorter than its header")
+    size, error = _RESP.unpack_from(frame, 0)
+    if size != len(frame) - 4:
+        raise Kafka07RequestError(f"response size {size} does not match {len(frame) - 4} bytes")
+    return error, memoryview(frame)[6:]
+
+
+def decode_fetch_response(frame: bytes) -> tuple[int, bytes]:
+    """(error, message-set bytes) of a whole FETCH response frame (size prefix included)."""
+    error, rest = _split_response(frame)
+    return error, bytes(rest)
+
+
+def decode_multifetch_response(frame: bytes) -> list[tuple[int, bytes]]:
+    error, rest = _split_response(frame)
+    if error != NO_ERROR:
+        raise Kafka07RequestError(f"MULTIFETCH response with outer error {error}")
+    out = []
+    pos = 0
+    while pos < len(rest):
+        size, err = _RESP.unpack_from(rest, pos)
+        out.append((err, bytes(rest[pos + 6: pos + 4 + size])))
+        pos += 4 + size
+    return out
+
+
+def decode_offsets_response(frame: bytes) -> tuple[int, list[int]]:
+    error, rest = _split_response(frame)
+    (n,) = _I32.unpack_from(rest, 0)
+    return error, [_I64.unpack_from(rest, 4 + 8 * i)[0] for i in range(n)]

@@ -1,0 +1,134 @@
+"""moldau.log.byte_offsets driven by a PartitionLog (no broker): the index file beside the segments, kept
+through rolls, retention, truncation, reopening, a torn tail and entries past a crashed log's end."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from moldau.log import LogConfig, PartitionLog
+from moldau.log.byte_offsets import FILE_NAME
+from moldau.protocol import kafka07 as k07
+from moldau.protocol.records import BatchBuilder, split_batches
+
+
+class FakeClock:
+    def __init__(self, ms: int = 1_700_000_000_000) -> None:
+        self.ms = ms
+
+    def time(self) -> float:
+        return self.ms / 1000
+
+
+def _append(lg: PartitionLog, values: list[bytes], codec: int = 0) -> None:
+    b = BatchBuilder(compression=codec)
+    for v in values:
+        b.append(1_700_000_000_000, None, v)
+    buf = bytearray(b.build(0))
+    lg.append(buf, split_batches(buf), 1_700_000_000_000)
+    lg.high_watermark = lg.log_end_offset
+
+
+def _views(lg: PartitionLog) -> list[tuple[int, bytes]]:
+    """(byte position, 0.7 view) of every batch, from the index and the log."""
+    idx = lg.byte_offsets_cover(lg.high_watermark)
+    out = []
+    for base, nxt, pos, size in idx.entries():
+        if nxt <= lg.log_start_offset:
+            continue
+        rr = lg.read(max(base, lg.log_start_offset), 1 << 20, max_offset=lg.high_watermark)
+        buf = b"".join(rr.chunks)
+        p, h = split_batches(buf)[0]
+        view = k07.batch_to_message_set(buf, p, h)
+        assert len(view) == size
+        out.append((pos, view))
+    return out
+
+
+def _log(path: str) -> PartitionLog:
+    return PartitionLog(path, LogConfig(segment_bytes=400, index_interval_bytes=100), clock=FakeClock())
+
+
+def test_index_is_kept_by_the_log(tmp_path) -> None:
+    d = str(tmp_path / "t-0")
+    lg = _log(d)
+    assert lg.byte_offsets is None and not os.path.exists(os.path.join(d, FILE_NAME))  # only once used
+    for i in range(12):
+        _append(lg, [b"p%d-%d" % (i, j) * 3 for j in range(i % 3 + 1)], codec=(0, 1, 2, 3)[i % 4])
+    views = _views(lg)
+    assert len(lg.segments) > 3
+    positions = [p for p, _v in views]
+    assert positions[0] == 0
+    assert all(p2 == p1 + len(v1) for (p1, v1), p2 in zip(views, positions[1:]))
+    lg.close()
+
+    lg = _log(d)  # reopened: the same entries, read back from the file
+    assert lg.byte_offsets is not None
+    assert _views(lg) == views
+    # retention: the first segments go; what stays keeps its positions, the file keeps the running end
+    cut = lg.segments[2].base_offset
+    lg.delete_records_before(cut)
+    kept = _views(lg)
+    assert kept and set(kept) <= set(views) and kept[-1] == views[-1]
+    assert lg.byte_offsets.start_position(lg.log_start_offset) == kept[0][0] > 0
+    size_before = os.path.getsize(os.path.join(d, FILE_NAME))
+    assert size_before < 28 * len(views)  # trimmed
+    # truncation drops the tail's entries; new appends continue from the new end
+    last_base = lg.byte_offsets.bases[-1]
+    lg.truncate_to(last_base)
+    assert lg.byte_offsets.entries()[-1][0] < last_base
+    _append(lg, [b"after-truncation"])
+    again = _views(lg)
+    assert again[:-1] == kept[:-1] and again[-1][0] == kept[-1][0]
+    lg.close()
+
+
+def test_torn_tail_and_entries_past_the_log_end(tmp_path) -> None:
+    d = str(tmp_path / "t-0")
+    lg = _log(d)
+    for i in range(5):
+        _append(lg, [b"v%d" % i])
+    views = _views(lg)
+    leo = lg.log_end_offset
+    lg.close()
+    path = os.path.join(d, FILE_NAME)
+    with open(path, "ab") as f:  # an entry for a batch the log lost in a crash, then a torn entry
+        f.write(struct.pack(">qqqi", leo, leo + 1, views[-1][0] + len(views[-1][1]), 11))
+        f.write(b"\x00\x01\x02")
+    lg = _log(d)
+    assert [e[0] for e in lg.byte_offsets.entries()] == list(range(5))
+    assert _views(lg) == views
+    assert os.path.getsize(path) == 28 * 5
+    _append(lg, [b"next"])
+    assert _views(lg)[:5] == views
+    lg.close()
+
+
+def test_index_created_after_data_and_retention_counts_from_the_log_start(tmp_path) -> None:
+    """A log first read by a 0.7 client after retention already ran: byte 0 is its log start."""
+    d = str(tmp_path / "t-0")
+    lg = _log(d)
+    for i in range(10):
+        _append(lg, [b"x%d" % i * 20])
+    lg.delete_records_before(lg.segments[1].base_offset)
+    views = _views(lg)
+    assert views[0][0] == 0
+    lg.close()
+
+
+def test_delete_records_past_the_indexed_part_keeps_positions(tmp_path) -> None:
+    """DeleteRecords moves the log start past batches no 0.7 read has indexed yet: they are indexed first,
+    so the batches after them keep the positions a full index gives."""
+    full = _log(str(tmp_path / "a-0"))
+    part = _log(str(tmp_path / "b-0"))
+    for lg in (full, part):
+        for i in range(8):
+            _append(lg, [b"r%d-%d" % (i, j) * (i + 1) for j in range(3)], codec=i % 2)
+    part.byte_offsets_cover(2)  # the first two batches only
+    expected = _views(full)
+    part.delete_records_before(16)  # inside a batch, past the indexed part
+    assert part.log_start_offset == 16
+    got = _views(part)
+    assert got == [v for v in expected if v[0] >= got[0][0]] and got[-1] == expected[-1]
+    full.close()
+    part.close()

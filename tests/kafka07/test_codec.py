@@ -1,0 +1,172 @@
+"""moldau.protocol.kafka07 (no broker): messages, the deterministic wrapper encodings, requests and
+responses with the layouts of the driver document, and the v2 <-> 0.7 conversions."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+
+import cramjam
+import pytest
+
+from moldau.protocol import kafka07 as k07
+from moldau.protocol.records import BatchBuilder, build_control_batch, decode_batch, split_batches
+
+
+def test_message_layouts() -> None:
+    m1 = k07.encode_message(b"payload")
+    assert m1 == struct.pack(">iBBI", 6 + 7, 1, 0, zlib.crc32(b"payload")) + b"payload"
+    m0 = k07.encode_message(b"payload", magic=0)
+    assert m0 == struct.pack(">iBI", 5 + 7, 0, zlib.crc32(b"payload")) + b"payload"
+    gz = k07.encode_message(b"zz", k07.GZIP)
+    assert gz[5] == 1
+    msgs = k07.parse_message_set(m1 + m0 + gz)
+    assert [(m.magic, m.codec, m.payload, m.valid, m.size) for m in msgs] == [
+        (1, 0, b"payload", True, len(m1)), (0, 0, b"payload", True, len(m0)), (1, 1, b"zz", True, len(gz))]
+
+
+def test_message_set_partial_and_invalid() -> None:
+    whole = k07.encode_message(b"a") + k07.encode_message(b"bb")
+    assert [m.payload for m in k07.parse_message_set(whole + whole[:7])] == [b"a", b"bb"]  # tail ignored
+    with pytest.raises(k07.InvalidMessage07):
+        k07.parse_message_set(whole[:7])  # the first message incomplete: InvalidMessageSizeException
+    with pytest.raises(k07.InvalidMessage07):
+        k07.parse_message_set(struct.pack(">i", -1) + b"xxxx")
+    with pytest.raises(k07.InvalidMessage07):
+        k07.parse_message_set(struct.pack(">iB", 1, 2))  # unknown magic
+    bad = bytearray(k07.encode_message(b"crc"))
+    bad[-1] ^= 1
+    with pytest.raises(k07.InvalidMessage07, match="CRC"):
+        k07.validate_message_set(bytes(bad), max_message_bytes=1000)
+    with pytest.raises(k07.InvalidMessage07, match="exceeds"):
+        k07.validate_message_set(k07.encode_message(b"x" * 100), max_message_bytes=50)
+    nested = k07.encode_message(gzip.compress(k07.encode_message(b"in", k07.GZIP)), k07.GZIP)
+    with pytest.raises(k07.InvalidMessage07, match="compressed message holds a compressed"):
+        k07.validate_message_set(nested, max_message_bytes=1000)
+    with pytest.raises(k07.InvalidMessage07):
+        k07.validate_message_set(k07.encode_message(b"not gzip", k07.GZIP), max_message_bytes=1000)
+    with pytest.raises(k07.InvalidMessage07, match="codec"):
+        k07.validate_message_set(k07.encode_message(b"x", 3), max_message_bytes=1000)
+
+
+def test_validate_opens_gzip_and_snappy_raw_and_xerial() -> None:
+    inner = k07.encode_message(b"one") + k07.encode_message(b"two")
+    data = (k07.encode_message(b"plain")
+            + k07.encode_message(gzip.compress(inner), k07.GZIP)
+            + k07.encode_message(bytes(cramjam.snappy.compress_raw(inner)), k07.SNAPPY)
+            + k07.encode_message(k07.snappy_literal(inner), k07.SNAPPY))
+    from moldau.protocol.records.codecs import snappy_xerial_compress
+    data += k07.encode_message(snappy_xerial_compress(inner), k07.SNAPPY)  # what 0.7's Java producer wrote
+    units = k07.validate_message_set(data, max_message_bytes=1000)
+    assert units == [(0, [b"plain"])] + [(k07.GZIP, [b"one", b"two"])] + [(k07.SNAPPY, [b"one", b"two"])] * 3
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 65535, 65536, 200_001])
+def test_gzip_stored_is_gzip_of_fixed_size(n: int) -> None:
+    data = bytes(i % 251 for i in range(n))
+    out = k07.gzip_stored(data)
+    assert gzip.decompress(out) == data
+    assert len(out) == k07.gzip_stored_size(n)
+
+
+@pytest.mark.parametrize("n", [0, 1, 59, 60, 61, 255, 256, 257, 65535, 65536, 65537, 200_001])
+def test_snappy_literal_is_snappy_of_fixed_size(n: int) -> None:
+    data = bytes(i % 253 for i in range(n))
+    out = k07.snappy_literal(data)
+    assert bytes(cramjam.snappy.decompress_raw(out)) == data
+    assert len(out) == k07.snappy_literal_size(n)
+
+
+def _batch(codec: int, values: list[bytes | None]) -> bytearray:
+    b = BatchBuilder(compression=codec)
+    for i, v in enumerate(values):
+        b.append(1000 + i, b"key", v)
+    return bytearray(b.build(0))
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_batch_view_and_its_size(codec: int) -> None:
+    values: list[bytes | None] = [b"v%d" % i * i for i in range(30)] + [None, b""]
+    buf = _batch(codec, values)
+    (pos, h), = split_batches(buf)
+    view = k07.batch_to_message_set(buf, pos, h)
+    assert len(view) == k07.batch_message_set_size(buf, pos, h)
+    msgs = k07.parse_message_set(view)
+    expected = [v if v is not None else b"" for v in values]
+    if codec == 0:
+        assert [m.payload for m in msgs] == expected and {m.codec for m in msgs} == {0}
+    else:
+        assert len(msgs) == 1 and msgs[0].codec == (k07.SNAPPY if codec == 2 else k07.GZIP)
+        units = k07.validate_message_set(view, max_message_bytes=1 << 20)
+        assert units == [(msgs[0].codec, expected)]
+    assert k07.batch_to_message_set(buf, pos, h) == view  # deterministic
+
+
+def test_control_batch_has_no_view() -> None:
+    buf = bytearray(build_control_batch(commit=True, producer_id=5, producer_epoch=0, timestamp=1))
+    (pos, h), = split_batches(buf)
+    assert k07.batch_to_message_set(buf, pos, h) == b""
+    assert k07.batch_message_set_size(buf, pos, h) == 0
+
+
+def test_messages_to_batches_groups_plain_and_keeps_wrappers() -> None:
+    units = [(0, [b"a"]), (0, [b"b"]), (k07.GZIP, [b"c", b"d"]), (0, [b"e"]), (k07.SNAPPY, [b"f"]),
+             (k07.GZIP, [])]
+    buf = k07.messages_to_batches(units, 1234)
+    batches = split_batches(buf)
+    assert [h.compression for _p, h in batches] == [0, 1, 0, 2]
+    assert [[r.value for r in decode_batch(buf, p)] for p, _h in batches] == [[b"a", b"b"], [b"c", b"d"],
+                                                                              [b"e"], [b"f"]]
+    assert all(r.key is None and r.timestamp == 1234 for p, _h in batches for r in decode_batch(buf, p))
+
+
+def test_requests_round_trip_with_the_documented_layouts() -> None:
+    produce = k07.ProduceRequest("dogs", 3, k07.encode_message(b"woof"))
+    frame = k07.encode_request(produce)
+    # REQUEST_LENGTH, REQUEST_TYPE, TOPIC_LENGTH, TOPIC, PARTITION, MESSAGES_LENGTH, MESSAGES
+    assert frame == (struct.pack(">ihh", len(frame) - 4, 0, 4) + b"dogs" + struct.pack(">ii", 3, 14)
+                     + produce.messages)
+    fetch = k07.FetchRequest("dogs", 1, 1 << 40, 300 * 1024)
+    assert k07.encode_request(fetch)[4:] == (struct.pack(">hh", 1, 4) + b"dogs"
+                                             + struct.pack(">iqi", 1, 1 << 40, 300 * 1024))
+    offsets = k07.OffsetsRequest("dogs", 0, -2, 1)
+    assert k07.encode_request(offsets)[4:] == (struct.pack(">hh", 4, 4) + b"dogs"
+                                               + struct.pack(">iqi", 0, -2, 1))
+    multi = k07.MultiFetchRequest([fetch, k07.FetchRequest("cats", 0, 0, 10)])
+    assert k07.encode_request(multi)[4:8] == struct.pack(">hh", 2, 2)
+    mp = k07.MultiProduceRequest([produce, k07.ProduceRequest("cats", 0, b"")])
+    for req in (produce, fetch, offsets, multi, mp):
+        frame = k07.encode_request(req)
+        (size,) = struct.unpack_from(">i", frame)
+        assert size == len(frame) - 4
+        kind, parsed = k07.parse_request(frame[4:])
+        assert parsed == req and kind == struct.unpack_from(">h", frame, 4)[0]
+
+
+def test_bad_requests() -> None:
+    for body in (b"\x00", struct.pack(">h", 5), struct.pack(">hh", 1, 10) + b"abc",
+                 struct.pack(">hh", 1, -1), struct.pack(">hh", 1, 2) + b"\xff\xfe" + b"\x00" * 16):
+        with pytest.raises(k07.Kafka07RequestError):
+            k07.parse_request(body)
+
+
+def test_frame_reader() -> None:
+    r = k07.FrameReader(1000)
+    frame = k07.encode_request(k07.FetchRequest("t", 0, 0, 10))
+    assert r.feed(frame[:3]) == []
+    assert r.feed(frame[3:] + frame + frame[:5]) == [frame[4:], frame[4:]]
+    assert r.feed(frame[5:]) == [frame[4:]]
+    with pytest.raises(k07.Kafka07RequestError):
+        k07.FrameReader(1000).feed(struct.pack(">i", 1001))
+    with pytest.raises(k07.Kafka07RequestError):
+        k07.FrameReader(1000).feed(struct.pack(">i", 1))
+
+
+def test_responses() -> None:
+    assert b"".join(k07.encode_fetch_response(0, b"abc")) == struct.pack(">ih", 5, 0) + b"abc"
+    assert k07.encode_offsets_response(0, [7, 3]) == struct.pack(">ihiqq", 2 + 4 + 16, 0, 2, 7, 3)
+    multi = b"".join(k07.encode_multifetch_response([(0, b"ab"), (3, b"")]))
+    assert multi == (struct.pack(">ih", 2 + 8 + 6, 0) + struct.pack(">ih", 2 + 2, 0) + b"ab"
+                     + struct.pack(">ih", 2, 3))
+    assert k07.decode_multifetch_response(multi) == [(0, b"ab"), (3, b"")]
