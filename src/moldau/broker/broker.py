@@ -83,6 +83,7 @@ class Broker:
         self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.server: Any = None
         self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
+        self.quotas: Any = None      # quotas.QuotaManager (client quotas, KIP-13/55/219)
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
@@ -118,6 +119,10 @@ class Broker:
                                       config_validator=validate_topic_configs)
         self.metadata.load()
         self.producer_ids = ProducerIdManager(self.data_dir)
+        from .quotas import FileQuotaStore, QuotaManager
+
+        self.quotas = QuotaManager(FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
+                                   window_s=float(cfg.get("quota.window.size.seconds")))
         self.replica_manager = ReplicaManager(self)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)

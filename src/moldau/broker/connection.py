@@ -36,6 +36,7 @@ class Connection(asyncio.BufferedProtocol):
         "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
         "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
+        "_muted_until",
     )
 
     def __init__(self, broker: "Broker", router: "Router", listener_name: str) -> None:
@@ -71,6 +72,7 @@ class Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._out: list[Any] = []          # response parts not yet handed to the transport
         self._flush_scheduled = False
+        self._muted_until = 0.0  # loop time until which no further request is handled (quota throttling)
 
     # ------------------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -209,6 +211,13 @@ class Connection(asyncio.BufferedProtocol):
         router = self.router
         try:
             while queue and not self._closed:
+                if self._muted_until:
+                    delay = self._muted_until - self._loop.time()  # type: ignore[union-attr]
+                    if delay > 0:
+                        await asyncio.sleep(delay)  # the throttled response is flushed meanwhile
+                    self._muted_until = 0.0
+                    if self._closed:
+                        break
                 if self._write_ok is not None and not self._write_ok.is_set():
                     await self._write_ok.wait()
                     if self._closed:
@@ -250,6 +259,11 @@ class Connection(asyncio.BufferedProtocol):
                 self._task = self._loop.create_task(self._process())  # type: ignore[union-attr]
             elif self._eof:
                 self.close()
+
+    def mute(self, ms: int) -> None:
+        """Handle no further request of this connection for ``ms`` (a client over its quota, KIP-219)."""
+        until = self._loop.time() + ms / 1000.0  # type: ignore[union-attr]
+        self._muted_until = max(self._muted_until, until)
 
     @property
     def closed(self) -> bool:

@@ -94,7 +94,7 @@ class Router:
                         conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
         metrics = self.broker.metrics
-        t0 = time.perf_counter() if metrics is not None else 0.0
+        t0 = time.perf_counter()
         view = memoryview(frame)
         try:
             header, offset = _frame.decode_request_header(view)
@@ -120,15 +120,40 @@ class Router:
             resp.error_code = error_code_of(e)
             if _has_field(resp_msg, "error_message", version):
                 resp.error_message = _error_message(e)
+        quotas = self.broker.quotas
         if resp is None:
+            if quotas is not None and not quotas.empty:
+                ms = quotas.request_throttle(conn.principal, client_id, api_key, len(frame), 0,
+                                             time.perf_counter() - t0)
+                if ms > 0:
+                    conn.mute(ms)
             if metrics is not None:
                 metrics.observe_request(api_key, len(frame), None, time.perf_counter() - t0)
             return None
         body = m.RESPONSES[api_key].encode_parts(resp, version)
         parts = frame_response(correlation_id, api_key, version, body)
+        if quotas is not None and not quotas.empty:
+            parts = self._throttle(conn, quotas, resp, api_key, version, correlation_id, client_id, len(frame),
+                                   parts, time.perf_counter() - t0)
         if metrics is not None:
             metrics.observe_request(api_key, len(frame), parts, time.perf_counter() - t0)
         return parts
+
+    @staticmethod
+    def _throttle(conn: "Connection", quotas: Any, resp: Any, api_key: int, version: int, correlation_id: int,
+                  client_id: str | None, request_bytes: int, parts: list[Any], seconds: float) -> list[Any]:
+        """Client quotas (KIP-219): the throttle time goes into the response's ``throttle_time_ms`` and the
+        connection reads no further request for that long; the response itself leaves at once."""
+        response_bytes = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
+        ms = quotas.request_throttle(conn.principal, client_id, api_key, request_bytes, response_bytes, seconds)
+        if ms <= 0:
+            return parts
+        conn.mute(ms)
+        resp_msg = m.RESPONSES[api_key]
+        if not _has_field(resp_msg, "throttle_time_ms", version):
+            return parts
+        resp.throttle_time_ms = min(ms, 2**31 - 1)
+        return frame_response(correlation_id, api_key, version, resp_msg.encode_parts(resp, version))
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]
