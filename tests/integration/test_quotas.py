@@ -10,10 +10,11 @@ import json
 import subprocess
 import threading
 import time
+import urllib.request
 from typing import Any
 
 import pytest
-from brokerproc import moldau_command
+from brokerproc import free_port, moldau_command
 from confluent_kafka import KafkaError, Producer
 from kafkautil import create_topic, unique_topic
 from rawkafka import RawConnection
@@ -99,7 +100,8 @@ class MoldauLoad(threading.Thread):
 
 
 def test_producer_byte_rate_holds_clients_and_spares_others(broker_factory: Any) -> None:
-    b = broker_factory()
+    mport = free_port()
+    b = broker_factory({"metrics.listener": f"127.0.0.1:{mport}"})
     for cid in ("throttled-rdkafka", "throttled-moldau"):
         r = quotas_cli("alter", "--bootstrap-server", b.bootstrap, "--client-id", cid,
                        "--set", f"producer_byte_rate={RATE}")
@@ -138,6 +140,15 @@ def test_producer_byte_rate_holds_clients_and_spares_others(broker_factory: Any)
     assert free.throttle_max == 0
     # librdkafka saw throttle_time_ms in the produce responses (its per-broker throttle statistics)
     assert rd.throttle_max > 0
+
+    # per-client metrics: the throttled clients' rate and throttle time; nothing for the unthrottled one
+    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    throttle = {line.split('client_id="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+                for line in metrics.splitlines()
+                if line.startswith("kafka_server_quota_throttle_time_ms_total{") and 'quota="Produce"' in line}
+    assert throttle.keys() == {"throttled-rdkafka", "throttled-moldau"}
+    assert min(throttle.values()) > 1000
 
     b.restart()
     r = quotas_cli("describe", "--bootstrap-server", b.bootstrap, "--client-id", "throttled-moldau", "--json")

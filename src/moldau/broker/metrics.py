@@ -172,6 +172,7 @@ class BrokerMetrics:
         except Exception:
             log.exception("metrics: groups")
         self._render_server(w)
+        self._render_quotas(w)
         self._render_process(w)
         return w.text()
 
@@ -338,6 +339,21 @@ class BrokerMetrics:
         started = getattr(b, "started_at", 0.0) or 0.0
         w.family("moldau_broker_uptime_seconds", "gauge", "Seconds since the broker became ready.")
         w.sample("moldau_broker_uptime_seconds", [], max(time.monotonic() - started, 0.0) if started else 0.0)
+
+    def _render_quotas(self, w: _Writer) -> None:
+        """Per quota group (user, client id) and quota: the measured rate and the throttle time handed out."""
+        qm = getattr(self.broker, "quotas", None)
+        rows = qm.metrics() if qm is not None else []
+        kinds = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch", "request_percentage": "Request"}
+        w.family("kafka_server_quota_rate", "gauge", "Bytes/s (Produce, Fetch) or request-time percentage "
+                                                     "(Request) of a client quota group over the quota window.")
+        for key, user, client, rate, _throttle, _total in rows:
+            w.sample("kafka_server_quota_rate", [("quota", kinds.get(key, key)), ("user", user),
+                                                 ("client_id", client)], rate)
+        w.family("kafka_server_quota_throttle_time_ms_total", "counter", "Throttle time handed out (ms).")
+        for key, user, client, _rate, throttle, _total in rows:
+            w.sample("kafka_server_quota_throttle_time_ms_total", [("quota", kinds.get(key, key)), ("user", user),
+                                                                   ("client_id", client)], throttle)
 
     def _render_process(self, w: _Writer) -> None:
         ru = resource.getrusage(resource.RUSAGE_SELF)
