@@ -84,6 +84,11 @@ class Broker:
         self.server: Any = None
         self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
         self.quotas: Any = None      # quotas.QuotaManager (client quotas, KIP-13/55/219)
+        from .limits import ClientLog
+
+        self.client_log = ClientLog()  # rate-limited per-client warnings, counted (bad frames, refusals)
+        self.limiter: Any = None         # limits.ConnectionLimiter
+        self.request_memory: Any = None  # limits.RequestMemory (queued.max.request.bytes)
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
@@ -123,6 +128,10 @@ class Broker:
 
         self.quotas = QuotaManager(FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
                                    window_s=float(cfg.get("quota.window.size.seconds")))
+        from .limits import ConnectionLimiter, RequestMemory
+
+        self.limiter = ConnectionLimiter(cfg, self.quotas, client_log=self.client_log)
+        self.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
         self.replica_manager = ReplicaManager(self)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)

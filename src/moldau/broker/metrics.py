@@ -173,6 +173,7 @@ class BrokerMetrics:
             log.exception("metrics: groups")
         self._render_server(w)
         self._render_quotas(w)
+        self._render_limits(w)
         self._render_process(w)
         return w.text()
 
@@ -354,6 +355,20 @@ class BrokerMetrics:
         for key, user, client, _rate, throttle, _total in rows:
             w.sample("kafka_server_quota_throttle_time_ms_total", [("quota", kinds.get(key, key)), ("user", user),
                                                                    ("client_id", client)], throttle)
+
+    def _render_limits(self, w: _Writer) -> None:
+        """Bad request frames and connections refused by a limit (counted even when their log lines are
+        suppressed), and the bytes of requests held (queued.max.request.bytes)."""
+        counts = getattr(getattr(self.broker, "client_log", None), "counts", {}) or {}
+        w.family("moldau_bad_frames_total", "counter", "Request frames that could not be handled (connection "
+                                                       "closed).")
+        w.sample("moldau_bad_frames_total", [], counts.get("bad_frames", 0))
+        w.family("moldau_connections_refused_total", "counter", "Connections closed at accept by a limit.")
+        w.sample("moldau_connections_refused_total", [], counts.get("connections_refused", 0))
+        pool = getattr(self.broker, "request_memory", None)
+        w.family("moldau_request_bytes_held", "gauge", "Bytes of requests read and not yet handled (counted "
+                                                       "when queued.max.request.bytes is set).")
+        w.sample("moldau_request_bytes_held", [], pool.used if pool is not None else 0)
 
     def _render_process(self, w: _Writer) -> None:
         ru = resource.getrusage(resource.RUSAGE_SELF)

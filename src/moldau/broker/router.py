@@ -78,20 +78,23 @@ class Router:
             if verdict is not None:
                 return verdict  # type: ignore[no-any-return]
         if len(frame) < 8:
-            log.warning("closing connection from %s:%d: request of %d bytes is too short for a header",
-                        conn.peer[0], conn.peer[1], len(frame))
+            self.broker.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: request of %d bytes is too short "
+                "for a header", conn.peer[0], conn.peer[1], len(frame))
             return False
         api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
         spec = HANDLERS.get(api_key)
         if spec is None:
-            log.warning("closing connection from %s:%d: unknown api key %d (version %d)", conn.peer[0],
-                        conn.peer[1], api_key, version)
+            self.broker.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: unknown api key %d (version %d)",
+                conn.peer[0], conn.peer[1], api_key, version)
             return False
         if not spec.min_version <= version <= spec.max_version:
             if api_key == API_VERSIONS:
                 return self._api_versions_unsupported(correlation_id)
-            log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
-                        conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
+            self.broker.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: %s v%d is not supported (%d-%d)",
+                conn.peer[0], conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
         metrics = self.broker.metrics
         t0 = time.perf_counter()
@@ -101,8 +104,9 @@ class Router:
             req_msg = m.REQUESTS[api_key]
             req, _end = req_msg.decode(view, version, offset)
         except Exception as e:
-            log.warning("closing connection from %s:%d: cannot decode %s v%d request: %s", conn.peer[0],
-                        conn.peer[1], spec.name, version, e)
+            self.broker.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: cannot decode %s v%d request: %s",
+                conn.peer[0], conn.peer[1], spec.name, version, e)
             return False
         client_id = getattr(header, "client_id", None)
         if client_id is not None:
