@@ -132,6 +132,9 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
+        # log dirs taken offline after a storage error (dir -> reason): no more writes, checkpoints or clean-
+        # shutdown marker there until a restart (which recovers them)
+        self.offline_dirs: dict[str, str] = {}
         self._locks: dict[str, int] = {}
         self._loaded = False
         self._closed = False
@@ -295,10 +298,13 @@ class LogManager:
         validate_topic_name(topic)
         if partition < 0:
             raise ValueError(f"invalid partition {partition}")
-        counts = {d: 0 for d in self.log_dirs}
+        counts = {d: 0 for d in self.log_dirs if d not in self.offline_dirs}
+        if not counts:
+            raise StorageError("every log directory is offline")
         for k, d in self._dir_of.items():
-            counts[d] = counts.get(d, 0) + 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
+            if d in counts:
+                counts[d] += 1
+        d = min(counts, key=lambda x: counts[x])
         plog = PartitionLog(
             os.path.join(d, f"{topic}-{partition}"),
             config or self.default_config,
@@ -347,6 +353,16 @@ class LogManager:
     def dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
 
+    def mark_offline(self, d: str, reason: str) -> bool:
+        """Take log dir ``d`` offline; True when it was online."""
+        if d in self.offline_dirs:
+            return False
+        self.offline_dirs[d] = reason
+        return True
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return bool(self.offline_dirs) and self._dir_of.get((topic, partition)) in self.offline_dirs
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), plog in self._logs.items():
             if t == topic:
@@ -364,8 +380,9 @@ class LogManager:
         if self._last_checkpoint_ms is None:
             self._last_checkpoint_ms = now_ms
         retention_due = now_ms - self._last_retention_ms >= self.retention_check_interval_ms
-        for plog in list(self._logs.values()):
-            if plog.closed:
+        offline = self.offline_dirs
+        for key, plog in list(self._logs.items()):
+            if plog.closed or offline and self._dir_of.get(key) in offline:
                 continue
             try:
                 plog.maybe_roll_by_time(now_ms)
@@ -408,6 +425,8 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every directory."""
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             keys = sorted(k for k, dd in self._dir_of.items() if dd == d)
             logs = [(k, self._logs[k]) for k in keys if k in self._logs]
             try:
@@ -434,7 +453,9 @@ class LogManager:
             self._release_locks()
             return
         ok = True
-        for plog in list(self._logs.values()):
+        for key, plog in list(self._logs.items()):
+            if self._dir_of.get(key) in self.offline_dirs:
+                continue  # an offline dir is left as it is: recovered at the next start
             try:
                 plog.close()
             except Exception:
@@ -443,6 +464,8 @@ class LogManager:
         self.checkpoint()
         if ok:
             for d in self.log_dirs:
+                if d in self.offline_dirs:
+                    continue
                 fd = os.open(os.path.join(d, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
                 os.fsync(fd)
                 os.close(fd)

@@ -428,6 +428,10 @@ class Segment:
             while written < n:  # regular files rarely do partial writes, but be exact
                 written += os.pwrite(fd, memoryview(data)[written:], pos + written)
         except OSError as e:
+            try:
+                os.ftruncate(fd, pos)  # no torn batch behind the last good one (needs no space)
+            except OSError:
+                pass
             raise StorageError(f"write to {self.log_path} failed: {e}") from e
         self.size = pos + n
         self.dirty = True

@@ -88,6 +88,8 @@ async def describe_log_dirs(ctx: Any, req: Any) -> Any:
         except OSError as exc:
             log.warning("log dir %s unavailable: %s", log_dir, exc)
             error = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        if log_dir in ctx.broker.log_manager.offline_dirs:
+            error = int(ErrorCode.KAFKA_STORAGE_ERROR)  # taken offline after a storage error
         by_topic: dict[str, list[Any]] = {}
         if not error:
             for p in partitions:
