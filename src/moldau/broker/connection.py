@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_RECV_BUFFER = 256 * 1024
+_RECV_BUFFER = 16 * 1024  # per connection; larger frames are read straight into their own buffer
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 
 
