@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from brokerproc import BrokerProcess, free_port, moldau_command  # noqa: E402
+from brokerproc import BrokerProcess, free_port, moldau_command
 
 # ApiVersions v0, correlation id 1, client id "bench"
 _APIVERSIONS = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"

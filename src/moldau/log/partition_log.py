@@ -1022,8 +1022,11 @@ class PartitionLog:
         self.flush()
         with self._lock:
             leo = self.log_end_offset
+            path = self._snapshot_path(leo)
             try:
-                self.producer_state.write_snapshot(self._snapshot_path(leo))
+                # a snapshot at the log end offset already holds this state (nothing appended since)
+                if not os.path.exists(path):
+                    self.producer_state.write_snapshot(path)
             except OSError as e:
                 log.warning("%s: cannot write producer snapshot: %s", self.dir, e)
             for seg in self._segments:
