@@ -89,11 +89,6 @@ class ConnectionLimiter:
         self._recent_ip: dict[str, deque[float]] = {}
         self.refused = 0
 
-    @property
-    def unlimited(self) -> bool:
-        return (self.max_connections >= INT_MAX and self.max_per_ip >= INT_MAX and not self.overrides
-                and self.max_rate >= INT_MAX and (self.quotas is None or self.quotas.empty))
-
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(ip, self.max_per_ip)
 

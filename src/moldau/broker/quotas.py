@@ -259,6 +259,7 @@ class QuotaManager:
         self._resolved.clear()
 
     def reload(self) -> None:
+        """Re-read the store (for a store changed from outside, e.g. a cluster's watcher)."""
         self._quotas = self.store.all()
         self._resolved.clear()
 
