@@ -144,7 +144,7 @@ class Router:
         return parts
 
     @staticmethod
-    def _throttle(conn: "Connection", quotas: Any, resp: Any, api_key: int, version: int, correlation_id: int,
+    def _throttle(conn: Connection, quotas: Any, resp: Any, api_key: int, version: int, correlation_id: int,
                   client_id: str | None, request_bytes: int, parts: list[Any], seconds: float) -> list[Any]:
         """Client quotas (KIP-219): the throttle time goes into the response's ``throttle_time_ms`` and the
         connection reads no further request for that long; the response itself leaves at once."""
