@@ -112,6 +112,17 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 600.0)
     raise TimeoutError("broker not ready")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (from /proc): a figure the machine's load does not
+    inflate, unlike wall time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+LAST_START_CPU = [0.0]
+
+
 def _start(data: Path, port: int, extra: list[str] | None = None) -> tuple[subprocess.Popen[bytes], float]:
     cmd = moldau_command() + ["broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data),
                               "--set", "auto.create.topics.enable=false"] + (extra or [])
@@ -121,7 +132,9 @@ def _start(data: Path, port: int, extra: list[str] | None = None) -> tuple[subpr
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=env)
     _wait_port(port, proc)
-    return proc, time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    LAST_START_CPU[0] = cpu_s(proc.pid)
+    return proc, wall
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> float:
@@ -170,27 +183,32 @@ def bench_partitions(n: int) -> dict[str, Any]:
         populate = time.perf_counter() - t0
         first_stop = _stop(proc)
         proc, clean_start = _start(data, port)
+        clean_cpu = LAST_START_CPU[0]
         clean_stop = _stop(proc)
         proc, _ = _start(data, port)
         _kill9(proc)
         proc, crash_start = _start(data, port)
+        crash_cpu = LAST_START_CPU[0]
         _stop(proc)
     return {"partitions": n, "populate_s": round(populate, 2), "first_stop_s": round(first_stop, 3),
-            "start_after_clean_stop_s": round(clean_start, 3), "clean_stop_s": round(clean_stop, 3),
-            "start_after_kill9_s": round(crash_start, 3)}
+            "start_after_clean_stop_s": round(clean_start, 3), "start_after_clean_stop_cpu_s": round(clean_cpu, 2),
+            "clean_stop_s": round(clean_stop, 3), "start_after_kill9_s": round(crash_start, 3),
+            "start_after_kill9_cpu_s": round(crash_cpu, 2), "loadavg": os.getloadavg()[0]}
 
 
 def bench_empty(repeat: int = 5) -> dict[str, Any]:
-    times = []
+    times, cpus = [], []
     with tempfile.TemporaryDirectory(prefix="bench-empty-") as tmp:
         data = Path(tmp) / "data"
         for _ in range(repeat + 1):  # the first run warms the bytecode cache and creates the data dir
             port = free_port()
             proc, t = _start(data, port)
+            cpus.append(LAST_START_CPU[0])
             _stop(proc)
             times.append(t)
     runs = times[1:]
-    return {"runs_s": [round(t, 3) for t in runs], "median_s": round(statistics.median(runs), 3)}
+    return {"runs_s": [round(t, 3) for t in runs], "median_s": round(statistics.median(runs), 3),
+            "cpu_median_s": round(statistics.median(cpus[1:]), 3), "loadavg": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -214,12 +232,16 @@ def main() -> None:
         for n in args.partitions:
             r = bench_partitions(n)
             out["partitions"].append(r)
-            print(f"{n:6d} partitions: start after clean stop {r['start_after_clean_stop_s']:.2f} s, after kill -9 "
-                  f"{r['start_after_kill9_s']:.2f} s, clean stop {r['clean_stop_s']:.2f} s "
-                  f"(first stop {r['first_stop_s']:.2f} s, populate {r['populate_s']:.1f} s)", flush=True)
+            print(f"{n:6d} partitions: start after clean stop {r['start_after_clean_stop_s']:.2f} s "
+                  f"(CPU {r['start_after_clean_stop_cpu_s']:.2f} s), after kill -9 {r['start_after_kill9_s']:.2f} s "
+                  f"(CPU {r['start_after_kill9_cpu_s']:.2f} s), clean stop {r['clean_stop_s']:.2f} s "
+                  f"(first stop {r['first_stop_s']:.2f} s, populate {r['populate_s']:.1f} s, load average "
+                  f"{r['loadavg']:.1f})", flush=True)
     if "empty" in args.what:
         out["empty"] = bench_empty()
-        print(f"empty broker listening: median {out['empty']['median_s']:.3f} s of {out['empty']['runs_s']}")
+        e = out["empty"]
+        print(f"empty broker listening: median {e['median_s']:.3f} s of {e['runs_s']} (CPU median "
+              f"{e['cpu_median_s']:.3f} s, load average {e['loadavg']:.1f})")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     path = results / f"limits-{time.strftime('%Y%m%d-%H%M%S')}.json"
