@@ -219,3 +219,48 @@ def test_alter_and_describe_client_quotas_errors(fresh_broker: Any) -> None:
                       AlterClientQuotasResponse, 1)
         assert resp.entries[0].error_code == 0
         assert entities(describe(c, False, ("user", 0, "zed"))) == {}
+
+
+def test_consumer_byte_rate_throttles_fetches(fresh_broker: Any) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = fresh_broker
+    rate = 256 * 1024
+    r = quotas_cli("alter", "--bootstrap-server", b.bootstrap, "--user-default", "--client-id", "slow-consumer",
+                   "--set", f"consumer_byte_rate={rate}")
+    assert r.returncode == 0, r.stderr
+    topic = create_topic(b.bootstrap, unique_topic("cquota"))
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for _ in range(400):  # 4 MB
+        p.produce(topic, VALUE)
+    p.flush(30)
+
+    def consume(client_id: str, seconds: float) -> tuple[int, int]:
+        throttle = [0]
+
+        def stats(text: str) -> None:
+            for br in json.loads(text).get("brokers", {}).values():
+                throttle[0] = max(throttle[0], int(br.get("throttle", {}).get("max", 0)))
+
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": client_id, "client.id": client_id,
+                      "statistics.interval.ms": 500, "stats_cb": stats, "fetch.max.bytes": 1048576,
+                      "max.partition.fetch.bytes": 1048576})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None and not msg.error():
+                got += len(msg.value())
+        c.poll(0.6)  # one more statistics callback
+        c.close()
+        return got, throttle[0]
+
+    slow, slow_throttle = consume("slow-consumer", 6.0)
+    fast, fast_throttle = consume("fast-consumer", 3.0)
+    print(f"throttled consumer {slow / 6.0 / 1024:.0f} KiB/s, unthrottled read {fast} bytes in 3 s")
+    # the (user default, client) quota holds the consumer near its rate: a first window's worth plus the
+    # rate, with one fetch (up to 1 MiB) of slack
+    assert slow <= rate * 6.0 + rate + 1024 * 1024
+    assert slow_throttle > 0
+    assert fast == 400 * len(VALUE) and fast_throttle == 0
