@@ -112,8 +112,12 @@ class PartitionLog:
         high_watermark: int | None = None,
         clean_shutdown: bool = True,
         topic_id: Any = None,
+        deferred_fsync: list[Segment] | None = None,
     ) -> None:
+        """``deferred_fsync``: segments recovered after an unclean shutdown are appended there for the caller
+        to fsync (the log manager does many partitions' in parallel) instead of one by one here."""
         self.dir = os.path.abspath(directory)
+        self._deferred_fsync = deferred_fsync
         if topic is None or partition is None:
             parsed = parse_partition_dir_name(os.path.basename(self.dir))
             if parsed is None:
@@ -201,8 +205,11 @@ class PartitionLog:
                         del segs[j + 1 :]
                         segs[-1].active = True
                         break
-                for s in segs[first:]:
-                    self._fsync_segment(s)
+                if self._deferred_fsync is not None:
+                    self._deferred_fsync.extend(segs[first:])
+                else:
+                    for s in segs[first:]:
+                        self._fsync_segment(s)
             else:
                 segs[-1].load_tail(interval)
         self._segments = segs
