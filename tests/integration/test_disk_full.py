@@ -44,8 +44,12 @@ def small_fs(tmp_path: Path) -> Any:
         pytest.skip("needs root to mount a small tmpfs")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True,
-                       text=True, check=False)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
     try:
@@ -55,8 +59,14 @@ def small_fs(tmp_path: Path) -> Any:
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, end: int) -> dict[int, bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     c.assign([TopicPartition(topic, partition, 0)])
     out: dict[int, bytes] = {}
     deadline = time.monotonic() + 60
@@ -74,11 +84,15 @@ def read_partition(bootstrap: str, topic: str, partition: int, end: int) -> dict
 def log_dirs(bootstrap: str) -> dict[str, tuple[int, set[tuple[str, int]]]]:
     with RawConnection.to(bootstrap) as c:
         resp = c.call(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, 1)
-    return {r.log_dir: (r.error_code, {(t.name, p.partition_index) for t in r.topics for p in t.partitions})
-            for r in resp.results}
+    return {
+        r.log_dir: (r.error_code, {(t.name, p.partition_index) for t in r.topics for p in t.partitions})
+        for r in resp.results
+    }
 
 
-def test_disk_full_takes_the_dir_offline_and_loses_nothing_acknowledged(tmp_path: Path, small_fs: Path) -> None:
+def test_disk_full_takes_the_dir_offline_and_loses_nothing_acknowledged(
+    tmp_path: Path, small_fs: Path
+) -> None:
     big = tmp_path / "big"
     small = small_fs / "data"
     b = TwoDirBroker(big, small)
@@ -101,8 +115,15 @@ def test_disk_full_takes_the_dir_offline_and_loses_nothing_acknowledged(tmp_path
             else:
                 acked[msg.offset()] = msg.value()
 
-        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "retries": 0,
-                      "message.timeout.ms": 10000})
+        p = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "retries": 0,
+                "message.timeout.ms": 10000,
+            }
+        )
         seq = 0
         deadline = time.monotonic() + 60
         while not errors and time.monotonic() < deadline:

@@ -74,8 +74,13 @@ def test_max_connections_per_ip_refuses_excess_logs_once_and_keeps_serving(broke
 
 
 def test_max_connections_with_per_ip_override(broker_factory: Any) -> None:
-    b = broker_factory({"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "127.0.0.1:10",
-                        "max.connections": "4"})
+    b = broker_factory(
+        {
+            "max.connections.per.ip": "1",
+            "max.connections.per.ip.overrides": "127.0.0.1:10",
+            "max.connections": "4",
+        }
+    )
     conns = [RawConnection.to(b.bootstrap) for _ in range(4)]  # the override lifts the per-ip limit of 1
     assert all(api_versions_ok(c) for c in conns)
     extra = RawConnection.to(b.bootstrap)
@@ -105,9 +110,23 @@ def test_queued_request_bytes_bound_rss_under_a_flood_of_large_produces(broker_f
     client id has a 1 MB/s quota, so each connection is muted after its first request and would otherwise
     queue up to 64 MiB; queued.max.request.bytes holds the whole broker to 32 MiB of requests."""
     b = broker_factory({"queued.max.request.bytes": str(BOUND), "auto.create.topics.enable": "false"})
-    r = subprocess.run(moldau_command() + ["quotas", "alter", "--bootstrap-server", b.bootstrap,
-                                           "--client-id", "flood", "--set", "producer_byte_rate=1000000"],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        moldau_command()
+        + [
+            "quotas",
+            "alter",
+            "--bootstrap-server",
+            b.bootstrap,
+            "--client-id",
+            "flood",
+            "--set",
+            "producer_byte_rate=1000000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     pid = b.pid
     time.sleep(1.0)
@@ -151,8 +170,10 @@ def test_queued_request_bytes_bound_rss_under_a_flood_of_large_produces(broker_f
     for t in threads:
         t.join(10)
     hwm = _rss_kib(pid)[1]
-    print(f"RSS before {base_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, VmHWM {hwm / 1024:.0f} MiB; "
-          f"requests sent {sum(sent)}")
+    print(
+        f"RSS before {base_rss / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, VmHWM {hwm / 1024:.0f} MiB; "
+        f"requests sent {sum(sent)}"
+    )
     assert sum(sent) >= 4  # the flood did start
     assert peak * 1024 <= base_rss * 1024 + BOUND + MARGIN
     assert hwm * 1024 <= base_rss * 1024 + BOUND + MARGIN
@@ -163,12 +184,16 @@ def test_queued_request_bytes_bound_rss_under_a_flood_of_large_produces(broker_f
 
 def test_data_dir_in_use_is_one_line_and_an_exit_code(fresh_broker: Any) -> None:
     port = free_port()
-    r = subprocess.run(moldau_command() + ["broker", "--port", str(port), "--data-dir", str(fresh_broker.data_dir)],
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        moldau_command() + ["broker", "--port", str(port), "--data-dir", str(fresh_broker.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 1
     assert "Traceback" not in r.stderr + r.stdout
     errors = [line for line in r.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [f"moldau broker: error: log directory {fresh_broker.data_dir} is in use by another process"]
-
-
-
+    assert errors == [
+        f"moldau broker: error: log directory {fresh_broker.data_dir} is in use by another process"
+    ]

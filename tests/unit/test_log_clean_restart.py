@@ -32,7 +32,10 @@ def log_with(tmp_path, n: int, size: int = 50) -> PartitionLog:
 
 
 def files(d: str) -> dict[str, tuple[int, int]]:
-    return {n: (os.stat(os.path.join(d, n)).st_mtime_ns, os.stat(os.path.join(d, n)).st_size) for n in os.listdir(d)}
+    return {
+        n: (os.stat(os.path.join(d, n)).st_mtime_ns, os.stat(os.path.join(d, n)).st_size)
+        for n in os.listdir(d)
+    }
 
 
 def test_small_segment_with_an_empty_index_is_not_rebuilt(tmp_path, caplog) -> None:

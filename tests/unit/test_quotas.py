@@ -38,9 +38,14 @@ def E(**parts: str | None) -> tuple:
 def test_precedence_most_specific_first_per_key() -> None:
     qm = manager()
     levels = [
-        (E(user="u", client_id="c"), 1.0), (E(user="u", client_id=None), 2.0), (E(user="u"), 3.0),
-        (E(user=None, client_id="c"), 4.0), (E(user=None, client_id=None), 5.0), (E(user=None), 6.0),
-        (E(client_id="c"), 7.0), (E(client_id=None), 8.0),
+        (E(user="u", client_id="c"), 1.0),
+        (E(user="u", client_id=None), 2.0),
+        (E(user="u"), 3.0),
+        (E(user=None, client_id="c"), 4.0),
+        (E(user=None, client_id=None), 5.0),
+        (E(user=None), 6.0),
+        (E(client_id="c"), 7.0),
+        (E(client_id=None), 8.0),
     ]
     qm.alter([(e, {"producer_byte_rate": v}) for e, v in levels])
     # remove the most specific level one at a time: the next one takes over
@@ -122,13 +127,19 @@ def test_rate_purges_old_samples() -> None:
 def test_request_throttle_picks_the_key_by_api() -> None:
     clock = Clock()
     qm = manager(clock)
-    qm.alter([(E(user="alice"), {"producer_byte_rate": 100.0, "consumer_byte_rate": 100.0,
-                                 "request_percentage": 10.0})])
-    assert qm.request_throttle("User:alice", "x", 0, 50, 10_000, 0.0) == 0    # produce: request bytes
-    assert qm.request_throttle("User:alice", "x", 1, 10_000, 50, 0.0) == 0    # fetch: response bytes
+    qm.alter(
+        [
+            (
+                E(user="alice"),
+                {"producer_byte_rate": 100.0, "consumer_byte_rate": 100.0, "request_percentage": 10.0},
+            )
+        ]
+    )
+    assert qm.request_throttle("User:alice", "x", 0, 50, 10_000, 0.0) == 0  # produce: request bytes
+    assert qm.request_throttle("User:alice", "x", 1, 10_000, 50, 0.0) == 0  # fetch: response bytes
     assert qm.request_throttle("User:alice", "x", 1, 10, 1000, 0.0) > 0
-    assert qm.request_throttle("User:alice", "x", 3, 10, 10, 0.5) > 0         # 50 % of a thread
-    assert qm.request_throttle("User:alice", "x", 18, 10, 10, 5.0) == 0       # ApiVersions is exempt
+    assert qm.request_throttle("User:alice", "x", 3, 10, 10, 0.5) > 0  # 50 % of a thread
+    assert qm.request_throttle("User:alice", "x", 18, 10, 10, 5.0) == 0  # ApiVersions is exempt
     assert qm.request_throttle("User:bob", "x", 0, 10**6, 10, 0.0) == 0
     assert user_of("User:alice") == "alice" and user_of(None) == "ANONYMOUS"
 
@@ -153,8 +164,14 @@ def test_entity_and_key_validation() -> None:
 
 def test_describe_filters() -> None:
     qm = manager()
-    qm.alter([(E(user="a", client_id="c"), {"producer_byte_rate": 1.0}), (E(user="a"), {"producer_byte_rate": 2.0}),
-              (E(user=None), {"producer_byte_rate": 3.0}), (E(client_id="c"), {"producer_byte_rate": 4.0})])
+    qm.alter(
+        [
+            (E(user="a", client_id="c"), {"producer_byte_rate": 1.0}),
+            (E(user="a"), {"producer_byte_rate": 2.0}),
+            (E(user=None), {"producer_byte_rate": 3.0}),
+            (E(client_id="c"), {"producer_byte_rate": 4.0}),
+        ]
+    )
     assert set(qm.describe([("user", 0, "a")], strict=False)) == {E(user="a", client_id="c"), E(user="a")}
     assert set(qm.describe([("user", 0, "a")], strict=True)) == {E(user="a")}
     assert set(qm.describe([("user", 1, None)], strict=False)) == {E(user=None)}
@@ -168,7 +185,10 @@ def test_file_store_persists_and_skips_bad_entries(tmp_path) -> None:  # type: i
     store = FileQuotaStore(str(tmp_path))
     store.alter([(E(user="a"), {"producer_byte_rate": 5.0}), (E(ip=None), {"connection_creation_rate": 3.0})])
     again = FileQuotaStore(str(tmp_path))
-    assert again.all() == {E(user="a"): {"producer_byte_rate": 5.0}, E(ip=None): {"connection_creation_rate": 3.0}}
+    assert again.all() == {
+        E(user="a"): {"producer_byte_rate": 5.0},
+        E(ip=None): {"connection_creation_rate": 3.0},
+    }
     again.alter([(E(user="a"), {"producer_byte_rate": None})])
     assert FileQuotaStore(str(tmp_path)).all() == {E(ip=None): {"connection_creation_rate": 3.0}}
     doc = json.loads((tmp_path / "__moldau_quotas.json").read_text())

@@ -44,8 +44,9 @@ def parse_overrides(text: str | None) -> dict[str, int]:
 class ClientLog:
     """Rate-limited warnings per (client ip, kind), with counters per kind."""
 
-    def __init__(self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 max_clients: int = 10_000) -> None:
+    def __init__(
+        self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000
+    ) -> None:
         self.interval_s = interval_s
         self.clock = clock
         self.max_clients = max_clients
@@ -65,8 +66,13 @@ class ClientLog:
         suppressed = last[1] if last is not None else 0
         self._last[key] = (now, 0)
         if suppressed:
-            log.log(level, fmt + " (%d more from this client in the last %d s)", *args, suppressed,
-                    int(now - last[0]))  # type: ignore[index]
+            log.log(
+                level,
+                fmt + " (%d more from this client in the last %d s)",
+                *args,
+                suppressed,
+                int(now - last[0]),
+            )  # type: ignore[index]
         else:
             log.log(level, fmt, *args)
 
@@ -74,8 +80,13 @@ class ClientLog:
 class ConnectionLimiter:
     """Open connections per broker and per ip, and connection creation rates."""
 
-    def __init__(self, config: Any, quotas: Any = None, clock: Callable[[], float] = time.monotonic,
-                 client_log: ClientLog | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        quotas: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        client_log: ClientLog | None = None,
+    ) -> None:
         self.max_connections = int(config.get("max.connections"))
         self.max_per_ip = int(config.get("max.connections.per.ip"))
         self.overrides = parse_overrides(config.get("max.connections.per.ip.overrides"))
@@ -138,7 +149,8 @@ class ConnectionLimiter:
 
 
 class RequestMemory:
-    """A broker-wide bound on the bytes of requests read and not yet handled (``queued.max.request.bytes``)."""
+    """A broker-wide bound on the bytes of requests read and not yet handled
+    (``queued.max.request.bytes``)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity  # <= 0: unbounded

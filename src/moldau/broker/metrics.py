@@ -202,12 +202,15 @@ class BrokerMetrics:
         fams = [
             ("kafka_server_brokertopicmetrics_messagesin_total", "Records appended (MessagesInPerSec).",
              self.messages_in),
-            ("kafka_server_brokertopicmetrics_bytesin_total", "Record bytes appended by producers (BytesInPerSec).",
+            ("kafka_server_brokertopicmetrics_bytesin_total",
+             "Record bytes appended by producers (BytesInPerSec).",
              self.bytes_in),
-            ("kafka_server_brokertopicmetrics_bytesout_total", "Record bytes sent to fetchers (BytesOutPerSec).",
+            ("kafka_server_brokertopicmetrics_bytesout_total",
+             "Record bytes sent to fetchers (BytesOutPerSec).",
              self.bytes_out),
             ("kafka_server_brokertopicmetrics_totalproducerequests_total",
-             "Successful partition appends (TotalProduceRequestsPerSec without the failed ones).", self.produce_requests),
+             "Successful partition appends (TotalProduceRequestsPerSec without the failed ones).",
+             self.produce_requests),
             ("kafka_server_brokertopicmetrics_totalfetchrequests_total",
              "Partition reads for fetchers (TotalFetchRequestsPerSec).", self.fetch_requests),
         ]
@@ -271,7 +274,8 @@ class BrokerMetrics:
         by_state: dict[str, int] = defaultdict(int)
         for g in groups.values():
             by_state[_state(g)] += 1
-        w.family("kafka_coordinator_group_groupmetadatamanager_numgroups", "gauge", "Groups known (NumGroups).")
+        w.family("kafka_coordinator_group_groupmetadatamanager_numgroups", "gauge",
+                 "Groups known (NumGroups).")
         w.sample("kafka_coordinator_group_groupmetadatamanager_numgroups", [], len(groups))
         for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"):
             name = f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.lower()}"
@@ -282,7 +286,8 @@ class BrokerMetrics:
             w.sample("moldau_group_members", [("group", gid)], len(getattr(groups[gid], "members", {}) or {}))
         # committed offsets and lag per group and partition (kafka_exporter's names)
         rm = getattr(self.broker, "replica_manager", None)
-        w.family("kafka_consumergroup_current_offset", "gauge", "Committed offset of a group for a partition.")
+        w.family("kafka_consumergroup_current_offset", "gauge",
+                 "Committed offset of a group for a partition.")
         w.family("kafka_consumergroup_lag", "gauge", "Log end offset minus the committed offset.")
         w.family("kafka_consumergroup_lag_sum", "gauge", "Sum of a group's lag over a topic.")
         lag_rows = []
@@ -345,16 +350,18 @@ class BrokerMetrics:
         """Per quota group (user, client id) and quota: the measured rate and the throttle time handed out."""
         qm = getattr(self.broker, "quotas", None)
         rows = qm.metrics() if qm is not None else []
-        kinds = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch", "request_percentage": "Request"}
-        w.family("kafka_server_quota_rate", "gauge", "Bytes/s (Produce, Fetch) or request-time percentage "
-                                                     "(Request) of a client quota group over the quota window.")
+        kinds = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch",
+                 "request_percentage": "Request"}
+        rate_help = ("Bytes/s (Produce, Fetch) or request-time percentage (Request) of a client quota group "
+                     "over the quota window.")
+        w.family("kafka_server_quota_rate", "gauge", rate_help)
         for key, user, client, rate, _throttle, _total in rows:
-            w.sample("kafka_server_quota_rate", [("quota", kinds.get(key, key)), ("user", user),
-                                                 ("client_id", client)], rate)
+            labels = [("quota", kinds.get(key, key)), ("user", user), ("client_id", client)]
+            w.sample("kafka_server_quota_rate", labels, rate)
         w.family("kafka_server_quota_throttle_time_ms_total", "counter", "Throttle time handed out (ms).")
         for key, user, client, _rate, throttle, _total in rows:
-            w.sample("kafka_server_quota_throttle_time_ms_total", [("quota", kinds.get(key, key)), ("user", user),
-                                                                   ("client_id", client)], throttle)
+            labels = [("quota", kinds.get(key, key)), ("user", user), ("client_id", client)]
+            w.sample("kafka_server_quota_throttle_time_ms_total", labels, throttle)
 
     def _render_limits(self, w: _Writer) -> None:
         """Bad request frames and connections refused by a limit (counted even when their log lines are

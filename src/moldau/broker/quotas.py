@@ -50,7 +50,9 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
-CLIENT_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE})
+CLIENT_KEYS = frozenset(
+    {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE}
+)
 IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
 
 # ApiVersions and the SASL requests are never throttled (a client must be able to connect and log in).
@@ -150,7 +152,10 @@ class FileQuotaStore:
                     values[k] = float(v)
             if not values:
                 del new[entity]
-        doc = {"version": 1, "quotas": [{"entity": [list(p) for p in e], "values": v} for e, v in new.items()]}
+        doc = {
+            "version": 1,
+            "quotas": [{"entity": [list(p) for p in e], "values": v} for e, v in new.items()],
+        }
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
         self._quotas = new
 
@@ -179,7 +184,8 @@ class MemoryQuotaStore:
 # ------------------------------------------------------------------------------------------------ rates
 @dataclass(slots=True)
 class Rate:
-    """A sampled rate: samples on a grid of ``window_s`` seconds, the current one and ``num - 1`` before it."""
+    """A sampled rate: samples on a grid of ``window_s`` seconds, the current one and ``num - 1`` before
+    it."""
 
     num: int
     window_s: float
@@ -238,8 +244,14 @@ class ClientMetrics:
 class QuotaManager:
     """Resolves quotas for (user, client-id) and ip, records usage and computes throttle times."""
 
-    def __init__(self, store: QuotaStore, *, window_num: int = 11, window_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: QuotaStore,
+        *,
+        window_num: int = 11,
+        window_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.window_num = max(2, int(window_num))
         self.window_s = float(window_s)
@@ -263,7 +275,9 @@ class QuotaManager:
         self._quotas = self.store.all()
         self._resolved.clear()
 
-    def describe(self, components: list[tuple[str, int, str | None]], strict: bool) -> dict[Entity, dict[str, float]]:
+    def describe(
+        self, components: list[tuple[str, int, str | None]], strict: bool
+    ) -> dict[Entity, dict[str, float]]:
         """DescribeClientQuotas filter: (entity type, match type 0 exact / 1 default / 2 any specified,
         name). ``strict``: only entities made of exactly the given types."""
         for t, match_type, _ in components:
@@ -366,8 +380,15 @@ class QuotaManager:
             sensor.throttle_ms_total += ms
         return ms
 
-    def request_throttle(self, principal: str | None, client_id: str | None, api_key: int, request_bytes: int,
-                         response_bytes: int, seconds: float) -> int:
+    def request_throttle(
+        self,
+        principal: str | None,
+        client_id: str | None,
+        api_key: int,
+        request_bytes: int,
+        response_bytes: int,
+        seconds: float,
+    ) -> int:
         """Throttle time in ms of one handled request: produce bytes against ``producer_byte_rate``, fetch
         response bytes against ``consumer_byte_rate``, handler time against ``request_percentage`` (100 = one
         thread busy all the time); the largest wins, as Kafka."""
@@ -385,8 +406,10 @@ class QuotaManager:
     def metrics(self) -> list[tuple[str, str, str, float, float, float]]:
         """(key, user, client_id, rate now, throttle ms total, recorded total) per sensor."""
         now = self.clock()
-        return [(k, u, c, s.rate.measure(now), s.throttle_ms_total, s.recorded_total)
-                for (k, u, c), s in sorted(self._sensors.items())]
+        return [
+            (k, u, c, s.rate.measure(now), s.throttle_ms_total, s.recorded_total)
+            for (k, u, c), s in sorted(self._sensors.items())
+        ]
 
 
 def user_of(principal: str | None) -> str:
@@ -394,4 +417,3 @@ def user_of(principal: str | None) -> str:
     if not principal:
         return "ANONYMOUS"
     return principal.removeprefix("User:")
-

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
@@ -27,13 +27,13 @@ from .registry import HANDLERS
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 
 
 def _error_message(exc: BaseException) -> str | None:
@@ -53,7 +53,8 @@ def frame_response(correlation_id: int, api_key: int, version: int, body_parts: 
 
 def api_versions_keys() -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every registered handler, sorted by key."""
-    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(),
+                                                                      key=lambda s: s.api_key)]
 
 
 def _has_field(msg: Any, attr: str, version: int) -> bool:
@@ -65,8 +66,8 @@ def _has_field(msg: Any, attr: str, version: int) -> bool:
 
 
 class Router:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
 
     async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
         """Handle one request frame. Returns response parts, None (no response) or False (close)."""
@@ -78,40 +79,40 @@ class Router:
             if verdict is not None:
                 return verdict  # type: ignore[no-any-return]
         if len(frame) < 8:
-            self.broker.client_log.event(
+            self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: request of %d bytes is too short "
                 "for a header", conn.peer[0], conn.peer[1], len(frame))
             return False
         api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
         spec = HANDLERS.get(api_key)
         if spec is None:
-            self.broker.client_log.event(
+            self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: unknown api key %d (version %d)",
                 conn.peer[0], conn.peer[1], api_key, version)
             return False
         if not spec.min_version <= version <= spec.max_version:
             if api_key == API_VERSIONS:
                 return self._api_versions_unsupported(correlation_id)
-            self.broker.client_log.event(
+            self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: %s v%d is not supported (%d-%d)",
                 conn.peer[0], conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
-        metrics = self.broker.metrics
-        t0 = time.perf_counter()
+        metrics = self.services.metrics
+        t0 = time.perf_counter()  # also the request time charged to request_percentage quotas
         view = memoryview(frame)
         try:
             header, offset = _frame.decode_request_header(view)
             req_msg = m.REQUESTS[api_key]
             req, _end = req_msg.decode(view, version, offset)
         except Exception as e:
-            self.broker.client_log.event(
+            self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: cannot decode %s v%d request: %s",
                 conn.peer[0], conn.peer[1], spec.name, version, e)
             return False
         client_id = getattr(header, "client_id", None)
         if client_id is not None:
             conn.client_id = client_id
-        ctx = RequestContext(self.broker, api_key, version, correlation_id, client_id, conn, header)
+        ctx = RequestContext(self.services, api_key, version, correlation_id, client_id, conn, header)
         try:
             resp = await spec.fn(ctx, req)
         except KafkaError as e:
@@ -124,7 +125,7 @@ class Router:
             resp.error_code = error_code_of(e)
             if _has_field(resp_msg, "error_message", version):
                 resp.error_message = _error_message(e)
-        quotas = self.broker.quotas
+        quotas = self.services.quotas
         if resp is None:
             if quotas is not None and not quotas.empty:
                 ms = quotas.request_throttle(conn.principal, client_id, api_key, len(frame), 0,
@@ -137,8 +138,8 @@ class Router:
         body = m.RESPONSES[api_key].encode_parts(resp, version)
         parts = frame_response(correlation_id, api_key, version, body)
         if quotas is not None and not quotas.empty:
-            parts = self._throttle(conn, quotas, resp, api_key, version, correlation_id, client_id, len(frame),
-                                   parts, time.perf_counter() - t0)
+            parts = self._throttle(conn, quotas, resp, api_key, version, correlation_id, client_id,
+                                   len(frame), parts, time.perf_counter() - t0)
         if metrics is not None:
             metrics.observe_request(api_key, len(frame), parts, time.perf_counter() - t0)
         return parts
@@ -149,7 +150,8 @@ class Router:
         """Client quotas (KIP-219): the throttle time goes into the response's ``throttle_time_ms`` and the
         connection reads no further request for that long; the response itself leaves at once."""
         response_bytes = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
-        ms = quotas.request_throttle(conn.principal, client_id, api_key, request_bytes, response_bytes, seconds)
+        ms = quotas.request_throttle(conn.principal, client_id, api_key, request_bytes, response_bytes,
+                                     seconds)
         if ms <= 0:
             return parts
         conn.mute(ms)
@@ -161,7 +163,7 @@ class Router:
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]
-        resp = msg.new(error_code=UNSUPPORTED_VERSION, api_keys=[
+        resp = msg.new(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
             msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()])
         body = msg.encode_parts(resp, 0)
         return frame_response(correlation_id, API_VERSIONS, 0, body)

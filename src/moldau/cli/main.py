@@ -22,7 +22,9 @@ _CORE = ("broker_cmd", "log_cmd")
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with the one in module ``only`` (``moldau broker`` starts without
     importing the other commands)."""
-    parser = argparse.ArgumentParser(prog="moldau", description="moldau: a Kafka-compatible broker and client")
+    parser = argparse.ArgumentParser(
+        prog="moldau", description="moldau: a Kafka-compatible broker and client"
+    )
     parser.add_argument("--version", action="version", version=f"moldau {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = [only] if only else list(_CORE)

@@ -19,14 +19,21 @@ import json
 import sys
 from typing import Any
 
-KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
-        "connection_creation_rate")
+KEYS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+    "connection_creation_rate",
+)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("quotas", help="manage client quotas",
-                       description="Manage client quotas, online through a running broker or offline in its "
-                                   "data directory.")
+    p = sub.add_parser(
+        "quotas",
+        help="manage client quotas",
+        description="Manage client quotas, online through a running broker or offline in its data directory.",
+    )
     cmds = p.add_subparsers(dest="quotas_command", metavar="SUBCOMMAND")
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -34,8 +41,14 @@ def register(sub: Any) -> None:
         g.add_argument("--data-dir", help="the broker's data directory (offline; read at the next start)")
         g.add_argument("--bootstrap-server", help="HOST:PORT of a running broker (online)")
         sp.add_argument("--command-config", metavar="FILE", help="client properties for --bootstrap-server")
-        sp.add_argument("-X", dest="client_settings", metavar="KEY=VALUE", action="append", default=[],
-                        help="client setting for --bootstrap-server (repeatable)")
+        sp.add_argument(
+            "-X",
+            dest="client_settings",
+            metavar="KEY=VALUE",
+            action="append",
+            default=[],
+            help="client setting for --bootstrap-server (repeatable)",
+        )
         u = sp.add_mutually_exclusive_group()
         u.add_argument("--user", help="a user (principal name)")
         u.add_argument("--user-default", action="store_true", help="the default user entity")
@@ -48,9 +61,17 @@ def register(sub: Any) -> None:
 
     alter = cmds.add_parser("alter", help="set or remove quotas of one entity")
     common(alter)
-    alter.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
-                       help=f"set a quota ({', '.join(KEYS)}; repeatable)")
-    alter.add_argument("--remove", action="append", default=[], metavar="KEY", help="remove a quota (repeatable)")
+    alter.add_argument(
+        "--set",
+        dest="set_",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"set a quota ({', '.join(KEYS)}; repeatable)",
+    )
+    alter.add_argument(
+        "--remove", action="append", default=[], metavar="KEY", help="remove a quota (repeatable)"
+    )
     alter.add_argument("--validate-only", action="store_true", help="check only, change nothing")
     alter.set_defaults(func=cmd_alter)
 
@@ -93,7 +114,9 @@ def cmd_alter(args: argparse.Namespace) -> int:
 
     parts = _entity(args)
     if not parts:
-        return _err("give an entity: --user/--user-default and/or --client-id/--client-default, or --ip/--ip-default")
+        return _err(
+            "give an entity: --user/--user-default and/or --client-id/--client-default, or --ip/--ip-default"
+        )
     ops: dict[str, float | None] = {}
     for item in args.set_:
         key, sep, raw = item.partition("=")
@@ -127,9 +150,10 @@ def cmd_alter(args: argparse.Namespace) -> int:
         from ._admin_conn import AdminConnError
 
         req = m.AlterClientQuotasRequest
-        entry = req.EntryData(entity=[req.EntityData(entity_type=t, entity_name=n) for t, n in parts],
-                              ops=[req.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
-                                   for k, v in ops.items()])
+        entry = req.EntryData(
+            entity=[req.EntityData(entity_type=t, entity_name=n) for t, n in parts],
+            ops=[req.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops.items()],
+        )
         try:
             with _conn(args) as c:
                 resp = c.request(49, req.new(entries=[entry], validate_only=args.validate_only))
@@ -164,15 +188,24 @@ def cmd_describe(args: argparse.Namespace) -> int:
         req = m.DescribeClientQuotasRequest
         try:
             with _conn(args) as c:
-                resp = c.request(48, req.new(components=[
-                    req.ComponentData(entity_type=t, match_type=mt, match=n) for t, mt, n in components],
-                    strict=args.strict))
+                resp = c.request(
+                    48,
+                    req.new(
+                        components=[
+                            req.ComponentData(entity_type=t, match_type=mt, match=n)
+                            for t, mt, n in components
+                        ],
+                        strict=args.strict,
+                    ),
+                )
         except AdminConnError as e:
             return _err(str(e))
         if resp.error_code:
             return _err(f"{resp.error_message or 'error'} (code {resp.error_code})")
-        found = [([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
-                 for entry in resp.entries or []]
+        found = [
+            ([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
+            for entry in resp.entries or []
+        ]
     if args.json:
         print(json.dumps([{"entity": {t: n for t, n in e}, "quotas": v} for e, v in found]))
         return 0

@@ -1503,7 +1503,8 @@ class GroupCoordinator:
                             continue
                         v = fmt.decode_offset_commit_value(value)
                     except fmt.RecordFormatError as exc:
-                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition,
+                                    exc)
                         continue
                     group = self.groups.get(k.group) or self._create_classic_group(k.group)
                     group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = (

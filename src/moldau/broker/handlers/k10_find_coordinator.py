@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
-from ..groups.api import coordinator_of
+from ..context import RequestContext
+from ..groups.api import coordinator_of, ensure_offsets_topic
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
 from ..security.authorizer import GROUP as ACL_GROUP
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     if key_type == GROUP and not allowed(ctx, DESCRIBE, ACL_GROUP, key):
         return E.GROUP_AUTHORIZATION_FAILED, None
     if key_type == TRANSACTION and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
@@ -39,13 +39,13 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
         if gc is None:
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         try:
-            gc.storage.ensure_topic()
+            ensure_offsets_topic(gc)
         except Exception as exc:  # pragma: no cover - metadata store refused
             log.warning("cannot create __consumer_offsets: %s", exc)
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     if key_type == TRANSACTION:
-        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        tc = ctx.services.transaction_coordinator
         if tc is not None:
             try:
                 tc.storage.ensure_topic()  # Kafka creates __transaction_state on first lookup too
@@ -57,10 +57,10 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
 
 
 @handler(api_key=10, min_version=0, max_version=6)
-async def find_coordinator(ctx: Any, req: Any) -> Any:
+async def find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     msg = m.FindCoordinatorResponse
-    broker = ctx.broker
-    lst = broker.advertised_listener(ctx.connection.listener_name)
+    svc = ctx.services
+    lst = svc.advertised_listener(ctx.connection.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
     if ctx.version < 4:
         error, message = _lookup(ctx, req.key, key_type)
@@ -69,7 +69,7 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
             throttle_time_ms=0,
             error_code=error,
             error_message=message,
-            node_id=broker.node_id if ok else -1,
+            node_id=svc.node_id if ok else -1,
             host=lst.host if ok else "",
             port=lst.port if ok else -1,
         )
@@ -80,7 +80,7 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
         coordinators.append(
             msg.Coordinator(
                 key=key,
-                node_id=broker.node_id if ok else -1,
+                node_id=svc.node_id if ok else -1,
                 host=lst.host if ok else "",
                 port=lst.port if ok else -1,
                 error_code=error,

@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..quotas import QuotaError
 from ..registry import handler
 from ..security.authorizer import DESCRIBE_CONFIGS, allowed_cluster
@@ -23,15 +22,22 @@ from ..security.authorizer import DESCRIBE_CONFIGS, allowed_cluster
 RESP = m.DescribeClientQuotasResponse
 
 
-def _invalid(text: str) -> Any:
-    return RESP.new(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=text, entries=None)
+def _invalid(text: str) -> m.DescribeClientQuotasResponse:
+    return RESP.new(
+        throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, error_message=text, entries=None
+    )
 
 
 @handler(api_key=48, min_version=0, max_version=1)
-async def describe_client_quotas(ctx: Any, req: Any) -> Any:
+async def describe_client_quotas(ctx: RequestContext, req: m.DescribeClientQuotasRequest
+                                 ) -> m.DescribeClientQuotasResponse:
     if not allowed_cluster(ctx, DESCRIBE_CONFIGS):
-        return RESP.new(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                        error_message=None, entries=None)
+        return RESP.new(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            entries=None,
+        )
     components: list[tuple[str, int, str | None]] = []
     for c in req.components or []:
         if c.match_type == 0 and c.match is None:
@@ -40,10 +46,14 @@ async def describe_client_quotas(ctx: Any, req: Any) -> Any:
             return _invalid(f"Unexpected match name for {c.entity_type} with match type {c.match_type}")
         components.append((c.entity_type, c.match_type, c.match))
     try:
-        found = ctx.broker.quotas.describe(components, bool(req.strict))
+        found = ctx.services.quotas.describe(components, bool(req.strict))
     except QuotaError as e:
         return _invalid(str(e))
-    entries = [RESP.EntryData(entity=[RESP.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                              values=[RESP.ValueData(key=k, value=float(v)) for k, v in sorted(values.items())])
-               for entity, values in sorted(found.items(), key=lambda kv: repr(kv[0]))]
+    entries = [
+        RESP.EntryData(
+            entity=[RESP.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            values=[RESP.ValueData(key=k, value=float(v)) for k, v in sorted(values.items())],
+        )
+        for entity, values in sorted(found.items(), key=lambda kv: repr(kv[0]))
+    ]
     return RESP.new(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)

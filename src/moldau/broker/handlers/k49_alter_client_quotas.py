@@ -19,6 +19,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..quotas import Entity, QuotaError, describe_entity, make_entity, validate_quota
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, allowed_cluster
@@ -44,16 +45,25 @@ def _parse(entry: Any) -> tuple[Entity, dict[str, float | None]]:
 
 
 @handler(api_key=49, min_version=0, max_version=1)
-async def alter_client_quotas(ctx: Any, req: Any) -> Any:
+async def alter_client_quotas(ctx: RequestContext, req: m.AlterClientQuotasRequest
+                              ) -> m.AlterClientQuotasResponse:
     entries = req.entries or []
 
     def result(entry: Any, code: int, text: str | None) -> Any:
-        return RESP.EntryData(error_code=code, error_message=text, entity=[
-            RESP.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity or []])
+        return RESP.EntryData(
+            error_code=code,
+            error_message=text,
+            entity=[
+                RESP.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                for e in entry.entity or []
+            ],
+        )
 
     if not allowed_cluster(ctx, ALTER_CONFIGS):
-        return RESP.new(throttle_time_ms=0, entries=[
-            result(e, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for e in entries])
+        return RESP.new(
+            throttle_time_ms=0,
+            entries=[result(e, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for e in entries],
+        )
     out: list[Any] = []
     changes: list[tuple[Entity, dict[str, float | None]]] = []
     seen: dict[Entity, int] = {}
@@ -71,14 +81,20 @@ async def alter_client_quotas(ctx: Any, req: Any) -> Any:
         changes.append((entity, ops))
     if changes and not req.validate_only:
         try:
-            ctx.broker.quotas.alter(changes)
+            ctx.services.quotas.alter(changes)
         except OSError as e:
             log.error("cannot persist client quotas: %s", e)
             for entity, _ in changes:
                 r = out[seen[entity]]
-                r.error_code, r.error_message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot persist the quotas: {e}"
+                r.error_code, r.error_message = (
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"cannot persist the quotas: {e}",
+                )
             return RESP.new(throttle_time_ms=0, entries=out)
         for entity, ops in changes:
-            log.info("client quotas of %s altered: %s", describe_entity(entity),
-                     ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in ops.items()))
+            log.info(
+                "client quotas of %s altered: %s",
+                describe_entity(entity),
+                ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in ops.items()),
+            )
     return RESP.new(throttle_time_ms=0, entries=out)
