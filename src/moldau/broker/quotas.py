@@ -102,6 +102,24 @@ def describe_entity(entity: Entity) -> str:
     return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
 
 
+def apply_changes(
+    quotas: dict[Entity, dict[str, float]], changes: list[tuple[Entity, dict[str, float | None]]]
+) -> dict[Entity, dict[str, float]]:
+    """A copy of ``quotas`` with the changes applied (value None removes a key; an entity left without keys
+    goes)."""
+    new = {e: dict(v) for e, v in quotas.items()}
+    for entity, ops in changes:
+        values = new.setdefault(entity, {})
+        for k, v in ops.items():
+            if v is None:
+                values.pop(k, None)
+            else:
+                values[k] = float(v)
+        if not values:
+            del new[entity]
+    return new
+
+
 class QuotaStore(Protocol):
     """Where quotas are kept. The manager reads through ``all()`` and writes through ``alter()``."""
 
@@ -142,16 +160,7 @@ class FileQuotaStore:
         return {e: dict(v) for e, v in self._quotas.items()}
 
     def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
-        new = {e: dict(v) for e, v in self._quotas.items()}
-        for entity, ops in changes:
-            values = new.setdefault(entity, {})
-            for k, v in ops.items():
-                if v is None:
-                    values.pop(k, None)
-                else:
-                    values[k] = float(v)
-            if not values:
-                del new[entity]
+        new = apply_changes(self._quotas, changes)
         doc = {
             "version": 1,
             "quotas": [{"entity": [list(p) for p in e], "values": v} for e, v in new.items()],
@@ -170,15 +179,7 @@ class MemoryQuotaStore:
         return {e: dict(v) for e, v in self._quotas.items()}
 
     def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
-        for entity, ops in changes:
-            values = self._quotas.setdefault(entity, {})
-            for k, v in ops.items():
-                if v is None:
-                    values.pop(k, None)
-                else:
-                    values[k] = float(v)
-            if not values:
-                del self._quotas[entity]
+        self._quotas = apply_changes(self._quotas, changes)
 
 
 # ------------------------------------------------------------------------------------------------ rates

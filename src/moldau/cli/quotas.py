@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any
 
+from ._admin_conn import add_target_args
+
 KEYS = (
     "producer_byte_rate",
     "consumer_byte_rate",
@@ -37,18 +39,8 @@ def register(sub: Any) -> None:
     cmds = p.add_subparsers(dest="quotas_command", metavar="SUBCOMMAND")
 
     def common(sp: argparse.ArgumentParser) -> None:
-        g = sp.add_mutually_exclusive_group(required=True)
-        g.add_argument("--data-dir", help="the broker's data directory (offline; read at the next start)")
-        g.add_argument("--bootstrap-server", help="HOST:PORT of a running broker (online)")
-        sp.add_argument("--command-config", metavar="FILE", help="client properties for --bootstrap-server")
-        sp.add_argument(
-            "-X",
-            dest="client_settings",
-            metavar="KEY=VALUE",
-            action="append",
-            default=[],
-            help="client setting for --bootstrap-server (repeatable)",
-        )
+        add_target_args(sp, "the broker's data directory (offline; read at the next start)",
+                        "HOST:PORT of a running broker (online)")
         u = sp.add_mutually_exclusive_group()
         u.add_argument("--user", help="a user (principal name)")
         u.add_argument("--user-default", action="store_true", help="the default user entity")
