@@ -213,12 +213,13 @@ def bench_empty(repeat: int = 5) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="*", default=["connections", "partitions", "empty"],
-                    choices=["connections", "partitions", "empty"])
+    ap.add_argument("what", nargs="*", choices=["connections", "partitions", "empty"],
+                    help="what to measure (default: everything)")
     ap.add_argument("--connections", type=int, default=5000)
     ap.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000, 50000])
     ap.add_argument("--only", choices=["moldau", "tansu"], help="connections: one broker only")
     args = ap.parse_args()
+    args.what = args.what or ["connections", "partitions", "empty"]
     out: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
     if "connections" in args.what:
         kinds = [args.only] if args.only else ["moldau", "tansu"]
