@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from brokerproc import BrokerProcess, free_port, moldau_command
+from brokerproc import BrokerProcess, free_port, moldau_command  # noqa: E402  (the tests' harness)
 
 # ApiVersions v0, correlation id 1, client id "bench"
 _APIVERSIONS = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
@@ -129,8 +129,8 @@ def _start(data: Path, port: int, extra: list[str] | None = None) -> tuple[subpr
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # measured with a warm bytecode cache
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=env)
+    quiet = subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, stdin=quiet, stdout=quiet, stderr=quiet, start_new_session=True, env=env)
     _wait_port(port, proc)
     wall = time.perf_counter() - t0
     LAST_START_CPU[0] = cpu_s(proc.pid)
@@ -191,7 +191,8 @@ def bench_partitions(n: int) -> dict[str, Any]:
         crash_cpu = LAST_START_CPU[0]
         _stop(proc)
     return {"partitions": n, "populate_s": round(populate, 2), "first_stop_s": round(first_stop, 3),
-            "start_after_clean_stop_s": round(clean_start, 3), "start_after_clean_stop_cpu_s": round(clean_cpu, 2),
+            "start_after_clean_stop_s": round(clean_start, 3),
+            "start_after_clean_stop_cpu_s": round(clean_cpu, 2),
             "clean_stop_s": round(clean_stop, 3), "start_after_kill9_s": round(crash_start, 3),
             "start_after_kill9_cpu_s": round(crash_cpu, 2), "loadavg": os.getloadavg()[0]}
 
@@ -213,13 +214,15 @@ def bench_empty(repeat: int = 5) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="*", choices=["connections", "partitions", "empty"],
-                    help="what to measure (default: everything)")
+    ap.add_argument("what", nargs="*", help="connections, partitions and/or empty (default: everything)")
     ap.add_argument("--connections", type=int, default=5000)
     ap.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000, 50000])
     ap.add_argument("--only", choices=["moldau", "tansu"], help="connections: one broker only")
     args = ap.parse_args()
     args.what = args.what or ["connections", "partitions", "empty"]
+    unknown = set(args.what) - {"connections", "partitions", "empty"}
+    if unknown:
+        ap.error(f"unknown: {', '.join(sorted(unknown))}")
     out: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
     if "connections" in args.what:
         kinds = [args.only] if args.only else ["moldau", "tansu"]
@@ -234,7 +237,8 @@ def main() -> None:
             r = bench_partitions(n)
             out["partitions"].append(r)
             print(f"{n:6d} partitions: start after clean stop {r['start_after_clean_stop_s']:.2f} s "
-                  f"(CPU {r['start_after_clean_stop_cpu_s']:.2f} s), after kill -9 {r['start_after_kill9_s']:.2f} s "
+                  f"(CPU {r['start_after_clean_stop_cpu_s']:.2f} s), after kill -9 "
+                  f"{r['start_after_kill9_s']:.2f} s "
                   f"(CPU {r['start_after_kill9_cpu_s']:.2f} s), clean stop {r['clean_stop_s']:.2f} s "
                   f"(first stop {r['first_stop_s']:.2f} s, populate {r['populate_s']:.1f} s, load average "
                   f"{r['loadavg']:.1f})", flush=True)
