@@ -94,6 +94,22 @@ class Broker:
         self.services.metadata = value
 
     @property
+    def quotas(self) -> Any:
+        return self.services.quotas
+
+    @property
+    def limiter(self) -> Any:
+        return self.services.limiter
+
+    @property
+    def request_memory(self) -> Any:
+        return self.services.request_memory
+
+    @property
+    def client_log(self) -> Any:
+        return self.services.client_log
+
+    @property
     def replica_manager(self) -> Any:
         return self.services.replica_manager
 
@@ -178,6 +194,16 @@ class Broker:
                                       config_validator=validate_topic_configs)
         self.metadata.load()
         self.producer_ids = ProducerIdManager(self.data_dir)
+        from .limits import ConnectionLimiter, RequestMemory
+        from .quotas import FileQuotaStore, QuotaManager
+
+        # quotas kept in the data dir; a cluster passes its own QuotaStore (ZooKeeper /config/users, ...)
+        self.services.quotas = QuotaManager(
+            FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
+            window_s=float(cfg.get("quota.window.size.seconds")))
+        self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
+                                                  client_log=self.services.client_log)
+        self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
         self.replica_manager = ReplicaManager(self.services)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)

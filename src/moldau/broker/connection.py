@@ -21,23 +21,31 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
+    from .limits import ClientLog, ConnectionLimiter, RequestMemory
     from .security import SecurityManager
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_RECV_BUFFER = 256 * 1024
+_RECV_BUFFER = 16 * 1024  # per connection; larger frames are read straight into their own buffer
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 
 
 class ConnectionHost(Protocol):
     """What a connection needs of its broker (``broker.Broker`` is one): the config, the security manager,
-    and the set of open connections (to drain them at stop)."""
+    the connection limits, the request-bytes pool, the per-client log, and the set of open connections (to
+    drain them at stop)."""
 
     @property
     def config(self) -> BrokerConfig: ...
     @property
     def security(self) -> SecurityManager | None: ...
+    @property
+    def limiter(self) -> ConnectionLimiter | None: ...
+    @property
+    def request_memory(self) -> RequestMemory | None: ...
+    @property
+    def client_log(self) -> ClientLog: ...
     def connection_opened(self, conn: Connection) -> None: ...
     def connection_closed(self, conn: Connection) -> None: ...
 
@@ -54,6 +62,7 @@ class Connection(asyncio.BufferedProtocol):
         "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
         "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
+        "_muted_until", "_mute_wake", "_refused", "_pool", "_reserved", "_mem_wait",
     )
 
     def __init__(self, host: ConnectionHost, router: Dispatcher, listener_name: str) -> None:
@@ -89,6 +98,13 @@ class Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._out: list[Any] = []          # response parts not yet handed to the transport
         self._flush_scheduled = False
+        self._muted_until = 0.0  # loop time until which no further request is handled (quota throttling)
+        self._mute_wake: asyncio.Future[None] | None = None
+        self._refused = False    # closed at accept by a connection limit
+        pool = host.request_memory
+        self._pool = pool if pool is not None and pool.bounded else None  # queued.max.request.bytes
+        self._reserved = 0       # bytes of this connection's requests counted in the pool
+        self._mem_wait = False   # reading paused until the pool has room
 
     # ------------------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -97,6 +113,11 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        limiter = self.host.limiter
+        if limiter is not None and limiter.admit(self.peer[0]) is not None:
+            self._refused = self._closed = True
+            transport.close()
+            return
         security = self.host.security
         if security is not None:
             security.connection_made(self, transport)  # TLS principal, SASL session
@@ -106,7 +127,15 @@ class Connection(asyncio.BufferedProtocol):
         log.debug("connection from %s:%d on %s", self.peer[0], self.peer[1], self.listener_name)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            return
         self._closed = True
+        limiter = self.host.limiter
+        if limiter is not None:
+            limiter.release(self.peer[0])
+        if self._pool is not None:
+            self._big = None
+            self._release(self._reserved)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -176,12 +205,14 @@ class Connection(asyncio.BufferedProtocol):
                 break
             size = _SIZE.unpack_from(view, self._start)[0]
             if size <= 0 or size > self._max_request:
-                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0],
-                            self.peer[1],
-                            size, "not positive" if size <= 0 else
-                            f"larger than socket.request.max.bytes ({self._max_request})")
+                self.host.client_log.event(
+                    "bad_frames", self.peer[0], "closing connection from %s:%d: request size %d is %s",
+                    self.peer[0], self.peer[1], size, "not positive" if size <= 0 else
+                    f"larger than socket.request.max.bytes ({self._max_request})")
                 self.close()
                 return
+            if self._pool is not None and not self._reserve(size):
+                break  # reading resumes when the pool has room (memory_available)
             body_start = self._start + 4
             if avail - 4 >= size:
                 frame = bytearray(view[body_start:body_start + size])
@@ -207,6 +238,39 @@ class Connection(asyncio.BufferedProtocol):
         elif self._start > len(self._buf) // 2:
             self._compact()
 
+    # ------------------------------------------------------------------------------ request memory
+    def _reserve(self, size: int) -> bool:
+        """Count the next frame in the broker-wide pool, or stop reading until there is room."""
+        if self._pool.try_reserve(size):  # type: ignore[union-attr]
+            self._reserved += size
+            return True
+        if not self._mem_wait:
+            self._mem_wait = True
+            self._pool.wait(self)  # type: ignore[union-attr]
+            try:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            except RuntimeError:  # pragma: no cover
+                pass
+        return False
+
+    def _release(self, n: int) -> None:
+        n = min(n, self._reserved)
+        if n > 0:
+            self._reserved -= n
+            self._pool.release(n)  # type: ignore[union-attr]
+
+    def memory_available(self) -> None:
+        """Called by the pool: try the waiting frame again, read on if it fits."""
+        self._mem_wait = False
+        if self._closed:
+            return
+        self._parse()
+        if not self._mem_wait and not self._reading_paused and not self._closed:
+            try:
+                self.transport.resume_reading()  # type: ignore[union-attr]
+            except RuntimeError:  # pragma: no cover
+                pass
+
     # ------------------------------------------------------------------------------ processing
     def _enqueue(self, frame: bytearray) -> None:
         if self._closed:
@@ -228,6 +292,15 @@ class Connection(asyncio.BufferedProtocol):
         router = self.router
         try:
             while queue and not self._closed:
+                if self._muted_until:
+                    delay = self._muted_until - self._loop.time()  # type: ignore[union-attr]
+                    if delay > 0:  # the throttled response is flushed meanwhile; a clean stop wakes us
+                        self._mute_wake = self._loop.create_future()  # type: ignore[union-attr]
+                        await asyncio.wait((self._mute_wake,), timeout=delay)
+                        self._mute_wake = None
+                    self._muted_until = 0.0
+                    if self._closed:
+                        break
                 if self._write_ok is not None and not self._write_ok.is_set():
                     await self._write_ok.wait()
                     if self._closed:
@@ -237,10 +310,11 @@ class Connection(asyncio.BufferedProtocol):
                 if self._reading_paused and len(queue) <= self._max_queued // 2 \
                         and self._queued_bytes < _MAX_QUEUED_BYTES // 2:
                     self._reading_paused = False
-                    try:
-                        self.transport.resume_reading()  # type: ignore[union-attr]
-                    except RuntimeError:  # pragma: no cover
-                        pass
+                    if not self._mem_wait:
+                        try:
+                            self.transport.resume_reading()  # type: ignore[union-attr]
+                        except RuntimeError:  # pragma: no cover
+                            pass
                 try:
                     parts = await router.dispatch(self, frame)
                 except Exception:  # never let a request kill the server
@@ -248,6 +322,9 @@ class Connection(asyncio.BufferedProtocol):
                                   self.peer[0], self.peer[1])
                     self.close()
                     break
+                finally:
+                    if self._pool is not None:
+                        self._release(len(frame))
                 if parts is None:
                     continue
                 if parts is False:
@@ -269,6 +346,11 @@ class Connection(asyncio.BufferedProtocol):
                 self._task = self._loop.create_task(self._process())  # type: ignore[union-attr]
             elif self._eof:
                 self.close()
+
+    def mute(self, ms: int) -> None:
+        """Handle no further request of this connection for ``ms`` (a client over its quota, KIP-219)."""
+        until = self._loop.time() + ms / 1000.0  # type: ignore[union-attr]
+        self._muted_until = max(self._muted_until, until)
 
     @property
     def closed(self) -> bool:
@@ -328,6 +410,8 @@ class Connection(asyncio.BufferedProtocol):
                 return
 
     def stop_reading(self) -> None:
+        if self._mute_wake is not None and not self._mute_wake.done():
+            self._mute_wake.set_result(None)  # stopping: no more waiting out a quota
         if self.transport is not None and not self._closed:
             try:
                 self.transport.pause_reading()

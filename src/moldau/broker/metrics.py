@@ -172,6 +172,8 @@ class BrokerMetrics:
         except Exception:
             log.exception("metrics: groups")
         self._render_server(w)
+        self._render_quotas(w)
+        self._render_limits(w)
         self._render_process(w)
         return w.text()
 
@@ -343,6 +345,37 @@ class BrokerMetrics:
         started = getattr(b, "started_at", 0.0) or 0.0
         w.family("moldau_broker_uptime_seconds", "gauge", "Seconds since the broker became ready.")
         w.sample("moldau_broker_uptime_seconds", [], max(time.monotonic() - started, 0.0) if started else 0.0)
+
+    def _render_quotas(self, w: _Writer) -> None:
+        """Per quota group (user, client id) and quota: the measured rate and the throttle time handed out."""
+        qm = getattr(self.broker, "quotas", None)
+        rows = qm.metrics() if qm is not None else []
+        kinds = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch",
+                 "request_percentage": "Request"}
+        rate_help = ("Bytes/s (Produce, Fetch) or request-time percentage (Request) of a client quota group "
+                     "over the quota window.")
+        w.family("kafka_server_quota_rate", "gauge", rate_help)
+        for key, user, client, rate, _throttle, _total in rows:
+            labels = [("quota", kinds.get(key, key)), ("user", user), ("client_id", client)]
+            w.sample("kafka_server_quota_rate", labels, rate)
+        w.family("kafka_server_quota_throttle_time_ms_total", "counter", "Throttle time handed out (ms).")
+        for key, user, client, _rate, throttle, _total in rows:
+            labels = [("quota", kinds.get(key, key)), ("user", user), ("client_id", client)]
+            w.sample("kafka_server_quota_throttle_time_ms_total", labels, throttle)
+
+    def _render_limits(self, w: _Writer) -> None:
+        """Bad request frames and connections refused by a limit (counted even when their log lines are
+        suppressed), and the bytes of requests held (queued.max.request.bytes)."""
+        counts = getattr(getattr(self.broker, "client_log", None), "counts", {}) or {}
+        w.family("moldau_bad_frames_total", "counter", "Request frames that could not be handled (connection "
+                                                       "closed).")
+        w.sample("moldau_bad_frames_total", [], counts.get("bad_frames", 0))
+        w.family("moldau_connections_refused_total", "counter", "Connections closed at accept by a limit.")
+        w.sample("moldau_connections_refused_total", [], counts.get("connections_refused", 0))
+        pool = getattr(self.broker, "request_memory", None)
+        w.family("moldau_request_bytes_held", "gauge", "Bytes of requests read and not yet handled (counted "
+                                                       "when queued.max.request.bytes is set).")
+        w.sample("moldau_request_bytes_held", [], pool.used if pool is not None else 0)
 
     def _render_process(self, w: _Writer) -> None:
         ru = resource.getrusage(resource.RUSAGE_SELF)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UNKNOWN_SERVER_ERROR = -1
+KAFKA_STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 # ------------------------------------------------------------------------------------------------- partition
@@ -329,6 +330,11 @@ class ReplicaManager:
             res.error_message = "Produce request with empty records"
             return res
         min_isr = cfg.min_insync_replicas
+        lm = self.services.log_manager
+        if lm.offline_dirs and lm.is_offline(p.topic, p.index):
+            res.error = KAFKA_STORAGE_ERROR
+            res.error_message = f"the log directory of {p.topic}-{p.index} is offline"
+            return res
         try:
             magic = detect_magic(records, 0)
             if magic != 2:
@@ -384,6 +390,8 @@ class ReplicaManager:
             code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:
                 log.exception("append to %s-%d failed", p.topic, p.index)
+            elif code == KAFKA_STORAGE_ERROR:
+                self.log_dir_failed(p, e)
             res.error = code
             res.error_message = str(e)
             return res
@@ -402,6 +410,16 @@ class ReplicaManager:
         if plog.needs_flush():
             res.flush = self.flusher.request(p)
         return res
+
+    def log_dir_failed(self, p: Partition, exc: BaseException) -> None:
+        """A storage error (ENOSPC, EIO) in ``p``'s log dir: take the dir offline, once, with one log line.
+        Its partitions answer KAFKA_STORAGE_ERROR until a restart recovers them; other dirs keep working."""
+        lm = self.services.log_manager
+        d = lm.dir_of(p.topic, p.index)
+        if d is not None and lm.mark_offline(d, str(exc)):
+            n = sum(1 for q in self.partitions.values() if lm.dir_of(q.topic, q.index) == d)
+            log.error("log directory %s is offline after a storage error on %s-%d (%s): its %d partition(s) "
+                      "answer KAFKA_STORAGE_ERROR until the broker is restarted", d, p.topic, p.index, exc, n)
 
     async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
         """An append by the broker itself (a coordinator's records): raises the KafkaError of a failed append,
@@ -427,6 +445,10 @@ class ReplicaManager:
         limit = lso if isolation_level == 1 else hw
         if offset >= limit or max_bytes <= 0 and not min_one:
             info.records = None
+            return info
+        lm = self.services.log_manager
+        if lm.offline_dirs and lm.is_offline(p.topic, p.index):
+            info.error = KAFKA_STORAGE_ERROR
             return info
         try:
             rr = plog.read(offset, max_bytes, max_offset=limit, min_one=min_one)

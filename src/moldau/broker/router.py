@@ -79,31 +79,35 @@ class Router:
             if verdict is not None:
                 return verdict  # type: ignore[no-any-return]
         if len(frame) < 8:
-            log.warning("closing connection from %s:%d: request of %d bytes is too short for a header",
-                        conn.peer[0], conn.peer[1], len(frame))
+            self.services.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: request of %d bytes is too short "
+                "for a header", conn.peer[0], conn.peer[1], len(frame))
             return False
         api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
         spec = HANDLERS.get(api_key)
         if spec is None:
-            log.warning("closing connection from %s:%d: unknown api key %d (version %d)", conn.peer[0],
-                        conn.peer[1], api_key, version)
+            self.services.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: unknown api key %d (version %d)",
+                conn.peer[0], conn.peer[1], api_key, version)
             return False
         if not spec.min_version <= version <= spec.max_version:
             if api_key == API_VERSIONS:
                 return self._api_versions_unsupported(correlation_id)
-            log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
-                        conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
+            self.services.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: %s v%d is not supported (%d-%d)",
+                conn.peer[0], conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
         metrics = self.services.metrics
-        t0 = time.perf_counter() if metrics is not None else 0.0
+        t0 = time.perf_counter()  # also the request time charged to request_percentage quotas
         view = memoryview(frame)
         try:
             header, offset = _frame.decode_request_header(view)
             req_msg = m.REQUESTS[api_key]
             req, _end = req_msg.decode(view, version, offset)
         except Exception as e:
-            log.warning("closing connection from %s:%d: cannot decode %s v%d request: %s", conn.peer[0],
-                        conn.peer[1], spec.name, version, e)
+            self.services.client_log.event(
+                "bad_frames", conn.peer[0], "closing connection from %s:%d: cannot decode %s v%d request: %s",
+                conn.peer[0], conn.peer[1], spec.name, version, e)
             return False
         client_id = getattr(header, "client_id", None)
         if client_id is not None:
@@ -121,15 +125,41 @@ class Router:
             resp.error_code = error_code_of(e)
             if _has_field(resp_msg, "error_message", version):
                 resp.error_message = _error_message(e)
+        quotas = self.services.quotas
         if resp is None:
+            if quotas is not None and not quotas.empty:
+                ms = quotas.request_throttle(conn.principal, client_id, api_key, len(frame), 0,
+                                             time.perf_counter() - t0)
+                if ms > 0:
+                    conn.mute(ms)
             if metrics is not None:
                 metrics.observe_request(api_key, len(frame), None, time.perf_counter() - t0)
             return None
         body = m.RESPONSES[api_key].encode_parts(resp, version)
         parts = frame_response(correlation_id, api_key, version, body)
+        if quotas is not None and not quotas.empty:
+            parts = self._throttle(conn, quotas, resp, api_key, version, correlation_id, client_id,
+                                   len(frame), parts, time.perf_counter() - t0)
         if metrics is not None:
             metrics.observe_request(api_key, len(frame), parts, time.perf_counter() - t0)
         return parts
+
+    @staticmethod
+    def _throttle(conn: Connection, quotas: Any, resp: Any, api_key: int, version: int, correlation_id: int,
+                  client_id: str | None, request_bytes: int, parts: list[Any], seconds: float) -> list[Any]:
+        """Client quotas (KIP-219): the throttle time goes into the response's ``throttle_time_ms`` and the
+        connection reads no further request for that long; the response itself leaves at once."""
+        response_bytes = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
+        ms = quotas.request_throttle(conn.principal, client_id, api_key, request_bytes, response_bytes,
+                                     seconds)
+        if ms <= 0:
+            return parts
+        conn.mute(ms)
+        resp_msg = m.RESPONSES[api_key]
+        if not _has_field(resp_msg, "throttle_time_ms", version):
+            return parts
+        resp.throttle_time_ms = min(ms, 2**31 - 1)
+        return frame_response(correlation_id, api_key, version, resp_msg.encode_parts(resp, version))
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]

@@ -19,20 +19,23 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from moldau.log.checkpoint import atomic_write
 
 from .clock import Clock, SystemClock
+from .limits import ClientLog
 
 if TYPE_CHECKING:
     from moldau.log import LogManager
 
     from .config import BrokerConfig, Listener
     from .groups.coordinator import GroupCoordinator
+    from .limits import ConnectionLimiter, RequestMemory
     from .metadata import MetadataStore
     from .metrics import BrokerMetrics
+    from .quotas import QuotaManager
     from .replica_manager import ReplicaManager
     from .security import SecurityManager
     from .security.authorizer import AclAuthorizer
@@ -99,5 +102,11 @@ class BrokerServices:
     security: SecurityManager | None = None
     authorizer: AclAuthorizer | None = None
     metrics: BrokerMetrics | None = None
+    #: client quotas (``quotas.QuotaManager``), connection limits and the request-bytes pool (``limits``), set
+    #: by ``Broker.start``; the rate-limited per-client log exists from the start
+    quotas: QuotaManager = None  # type: ignore[assignment]
+    limiter: ConnectionLimiter | None = None
+    request_memory: RequestMemory | None = None
+    client_log: ClientLog = field(default_factory=ClientLog)
     #: the endpoint advertised to clients that connected on a listener (the broker's bound listeners)
     advertised_listener: Callable[[str | None], Listener] = _no_listener

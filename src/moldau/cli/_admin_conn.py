@@ -23,6 +23,17 @@ from moldau.protocol.sasl_mechanisms import SaslError, client_mechanism
 _SIZE = struct.Struct(">i")
 
 
+def add_target_args(sp: Any, offline_help: str, online_help: str) -> None:
+    """``--data-dir`` (offline) or ``--bootstrap-server`` (online, with ``--command-config`` and ``-X``): the
+    target options of the commands that work either way (users, quotas)."""
+    g = sp.add_mutually_exclusive_group(required=True)
+    g.add_argument("--data-dir", help=offline_help)
+    g.add_argument("--bootstrap-server", help=online_help)
+    sp.add_argument("--command-config", metavar="FILE", help="client properties for --bootstrap-server")
+    sp.add_argument("-X", dest="client_settings", metavar="KEY=VALUE", action="append", default=[],
+                    help="client setting for --bootstrap-server (repeatable)")
+
+
 class AdminConnError(Exception):
     pass
 

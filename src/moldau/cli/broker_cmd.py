@@ -70,12 +70,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
     from moldau.broker.broker import run as run_server
+    from moldau.log.errors import StorageError
 
     try:
         run_server(config)
     except ConfigError as e:  # found while starting (listeners, TLS certificates, ACL file)
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
+    except StorageError as e:  # a data dir in use by another broker, unreadable meta.properties, ...
+        print(f"moldau broker: error: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         logging.getLogger("moldau.broker").error("cannot start the broker: %s", e)
         return 1

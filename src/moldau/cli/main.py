@@ -11,7 +11,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from moldau import __version__
 
@@ -19,16 +19,18 @@ from moldau import __version__
 _CORE = ("broker_cmd", "log_cmd")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with the one in module ``only`` (``moldau broker`` starts without
+    importing the other commands)."""
     parser = argparse.ArgumentParser(
         prog="moldau", description="moldau: a Kafka-compatible broker and client"
     )
     parser.add_argument("--version", action="version", version=f"moldau {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    names = list(_CORE)
+    names = [only] if only else list(_CORE)
     import moldau.cli as pkg
 
-    for info in pkgutil.iter_modules(pkg.__path__):
+    for info in ([] if only else pkgutil.iter_modules(pkg.__path__)):
         if info.name not in names and info.name not in ("main", "__main__") and not info.name.startswith("_"):
             names.append(info.name)
     for name in names:
@@ -44,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser("broker_cmd" if args_list[:1] == ["broker"] else None)
+    args = parser.parse_args(args_list)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

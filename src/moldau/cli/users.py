@@ -25,6 +25,8 @@ import os
 import sys
 from typing import Any
 
+from ._admin_conn import add_target_args
+
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -36,12 +38,8 @@ def register(sub: Any) -> None:
     cmds = p.add_subparsers(dest="users_command", metavar="SUBCOMMAND")
 
     def target(sp: argparse.ArgumentParser) -> None:
-        g = sp.add_mutually_exclusive_group(required=True)
-        g.add_argument("--data-dir", help="the broker's data directory (offline)")
-        g.add_argument("--bootstrap-server", help="HOST:PORT of a running broker (online, SCRAM only)")
-        sp.add_argument("--command-config", metavar="FILE", help="client properties for --bootstrap-server")
-        sp.add_argument("-X", dest="client_settings", metavar="KEY=VALUE", action="append", default=[],
-                        help="client setting for --bootstrap-server (repeatable)")
+        add_target_args(sp, "the broker's data directory (offline)",
+                        "HOST:PORT of a running broker (online, SCRAM only)")
 
     add = cmds.add_parser("add", help="add a user or change its password")
     add.add_argument("name")

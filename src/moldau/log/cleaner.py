@@ -274,20 +274,24 @@ def _scan_next_offset(path: str, base: int) -> int:
     return nxt
 
 
-def recover_interrupted_swaps(directory: str) -> None:
+def recover_interrupted_swaps(directory: str, names: list[str] | None = None) -> bool:
     """Load-time completion of an interrupted swap (Kafka's LogLoader): delete ``*.cleaned`` files; for each
     ``<base>.log.swap`` delete the segment files whose base offset is in ``[base, next offset of the swap)``
-    (the segments it replaces; ``<base>`` itself always), then rename every ``*.swap`` to its final name."""
-    names = os.listdir(directory)
+    (the segments it replaces; ``<base>`` itself always), then rename every ``*.swap`` to its final name.
+    ``names``: the directory's listing when the caller has it. True when a file was deleted or renamed."""
+    if names is None:
+        names = os.listdir(directory)
     swaps: list[int] = []
+    changed = False
     for name in names:
         if name.endswith(CLEANED_SUFFIX):
             log.info("%s: deleting %s left by an interrupted cleaning", directory, name)
             _unlink(os.path.join(directory, name))
+            changed = True
         elif name.endswith(".log" + SWAP_SUFFIX) and name[:20].isdigit() and len(name) == 29:
             swaps.append(int(name[:20]))
     if not any(n.endswith(SWAP_SUFFIX) for n in names):
-        return
+        return changed
     for base in sorted(swaps):
         nxt = _scan_next_offset(os.path.join(directory, segment_file_name(base, ".log") + SWAP_SUFFIX), base)
         hi = max(nxt, base + 1)
@@ -305,6 +309,7 @@ def recover_interrupted_swaps(directory: str) -> None:
             else:
                 _unlink(os.path.join(directory, name))
     fsync_dir(directory)
+    return True
 
 
 # ================================================================================================ batch I/O

@@ -131,9 +131,10 @@ class OffsetIndex(_WriteBehindIndex):
         self.pos = array("i")
 
     # ------------------------------------------------------------------------------------------------ load
-    def load(self, segment_size: int) -> bool:
+    def load(self, segment_size: int, *, allow_empty: bool = False) -> bool:
         """Read the file. Returns False (and leaves the index empty) when it is missing or fails the sanity
-        check, so the caller rebuilds it from the log."""
+        check, so the caller rebuilds it from the log. An empty file passes for an empty segment, or for any
+        with ``allow_empty`` (the caller checks the segment against index.interval.bytes)."""
         self.rel = array("i")
         self.pos = array("i")
         data = self._read_file()
@@ -141,7 +142,7 @@ class OffsetIndex(_WriteBehindIndex):
             return False
         n = len(data) // OFFSET_ENTRY_SIZE
         if n == 0:
-            return segment_size == 0 or segment_size is None
+            return allow_empty or segment_size == 0 or segment_size is None
         both = array("i")
         both.frombytes(data)
         if _LITTLE:

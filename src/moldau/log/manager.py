@@ -98,6 +98,13 @@ def _default_cache_size() -> int:
     return 256
 
 
+def _fsync_recovered(seg: Any) -> None:
+    try:
+        PartitionLog._fsync_segment(seg)
+    except FileNotFoundError:  # deleted while loading (log start offset past the end)
+        pass
+
+
 class LogManager:
     def __init__(
         self,
@@ -136,6 +143,9 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
+        # log dirs taken offline after a storage error (dir -> reason): no more writes, checkpoints or clean-
+        # shutdown marker there until a restart (which recovers them)
+        self.offline_dirs: dict[str, str] = {}
         self._locks: dict[str, int] = {}
         self._loaded = False
         self._closed = False
@@ -239,10 +249,11 @@ class LogManager:
         starts = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
         hws = self._read_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
         warned = clean
-        for name in sorted(os.listdir(d)):
+        recovered: list[Any] = []  # segments recovered after an unclean shutdown, fsynced together below
+        with os.scandir(d) as it:
+            subdirs = sorted(e.name for e in it if e.is_dir())
+        for name in subdirs:
             path = os.path.join(d, name)
-            if not os.path.isdir(path):
-                continue
             if name.endswith("-delete"):
                 log.info("removing %s (deleted before the last shutdown)", path)
                 shutil.rmtree(path, ignore_errors=True)
@@ -272,11 +283,20 @@ class LogManager:
                     log_start_offset=starts.get(parsed, 0),
                     high_watermark=hws.get(parsed),
                     clean_shutdown=clean,
+                    deferred_fsync=recovered,
                 )
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
             self._logs[parsed] = plog
             self._dir_of[parsed] = d
+        if recovered:
+            # fsync releases the GIL: the disk sees many at once instead of one after another
+            workers = min(16, len(recovered))
+            with ThreadPoolExecutor(workers, thread_name_prefix="moldau-log-recovery") as pool:
+                try:
+                    list(pool.map(_fsync_recovered, recovered))
+                except OSError as e:
+                    raise StorageError(f"cannot fsync recovered segments in {d}: {e}") from e
 
     # ================================================================================================
     # partitions
@@ -302,10 +322,13 @@ class LogManager:
         validate_topic_name(topic)
         if partition < 0:
             raise ValueError(f"invalid partition {partition}")
-        counts = {d: 0 for d in self.log_dirs}
+        counts = {d: 0 for d in self.log_dirs if d not in self.offline_dirs}
+        if not counts:
+            raise StorageError("every log directory is offline")
         for k, d in self._dir_of.items():
-            counts[d] = counts.get(d, 0) + 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
+            if d in counts:
+                counts[d] += 1
+        d = min(counts, key=lambda x: counts[x])
         plog = PartitionLog(
             os.path.join(d, f"{topic}-{partition}"),
             config or self.default_config,
@@ -354,6 +377,16 @@ class LogManager:
     def dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
 
+    def mark_offline(self, d: str, reason: str) -> bool:
+        """Take log dir ``d`` offline; True when it was online."""
+        if d in self.offline_dirs:
+            return False
+        self.offline_dirs[d] = reason
+        return True
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return bool(self.offline_dirs) and self._dir_of.get((topic, partition)) in self.offline_dirs
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), plog in self._logs.items():
             if t == topic:
@@ -372,8 +405,9 @@ class LogManager:
         if self._last_checkpoint_ms is None:
             self._last_checkpoint_ms = now_ms
         retention_due = now_ms - self._last_retention_ms >= self.retention_check_interval_ms
-        for plog in list(self._logs.values()):
-            if plog.closed:
+        offline = self.offline_dirs
+        for key, plog in list(self._logs.items()):
+            if plog.closed or offline and self._dir_of.get(key) in offline:
                 continue
             try:
                 plog.maybe_roll_by_time(now_ms)
@@ -416,6 +450,8 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every directory."""
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             keys = sorted(k for k, dd in self._dir_of.items() if dd == d)
             logs = [(k, self._logs[k]) for k in keys if k in self._logs]
             try:
@@ -446,7 +482,9 @@ class LogManager:
             self._release_locks()
             return
         ok = True
-        for plog in list(self._logs.values()):
+        for key, plog in list(self._logs.items()):
+            if self._dir_of.get(key) in self.offline_dirs:
+                continue  # an offline dir is left as it is: recovered at the next start
             try:
                 plog.close()
             except Exception:
@@ -455,6 +493,8 @@ class LogManager:
         self.checkpoint()
         if ok:
             for d in self.log_dirs:
+                if d in self.offline_dirs:
+                    continue
                 fd = os.open(os.path.join(d, CLEAN_SHUTDOWN_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
                 os.fsync(fd)
                 os.close(fd)

@@ -113,8 +113,12 @@ class PartitionLog:
         high_watermark: int | None = None,
         clean_shutdown: bool = True,
         topic_id: Any = None,
+        deferred_fsync: list[Segment] | None = None,
     ) -> None:
+        """``deferred_fsync``: segments recovered after an unclean shutdown are appended there for the caller
+        to fsync (the log manager does many partitions' in parallel) instead of one by one here."""
         self.dir = os.path.abspath(directory)
+        self._deferred_fsync = deferred_fsync
         if topic is None or partition is None:
             parsed = parse_partition_dir_name(os.path.basename(self.dir))
             if parsed is None:
@@ -162,23 +166,28 @@ class PartitionLog:
         interval = cfg.index_interval_bytes
         now = self._now_ms()
         bases: list[int] = []
-        recover_interrupted_swaps(self.dir)  # the log cleaner's .cleaned / .swap files
-        names = os.listdir(self.dir)
+        names = os.listdir(self.dir)  # one listing serves the whole load
+        if recover_interrupted_swaps(self.dir, names):  # the log cleaner's .cleaned / .swap files
+            names = os.listdir(self.dir)
+        indexes: list[tuple[int, str]] = []
         for name in names:
             if name.endswith((".tmp", ".deleted")):
                 self._unlink(os.path.join(self.dir, name))
                 continue
-            stem, ext = os.path.splitext(name)
-            if ext == ".log" and len(stem) == 20 and stem.isdigit():
+            stem = name[:20]
+            if len(name) < 24 or not stem.isdigit() or name[20] != ".":
+                continue
+            ext = name[20:]
+            if ext == ".log":
                 bases.append(int(stem))
+            elif ext in (".index", ".timeindex", ".txnindex"):
+                indexes.append((int(stem), name))
         bases.sort()
         known = set(bases)
-        for name in names:
-            stem, ext = os.path.splitext(name)
-            if ext in (".index", ".timeindex", ".txnindex") and len(stem) == 20 and stem.isdigit():
-                if int(stem) not in known:
-                    log.info("%s: deleting orphan index %s", self.dir, name)
-                    self._unlink(os.path.join(self.dir, name))
+        for base, name in indexes:
+            if base not in known:
+                log.info("%s: deleting orphan index %s", self.dir, name)
+                self._unlink(os.path.join(self.dir, name))
         recovered = False
         if not bases:
             seg = Segment.create(
@@ -211,8 +220,11 @@ class PartitionLog:
                         del segs[j + 1 :]
                         segs[-1].active = True
                         break
-                for s in segs[first:]:
-                    self._fsync_segment(s)
+                if self._deferred_fsync is not None:
+                    self._deferred_fsync.extend(segs[first:])
+                else:
+                    for s in segs[first:]:
+                        self._fsync_segment(s)
             else:
                 segs[-1].load_tail(interval)
         self._segments = segs
@@ -225,13 +237,15 @@ class PartitionLog:
             )
             self._truncate_fully_locked(ls, now)
             leo = ls
+            names = os.listdir(self.dir)
         self.log_start_offset = ls
         self.recovery_point = leo if (clean or recovered) else min(recovery_point, leo)
         hw = leo if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, ls), leo)
         self._load_epochs()
-        self._load_aborted()
-        self._load_producer_state(now)
+        present = set(names)
+        self._load_aborted(present)
+        self._load_producer_state(now, names)
         self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir)
         if self.byte_offsets is not None:
             self.byte_offsets.truncate(leo)
@@ -249,9 +263,11 @@ class PartitionLog:
         if kept != epochs:
             write_epoch_checkpoint(path, kept)
 
-    def _load_aborted(self) -> None:
+    def _load_aborted(self, present: set[str] | None = None) -> None:
         out = []
         for seg in self._segments:
+            if present is not None and os.path.basename(seg.txnindex_path) not in present:
+                continue  # no aborted transactions in this segment (the listing at load says so)
             for pid, first, last, lso in TxnIndex.read(seg.txnindex_path):
                 out.append((last, pid, first, lso))
         out.sort()
@@ -317,24 +333,23 @@ class PartitionLog:
         i = bisect_left(ab, (start,))
         return [(pid, first) for _last, pid, first, _lso in ab[i:] if first < end]
 
-    def _snapshot_offsets(self) -> list[int]:
+    def _snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
         out = []
-        for name in os.listdir(self.dir):
-            stem, ext = os.path.splitext(name)
-            if ext == ".snapshot" and len(stem) == 20 and stem.isdigit():
-                out.append(int(stem))
+        for name in os.listdir(self.dir) if names is None else names:
+            if len(name) == 29 and name.endswith(".snapshot") and name[:20].isdigit():
+                out.append(int(name[:20]))
         out.sort()
         return out
 
     def _snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir, segment_file_name(offset, ".snapshot"))
 
-    def _load_producer_state(self, now_ms: int) -> None:
+    def _load_producer_state(self, now_ms: int, names: list[str] | None = None) -> None:
         ps = self.producer_state
         ps.clear()
         leo = self.log_end_offset
         start = self._segments[0].base_offset
-        for off in reversed(self._snapshot_offsets()):
+        for off in reversed(self._snapshot_offsets(names)):
             path = self._snapshot_path(off)
             if off > leo:
                 self._unlink(path)
@@ -1088,8 +1103,11 @@ class PartitionLog:
         self.flush()
         with self._lock:
             leo = self.log_end_offset
+            path = self._snapshot_path(leo)
             try:
-                self.producer_state.write_snapshot(self._snapshot_path(leo))
+                # a snapshot at the log end offset already holds this state (nothing appended since)
+                if not os.path.exists(path):
+                    self.producer_state.write_snapshot(path)
             except OSError as e:
                 log.warning("%s: cannot write producer snapshot: %s", self.dir, e)
             for seg in self._segments:

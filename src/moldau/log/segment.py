@@ -230,9 +230,11 @@ class Segment:
         return fd, [self.offset_index, self.time_index]
 
     # ------------------------------------------------------------------------------------------ indexes
-    def ensure_offset_index(self, interval: int) -> OffsetIndex:
+    def ensure_offset_index(self, interval: int, *, allow_empty: bool = False) -> OffsetIndex:
+        """The offset index, loaded or rebuilt. ``allow_empty``: an empty index file is taken as it is (a
+        segment whose batches never crossed index.interval.bytes; the caller checks that while scanning)."""
         if not self._oi_loaded:
-            if not self.offset_index.load(self.size):
+            if not self.offset_index.load(self.size, allow_empty=allow_empty):
                 self.rebuild_indexes(interval)
             self._oi_loaded = True
         return self.offset_index
@@ -395,7 +397,7 @@ class Segment:
     def load_tail(self, interval: int) -> None:
         """Clean-shutdown load of the active segment: next offset and timestamps from the index tail plus a
         short header scan. Falls back to full recovery if the tail does not frame."""
-        oi = self.ensure_offset_index(interval)
+        oi = self.ensure_offset_index(interval, allow_empty=True)
         ti = self.ensure_time_index(interval)
         if self.next_offset is not None:  # a rebuild already computed everything
             return
@@ -410,6 +412,11 @@ class Segment:
         self.bytes_since_index = 0
         try:
             for _p, f, _ in self.scan(pos):
+                if self.bytes_since_index > interval:  # an index entry is missing here: not our index
+                    log.warning("%s: index entries missing after a clean shutdown; rebuilding", self.log_path)
+                    self.next_offset = None
+                    self.rebuild_indexes(interval)
+                    return
                 last_offset = f[F_BASE_OFFSET] + f[F_LAST_OFFSET_DELTA]
                 ts = f[F_MAX_TIMESTAMP]
                 if ts > self.max_timestamp:
@@ -440,6 +447,10 @@ class Segment:
             while written < n:  # regular files rarely do partial writes, but be exact
                 written += os.pwrite(fd, memoryview(data)[written:], pos + written)
         except OSError as e:
+            try:
+                os.ftruncate(fd, pos)  # no torn batch behind the last good one (needs no space)
+            except OSError:
+                pass
             raise StorageError(f"write to {self.log_path} failed: {e}") from e
         self.size = pos + n
         self.dirty = True

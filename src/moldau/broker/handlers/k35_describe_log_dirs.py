@@ -90,6 +90,8 @@ async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) 
         except OSError as exc:
             log.warning("log dir %s unavailable: %s", log_dir, exc)
             error = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        if log_dir in ctx.services.log_manager.offline_dirs:
+            error = int(ErrorCode.KAFKA_STORAGE_ERROR)  # taken offline after a storage error
         by_topic: dict[str, list[Any]] = {}
         if not error:
             for p in partitions:

@@ -1,0 +1,420 @@
+"""Client quotas (KIP-13, KIP-55, KIP-124, KIP-219, KIP-546, KIP-612): the store, Kafka's precedence and the
+throttle computation.
+
+* Entities: ``user``, ``client-id`` (alone or together) and ``ip``; a ``None`` name is the entity type's
+  default (``<default>``). Keys: ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+  ``controller_mutation_rate`` for user/client-id entities, ``connection_creation_rate`` for ip entities.
+* Precedence per quota key, most specific first (Kafka's DefaultQuotaCallback)::
+
+      user + client-id, user + default client-id, user,
+      default user + client-id, default user + default client-id, default user,
+      client-id, default client-id
+
+  The matched entity is also the *sharing* group: a quota set on a user is one budget for all of its
+  clients, a quota on (user, client-id) one budget per client.
+* Throttling as KIP-599's token bucket (Kafka uses it for controller mutations): credit accrues at the quota's
+  rate up to ``quota.window.num * quota.window.size.seconds`` worth (what Kafka's sampled rate tolerates
+  after an idle period), a new client starts with one window's worth, every request takes its bytes (or
+  request time) out, and a negative balance is the throttle time: ``-balance / quota`` (capped at the full
+  window). Kafka throttles bytes with the sampled ``Rate`` (``(rate - quota) / quota * window``), which lets
+  a new client send ``num - 1`` windows' worth at once, and gives a throttle pause back as a new burst when
+  the sample that caused it expires; with the bucket a greedy client holds its rate within a few percent
+  over any 10 s (simulated in tests/unit/test_quotas.py). The sampled rate is still kept per client for the
+  metrics.
+* The store sits behind :class:`QuotaStore`. :class:`FileQuotaStore` keeps the quotas in
+  ``<data-dir>/__moldau_quotas.json`` (atomic rewrite on every change); a cluster keeps them elsewhere
+  (ZooKeeper ``/config/users``, ``/config/clients``, ``/config/ips``) behind the same interface.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from moldau.log.checkpoint import atomic_write
+
+log = logging.getLogger(__name__)
+
+QUOTAS_FILE = "__moldau_quotas.json"
+
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+CLIENT_KEYS = frozenset(
+    {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE}
+)
+IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
+
+# ApiVersions and the SASL requests are never throttled (a client must be able to connect and log in).
+QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})
+
+# An entity: sorted tuple of (entity type, name or None for the default).
+Entity = tuple[tuple[str, "str | None"], ...]
+
+
+class QuotaError(ValueError):
+    """An invalid entity or quota (the protocol's INVALID_REQUEST)."""
+
+
+def make_entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
+    """Validate and normalise entity components: known types, no type twice, ip never combined."""
+    items = list(parts)
+    if not items:
+        raise QuotaError("the entity is empty")
+    types = [t for t, _ in items]
+    for t in types:
+        if t not in ENTITY_TYPES:
+            raise QuotaError(f"unknown entity type {t!r}")
+    if len(set(types)) != len(types):
+        raise QuotaError("an entity type is given twice")
+    if IP in types and len(types) > 1:
+        raise QuotaError("an ip entity cannot be combined with user or client-id")
+    for t, name in items:
+        if name is not None and name == "":
+            raise QuotaError(f"empty {t} name (use the default entity for <default>)")
+    return tuple(sorted(items))
+
+
+def valid_keys(entity: Entity) -> frozenset[str]:
+    return IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
+
+
+def validate_quota(entity: Entity, key: str, value: float) -> None:
+    if key not in valid_keys(entity):
+        raise QuotaError(f"invalid quota key {key!r} for {describe_entity(entity)}")
+    if not value > 0:
+        raise QuotaError(f"quota {key} must be greater than 0, not {value}")
+    if key == CONNECTION_CREATION_RATE and value != int(value):
+        raise QuotaError(f"quota {key} must be an integer, not {value}")
+
+
+def describe_entity(entity: Entity) -> str:
+    return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+
+
+def apply_changes(
+    quotas: dict[Entity, dict[str, float]], changes: list[tuple[Entity, dict[str, float | None]]]
+) -> dict[Entity, dict[str, float]]:
+    """A copy of ``quotas`` with the changes applied (value None removes a key; an entity left without keys
+    goes)."""
+    new = {e: dict(v) for e, v in quotas.items()}
+    for entity, ops in changes:
+        values = new.setdefault(entity, {})
+        for k, v in ops.items():
+            if v is None:
+                values.pop(k, None)
+            else:
+                values[k] = float(v)
+        if not values:
+            del new[entity]
+    return new
+
+
+class QuotaStore(Protocol):
+    """Where quotas are kept. The manager reads through ``all()`` and writes through ``alter()``."""
+
+    def all(self) -> dict[Entity, dict[str, float]]: ...
+
+    def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
+        """Apply changes (value None removes a key) atomically and durably."""
+
+
+class FileQuotaStore:
+    """Quotas in one JSON file in the broker's data directory."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(data_dir, QUOTAS_FILE)
+        self._quotas: dict[Entity, dict[str, float]] = {}
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            log.error("cannot read %s (%s): starting without client quotas", self.path, e)
+            return
+        for row in doc.get("quotas", []):
+            try:
+                entity = make_entity((p[0], p[1]) for p in row["entity"])
+                values = {str(k): float(v) for k, v in row["values"].items()}
+            except (KeyError, TypeError, ValueError, QuotaError) as e:
+                log.error("skipping an unreadable quota entry in %s: %s", self.path, e)
+                continue
+            if values:
+                self._quotas[entity] = values
+
+    def all(self) -> dict[Entity, dict[str, float]]:
+        return {e: dict(v) for e, v in self._quotas.items()}
+
+    def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
+        new = apply_changes(self._quotas, changes)
+        doc = {
+            "version": 1,
+            "quotas": [{"entity": [list(p) for p in e], "values": v} for e, v in new.items()],
+        }
+        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        self._quotas = new
+
+
+class MemoryQuotaStore:
+    """Quotas held in memory only (unit tests)."""
+
+    def __init__(self) -> None:
+        self._quotas: dict[Entity, dict[str, float]] = {}
+
+    def all(self) -> dict[Entity, dict[str, float]]:
+        return {e: dict(v) for e, v in self._quotas.items()}
+
+    def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
+        self._quotas = apply_changes(self._quotas, changes)
+
+
+# ------------------------------------------------------------------------------------------------ rates
+@dataclass(slots=True)
+class Rate:
+    """A sampled rate: samples on a grid of ``window_s`` seconds, the current one and ``num - 1`` before
+    it."""
+
+    num: int
+    window_s: float
+    created: float | None = None
+    starts: list[float] = field(default_factory=list)  # grid-aligned sample starts, ascending
+    values: list[float] = field(default_factory=list)
+
+    def _oldest_start(self, now: float) -> float:
+        current = (now // self.window_s) * self.window_s
+        return current - (self.num - 1) * self.window_s
+
+    def record(self, value: float, now: float) -> None:
+        if self.created is None:
+            self.created = now
+        start = (now // self.window_s) * self.window_s
+        if self.starts and self.starts[-1] == start:
+            self.values[-1] += value
+        else:
+            self.starts.append(start)
+            self.values.append(value)
+        self._purge(now)
+
+    def _purge(self, now: float) -> None:
+        oldest = self._oldest_start(now)
+        while self.starts and self.starts[0] < oldest:
+            self.starts.pop(0)
+            self.values.pop(0)
+
+    def window(self, now: float) -> float:
+        """The time the samples cover (empty samples count): from the oldest sample slot, or from the first
+        record when that is later; at least one sample window."""
+        begin = self._oldest_start(now)
+        if self.created is not None and self.created > begin:
+            begin = self.created
+        return max(self.window_s, now - begin)
+
+    def measure(self, now: float) -> float:
+        self._purge(now)
+        return sum(self.values) / self.window(now)
+
+
+# ------------------------------------------------------------------------------------------------ manager
+@dataclass(slots=True)
+class ClientMetrics:
+    """Per quota group (user, client-id) and key: the token bucket that throttles, the measured rate and the
+    throttle time handed out."""
+
+    rate: Rate
+    tokens: float | None = None  # None: not yet used (a new client starts with one window's worth)
+    last: float = 0.0
+    throttle_ms_total: float = 0.0
+    throttled: int = 0
+    recorded_total: float = 0.0
+
+
+class QuotaManager:
+    """Resolves quotas for (user, client-id) and ip, records usage and computes throttle times."""
+
+    def __init__(
+        self,
+        store: QuotaStore,
+        *,
+        window_num: int = 11,
+        window_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.window_num = max(2, int(window_num))
+        self.window_s = float(window_s)
+        self.clock = clock
+        self._quotas: dict[Entity, dict[str, float]] = store.all()
+        self._sensors: dict[tuple[str, str, str], ClientMetrics] = {}
+        self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
+
+    # --------------------------------------------------------------------------- admin
+    @property
+    def quotas(self) -> dict[Entity, dict[str, float]]:
+        return self._quotas
+
+    def alter(self, changes: list[tuple[Entity, dict[str, float | None]]]) -> None:
+        self.store.alter(changes)
+        self._quotas = self.store.all()
+        self._resolved.clear()
+
+    def reload(self) -> None:
+        """Re-read the store (for a store changed from outside, e.g. a cluster's watcher)."""
+        self._quotas = self.store.all()
+        self._resolved.clear()
+
+    def describe(
+        self, components: list[tuple[str, int, str | None]], strict: bool
+    ) -> dict[Entity, dict[str, float]]:
+        """DescribeClientQuotas filter: (entity type, match type 0 exact / 1 default / 2 any specified,
+        name). ``strict``: only entities made of exactly the given types."""
+        for t, match_type, _ in components:
+            if t not in ENTITY_TYPES:
+                raise QuotaError(f"unknown entity type {t!r}")
+            if match_type not in (0, 1, 2):
+                raise QuotaError(f"unknown match type {match_type}")
+        types = [c[0] for c in components]
+        if len(set(types)) != len(types):
+            raise QuotaError("an entity type is given twice in the filter")
+        out: dict[Entity, dict[str, float]] = {}
+        for entity, values in self._quotas.items():
+            names = dict(entity)
+            if strict and set(names) != set(types):
+                continue
+            ok = True
+            for t, match_type, match in components:
+                if t not in names:
+                    ok = False
+                elif match_type == 0:
+                    ok = names[t] is not None and names[t] == match
+                elif match_type == 1:
+                    ok = names[t] is None
+                else:
+                    ok = names[t] is not None
+                if not ok:
+                    break
+            if ok and values:
+                out[entity] = dict(values)
+        return out
+
+    # --------------------------------------------------------------------------- resolution
+    def quota_for(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
+        """(bound, sharing group) of ``key`` for this user and client id, or None without a quota."""
+        ck = (key, user, client_id)
+        try:
+            return self._resolved[ck]
+        except KeyError:
+            pass
+        q = self._quotas
+        candidates: list[tuple[Entity, tuple[str, str]]] = [
+            (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
+            (((CLIENT_ID, None), (USER, user)), (user, client_id)),
+            (((USER, user),), (user, "")),
+            (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
+            (((CLIENT_ID, None), (USER, None)), (user, client_id)),
+            (((USER, None),), (user, "")),
+            (((CLIENT_ID, client_id),), ("", client_id)),
+            (((CLIENT_ID, None),), ("", client_id)),
+        ]
+        found: tuple[float, tuple[str, str]] | None = None
+        for entity, group in candidates:
+            values = q.get(entity)
+            if values is not None and key in values:
+                found = (values[key], group)
+                break
+        if len(self._resolved) > 100_000:
+            self._resolved.clear()
+        self._resolved[ck] = found
+        return found
+
+    def ip_quota(self, ip: str) -> float | None:
+        for entity in (((IP, ip),), ((IP, None),)):
+            values = self._quotas.get(entity)
+            if values is not None and CONNECTION_CREATION_RATE in values:
+                return values[CONNECTION_CREATION_RATE]
+        return None
+
+    @property
+    def empty(self) -> bool:
+        return not self._quotas
+
+    # --------------------------------------------------------------------------- enforcement
+    def record(self, key: str, user: str, client_id: str, value: float, now: float | None = None) -> int:
+        """Record ``value`` (bytes, or request-time percentage) against the client's quota for ``key``;
+        the throttle time in ms (0 when within the quota or without one)."""
+        resolved = self.quota_for(key, user, client_id)
+        if resolved is None:
+            return 0
+        bound, group = resolved
+        now = self.clock() if now is None else now
+        sk = (key, group[0], group[1])
+        sensor = self._sensors.get(sk)
+        if sensor is None:
+            sensor = self._sensors[sk] = ClientMetrics(Rate(self.window_num, self.window_s))
+        sensor.rate.record(value, now)
+        sensor.recorded_total += value
+        horizon = self.window_num * self.window_s
+        if sensor.tokens is None:
+            sensor.tokens = bound * self.window_s
+        else:
+            sensor.tokens = min(bound * horizon, sensor.tokens + (now - sensor.last) * bound)
+        sensor.last = now
+        sensor.tokens -= value
+        if sensor.tokens >= 0:
+            return 0
+        ms = int(min(-sensor.tokens / bound, horizon) * 1000)
+        if ms > 0:
+            sensor.throttled += 1
+            sensor.throttle_ms_total += ms
+        return ms
+
+    def request_throttle(
+        self,
+        principal: str | None,
+        client_id: str | None,
+        api_key: int,
+        request_bytes: int,
+        response_bytes: int,
+        seconds: float,
+    ) -> int:
+        """Throttle time in ms of one handled request: produce bytes against ``producer_byte_rate``, fetch
+        response bytes against ``consumer_byte_rate``, handler time against ``request_percentage`` (100 = one
+        thread busy all the time); the largest wins, as Kafka."""
+        user = user_of(principal)
+        cid = client_id or ""
+        ms = 0
+        if api_key == 0:
+            ms = self.record(PRODUCER_BYTE_RATE, user, cid, request_bytes)
+        elif api_key == 1:
+            ms = self.record(CONSUMER_BYTE_RATE, user, cid, response_bytes)
+        if api_key not in QUOTA_EXEMPT_APIS:
+            ms = max(ms, self.record(REQUEST_PERCENTAGE, user, cid, seconds * 100.0))
+        return ms
+
+    def metrics(self) -> list[tuple[str, str, str, float, float, float]]:
+        """(key, user, client_id, rate now, throttle ms total, recorded total) per sensor."""
+        now = self.clock()
+        return [
+            (k, u, c, s.rate.measure(now), s.throttle_ms_total, s.recorded_total)
+            for (k, u, c), s in sorted(self._sensors.items())
+        ]
+
+
+def user_of(principal: str | None) -> str:
+    """The quota user of a principal ``User:name`` (Kafka quotas use the principal's name)."""
+    if not principal:
+        return "ANONYMOUS"
+    return principal.removeprefix("User:")
