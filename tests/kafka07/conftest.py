@@ -12,6 +12,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Self
 
@@ -179,20 +180,16 @@ def franz_consume(port: int, topic: str, count: int, *, partition: int = 0, offs
 # ------------------------------------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
 def broker07_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Broker07]]:
-    started: list[Broker07] = []
+    """``make(settings=None, start=True)``: brokers of one module, all closed after it."""
+    with ExitStack() as stack:
+        def make(settings: dict[str, str] | None = None, start: bool = True) -> Broker07:
+            b = Broker07(tmp_path_factory.mktemp("broker07") / "data", settings)
+            stack.callback(b.close)
+            if start:
+                b.start()
+            return b
 
-    def make(settings: dict[str, str] | None = None, start: bool = True) -> Broker07:
-        b = Broker07(tmp_path_factory.mktemp("broker07") / "data", settings)
-        started.append(b)
-        if start:
-            b.start()
-        return b
-
-    try:
         yield make
-    finally:
-        for b in started:
-            b.close()
 
 
 @pytest.fixture(scope="module")

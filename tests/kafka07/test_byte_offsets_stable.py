@@ -35,6 +35,7 @@ def _produce_mixed(b: Broker07, topic: str, round_: int) -> int:
         if i % 3 == 2:
             p.flush(10)
     assert p.flush(10) == 0
+    del p  # no client outlives the broker restarts that follow
     return n + 10
 
 
@@ -69,6 +70,7 @@ def test_byte_offsets_survive_restart_kill9_roll_and_retention(broker07_factory,
         ConfigEntry("retention.bytes", "1500", incremental_operation=AlterConfigOpType.SET)])
     for f in admin.incremental_alter_configs([res]).values():
         f.result(15)
+    del admin
     with b.client07() as c:
         def earliest_moved() -> int | None:
             _err, offs = c.offsets(topic07, 0, k07.EARLIEST_TIME, 1)

@@ -197,6 +197,7 @@ def test_fuzz_mutated_frames_keep_both_listeners_serving(broker07: Broker07, top
     p = Producer({"bootstrap.servers": broker07.bootstrap})
     p.produce(topic07, b"modern", partition=0)
     assert p.flush(10) == 0
+    del p
     cons = Consumer({"bootstrap.servers": broker07.bootstrap, "group.id": f"g-{topic07}",
                      "auto.offset.reset": "earliest"})
     try:

@@ -94,6 +94,7 @@ def test_brokers_and_topics_in_the_07_layout_under_a_chroot(broker07_factory, zo
     assert wait_for(lambda: _value(zk, f"/kafka07/brokers/topics/{topic07}/1") == "5", what="5 partitions")
     assert "__consumer_offsets" not in zk.get_children("/kafka07/brokers/topics")  # internal topics are not
     admin.delete_topics([topic07])[topic07].result(15)
+    del admin  # no client outlives the broker
     assert wait_for(lambda: _value(zk, f"/kafka07/brokers/topics/{topic07}/1") is None, what="node removed")
     assert not zk.exists("/brokers/ids/1")  # nothing outside the chroot
     b.stop()
