@@ -4,6 +4,7 @@ open connections. Handlers and components never see it: they get the services.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -183,29 +184,37 @@ class Broker:
             log.exception("cannot load dynamic broker configs")
         default_log_config = log_config_for({}, self.config)
         cfg = self.config
-        self.log_manager = LogManager(
-            cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
-            cluster_id=cfg.get("cluster.id") or None,
-            retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
-            checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
-        self.cluster_id = str(self.log_manager.cluster_id)
-        self.node_id = int(self.log_manager.node_id)
-        self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
-                                      config_validator=validate_topic_configs)
-        self.metadata.load()
-        self.producer_ids = ProducerIdManager(self.data_dir)
-        from .limits import ConnectionLimiter, RequestMemory
-        from .quotas import FileQuotaStore, QuotaManager
+        # Loading builds objects per partition that live as long as the broker; the cyclic GC would scan
+        # them again and again while they are made: off while loading.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.log_manager = LogManager(
+                cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
+                cluster_id=cfg.get("cluster.id") or None,
+                retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
+                checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
+            self.cluster_id = str(self.log_manager.cluster_id)
+            self.node_id = int(self.log_manager.node_id)
+            self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
+                                          config_validator=validate_topic_configs)
+            self.metadata.load()
+            self.producer_ids = ProducerIdManager(self.data_dir)
+            from .limits import ConnectionLimiter, RequestMemory
+            from .quotas import FileQuotaStore, QuotaManager
 
-        # quotas kept in the data dir; a cluster passes its own QuotaStore (ZooKeeper /config/users, ...)
-        self.services.quotas = QuotaManager(
-            FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
-            window_s=float(cfg.get("quota.window.size.seconds")))
-        self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
-                                                  client_log=self.services.client_log)
-        self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
-        self.replica_manager = ReplicaManager(self.services)
-        self.replica_manager.load()
+            # quotas kept in the data dir; a cluster passes its own QuotaStore (ZooKeeper /config/users, ...)
+            self.services.quotas = QuotaManager(
+                FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
+                window_s=float(cfg.get("quota.window.size.seconds")))
+            self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
+                                                      client_log=self.services.client_log)
+            self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
+            self.replica_manager = ReplicaManager(self.services)
+            self.replica_manager.load()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self.metadata.listeners.append(self.replica_manager)
         self._start_optional_components()
         self.server = Server(self)
