@@ -43,7 +43,7 @@ DEB_SRC = "deb-src http://deb.debian.org/debian bookworm main\n"
 _TEST_DECL = re.compile(r"^\s*_TEST\((\d{4}_\w+)\s*,", re.MULTILINE)
 _SCENARIO = re.compile(r'\.scenario\s*=\s*"([^"]+)"')
 _RESULT = re.compile(r"=+ Test (\d{4}_\w+) (PASSED|FAILED|SKIPPED) =+")
-_FAILED_AT = re.compile(r'### Test "(\d{4}_\w+)" failed at ([^\n]*?) at [^\n]*###\n([^\n]*)')
+_FAILED_AT = re.compile(r'### Test "(\d{4}_\w+)[^"]*" failed at ([^\n]*?) at [^\n]*###\n([^\n]*)')
 _SKIP = re.compile(r"(\d{4}_\w+).*?SKIPPING: (.*)")
 _FAIL_LINE = re.compile(r"(Test assertion failed|TEST FAILURE|FAIL:|: Failed|Test failed).*")
 
@@ -276,6 +276,17 @@ def main(argv: list[str] | None = None) -> int:
                     prev.seconds += o.seconds
                 log.info("%s (run %d): %s", ",".join(chunk), rep + 1,
                          ", ".join(f"{n} {o.result}" for n, o in res.items()))
+        # a failing test can abort its whole chunk (test-runner exits when threads are left behind): the
+        # tests it left unrun are run once more, alone
+        leftover = ([t for t in tests if outcomes.get(t, Outcome(t)).result == "NOT RUN"]
+                    if args.chunk > 1 else [])
+        for name in leftover:
+            if broker.poll() is not None:
+                broker = start_broker(workdir, port)
+            res = run_chunk(runner, [name], port, args.kafka_version, 1, args.timeout, workdir)
+            outcomes[name] = res[name]
+            outcomes[name].runs.append(res[name].result + " (alone)")
+            log.info("%s (alone): %s", name, res[name].result)
     finally:
         broker.terminate()
         try:
