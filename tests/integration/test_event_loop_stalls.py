@@ -81,7 +81,8 @@ def test_other_connections_are_answered_while_topics_are_created(broker_factory)
                 assert (Path(b.data_dir) / f"{n}-{p}" / "partition.metadata").is_file(), (n, p)
 
         # the first group lookup creates __consumer_offsets (50 partitions)
-        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "stall-probe", "auto.offset.reset": "earliest"})
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "stall-probe",
+                      "auto.offset.reset": "earliest"})
         t2 = time.monotonic()
         c.subscribe([names[0]])
         c.consume(1, 3.0)
@@ -90,6 +91,7 @@ def test_other_connections_are_answered_while_topics_are_created(broker_factory)
         during_group = probe.during(t2, t3)
     finally:
         probe.stop()
-    assert len(during) >= 10, f"probe answered {len(during)} times in {t1 - t0:.2f} s of CreateTopics: {during}"
+    assert len(during) >= 10, f"probe answered {len(during)} times in {t1 - t0:.2f} s of CreateTopics: " \
+                              f"{during}"
     assert max(during) < max(0.5, (t1 - t0) / 2), (max(during), t1 - t0)
     assert len(during_group) >= 10 and max(during_group) < 1.0, during_group

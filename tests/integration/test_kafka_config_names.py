@@ -54,15 +54,48 @@ def test_topic_message_format_version_is_accepted_and_ignored(broker):
     with pytest.warns(DeprecationWarning):
         fut = a.alter_configs([legacy], request_timeout=T)[legacy]
     fut.result(timeout=T)
-    other = create_topic(broker.bootstrap, unique_topic("mfv2"), 1, config={"message.format.version": "2.8-IV1"})
-    assert _describe(a, ConfigResource(ResourceType.TOPIC, other))["message.format.version"].value == "2.8-IV1"
+    other = create_topic(broker.bootstrap, unique_topic("mfv2"), 1,
+                         config={"message.format.version": "2.8-IV1"})
+    assert _describe(a, ConfigResource(ResourceType.TOPIC, other))[
+        "message.format.version"].value == "2.8-IV1"
     # still a checked value, and names that are not Kafka's stay refused
     bad = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
         ConfigEntry("message.format.version", "not-a-version", incremental_operation=SET)])
-    assert _err(a.incremental_alter_configs([bad], request_timeout=T)[bad]).code() == KafkaError.INVALID_CONFIG
+    err = _err(a.incremental_alter_configs([bad], request_timeout=T)[bad])
+    assert err.code() == KafkaError.INVALID_CONFIG
     bogus = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
         ConfigEntry("message.format.versions", "3.0", incremental_operation=SET)])
-    assert _err(a.incremental_alter_configs([bogus], request_timeout=T)[bogus]).code() == KafkaError.INVALID_CONFIG
+    err = _err(a.incremental_alter_configs([bogus], request_timeout=T)[bogus])
+    assert err.code() == KafkaError.INVALID_CONFIG
+
+
+def _call(bootstrap: str, api_key: int, version: int, req):
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=T) as sock:
+        sock.sendall(frame.encode_request(api_key, version, 1, "config-names-test", req))
+        body = read_exact(sock, struct.unpack(">i", read_exact(sock, 4))[0])
+    _hdr, off = frame.decode_response_header(body, api_key, version)
+    return m.RESPONSES[api_key].decode(body, version, off)[0]
+
+
+def test_legacy_alter_configs_takes_the_last_of_a_name_given_twice(broker):
+    """What librdkafka's test helper sends (every described config, then the changed ones): Kafka builds a
+    map from the list, the last value wins. IncrementalAlterConfigs still refuses a name given twice."""
+    name = create_topic(broker.bootstrap, unique_topic("dup"), 1)
+    A = m.AlterConfigsRequest
+    r = _call(broker.bootstrap, 33, 1, A.new(validate_only=False, resources=[A.AlterConfigsResource(
+        resource_type=2, resource_name=name, configs=[
+            A.AlterableConfig(name="retention.ms", value="1000000"),
+            A.AlterableConfig(name="retention.ms", value="2000000")])]))
+    assert r.responses[0].error_code == 0, r.responses[0]
+    a = admin(broker.bootstrap)
+    assert _describe(a, ConfigResource(ResourceType.TOPIC, name))["retention.ms"].value == "2000000"
+    inc = m.IncrementalAlterConfigsRequest
+    r = _call(broker.bootstrap, 44, 1, inc.new(validate_only=False, resources=[inc.AlterConfigsResource(
+        resource_type=2, resource_name=name, configs=[
+            inc.AlterableConfig(name="retention.ms", config_operation=0, value="1"),
+            inc.AlterableConfig(name="retention.ms", config_operation=0, value="2")])]))
+    assert r.responses[0].error_code == KafkaError.INVALID_REQUEST
 
 
 def test_topic_timestamp_difference_override_takes_effect(broker):
@@ -98,18 +131,14 @@ def test_kafka_broker_config_names_are_stored_and_described(broker):
         resource_type=4, resource_name=me, configuration_keys=["sasl.kerberos.min.time.before.relogin",
                                                               "sasl.kerberos.service.name"])],
         include_synonyms=False, include_documentation=True)
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=T) as sock:
-        sock.sendall(frame.encode_request(32, 4, 1, "config-names-test", req))
-        body = read_exact(sock, struct.unpack(">i", read_exact(sock, 4))[0])
-    _hdr, off = frame.decode_response_header(body, 32, 4)
-    r, _ = m.RESPONSES[32].decode(body, 4, off)
+    r = _call(broker.bootstrap, 32, 4, req)
     entries = {c.name: c for c in r.results[0].configs}
     assert entries["sasl.kerberos.min.time.before.relogin"].documentation == STORED_ONLY_DOC
     assert "no effect in moldau" in STORED_ONLY_DOC
     assert entries["sasl.kerberos.service.name"].value is None  # a Kafka name asked for, never set
     # legacy AlterConfigs (what 0081 sends) replaces the level; DELETE removes a stored key
-    legacy = ConfigResource(ResourceType.BROKER, me, set_config={"sasl.kerberos.min.time.before.relogin": "60000"})
+    legacy = ConfigResource(ResourceType.BROKER, me,
+                            set_config={"sasl.kerberos.min.time.before.relogin": "60000"})
     with pytest.warns(DeprecationWarning):
         fut = a.alter_configs([legacy], request_timeout=T)[legacy]
     fut.result(timeout=T)
@@ -118,7 +147,8 @@ def test_kafka_broker_config_names_are_stored_and_described(broker):
     rm = ConfigResource(ResourceType.BROKER, me, incremental_configs=[
         ConfigEntry("sasl.kerberos.min.time.before.relogin", None, incremental_operation=DELETE)])
     a.incremental_alter_configs([rm], request_timeout=T)[rm].result(timeout=T)
-    assert "sasl.kerberos.min.time.before.relogin" not in _describe(a, ConfigResource(ResourceType.BROKER, me))
+    assert "sasl.kerberos.min.time.before.relogin" not in _describe(
+        a, ConfigResource(ResourceType.BROKER, me))
     # not a Kafka name: INVALID_CONFIG, naming it
     bogus = ConfigResource(ResourceType.BROKER, me, incremental_configs=[
         ConfigEntry("sasl.kerberos.min.time.before.relogins", "1", incremental_operation=SET)])

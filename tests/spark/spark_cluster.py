@@ -60,9 +60,11 @@ class StandaloneCluster:
             if re.search(pattern, path.read_text(errors="replace")):
                 return
             if proc.poll() is not None:
-                raise RuntimeError(f"{log_name}: exited {proc.returncode}:\n{path.read_text(errors='replace')[-3000:]}")
+                tail = path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{log_name}: exited {proc.returncode}:\n{tail}")
             time.sleep(0.2)
-        raise TimeoutError(f"{log_name}: no {pattern!r} in {timeout} s:\n{path.read_text(errors='replace')[-3000:]}")
+        tail = path.read_text(errors="replace")[-3000:]
+        raise TimeoutError(f"{log_name}: no {pattern!r} in {timeout} s:\n{tail}")
 
     def start(self) -> StandaloneCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -136,14 +136,16 @@ def test_standalone_cluster_with_the_packed_environment(broker: Any, make_topic:
     env = _bare_env(tmp_path)
     drv = tmp_path / "driver"
     drv.mkdir()
-    r = subprocess.run([sys.executable, "-m", "moldau.spark.pack", "moldau-env.tar.gz", "--unpack", "environment"],
+    r = subprocess.run([sys.executable, "-m", "moldau.spark.pack", "moldau-env.tar.gz", "--unpack",
+                        "environment"],
                        cwd=str(drv), env=env, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     (drv / "app.py").write_text(_DRIVER)
     with StandaloneCluster(tmp_path / "cluster", env=env) as cluster:
-        r = subprocess.run([sys.executable, "app.py", cluster.master_url, "moldau-env.tar.gz", broker.bootstrap,
-                            src, dst], cwd=str(drv), env=dict(env, PYSPARK_PYTHON="./environment/bin/python"),
-                           capture_output=True, text=True, timeout=400, check=False)
+        r = subprocess.run([sys.executable, "app.py", cluster.master_url, "moldau-env.tar.gz",
+                            broker.bootstrap, src, dst], cwd=str(drv),
+                           env=dict(env, PYSPARK_PYTHON="./environment/bin/python"), capture_output=True,
+                           text=True, timeout=400, check=False)
     assert r.returncode == 0, r.stderr[-5000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["values"] == [f"v{i:03d}" for i in range(500)]

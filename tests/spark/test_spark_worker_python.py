@@ -31,7 +31,8 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("bare-venv")
     venv.EnvBuilder(with_pip=False, symlinks=True, system_site_packages=False).create(d)
     bindir = d / "bin"
-    r = subprocess.run([str(bindir / "python3"), "-c", "import moldau"], capture_output=True, text=True, check=False)
+    r = subprocess.run([str(bindir / "python3"), "-c", "import moldau"], capture_output=True, text=True,
+                       check=False)
     assert r.returncode != 0 and "No module named 'moldau'" in r.stderr, r
     return bindir
 
@@ -81,8 +82,8 @@ def test_explicit_interpreter_without_moldau_is_refused_in_one_line(spark: Any, 
 
 def test_clickstream_demo_runs_with_a_python3_on_path_that_lacks_moldau(bare_python: Path, tmp_path: Path):
     env = _user_env(bare_python)
-    r = subprocess.run([sys.executable, str(_ROOT / "examples" / "clickstream.py"), "demo", "--events", "3000",
-                        "--workdir", str(tmp_path / "demo")],
+    r = subprocess.run([sys.executable, str(_ROOT / "examples" / "clickstream.py"), "demo", "--events",
+                        "3000", "--workdir", str(tmp_path / "demo")],
                        env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=280, check=False)
     assert r.returncode == 0, r.stderr[-4000:]
     report = json.loads(r.stdout[r.stdout.index("{"):])

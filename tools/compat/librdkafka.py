@@ -43,8 +43,8 @@ DEB_SRC = "deb-src http://deb.debian.org/debian bookworm main\n"
 _TEST_DECL = re.compile(r"^\s*_TEST\((\d{4}_\w+)\s*,", re.MULTILINE)
 _SCENARIO = re.compile(r'\.scenario\s*=\s*"([^"]+)"')
 _RESULT = re.compile(r"=+ Test (\d{4}_\w+) (PASSED|FAILED|SKIPPED) =+")
-_FAILED_AT = re.compile(r'### Test "(\d{4}_\w+)" failed at ([^\n]*?) at [^\n]*###\n([^\n]*)')
-_SKIP = re.compile(r"(\d{4}_\w+).*?SKIPPING: (.*)")
+_FAILED_AT = re.compile(r'### Test "(\d{4}_\w+)[^"]*" failed at ([^\n]*?) at [^\n]*###\n([^\n]*)')
+_SKIP = re.compile(r"\[(\d{4}_\w+)\s*/[^\]]*\] WARN: SKIPPING TEST: (.*)")
 _FAIL_LINE = re.compile(r"(Test assertion failed|TEST FAILURE|FAIL:|: Failed|Test failed).*")
 
 
@@ -104,7 +104,7 @@ def external_broker_tests(src: Path) -> tuple[list[str], dict[str, str]]:
             left_out[name] = "manual test"
         elif "TEST_F_KNOWN_ISSUE" in decl:
             left_out[name] = "marked as a known issue in librdkafka (skipped by its runner without -k)"
-        elif scenario is not None and scenario.group(1) != "default":
+        elif scenario is not None and "default" not in scenario.group(1).split(","):
             left_out[name] = f"needs test scenario {scenario.group(1)} (another broker configuration)"
         else:
             run.append(name)
@@ -184,12 +184,12 @@ def parse_output(out: str, tests: list[str]) -> dict[str, Outcome]:
     for name, where, why in _FAILED_AT.findall(out):
         if name in results and results[name].result != "FAILED":
             results[name].result, results[name].detail = "FAILED", f"{why.strip()} ({where.strip()})"[:240]
-    for name, state in _RESULT.findall(out):
-        if name in results:
-            results[name].result = state
     for name, why in _SKIP.findall(out):
         if name in results and not results[name].detail:
             results[name].detail = why.strip()
+    for name, state in _RESULT.findall(out):
+        if name in results:
+            results[name].result = state
     for o in results.values():
         if o.result == "NOT RUN" and not o.detail:
             tail = [ln.strip() for ln in out.splitlines() if ln.strip()]
@@ -276,6 +276,17 @@ def main(argv: list[str] | None = None) -> int:
                     prev.seconds += o.seconds
                 log.info("%s (run %d): %s", ",".join(chunk), rep + 1,
                          ", ".join(f"{n} {o.result}" for n, o in res.items()))
+        # a failing test can abort its whole chunk (test-runner exits when threads are left behind): the
+        # tests it left unrun are run once more, alone
+        leftover = ([t for t in tests if outcomes.get(t, Outcome(t)).result == "NOT RUN"]
+                    if args.chunk > 1 else [])
+        for name in leftover:
+            if broker.poll() is not None:
+                broker = start_broker(workdir, port)
+            res = run_chunk(runner, [name], port, args.kafka_version, 1, args.timeout, workdir)
+            outcomes[name] = res[name]
+            outcomes[name].runs.append(res[name].result + " (alone)")
+            log.info("%s (alone): %s", name, res[name].result)
     finally:
         broker.terminate()
         try:

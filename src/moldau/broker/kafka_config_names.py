@@ -108,7 +108,8 @@ group.share.record.lock.duration.ms group.share.min.record.lock.duration.ms
 group.share.max.record.lock.duration.ms group.share.partition.max.record.locks
 group.share.session.timeout.ms group.share.min.session.timeout.ms group.share.max.session.timeout.ms
 group.share.heartbeat.interval.ms group.share.min.heartbeat.interval.ms group.share.max.heartbeat.interval.ms
-group.share.max.groups group.share.max.size group.share.assignors share.fetch.purgatory.purge.interval.requests
+group.share.max.groups group.share.max.size group.share.assignors
+share.fetch.purgatory.purge.interval.requests
 # TransactionLogConfig, TransactionStateManagerConfig
 transactional.id.expiration.ms transaction.max.timeout.ms transaction.state.log.min.isr
 transaction.state.log.load.buffer.size transaction.state.log.replication.factor
@@ -155,7 +156,8 @@ remote.log.storage.system.enable remote.log.storage.manager.class.name remote.lo
 remote.log.storage.manager.impl.prefix remote.log.metadata.manager.class.name
 remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
 remote.log.metadata.manager.listener.name remote.log.index.file.cache.total.size.bytes
-remote.log.manager.thread.pool.size remote.log.manager.task.interval.ms remote.log.manager.task.retry.backoff.ms
+remote.log.manager.thread.pool.size remote.log.manager.task.interval.ms
+remote.log.manager.task.retry.backoff.ms
 remote.log.manager.task.retry.backoff.max.ms remote.log.manager.task.retry.jitter remote.log.reader.threads
 remote.log.reader.max.pending.tasks remote.log.metadata.custom.metadata.max.bytes
 remote.log.manager.copy.max.bytes.per.second remote.log.manager.copy.quota.window.num
@@ -164,7 +166,8 @@ remote.log.manager.fetch.quota.window.num remote.log.manager.fetch.quota.window.
 remote.log.manager.copier.thread.pool.size remote.log.manager.expiration.thread.pool.size
 remote.fetch.max.wait.ms log.local.retention.ms log.local.retention.bytes
 # Kafka 4.x additions
-group.coordinator.append.max.buffer.size group.share.persister.class.name share.coordinator.state.topic.num.partitions
+group.coordinator.append.max.buffer.size group.share.persister.class.name
+share.coordinator.state.topic.num.partitions
 share.coordinator.state.topic.replication.factor share.coordinator.state.topic.segment.bytes
 share.coordinator.state.topic.min.isr share.coordinator.state.topic.compression.codec
 share.coordinator.threads share.coordinator.snapshot.update.records.per.snapshot

@@ -30,7 +30,7 @@ class WorkerPythonError(RuntimeError):
 
 
 def is_local_master(master: str) -> bool:
-    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]`` and ``local-cluster[...]``: workers on this host."""
+    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]``, ``local-cluster[...]``: workers on this host."""
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
