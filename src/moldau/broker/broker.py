@@ -82,6 +82,7 @@ class Broker:
         self.security: Any = None    # security.SecurityManager, made by the server before it listens
         self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
         self.server: Any = None
+        self.cluster: Any = None     # cluster.ClusterServices when zookeeper.connect is set (docs/cluster.md)
         self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
@@ -107,18 +108,34 @@ class Broker:
             log.exception("cannot load dynamic broker configs")
         default_log_config = log_config_for({}, self.config)
         cfg = self.config
+        cluster_id = cfg.get("cluster.id") or None
+        if cfg.get("zookeeper.connect"):
+            from .cluster import ClusterServices
+
+            self.cluster = ClusterServices(self)
+            await self.cluster.connect()
+            cluster_id = self.cluster.cluster_id
         self.log_manager = LogManager(
             cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
-            cluster_id=cfg.get("cluster.id") or None,
+            cluster_id=cluster_id,
             retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
         self.cluster_id = str(self.log_manager.cluster_id)
         self.node_id = int(self.log_manager.node_id)
-        self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
-                                      config_validator=validate_topic_configs)
-        self.metadata.load()
+        if self.cluster is not None:
+            from .cluster.replica import ClusterReplicaManager
+            from .cluster.store import ZkMetadataStore
+
+            self.metadata = ZkMetadataStore(self.cluster.zk, node_id=self.node_id,  # type: ignore[assignment]
+                                            broker_config=self.config, config_validator=validate_topic_configs)
+            await self.metadata.load()
+            self.replica_manager = ClusterReplicaManager(self, self.cluster.zk)
+        else:
+            self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
+                                          config_validator=validate_topic_configs)
+            self.metadata.load()
+            self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager(self.data_dir)
-        self.replica_manager = ReplicaManager(self)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)
         self._start_optional_components()
@@ -133,7 +150,13 @@ class Broker:
             self.log_manager.close()
             raise
         self.listeners = self.server.bound
+        if isinstance(self.metadata, MetadataStore):
+            self.metadata.node_id = self.node_id
+            self.metadata.rack = self.config.get("broker.rack")
+            self.metadata.advertised = self._advertised_address
         self.replica_manager.start()
+        if self.cluster is not None:
+            await self.cluster.register()
         self._started = True
         self.started_at = time.monotonic()
         first = self.listeners[0]
@@ -164,6 +187,11 @@ class Broker:
         if self._stopping:
             return
         self._stopping = True
+        if self.cluster is not None:
+            try:
+                await self.cluster.controlled_shutdown()
+            except Exception:  # pragma: no cover
+                log.exception("controlled shutdown failed")
         if self.server is not None:
             self.server.stop_accepting()
         conns = list(self.connections)
@@ -189,6 +217,11 @@ class Broker:
                 log.exception("error stopping the group coordinator")
         if self.replica_manager is not None:
             await self.replica_manager.stop()
+        if self.cluster is not None:
+            try:
+                await self.cluster.close()
+            except Exception:  # pragma: no cover
+                log.exception("error closing the ZooKeeper session")
         if self.metrics is not None:
             await self.metrics.stop()
         if self.log_manager is not None:
@@ -216,6 +249,10 @@ class Broker:
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
         return Listener(lst.name, host, lst.port, lst.security_protocol)
+
+    def _advertised_address(self, listener_name: str | None) -> tuple[str, int]:
+        lst = self.advertised_listener(listener_name)
+        return lst.host, lst.port
 
     @property
     def port(self) -> int:

@@ -89,6 +89,29 @@ class MetadataStore:
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
         self.listeners: list[MetadataListener] = []
+        # this node, the only broker of a single-node cluster: set by the broker once its listeners are bound
+        self.node_id = -1
+        self.rack: str | None = None
+        self.advertised: Callable[[str | None], tuple[str, int]] | None = None
+
+    # ----------------------------------------------------------------------------------- the cluster view
+    # (the same questions ZkMetadataStore answers from the controller's UpdateMetadata; here a cluster of one)
+    def live_brokers(self, listener_name: str | None) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every live broker, for the listener ``listener_name``."""
+        if self.advertised is None:
+            return []
+        host, port = self.advertised(listener_name)
+        return [(self.node_id, host, port, self.rack)]
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def partition_state(self, topic: str, partition: int) -> Any:
+        """None: one node leads every partition; the replica manager's Partition is the state."""
+        return None
+
+    def replicas_of(self, topic: str, partition: int) -> list[int]:
+        return [self.node_id] if topic in self.topics else []
 
     # ----------------------------------------------------------------------------------- persistence
     def load(self) -> None:
@@ -135,8 +158,10 @@ class MetadataStore:
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-                     topic_id: uuid.UUID | None = None) -> TopicInfo:
-        """Create a topic. num_partitions / replication_factor -1 = broker defaults."""
+                     topic_id: uuid.UUID | None = None, assignment: dict[int, list[int]] | None = None
+                     ) -> TopicInfo:
+        """Create a topic. num_partitions / replication_factor -1 = broker defaults. ``assignment`` (a manual
+        replica assignment) can only name this node here, which the caller checked."""
         validate_topic_name(name)
         if name in self.topics:
             raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
+    from moldau.broker.cluster import ClusterError
     from moldau.broker.server import run as run_server
 
     try:
@@ -75,5 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except OSError as e:
         logging.getLogger("moldau.broker").error("cannot start the broker: %s", e)
+        return 1
+    except ClusterError as e:  # zookeeper.connect: ZooKeeper unreachable, broker id taken, single-node data
+        print(f"moldau broker: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -28,6 +28,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import KafkaError, error_code_of
 
 from ..registry import handler
 from ..replica_manager import AppendResult
@@ -102,7 +103,7 @@ async def produce(ctx: Any, req: Any) -> Any:
             verify = None
             if txn_coordinator is not None and version >= 3:
                 verify = _txn_verifier(txn_coordinator, txn_id, topic.name, pd.index)
-            res: AppendResult = rm.append(p, pd.records, now_ms=now, verify_txn=verify)
+            res: AppendResult = rm.append(p, pd.records, now_ms=now, verify_txn=verify, required_acks=acks)
             if res.error:
                 any_error = True
                 pr.error_code = res.error
@@ -137,6 +138,8 @@ async def produce(ctx: Any, req: Any) -> Any:
         for pr, f in flushes:
             if f not in done:
                 pr.error_code = REQUEST_TIMED_OUT
+            elif isinstance(f.exception(), KafkaError):  # acks=-1 in a cluster: e.g. NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                pr.error_code = error_code_of(f.exception())
             elif f.exception() is not None:
                 log.error("fsync of %s failed: %s", pr.index, f.exception())
                 pr.error_code = 56  # KAFKA_STORAGE_ERROR
