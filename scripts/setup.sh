@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Set up moldau in a virtualenv inside the repository (.venv), idempotent and quick when already done.
 #
-#   ./scripts/setup.sh          moldau (editable) and its runtime dependencies
-#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat and Java 17
-#                               (Debian packages)
+#   ./scripts/setup.sh          moldau (editable) and its runtime dependencies (+ extra "cluster": kazoo)
+#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat, Java 17 and
+#                               ZooKeeper (Debian packages)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
@@ -31,10 +31,10 @@ fi
 
 # Reinstall only when pyproject.toml changed, the mode widened, or the editable install does not point
 # at this checkout (e.g. the repository was moved or cloned afresh).
-extras=""
+extras="[cluster]"  # cluster: kazoo, for brokers started with zookeeper.connect (docs/cluster.md)
 stamp="$venv/.moldau-setup"
 if [ "$want_test" = 1 ]; then
-    extras="[test,spark]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
+    extras="[test,spark,cluster]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
     stamp="$venv/.moldau-setup-test"
 fi
 digest="$(sha256sum pyproject.toml | cut -d' ' -f1)"
@@ -73,4 +73,16 @@ if [ "$want_test" = 1 ] && ! { command -v java >/dev/null 2>&1 \
 fi
 # --- end moldau.spark ---
 
-echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"
+# --- moldau cluster: ZooKeeper for tests/cluster and `moldau cluster up` (Debian package; Java 17 is above) ---
+if [ "$want_test" = 1 ] && [ ! -f /usr/share/java/zookeeper.jar ]; then
+    echo "setup.sh: installing ZooKeeper (Debian package zookeeper) for the cluster tests"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zookeeper >/dev/null
+fi
+# --- end moldau cluster ---
+
+echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat, ZooKeeper'))"
