@@ -135,7 +135,12 @@ class Broker:
                                           config_validator=validate_topic_configs)
             self.metadata.load()
             self.replica_manager = ReplicaManager(self)
-        self.producer_ids = ProducerIdManager(self.data_dir)
+        if self.cluster is not None:
+            from .cluster.producer_ids import ZkProducerIdManager
+
+            self.producer_ids = ZkProducerIdManager(self.cluster.zk, self.node_id)  # type: ignore[assignment]
+        else:
+            self.producer_ids = ProducerIdManager(self.data_dir)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)
         self._start_optional_components()
