@@ -146,6 +146,7 @@ class ClusterServices:
             if cid == self.broker.node_id and self.controller is not None and self.controller.active:
                 _err, remaining = await self.controller.controlled_shutdown(cid)
                 if not remaining:
+                    log.info("controlled shutdown: leaderships moved")
                     return
             else:
                 b = store.live.get(cid)
