@@ -8,8 +8,8 @@ Skipped (with the reason) where ZooKeeper is not installed: ``scripts/setup.sh -
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -17,7 +17,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from moldau.broker.cluster.local import LocalCluster, zookeeper_installed  # noqa: E402
+from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
 
 # quick failure detection for tests: sessions expire after 4 s, followers leave the ISR after 3 s
 FAST = ["zookeeper.session.timeout.ms=4000", "replica.lag.time.max.ms=3000", "replica.fetch.wait.max.ms=200",
@@ -27,13 +27,19 @@ FAST = ["zookeeper.session.timeout.ms=4000", "replica.lag.time.max.ms=3000", "re
 
 def wait_formed(c: LocalCluster, timeout: float = 30.0) -> None:
     """Every broker knows every broker and the controller (the controller's UpdateMetadata arrived)."""
-    from clusterutil import admin, wait_until
+    from clusterutil import wait_until
 
     n = len(c.brokers)
     for b in c.brokers:
         if b.running:
-            wait_until(lambda b=b: (lambda md: len(md.brokers) == n and md.controller_id > 0)(
-                admin(b.address).list_topics(timeout=5)), timeout, f"broker {b.node_id} to see the cluster")
+            wait_until(lambda b=b: _sees_cluster(b.address, n), timeout, f"broker {b.node_id} to see the cluster")
+
+
+def _sees_cluster(address: str, n: int) -> bool:
+    from clusterutil import admin
+
+    md = admin(address).list_topics(timeout=5)
+    return len(md.brokers) == n and md.controller_id > 0
 
 
 @pytest.fixture
@@ -53,7 +59,7 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
         yield make
     finally:
         for c in made:
-            c.stop()
+            c.stop(graceful=False)  # the data goes with tmp_path; graceful stops are tested on their own
         for c in made:  # the brokers' logs help when a test failed
             for b in c.brokers:
                 try:

@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 pytestmark = pytest.mark.timeout(150)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
+from rawkafka import RawConnection, produce_request
 
 SESSION_TIMEOUT_S = 4.0   # zookeeper.session.timeout.ms of the test clusters (conftest.FAST)
 LAG_MAX_S = 3.0           # replica.lag.time.max.ms

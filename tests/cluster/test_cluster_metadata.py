@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import struct
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from confluent_kafka import Producer
 pytestmark = pytest.mark.timeout(120)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
+from rawkafka import RawConnection, produce_request
 
 
 def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
@@ -98,10 +97,9 @@ def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
             d = os.path.join(b.data_dir, f"rep-{part}")
             wait_until(lambda d=d: os.path.getsize(os.path.join(d, "00000000000000000000.log")) > 0, 10, d)
             files.append(d)
-        sizes = wait_until(lambda: len({os.path.getsize(os.path.join(d, "00000000000000000000.log"))
-                                        for d in files}) == 1, 10, "equal segment sizes")
-        assert sizes
-        contents = {open(os.path.join(d, "00000000000000000000.log"), "rb").read() for d in files}
+        wait_until(lambda files=files: len({os.path.getsize(os.path.join(d, "00000000000000000000.log"))
+                                            for d in files}) == 1, 10, "equal segment sizes")
+        contents = {Path(d, "00000000000000000000.log").read_bytes() for d in files}
         assert len(contents) == 1
 
 
@@ -143,4 +141,3 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
         host, port = h.rsplit(":", 1)
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
-    assert struct  # noqa: B018

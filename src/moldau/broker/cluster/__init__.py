@@ -162,7 +162,7 @@ class ClusterServices:
                         if resp.error_code == 0 and not resp.remaining_partitions:
                             log.info("controlled shutdown: leaderships moved")
                             return
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001
                         log.info("controlled shutdown request failed: %s", e)
             await asyncio.sleep(0.5)
         log.warning("controlled shutdown did not complete; stopping anyway")

@@ -9,7 +9,7 @@ whose rack (and broker) the partition does not use yet, while racks remain.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 

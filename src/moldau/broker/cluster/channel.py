@@ -53,7 +53,7 @@ class BrokerSender:
                     if not fut.done():
                         fut.cancel()
                     raise
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001
                     log.debug("request %d to broker %d failed (%s); retrying", api_key, self.broker_id, e)
                     if self.conn is not None:
                         self.conn.close()
@@ -64,7 +64,7 @@ class BrokerSender:
         self.task.cancel()
         try:
             await self.task
-        except (asyncio.CancelledError, Exception):
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110
             pass
         if self.conn is not None:
             self.conn.close()

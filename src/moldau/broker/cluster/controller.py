@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
@@ -50,6 +51,7 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._watches_set = False
         self._closed = False
+        self._waiting: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -58,12 +60,14 @@ class Controller:
 
     async def close(self) -> None:
         self._closed = True
+        for fut in list(self._waiting):  # controlled shutdowns of other brokers: NOT_CONTROLLER, they retry
+            fut.cancel()
         await self._resign()
         if self._task is not None:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110
                 pass
 
     def _enqueue(self, fn: Callable[[], Awaitable[Any]]) -> None:
@@ -98,7 +102,7 @@ class Controller:
             await self.zk.create(zd.CONTROLLER, zd.encode_controller(self.broker_id), ephemeral=True)
         except NodeExistsError:
             return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001
             log.warning("controller election failed: %s", e)
             return
         try:
@@ -395,18 +399,28 @@ class Controller:
     # ------------------------------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int) -> tuple[int, list[TP]]:
         """Move every leadership away from ``broker_id`` and drop it from the ISRs. (error, remaining)."""
-        if not self.active:
+        if not self.active or self._closed:
             return ErrorCode.NOT_CONTROLLER, []
         fut: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
 
         async def work() -> None:
             try:
-                fut.set_result(await self._controlled_shutdown(broker_id))
-            except Exception as e:
-                fut.set_exception(e)
+                if not fut.done():
+                    fut.set_result(await self._controlled_shutdown(broker_id))
+            except Exception as e:  # noqa: BLE001
+                if not fut.done():
+                    fut.set_exception(e)
 
+        self._waiting.add(fut)
         self._enqueue(work)
-        return ErrorCode.NONE, await fut
+        try:
+            return ErrorCode.NONE, await fut
+        except asyncio.CancelledError:
+            if fut.cancelled():  # this controller stopped meanwhile
+                return ErrorCode.NOT_CONTROLLER, []
+            raise
+        finally:
+            self._waiting.discard(fut)
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TP]:
         if broker_id not in self.live:

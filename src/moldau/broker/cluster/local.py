@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 ZK_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/*"
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -55,12 +55,11 @@ class LocalZooKeeper:
             f.write(f"tickTime=500\ndataDir={data}\nclientPort={self.port}\nclientPortAddress={self.host}\n"
                     "maxSessionTimeout=60000\nadmin.enableServer=false\n"
                     "4lw.commands.whitelist=ruok,srvr,stat\n")
-        logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.log.dir=" + self.folder,
-             "-Dzookeeper.root.logger=INFO,CONSOLE", "-cp", ZK_CLASSPATH, ZK_MAIN, cfg],
-            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        logf.close()
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(
+                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.log.dir=" + self.folder,
+                 "-Dzookeeper.root.logger=INFO,CONSOLE", "-cp", ZK_CLASSPATH, ZK_MAIN, cfg],
+                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -122,10 +121,9 @@ class LocalBroker:
                "--set", f"zookeeper.connect={self.zk_connect}"]
         for kv in self.extra:
             cmd += ["--set", kv]
-        logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        logf.close()
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
 
     def wait_listening(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -195,9 +193,14 @@ class LocalCluster:
         for b in self.brokers:
             b.wait_listening(timeout)
 
-    def stop(self) -> None:
+    def stop(self, *, graceful: bool = True) -> None:
+        """SIGTERM to every broker (controlled shutdown), or kill -9 when not ``graceful``; then ZooKeeper."""
         for b in self.brokers:
-            b.signal(signal.SIGTERM)
+            b.signal(signal.SIGCONT)  # a test may have left one stopped
+            if graceful:
+                b.signal(signal.SIGTERM)
+            else:
+                b.kill()
         for b in self.brokers:
             b.stop(30.0)
         self.zk.stop()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -34,8 +35,14 @@ NO_LEADER = -1
 
 
 class ClusterPartition(Partition):
-    __slots__ = ("follower_leo", "caught_up_ms", "zk_version", "controller_epoch", "produce_waiters",
-                 "min_isr")
+    __slots__ = (
+        "caught_up_ms",
+        "controller_epoch",
+        "follower_leo",
+        "min_isr",
+        "produce_waiters",
+        "zk_version",
+    )
 
     def __init__(self, topic: str, index: int, topic_id: Any, plog: Any, node_id: int, config: Any) -> None:
         hw = plog.high_watermark
@@ -102,13 +109,13 @@ class ClusterReplicaManager(ReplicaManager):
                 p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         await super().stop()
 
-    def on_topic_created(self, topic: "TopicInfo") -> None:
+    def on_topic_created(self, topic: TopicInfo) -> None:
         """Nothing: replicas are created by LeaderAndIsr."""
 
-    def on_partitions_created(self, topic: "TopicInfo", old_count: int) -> None:
+    def on_partitions_created(self, topic: TopicInfo, old_count: int) -> None:
         """Nothing: replicas are created by LeaderAndIsr."""
 
-    def on_topic_deleted(self, topic: "TopicInfo") -> None:
+    def on_topic_deleted(self, topic: TopicInfo) -> None:
         for key in [k for k in self.partitions if k[0] == topic.name]:
             self._remove_follower(key)
             p = self.partitions.get(key)
@@ -116,7 +123,7 @@ class ClusterReplicaManager(ReplicaManager):
                 p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         super().on_topic_deleted(topic)
 
-    def _get_or_create(self, topic: "TopicInfo", index: int) -> ClusterPartition:
+    def _get_or_create(self, topic: TopicInfo, index: int) -> ClusterPartition:
         p = self.partitions.get((topic.name, index))
         if isinstance(p, ClusterPartition):
             return p
@@ -400,12 +407,11 @@ class ClusterReplicaManager(ReplicaManager):
                 plog.append(buf, batches, self.broker.clock.time_ms(), assign_offsets=False)
                 n = len(batches)
         new_hw = min(leader_hw, plog.log_end_offset)
-        if new_hw > plog.high_watermark:
-            plog.high_watermark = new_hw
+        plog.high_watermark = max(plog.high_watermark, new_hw)
         return n
 
 
-async def _both(a: "asyncio.Future[Any]", b: "asyncio.Future[Any]") -> None:
+async def _both(a: asyncio.Future[Any], b: asyncio.Future[Any]) -> None:
     await a
     await b
 
@@ -437,7 +443,7 @@ class ReplicaFetcher:
         self.task.cancel()
         try:
             await self.task
-        except (asyncio.CancelledError, Exception):
+        except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110
             pass
         if self.conn is not None:
             self.conn.close()
@@ -471,7 +477,7 @@ class ReplicaFetcher:
                 await self._fetch(conn)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001
                 log.info("replica fetcher from broker %d: %s", self.leader_id, e)
                 if self.conn is not None:
                     self.conn.close()
@@ -545,7 +551,7 @@ class ReplicaFetcher:
                 if pr.error_code == 0:
                     try:
                         self.rm.follower_append(p, pr.records, pr.high_watermark, pr.log_start_offset)
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001
                         log.warning("%s-%d: follower append failed: %s; truncating again", key[0], key[1], e)
                         self.truncating.add(key)
                 elif pr.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:

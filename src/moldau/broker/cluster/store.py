@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from moldau.log.manager import validate_topic_name
 
-from ..metadata import INTERNAL_TOPICS, MetadataListener, TopicInfo, _collision_key, _new_topic_id, kafka_error
+from ..metadata import (
+    INTERNAL_TOPICS,
+    MetadataListener,
+    TopicInfo,
+    _collision_key,
+    _new_topic_id,
+    kafka_error,
+)
 from . import zkdata as zd
 from .assignment import assign_replicas
 
@@ -217,7 +225,7 @@ class ZkMetadataStore:
         for child in kz.get_children(zd.BROKER_IDS):
             try:
                 data, _ = kz.get(zd.broker_path(int(child)))
-            except Exception:  # vanished meanwhile
+            except Exception:  # vanished meanwhile  # noqa: BLE001, S112
                 continue
             info = zd.BrokerInfo.decode(int(child), data)
             out.append((info.broker_id, info.rack))

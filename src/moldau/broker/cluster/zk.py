@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,6 @@ def _safe(fn: Callable[..., Any], *args: Any) -> None:
         log.exception("ZooKeeper callback %r failed", fn)
 
 
-def _log_task_error(t: "asyncio.Future[Any]") -> None:
+def _log_task_error(t: asyncio.Future[Any]) -> None:
     if not t.cancelled() and t.exception() is not None:
         log.error("ZooKeeper callback task failed", exc_info=t.exception())

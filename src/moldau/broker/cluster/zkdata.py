@@ -114,7 +114,7 @@ class BrokerInfo:
         })
 
     @classmethod
-    def decode(cls, broker_id: int, data: bytes) -> "BrokerInfo":
+    def decode(cls, broker_id: int, data: bytes) -> BrokerInfo:
         d = _loads(data) or {}
         pmap = d.get("listener_security_protocol_map") or {}
         eps = []
@@ -157,7 +157,7 @@ class TopicAssignment:
         return _dumps(d)
 
     @classmethod
-    def decode(cls, data: bytes) -> "TopicAssignment":
+    def decode(cls, data: bytes) -> TopicAssignment:
         d = _loads(data) or {}
         tid = d.get("topic_id")
         return cls(topic_id_from_zk(tid) if tid else None,
@@ -199,7 +199,7 @@ class LeaderAndIsr:
                        "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
 
     @classmethod
-    def decode(cls, data: bytes, zk_version: int = 0) -> "LeaderAndIsr":
+    def decode(cls, data: bytes, zk_version: int = 0) -> LeaderAndIsr:
         d = _loads(data) or {}
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]],
                    int(d["controller_epoch"]), zk_version)
