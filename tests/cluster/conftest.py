@@ -22,7 +22,8 @@ from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
 # quick failure detection for tests: sessions expire after 4 s, followers leave the ISR after 3 s
 FAST = ["zookeeper.session.timeout.ms=4000", "replica.lag.time.max.ms=3000", "replica.fetch.wait.max.ms=200",
         "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=6",
-        "transaction.state.log.num.partitions=6"]
+        "transaction.state.log.num.partitions=6", "offsets.topic.replication.factor=3",
+        "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2"]
 
 
 def wait_formed(c: LocalCluster, timeout: float = 30.0) -> None:

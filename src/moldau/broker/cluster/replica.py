@@ -96,6 +96,9 @@ class ClusterReplicaManager(ReplicaManager):
                 lm.delete_topic(tname)
 
     def start(self) -> None:
+        gc = self.broker.group_coordinator
+        if gc is not None:
+            gc.owned = set()  # groups are served by the leader of their __consumer_offsets partition
         super().start()
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_maintenance(), name="isr-expiration")
         self._tasks.append(self._isr_task)
@@ -177,6 +180,22 @@ class ClusterReplicaManager(ReplicaManager):
                  p.high_watermark, p.log_end_offset)
         self._maybe_advance_hw(p)
         p.wake()
+        self._coordinator_leadership(p, True)
+
+    def _coordinator_leadership(self, p: ClusterPartition, leader: bool) -> None:
+        """The group coordinator follows the leadership of the __consumer_offsets partitions."""
+        from ..metadata import OFFSETS_TOPIC
+
+        gc = self.broker.group_coordinator
+        if p.topic != OFFSETS_TOPIC or gc is None:
+            return
+        try:
+            if leader:
+                gc.load_partition(p.index)
+            else:
+                gc.unload_partition(p.index)
+        except Exception:
+            log.exception("group coordinator: %s-%d (leader %s)", p.topic, p.index, leader)
 
     def _become_follower(self, p: ClusterPartition, ps: Any) -> None:
         was_leader = p.is_leader(self.node_id)
@@ -187,6 +206,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.caught_up_ms = {}
         if was_leader:
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._coordinator_leadership(p, False)
         p.wake()
         self._remove_follower((p.topic, p.index))
         log.info("%s-%d: follower of %d (epoch %d)", p.topic, p.index, ps.leader, ps.leader_epoch)
@@ -228,6 +248,7 @@ class ClusterReplicaManager(ReplicaManager):
         p = self.partitions.get(key)
         if isinstance(p, ClusterPartition):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._coordinator_leadership(p, False)
             p.leader_id = NO_LEADER
         return ErrorCode.NONE
 

@@ -195,7 +195,11 @@ class ZkMetadataStore:
         return self.controller
 
     def partition_state(self, topic: str, partition: int) -> PartitionView | None:
-        return self.partitions.get((topic, partition))
+        """The controller's view; a partition the controller has not described yet has no leader (-1)."""
+        view = self.partitions.get((topic, partition))
+        if view is None and topic in self.topics:
+            return PartitionView(-1, -1, self.replicas_of(topic, partition), [])
+        return view
 
     def replicas_of(self, topic: str, partition: int) -> list[int]:
         return list(self.assignments.get(topic, {}).get(partition, []))
