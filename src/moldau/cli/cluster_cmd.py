@@ -2,6 +2,8 @@
 
 Starts a ZooKeeper (Debian's ``zookeeper`` package) and N brokers (ids 1..N) with their own data dirs under one
 folder, prints the bootstrap string, and stops everything on Ctrl-C (brokers first, with controlled shutdown).
+The internal topics are replicated min(3, N) times (transaction.state.log.min.isr min(2, N)) unless --set says
+otherwise.
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"moldau cluster up: error: --set {kv!r}: expected KEY=VALUE", file=sys.stderr)
             return 2
     folder = args.dir or tempfile.mkdtemp(prefix="moldau-cluster-")
-    cluster = LocalCluster(folder, args.brokers, broker_configs=args.set, first_port=args.port)
+    rf = min(3, args.brokers)
+    # Kafka's replication of the internal topics (moldau's one-node defaults are 1), unless --set says otherwise
+    defaults = {"offsets.topic.replication.factor": str(rf), "transaction.state.log.replication.factor": str(rf),
+                "transaction.state.log.min.isr": str(min(2, rf))}
+    given = {kv.split("=", 1)[0] for kv in args.set}
+    configs = [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args.set)
+    cluster = LocalCluster(folder, args.brokers, broker_configs=configs, first_port=args.port)
     stop = {"now": False}
 
     def on_signal(_sig: int, _frame: Any) -> None:
