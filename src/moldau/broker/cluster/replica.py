@@ -99,6 +99,12 @@ class ClusterReplicaManager(ReplicaManager):
         gc = self.broker.group_coordinator
         if gc is not None:
             gc.owned = set()  # groups are served by the leader of their __consumer_offsets partition
+        tc = self.broker.transaction_coordinator
+        if tc is not None:
+            from .txn_markers import MarkerSender
+
+            tc.owned = set()  # transactional ids: by the leader of their __transaction_state partition
+            tc.markers = MarkerSender(self.broker).write  # markers to other leaders with WriteTxnMarkers
         super().start()
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_maintenance(), name="isr-expiration")
         self._tasks.append(self._isr_task)
@@ -183,11 +189,17 @@ class ClusterReplicaManager(ReplicaManager):
         self._coordinator_leadership(p, True)
 
     def _coordinator_leadership(self, p: ClusterPartition, leader: bool) -> None:
-        """The group coordinator follows the leadership of the __consumer_offsets partitions."""
-        from ..metadata import OFFSETS_TOPIC
+        """The group (transaction) coordinator follows the leadership of the __consumer_offsets
+        (__transaction_state) partitions."""
+        from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
-        gc = self.broker.group_coordinator
-        if p.topic != OFFSETS_TOPIC or gc is None:
+        if p.topic == OFFSETS_TOPIC:
+            gc = self.broker.group_coordinator
+        elif p.topic == TRANSACTION_STATE_TOPIC:
+            gc = self.broker.transaction_coordinator
+        else:
+            return
+        if gc is None:
             return
         try:
             if leader:
