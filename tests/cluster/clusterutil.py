@@ -28,11 +28,13 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3,
-                 configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 3, rf: int = 3, configs: dict[str, str] | None = None
+) -> None:
     a = admin(bootstrap)  # kept alive until the result is in
-    fs = a.create_topics([NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=15,
-                         request_timeout=20)
+    fs = a.create_topics(
+        [NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=15, request_timeout=20
+    )
     fs[name].result(30)
 
 
@@ -50,12 +52,20 @@ def fully_replicated(bootstrap: str, topic: str, n: int) -> bool:
     return bool(ps) and all(p.leader >= 0 and len(p.isrs) == n for p in ps.values())
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> list[tuple[int, bytes]]:
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout: float = 30.0
+) -> list[tuple[int, bytes]]:
     """Every (offset, value) of one partition up to its end, with kafka-python (no group)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      auto_offset_reset="earliest", consumer_timeout_ms=2000, request_timeout_ms=15000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=2000,
+        request_timeout_ms=15000,
+    )
     tp = TopicPartition(topic, partition)
     try:
         c.assign([tp])

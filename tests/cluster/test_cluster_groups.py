@@ -1,5 +1,6 @@
 """Consumer groups in the cluster: the group coordinator is the leader of the group's __consumer_offsets
-partition (replication factor 3); a group of three confluent-kafka consumers keeps consuming through a kill -9 of
+partition (replication factor 3); a group of three confluent-kafka consumers keeps consuming through a kill
+-9 of
 the broker that hosts its coordinator, and no committed offset is lost."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def _coordinator(bootstrap: str) -> int:
     """The leader of the group's __consumer_offsets partition (Kafka's hash of the group id)."""
     from moldau.protocol.consumer_offsets import partition_for
 
-    parts = admin(bootstrap).list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"].partitions
+    parts = (
+        admin(bootstrap).list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"].partitions
+    )
     return parts[partition_for(GROUP, len(parts))].leader
 
 
@@ -46,9 +49,17 @@ def test_group_of_three_survives_coordinator_kill(cluster):
     errors: list[str] = []
 
     def consume(n: int) -> None:
-        c = Consumer({"bootstrap.servers": bs, "group.id": GROUP, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "session.timeout.ms": 10000,
-                      "heartbeat.interval.ms": 500, "client.id": f"c{n}"})
+        c = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": GROUP,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+                "client.id": f"c{n}",
+            }
+        )
         c.subscribe([TOPIC])
         try:
             while not stop.is_set():

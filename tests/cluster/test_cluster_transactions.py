@@ -1,4 +1,5 @@
-"""Exactly-once consume-transform-produce in the cluster (replication factor 3 everywhere, internal topics too):
+"""Exactly-once consume-transform-produce in the cluster (replication factor 3 everywhere, internal topics
+too):
 a confluent-kafka transactional processor keeps running through a kill -9 of the broker that hosts its
 transaction coordinator; every input record is in the output exactly once (read_committed)."""
 
@@ -36,11 +37,25 @@ def _feed(bootstrap: str, start: int, n: int) -> None:
 
 
 def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": TXN_ID, "transaction.timeout.ms": 30000,
-                  "message.timeout.ms": 30000})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": TXN_ID,
+            "transaction.timeout.ms": 30000,
+            "message.timeout.ms": 30000,
+        }
+    )
     p.init_transactions(30)
     c.subscribe(["in"])
 
@@ -78,8 +93,15 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
 
 
 def _read_committed_out(bootstrap: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "checker",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     out: list[bytes] = []
     try:
         c.assign([TopicPartition("out", p, 0) for p in range(3)])
