@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
+
+# librdkafka's own log lines (disconnects from the brokers the tests kill on purpose) go through Python
+# logging, captured by pytest, instead of stderr
+QUIET = logging.getLogger("tests.cluster.clients")
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -25,7 +30,7 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: flo
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    return AdminClient({"logger": QUIET, "bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
 
 
 def create_topic(

@@ -8,6 +8,7 @@ Skipped (with the reason) where ZooKeeper is not installed: ``scripts/setup.sh -
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,7 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     try:
         yield make
     finally:
+        gc.collect()  # librdkafka clients dropped by the test go before their brokers do
         for c in made:
             c.stop(graceful=False)  # the data goes with tmp_path; graceful stops are tested on their own
         for c in made:  # the brokers' logs help when a test failed

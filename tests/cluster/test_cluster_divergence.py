@@ -10,7 +10,7 @@ import os
 import signal
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(150)
@@ -21,6 +21,7 @@ SEG = "00000000000000000000.log"
 def _produce(bootstrap: str, values: list[bytes], acks: str) -> None:
     p = Producer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "acks": acks,
             "enable.idempotence": False,

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -27,6 +27,7 @@ def _confluent(bootstrap: str, stop: threading.Event, acked: list, errors: list)
 
     p = Producer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(150)
@@ -44,6 +44,7 @@ def _controller(bootstrap: str) -> int:
 def _produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
     p = Producer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
@@ -137,6 +138,7 @@ def test_sigterm_leader_moves_leadership_first(cluster):
     leader = partitions(bs, "calm")[0].leader
     p = Producer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bs,
             "acks": "all",
             "enable.idempotence": True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,7 +32,7 @@ def _known(node: int) -> int | None:
 
 
 def _produce(bootstrap: str, start: int, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    p = Producer({"logger": QUIET, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(start, start + n):
         p.produce(TOPIC, key=b"%d" % i, value=b"%d" % i)
     assert p.flush(30) == 0
@@ -51,6 +51,7 @@ def test_group_of_three_survives_coordinator_kill(cluster):
     def consume(n: int) -> None:
         c = Consumer(
             {
+                "logger": QUIET,
                 "bootstrap.servers": bs,
                 "group.id": GROUP,
                 "auto.offset.reset": "earliest",
@@ -93,7 +94,7 @@ def test_group_of_three_survives_coordinator_kill(cluster):
         t.join(30)
     assert set(seen) == {b"%d" % i for i in range(600)}
     # committed offsets: every partition's committed offset is its end (nothing consumed twice on restart)
-    c = Consumer({"bootstrap.servers": live, "group.id": GROUP, "enable.auto.commit": False})
+    c = Consumer({"logger": QUIET, "bootstrap.servers": live, "group.id": GROUP, "enable.auto.commit": False})
     try:
         committed = c.committed([TopicPartition(TOPIC, p) for p in range(6)], timeout=20)
         ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(6)}

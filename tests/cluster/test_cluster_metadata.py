@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,7 +26,7 @@ def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
     for b in cluster.brokers:
         from confluent_kafka.admin import AdminClient
 
-        md = AdminClient({"bootstrap.servers": b.address}).list_topics("spread", timeout=10)
+        md = AdminClient({"logger": QUIET, "bootstrap.servers": b.address}).list_topics("spread", timeout=10)
         assert sorted(md.brokers) == [1, 2, 3]
         assert {f"{x.host}:{x.port}" for x in md.brokers.values()} == {x.address for x in cluster.brokers}
         controllers.add(md.controller_id)
@@ -77,7 +77,13 @@ def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
         resp = conn.call(produce_request("rep", 0, bytes(bb.build(0))), ProduceResponse, 8)
         assert resp.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
     p = Producer(
-        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        {
+            "logger": QUIET,
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
     )
     acked: list[tuple[int, int, bytes]] = []
     errors = []

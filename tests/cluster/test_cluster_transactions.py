@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 pytestmark = pytest.mark.timeout(200)
@@ -30,7 +30,7 @@ def _txn_coordinator(bootstrap: str) -> int | None:
 
 
 def _feed(bootstrap: str, start: int, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    p = Producer({"logger": QUIET, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(start, start + n):
         p.produce("in", key=b"%d" % i, value=b"%d" % i, partition=i % 3)
     assert p.flush(30) == 0
@@ -39,6 +39,7 @@ def _feed(bootstrap: str, start: int, n: int) -> None:
 def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
     c = Consumer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "group.id": GROUP,
             "auto.offset.reset": "earliest",
@@ -50,6 +51,7 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
     )
     p = Producer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "transactional.id": TXN_ID,
             "transaction.timeout.ms": 30000,
@@ -95,6 +97,7 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
 def _read_committed_out(bootstrap: str) -> list[bytes]:
     c = Consumer(
         {
+            "logger": QUIET,
             "bootstrap.servers": bootstrap,
             "group.id": "checker",
             "auto.offset.reset": "earliest",
