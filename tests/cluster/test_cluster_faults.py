@@ -37,6 +37,17 @@ def _raw_produce(address: str, topic: str, value: bytes, acks: int) -> int:
     return resp.responses[0].partition_responses[0].error_code
 
 
+def _describe_json(bootstrap: str, topic: str, flag: str) -> list:
+    import json
+    import subprocess
+
+    from moldau.broker.cluster.local import moldau_command
+
+    out = subprocess.run([*moldau_command(), "topics", "describe", topic, flag, "--json", "-b", bootstrap],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
 def _controller(bootstrap: str) -> int:
     return admin(bootstrap).list_topics(timeout=5).controller_id
 
@@ -76,6 +87,11 @@ def test_sigstop_followers_isr_and_min_insync(cluster):
     wait_until(lambda: first not in partitions(leader_addr, "stall")[0].isrs, LAG_MAX_S + 8, "ISR shrink")
     shrink_s = time.monotonic() - t0
     print(f"ISR shrink after {shrink_s:.1f} s (replica.lag.time.max.ms {LAG_MAX_S:.0f} s)")
+    # what operators see: the partition listed as under-replicated, with the stopped follower out of the ISR
+    urp = _describe_json(leader_addr, "stall", "--under-replicated-partitions")
+    assert [p["partition"] for t in urp for p in t["partitions"]] == [0]
+    assert first not in urp[0]["partitions"][0]["isr"]
+    assert _describe_json(leader_addr, "stall", "--unavailable-partitions") == []
     _produce_acks_all(leader_addr, "stall", [b"b-%d" % i for i in range(50)])  # acks=all goes on (ISR 2)
 
     # two stopped: acks=all refused before the append, acks=1 still works
