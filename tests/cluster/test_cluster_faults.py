@@ -68,7 +68,22 @@ def _produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert p.flush(40) == 0 and not errors, errors
 
 
-def test_sigstop_followers_isr_and_min_insync(cluster):
+def _metrics(port: int) -> dict[str, float]:
+    """The unlabelled samples of a broker's Prometheus endpoint."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_sigstop_followers_isr_and_min_insync(cluster_factory):
+    cluster = cluster_factory(metrics=True)
     bs = cluster.bootstrap
     create_topic(bs, "stall", partitions=1, rf=3, configs={"min.insync.replicas": "2"})
     wait_until(lambda: fully_replicated(bs, "stall", 3), 20, "ISR of 3")
@@ -92,6 +107,13 @@ def test_sigstop_followers_isr_and_min_insync(cluster):
     assert [p["partition"] for t in urp for p in t["partitions"]] == [0]
     assert first not in urp[0]["partitions"][0]["isr"]
     assert _describe_json(leader_addr, "stall", "--unavailable-partitions") == []
+    # and in the leader's metrics; exactly one broker reports itself as the active controller
+    m = _metrics(cluster.broker(leader).metrics_port)
+    assert m["kafka_server_replicamanager_underreplicatedpartitions"] == 1
+    assert m["kafka_server_replicamanager_isrshrinks_total"] >= 1
+    active = [_metrics(b.metrics_port)["kafka_controller_kafkacontroller_activecontrollercount"]
+              for b in cluster.brokers if b.node_id != first]
+    assert active.count(1) <= 1 and (ctl == first or active.count(1) == 1)
     _produce_acks_all(leader_addr, "stall", [b"b-%d" % i for i in range(50)])  # acks=all goes on (ISR 2)
 
     # two stopped: acks=all refused before the append, acks=1 still works
