@@ -95,6 +95,8 @@ class Controller:
         if self._closed:
             return False
         if data is None:
+            # no controller: also ours gone (this broker's session expired), so resign before competing again
+            self._enqueue(self._resign)
             self._enqueue(self._elect)
         elif zd.decode_controller(data) != self.broker_id and self.active:
             self._enqueue(self._resign)
