@@ -504,25 +504,24 @@ class Controller:
             return None
         return self.channel.send(broker_id, api_key, version, req)
 
-    def _send_leader_and_isr(self, tp: TP, only: list[int] | None = None) -> list[asyncio.Future[Any]]:
+    def _partition_fields(self, tp: TP) -> dict[str, Any] | None:
+        """The fields LeaderAndIsr's and UpdateMetadata's partition states share (None: unknown partition)."""
         st = self.states.get(tp)
         a = self.assignments.get(tp[0])
         if st is None or a is None:
+            return None
+        return {"partition_index": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
+                "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
+                "replicas": list(a.partitions.get(tp[1], []))}
+
+    def _send_leader_and_isr(self, tp: TP, only: list[int] | None = None) -> list[asyncio.Future[Any]]:
+        fields = self._partition_fields(tp)
+        if fields is None:
             return []
-        replicas = a.partitions.get(tp[1], [])
+        st = self.states[tp]
+        replicas = fields["replicas"]
         Req = m.LeaderAndIsrRequest
-        ps = Req.LeaderAndIsrPartitionState(
-            partition_index=tp[1],
-            controller_epoch=st.controller_epoch,
-            leader=st.leader,
-            leader_epoch=st.leader_epoch,
-            isr=list(st.isr),
-            zk_version=st.zk_version,
-            replicas=list(replicas),
-            adding_replicas=[],
-            removing_replicas=[],
-            is_new=False,
-        )
+        ps = Req.LeaderAndIsrPartitionState(**fields, adding_replicas=[], removing_replicas=[], is_new=False)
         leaders = []
         if st.leader in self.live:
             ep = self.live[st.leader].endpoint(self.listener_name) or self.live[st.leader].endpoints[0]
@@ -548,23 +547,12 @@ class Controller:
         Req = m.UpdateMetadataRequest
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
-            st = self.states.get(tp)
-            a = self.assignments.get(tp[0])
-            if st is None or a is None:
+            fields = self._partition_fields(tp)
+            if fields is None:
                 continue
-            replicas = a.partitions.get(tp[1], [])
+            offline = [r for r in fields["replicas"] if r not in self.live]
             by_topic.setdefault(tp[0], []).append(
-                Req.UpdateMetadataPartitionState(
-                    partition_index=tp[1],
-                    controller_epoch=st.controller_epoch,
-                    leader=st.leader,
-                    leader_epoch=st.leader_epoch,
-                    isr=list(st.isr),
-                    zk_version=st.zk_version,
-                    replicas=list(replicas),
-                    offline_replicas=[r for r in replicas if r not in self.live],
-                )
-            )
+                Req.UpdateMetadataPartitionState(**fields, offline_replicas=offline))
         live = []
         for info in sorted(self.live.values(), key=lambda i: i.broker_id):
             live.append(
