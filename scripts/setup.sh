@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Set up moldau in a virtualenv inside the repository (.venv), idempotent and quick when already done.
 #
-#   ./scripts/setup.sh          moldau (editable) and its runtime dependencies
-#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), kcat, Java 17,
-#                               chromium and chromium-driver (Debian packages)
+#   ./scripts/setup.sh          moldau (editable) and its runtime dependencies (+ extra "cluster": kazoo)
+#   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), the Debian packages
+#                               the tests drive (kcat, Java 17, ZooKeeper, chromium + chromium-driver,
+#                               nodejs + npm) and the npm packages of tests/kafka07
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
 
-usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
 
 want_test=0
 for arg in "$@"; do
@@ -31,10 +32,10 @@ fi
 
 # Reinstall only when pyproject.toml changed, the mode widened, or the editable install does not point
 # at this checkout (e.g. the repository was moved or cloned afresh).
-extras=""
+extras="[cluster]"  # cluster: kazoo, for brokers started with zookeeper.connect (docs/cluster.md)
 stamp="$venv/.moldau-setup"
 if [ "$want_test" = 1 ]; then
-    extras="[test,spark]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
+    extras="[test,spark,cluster]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
     stamp="$venv/.moldau-setup-test"
 fi
 digest="$(sha256sum pyproject.toml | cut -d' ' -f1)"
@@ -50,64 +51,32 @@ else
     echo "$digest" > "$stamp"
 fi
 
-if [ "$want_test" = 1 ] && ! command -v kcat >/dev/null 2>&1; then
-    echo "setup.sh: installing kcat (Debian package)"
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        sudo="sudo"
-    fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq kcat >/dev/null
-fi
-
-# --- moldau.spark (spark engineer): Java 17 for PySpark (tests/spark), Debian package when missing ---
-if [ "$want_test" = 1 ] && ! { command -v java >/dev/null 2>&1 \
-        && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; }; then
-    echo "setup.sh: installing Java 17 (Debian package openjdk-17-jre-headless) for PySpark"
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        sudo="sudo"
-    fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-fi
-# --- end moldau.spark ---
-
-# --- moldau console (tests/console): a headless browser for the browser tests ---
-# Debian's chromium and chromium-driver (selenium drives them; no tool downloads a browser of its own).
-if [ "$want_test" = 1 ] && ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
-    echo "setup.sh: installing chromium and chromium-driver (Debian packages) for the console's browser tests"
-    sudo=""
-    if [ "$(id -u)" != 0 ]; then
-        sudo="sudo"
-    fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
-# --- end moldau console ---
-# --- moldau.broker.kafka07: the 0.7-era Node.js client franz-kafka and ZooKeeper for tests/kafka07 ---
-# Debian's nodejs and npm when node is missing; then the npm packages pinned by tests/kafka07/node's
-# package-lock.json, installed into that folder (reinstalled when the lock file changes).
 if [ "$want_test" = 1 ]; then
-    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-        echo "setup.sh: installing Node.js (Debian packages nodejs, npm) for tests/kafka07"
+    # Debian packages the tests drive, each only when missing; one apt-get run for all of them.
+    #   kcat                        tests/integration (a third-party client)
+    #   openjdk-17-jre-headless     PySpark (tests/spark) and ZooKeeper
+    #   zookeeper                   tests/cluster, tests/faults, tests/kafka07 (its 0.7 registration)
+    #   chromium, chromium-driver   tests/console (selenium drives Debian's browser; nothing downloads one)
+    #   nodejs, npm                 tests/kafka07 (the 0.7-era Node.js client franz-kafka)
+    missing=()
+    command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+    { command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; } \
+        || missing+=(openjdk-17-jre-headless)
+    [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || missing+=(nodejs npm)
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "setup.sh: installing Debian packages: ${missing[*]}"
         sudo=""
         if [ "$(id -u)" != 0 ]; then
             sudo="sudo"
         fi
         $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
-    # Debian's ZooKeeper server for the 0.7 ZooKeeper registration tests (Java comes with the block above)
-    if [ ! -f /usr/share/java/zookeeper.jar ]; then
-        echo "setup.sh: installing ZooKeeper (Debian package zookeeper) for tests/kafka07"
-        sudo=""
-        if [ "$(id -u)" != 0 ]; then
-            sudo="sudo"
-        fi
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
-    fi
+
+    # tests/kafka07's npm packages, pinned by its package-lock.json (reinstalled when the lock file changes)
     node_dir="$root/tests/kafka07/node"
     node_stamp="$node_dir/node_modules/.moldau-lock-digest"
     node_digest="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
@@ -117,6 +86,5 @@ if [ "$want_test" = 1 ]; then
         echo "$node_digest" > "$node_stamp"
     fi
 fi
-# --- end moldau.broker.kafka07 ---
 
-echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat'))"
+echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies and tools'))"

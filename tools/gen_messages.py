@@ -7,7 +7,8 @@ Inputs (facts only: names, types, version ranges):
     old versions too.  Kafka kept the field version ranges of the removed versions in its definitions (checked
     against the Kafka 3.9 definitions: no field of a removed version was dropped), so the same field list
     describes them;
-  * tools/kafka_json/4.1/*.json: messages kafka-python does not ship (ConsumerGroupHeartbeat, ...).
+  * tools/kafka_json/4.1/*.json: messages kafka-python does not ship (ConsumerGroupHeartbeat, ...);
+  * tools/kafka_json/3.9/*.json: the ZooKeeper-mode inter-broker APIs Kafka 4 removed (LeaderAndIsr, ...).
 
 Outputs: the declarations (messages/<family>.py, messages/__init__.py) and, next to them, type stubs
 (messages/<family>.pyi, messages/__init__.pyi; their base classes are in the hand-written
@@ -32,7 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "moldau" / "protocol" / "messages"
-EXTRA_DIR = ROOT / "tools" / "kafka_json" / "4.1"
+EXTRA_DIRS = [ROOT / "tools" / "kafka_json" / "4.1", ROOT / "tools" / "kafka_json" / "3.9"]
 MAXV = 0x7FFF
 
 
@@ -63,6 +64,7 @@ FAMILIES: dict[str, list[str]] = {
     "quotas": ["DescribeClientQuotas", "AlterClientQuotas", "DescribeUserScramCredentials",
                "AlterUserScramCredentials"],
     "cluster": ["DescribeQuorum", "UpdateFeatures"],
+    "controller": ["LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown"],
     "txn": ["InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
             "TxnOffsetCommit", "DescribeProducers", "DescribeTransactions", "ListTransactions"],
 }
@@ -327,8 +329,9 @@ def stub_module(module: str, messages: list[Any]) -> str:
 def generate(check: bool = False) -> int:
     kp = kafka_python_dir()
     sources: dict[str, Path] = {p.stem: p for p in sorted(kp.glob("*.json"))}
-    for p in sorted(EXTRA_DIR.glob("*.json")):
-        sources.setdefault(p.stem, p)
+    for extra in EXTRA_DIRS:
+        for p in sorted(extra.glob("*.json")):
+            sources.setdefault(p.stem, p)
     placed = {n for names in FAMILIES.values() for n in names}
     bases = {s[:-7] if s.endswith("Request") else s[:-8] if s.endswith("Response") else s for s in sources}
     missing = bases - placed

@@ -159,6 +159,15 @@ class Broker:
         self.services.authorizer = value
 
     @property
+    def cluster(self) -> Any:
+        """cluster.ClusterServices when zookeeper.connect is set (docs/cluster.md), else None."""
+        return self.services.cluster
+
+    @cluster.setter
+    def cluster(self, value: Any) -> None:
+        self.services.cluster = value
+
+    @property
     def metrics(self) -> Any:
         return self.services.metrics
 
@@ -184,6 +193,13 @@ class Broker:
             log.exception("cannot load dynamic broker configs")
         default_log_config = log_config_for({}, self.config)
         cfg = self.config
+        cluster_id = cfg.get("cluster.id") or None
+        if cfg.get("zookeeper.connect"):
+            from .cluster import ClusterServices
+
+            self.cluster = ClusterServices(self)
+            await self.cluster.connect()
+            cluster_id = self.cluster.cluster_id
         # Loading builds objects per partition that live as long as the broker; the cyclic GC would scan
         # them again and again while they are made: off while loading.
         gc_was_enabled = gc.isenabled()
@@ -191,15 +207,26 @@ class Broker:
         try:
             self.log_manager = LogManager(
                 cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
-                cluster_id=cfg.get("cluster.id") or None,
+                cluster_id=cluster_id,
                 retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
                 checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
             self.cluster_id = str(self.log_manager.cluster_id)
             self.node_id = int(self.log_manager.node_id)
-            self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
-                                          config_validator=validate_topic_configs)
-            self.metadata.load()
-            self.producer_ids = ProducerIdManager(self.data_dir)
+            if self.cluster is not None:
+                from .cluster.producer_ids import ZkProducerIdManager
+                from .cluster.store import ZkMetadataStore
+
+                self.metadata = ZkMetadataStore(  # type: ignore[assignment]
+                    self.cluster.zk, node_id=self.node_id, broker_config=self.config,
+                    config_validator=validate_topic_configs)
+                await self.metadata.load()  # type: ignore[attr-defined]
+                self.producer_ids = ZkProducerIdManager(  # type: ignore[assignment]
+                    self.cluster.zk, self.node_id)
+            else:
+                self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
+                                              config_validator=validate_topic_configs)
+                self.metadata.load()
+                self.producer_ids = ProducerIdManager(self.data_dir)
             from .limits import ConnectionLimiter, RequestMemory
             from .quotas import FileQuotaStore, QuotaManager
 
@@ -210,7 +237,12 @@ class Broker:
             self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
                                                       client_log=self.services.client_log)
             self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
-            self.replica_manager = ReplicaManager(self.services)
+            if self.cluster is not None:
+                from .cluster.replica import ClusterReplicaManager
+
+                self.replica_manager = ClusterReplicaManager(self.services, self.cluster.zk)
+            else:
+                self.replica_manager = ReplicaManager(self.services)
             self.replica_manager.load()
         finally:
             if gc_was_enabled:
@@ -228,7 +260,13 @@ class Broker:
             self.log_manager.close()
             raise
         self.listeners = self.server.bound
+        if isinstance(self.metadata, MetadataStore):
+            self.metadata.node_id = self.node_id
+            self.metadata.rack = self.config.get("broker.rack")
+            self.metadata.advertised = self._advertised_address
         self.replica_manager.start()
+        if self.cluster is not None:
+            await self.cluster.register()
         self._started = True
         self.started_at = time.monotonic()
         if self.config.get("console.listener"):  # the web console (moldau.console), served from this process
@@ -263,6 +301,11 @@ class Broker:
         if self._stopping:
             return
         self._stopping = True
+        if self.cluster is not None:
+            try:
+                await self.cluster.controlled_shutdown()
+            except Exception:  # pragma: no cover
+                log.exception("controlled shutdown failed")
         if self.server is not None:
             self.server.stop_accepting()
         conns = list(self.connections)
@@ -290,6 +333,11 @@ class Broker:
             await self.replica_manager.stop()
         if self.console is not None:
             await self.console.stop()
+        if self.cluster is not None:
+            try:
+                await self.cluster.close()
+            except Exception:  # pragma: no cover
+                log.exception("error closing the ZooKeeper session")
         if self.metrics is not None:
             await self.metrics.stop()
         if self.log_manager is not None:
@@ -317,6 +365,10 @@ class Broker:
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
         return Listener(lst.name, host, lst.port, lst.security_protocol)
+
+    def _advertised_address(self, listener_name: str | None) -> tuple[str, int]:
+        lst = self.advertised_listener(listener_name)
+        return lst.host, lst.port
 
     @property
     def port(self) -> int:

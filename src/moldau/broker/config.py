@@ -138,12 +138,19 @@ _d("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol b
 _d("controller.listener.names", "list", None, "Listener names used by the controller.")
 _d("controller.quorum.voters", "list", [], "Controller quorum voters (id@host:port).")
 _d("controller.quorum.bootstrap.servers", "list", [], "Controller quorum bootstrap servers.")
-_d("zookeeper.connect", "string", None, "Ignored (moldau needs no ZooKeeper); accepted for old files.")
-_d("zookeeper.connection.timeout.ms", "int", None, "Ignored; accepted for old files.")
-_d("zookeeper.session.timeout.ms", "int", 18000, "Ignored; accepted for old files.")
+_d("zookeeper.connect", "string", None,
+   "ZooKeeper connection string (host:port[,host:port][/chroot]): join that cluster (docs/cluster.md); "
+   "unset: "
+   "a single-node broker.")
+_d("zookeeper.connection.timeout.ms", "int", None,
+   "Max wait for the ZooKeeper connection (default: the session "
+   "timeout).", validator=_at_least(1))
+_d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", validator=_at_least(1))
 _d("reserved.broker.max.id", "int", 1000, "Max broker id for manual assignment.")
 _d("broker.id.generation.enable", "boolean", True, "Ignored (single node).")
 _d("controlled.shutdown.enable", "boolean", True, "Controlled shutdown.")
+_d("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts before stopping anyway.")
+_d("controller.socket.timeout.ms", "int", 30000, "Timeout of the controller's requests to brokers.")
 _d("auto.leader.rebalance.enable", "boolean", True, "Leader rebalancing.")
 _d("leader.imbalance.check.interval.seconds", "long", 300, "")
 _d("leader.imbalance.per.broker.percentage", "int", 10, "")

@@ -77,19 +77,139 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-class MetadataStore:
-    """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
+# ---------------------------------------------------------------------- checks shared by both stores
+def check_new_topic(name: str, topics: Mapping[str, TopicInfo], collisions: Mapping[str, str]) -> None:
+    """A valid name, not taken, not colliding ('.' vs '_') with an existing topic."""
+    validate_topic_name(name)
+    if name in topics:
+        raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+    other = collisions.get(_collision_key(name))
+    if other is not None:
+        raise kafka_error("INVALID_TOPIC_EXCEPTION", f"Topic '{name}' collides with existing topic: {other}")
 
-    def __init__(self, data_dir: str, *, broker_config: Any = None,
+
+def topic_counts(num_partitions: int, replication_factor: int, broker_config: Any) -> tuple[int, int]:
+    """(partitions, replication factor) with -1 meaning the broker defaults; both must be positive."""
+    if num_partitions == -1:
+        num_partitions = int(broker_config.get("num.partitions")) if broker_config is not None else 1
+    if replication_factor == -1:
+        replication_factor = (int(broker_config.get("default.replication.factor"))
+                              if broker_config is not None else 1)
+    if num_partitions <= 0:
+        raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+    return num_partitions, replication_factor
+
+
+def clean_topic_configs(configs: Mapping[str, str | None] | None,
+                        validator: Callable[[dict[str, str | None]], None] | None) -> dict[str, str]:
+    cfg = dict(configs or {})
+    if validator is not None:
+        validator(cfg)
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def existing_topic(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:
+    t = topics.get(name)
+    if t is None:
+        raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+    return t
+
+
+def check_deletion_enabled(broker_config: Any) -> None:
+    if broker_config is not None and not broker_config.get("delete.topic.enable"):
+        raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+
+
+def check_partition_increase(t: TopicInfo, new_total: int) -> None:
+    if new_total < t.num_partitions:
+        raise kafka_error("INVALID_PARTITIONS",
+                          f"Topic currently has {t.num_partitions} partitions, which is higher than the "
+                          f"requested {new_total}.")
+    if new_total == t.num_partitions:
+        raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+
+
+def merged_topic_configs(t: TopicInfo, changes: Mapping[str, str | None], replace: bool,
+                         validator: Callable[[dict[str, str | None]], None] | None) -> dict[str, str]:
+    """Set (value) or delete (None) topic configs; ``replace`` drops keys not given (AlterConfigs)."""
+    new = {} if replace else dict(t.configs)
+    for k, v in changes.items():
+        if v is None:
+            new.pop(k, None)
+        else:
+            new[k] = v
+    if validator is not None:
+        validator(dict(new))
+    return new
+
+
+class TopicIndex:
+    """The topics by name and id, and the names that collide ('.' vs '_'): what both metadata stores (this
+    module's and the cluster's ``ZkMetadataStore``) keep in memory and answer lookups from."""
+
+    def __init__(self, broker_config: Any = None,
                  config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
-        self.data_dir = data_dir
-        self.path = os.path.join(data_dir, METADATA_FILE)
         self.broker_config = broker_config
         self.config_validator = config_validator
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
         self.listeners: list[MetadataListener] = []
+
+    def _index(self, t: TopicInfo) -> None:
+        self.topics[t.name] = t
+        self.by_id[t.topic_id] = t
+        self._collisions[_collision_key(t.name)] = t.name
+
+    def _unindex(self, t: TopicInfo) -> None:
+        self.topics.pop(t.name, None)
+        self.by_id.pop(t.topic_id, None)
+        if self._collisions.get(_collision_key(t.name)) == t.name:
+            del self._collisions[_collision_key(t.name)]
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.by_id.get(topic_id)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.topics
+
+
+class MetadataStore(TopicIndex):
+    """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
+
+    def __init__(self, data_dir: str, *, broker_config: Any = None,
+                 config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
+        super().__init__(broker_config, config_validator)
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, METADATA_FILE)
+        # this node, the only broker of a single-node cluster: set by the broker once its listeners are bound
+        self.node_id = -1
+        self.rack: str | None = None
+        self.advertised: Callable[[str | None], tuple[str, int]] | None = None
+
+    # ----------------------------------------------------------------------------------- the cluster view
+    # (the same questions ZkMetadataStore answers from the controller's UpdateMetadata; here a cluster of one)
+    def live_brokers(self, listener_name: str | None) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every live broker, for the listener ``listener_name``."""
+        if self.advertised is None:
+            return []
+        host, port = self.advertised(listener_name)
+        return [(self.node_id, host, port, self.rack)]
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def partition_state(self, topic: str, partition: int) -> Any:
+        """None: one node leads every partition; the replica manager's Partition is the state."""
+        return None
+
+    def replicas_of(self, topic: str, partition: int) -> list[int]:
+        return [self.node_id] if topic in self.topics else []
 
     # ----------------------------------------------------------------------------------- persistence
     def load(self) -> None:
@@ -108,62 +228,23 @@ class MetadataStore:
                                                                     key=lambda t: t.name)]}
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
-    def _index(self, t: TopicInfo) -> None:
-        self.topics[t.name] = t
-        self.by_id[t.topic_id] = t
-        self._collisions[_collision_key(t.name)] = t.name
-
-    def _unindex(self, t: TopicInfo) -> None:
-        self.topics.pop(t.name, None)
-        self.by_id.pop(t.topic_id, None)
-        if self._collisions.get(_collision_key(t.name)) == t.name:
-            del self._collisions[_collision_key(t.name)]
-
-    # ----------------------------------------------------------------------------------- queries
-    def get(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self.by_id.get(topic_id)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.topics
-
     # ----------------------------------------------------------------------------------- mutations
-    def _default(self, key: str, fallback: int) -> int:
-        if self.broker_config is None:
-            return fallback
-        return int(self.broker_config.get(key))
-
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
-                     topic_id: uuid.UUID | None = None) -> TopicInfo:
-        """Create a topic. num_partitions / replication_factor -1 = broker defaults."""
-        validate_topic_name(name)
-        if name in self.topics:
-            raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
-        other = self._collisions.get(_collision_key(name))
-        if other is not None:
-            raise kafka_error("INVALID_TOPIC_EXCEPTION",
-                              f"Topic '{name}' collides with existing topic: {other}")
-        if num_partitions == -1:
-            num_partitions = self._default("num.partitions", 1)
-        if replication_factor == -1:
-            replication_factor = self._default("default.replication.factor", 1)
-        if num_partitions <= 0:
-            raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+                     topic_id: uuid.UUID | None = None, assignment: dict[int, list[int]] | None = None
+                     ) -> TopicInfo:
+        """Create a topic. num_partitions / replication_factor -1 = broker defaults. ``assignment`` (a manual
+        replica assignment) can only name this node here, which the caller checked."""
+        check_new_topic(name, self.topics, self._collisions)
+        num_partitions, replication_factor = topic_counts(num_partitions, replication_factor,
+                                                          self.broker_config)
         if replication_factor > 1:
             raise kafka_error("INVALID_REPLICATION_FACTOR",
                               f"Unable to replicate the partition {replication_factor} time(s): "
                               "The target replication factor of "
                               f"{replication_factor} cannot be reached because only 1 broker(s) are "
                               "registered.")
-        cfg = dict(configs or {})
-        if self.config_validator is not None:
-            self.config_validator(cfg)
-        clean = {k: v for k, v in cfg.items() if v is not None}
+        clean = clean_topic_configs(configs, self.config_validator)
         t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean,
                       name in INTERNAL_TOPICS, replication_factor)
         if validate_only:
@@ -185,11 +266,8 @@ class MetadataStore:
         return t
 
     def delete_topic(self, name: str) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if self.broker_config is not None and not self.broker_config.get("delete.topic.enable"):
-            raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        t = existing_topic(self.topics, name)
+        check_deletion_enabled(self.broker_config)
         self._unindex(t)
         self.save()
         log.info("deleted topic %s (id %s)", name, t.topic_id)
@@ -198,15 +276,8 @@ class MetadataStore:
         return t
 
     def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if new_total < t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS",
-                              f"Topic currently has {t.num_partitions} partitions, which is higher than the "
-                              f"requested {new_total}.")
-        if new_total == t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+        t = existing_topic(self.topics, name)
+        check_partition_increase(t, new_total)
         if validate_only:
             return t
         old = t.num_partitions
@@ -220,17 +291,8 @@ class MetadataStore:
     def alter_topic_configs(self, name: str, configs: dict[str, str | None], *, replace: bool = False,
                             validate_only: bool = False) -> TopicInfo:
         """Set (value) or delete (None) topic configs; replace=True drops keys not given (AlterConfigs)."""
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        new = {} if replace else dict(t.configs)
-        for k, v in configs.items():
-            if v is None:
-                new.pop(k, None)
-            else:
-                new[k] = v
-        if self.config_validator is not None:
-            self.config_validator(dict(new))
+        t = existing_topic(self.topics, name)
+        new = merged_topic_configs(t, configs, replace, self.config_validator)
         if validate_only:
             return t
         t.configs = new

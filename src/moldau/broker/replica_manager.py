@@ -306,12 +306,15 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------------------------------ append
     def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None,
-               verify_txn: Any = None) -> AppendResult:
+               verify_txn: Any = None, required_acks: int = -1) -> AppendResult:
         """Validate and append one partition's produce data (bytes-like, writable preferred).
 
         ``verify_txn(header) -> error code``: called for each transactional (non-control) batch before
         anything is written; a non-zero code fails the partition (the transaction coordinator's check that the
         partition is in the producer's ongoing transaction, KIP-890 part 1).
+
+        ``required_acks`` is the Produce request's acks (-1: min.insync.replicas applies, as in Kafka; the
+        broker's own appends use -1).
 
         Errors are per partition and leave the log untouched. A successful append advances the high watermark,
         wakes fetchers waiting on the partition and, when the flush policy requires it, carries a future that
@@ -379,7 +382,7 @@ class ReplicaManager:
             target = cfg.compression_type
             if target != "producer":
                 buf, batches = _recompress(buf, batches, target, cfg)
-            if min_isr > len(p.isr):
+            if required_acks == -1 and min_isr > len(p.isr):
                 res.error = ErrorCode.NOT_ENOUGH_REPLICAS
                 res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy "
                                      f"the min.isr requirement of {min_isr} for partition "
@@ -403,13 +406,17 @@ class ReplicaManager:
         metrics = self.services.metrics
         if metrics is not None:
             metrics.record_append(p.topic, n, sum(h.records_count for _, h in batches))
-        # one node: the ISR (this node) has everything the log has
+        self._after_append(p, res, required_acks)
+        return res
+
+    def _after_append(self, p: Partition, res: AppendResult, required_acks: int) -> None:
+        """One node: the ISR (this node) has everything the log has. (The cluster's replica manager overrides
+        this: the high watermark waits for the ISR, acks=-1 for the high watermark.)"""
         plog = p.log
         plog.high_watermark = plog.log_end_offset
         p.wake()
         if plog.needs_flush():
             res.flush = self.flusher.request(p)
-        return res
 
     def log_dir_failed(self, p: Partition, exc: BaseException) -> None:
         """A storage error (ENOSPC, EIO) in ``p``'s log dir: take the dir offline, once, with one log line.
@@ -431,9 +438,10 @@ class ReplicaManager:
             await res.flush
 
     # ------------------------------------------------------------------------------------------ read
-    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0
-             ) -> ReadInfo:
-        """Records from ``offset`` up to the high watermark (read_committed: last stable offset)."""
+    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
+             replica_id: int = -1) -> ReadInfo:
+        """Records from ``offset`` up to the high watermark (read_committed: last stable offset).
+        ``replica_id``: the Fetch's replica id (>= 0 for a follower; on one node there are none)."""
         plog = p.log
         hw = plog.high_watermark
         lso = plog.last_stable_offset

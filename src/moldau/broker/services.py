@@ -9,9 +9,10 @@ its own (``replica_manager.ReplicaDeps``, ``groups.broker_storage.GroupDeps``, `
 ``txn.markers.MarkerDeps``) which ``BrokerServices`` satisfies. So ``services`` sits above the components in
 the import graph and below the handlers, and ``tools/check_imports.py`` keeps it that way.
 
-Cluster mode plugs in here (see docs/architecture.md, "Where the cluster work plugs in"): ``metadata`` becomes
-the ZooKeeper-backed store behind the same ``MetadataStore`` interface, and ``controller`` /
-``replica_fetchers`` join as further fields, set by ``Broker.start``.
+Cluster mode plugs in here (docs/cluster.md): ``metadata`` is then the ZooKeeper-backed store behind the same
+``MetadataStore`` interface, ``replica_manager`` the ``ClusterReplicaManager`` (with the replica fetchers),
+``producer_ids`` the ZooKeeper block allocator, and ``cluster`` the ``ClusterServices`` (ZooKeeper session,
+controller), all set by ``Broker.start``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from moldau.log.checkpoint import atomic_write
 
@@ -108,5 +109,8 @@ class BrokerServices:
     limiter: ConnectionLimiter | None = None
     request_memory: RequestMemory | None = None
     client_log: ClientLog = field(default_factory=ClientLog)
+    #: cluster.ClusterServices (ZooKeeper session, controller, inter-broker listener) when
+    #: zookeeper.connect is set; None on a single node (docs/cluster.md)
+    cluster: Any = None
     #: the endpoint advertised to clients that connected on a listener (the broker's bound listeners)
     advertised_listener: Callable[[str | None], Listener] = _no_listener

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
     from moldau.broker.broker import run as run_server
+    from moldau.broker.cluster import ClusterError
     from moldau.log.errors import StorageError
 
     try:
@@ -82,5 +83,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except OSError as e:
         logging.getLogger("moldau.broker").error("cannot start the broker: %s", e)
+        return 1
+    except ClusterError as e:  # zookeeper.connect: ZooKeeper unreachable, broker id taken, single-node data
+        print(f"moldau broker: error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -640,6 +640,15 @@ class PartitionLog:
             ms = cfg.max_compaction_lag_ms
         return ms - cfg.segment_jitter_ms
 
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """A new leader's epoch starts at the log end offset (Kafka's Partition.makeLeader): recorded in
+        leader-epoch-checkpoint at once, so followers truncating with OffsetForLeaderEpoch find where it
+        starts
+        before anything is appended in it."""
+        with self._lock:
+            if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
+                self._assign_epoch(epoch, self.log_end_offset)
+
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         self._epochs.append((epoch, start_offset))
         write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), self._epochs)

@@ -31,10 +31,10 @@ _CONTROLLED_SHUTDOWN = 7
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """Request header version (0, 1 or 2) for a request of this api key and version."""
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0  # ControlledShutdown v0's header has no client id
     msg = m.REQUESTS.get(api_key)
     if msg is None:
-        if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
-            return 0
         return 1
     return msg.header_version(api_version)
 

@@ -217,6 +217,9 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Future[Any]] = set()
         self._cleanup_handle: Any = None
         self._stopped = False
+        # __consumer_offsets partitions this coordinator serves: None = all (one node); in a cluster the
+        # partitions this broker leads (load_partition / unload_partition follow leadership)
+        self.owned: set[int] | None = None
         # KIP-848 consumer groups live in consumer.py; created lazily to keep the classic path independent.
         from .consumer import ConsumerGroupManager
 
@@ -228,6 +231,11 @@ class GroupCoordinator:
 
     def partition_for(self, group_id: str) -> int:
         return fmt.partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def owns(self, group_id: str) -> bool:
+        """Whether this coordinator serves ``group_id`` (else NOT_COORDINATOR: the client looks it up
+        again)."""
+        return self.owned is None or self.partition_for(group_id) in self.owned
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run ``coro`` in the background (persisting state after a transition), keeping a reference."""
@@ -278,6 +286,9 @@ class GroupCoordinator:
         """JoinGroup with a callback (the async ``join_group`` wraps it)."""
         if not req.group_id:
             respond(JoinResult(E.INVALID_GROUP_ID, member_id=req.member_id))
+            return
+        if not self.owns(req.group_id):
+            respond(JoinResult(E.NOT_COORDINATOR, member_id=req.member_id))
             return
         if not (
             self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms
@@ -742,6 +753,9 @@ class GroupCoordinator:
         if not group_id:
             respond(SyncResult(E.INVALID_GROUP_ID))
             return
+        if not self.owns(group_id):
+            respond(SyncResult(E.NOT_COORDINATOR))
+            return
         group = self.classic_group(group_id)
         if group is None:
             respond(SyncResult(E.UNKNOWN_MEMBER_ID))
@@ -856,6 +870,8 @@ class GroupCoordinator:
     ) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
+        if not self.owns(group_id):
+            return E.NOT_COORDINATOR
         group = self.classic_group(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
@@ -929,6 +945,8 @@ class GroupCoordinator:
         """``members``: (member_id, group_instance_id, reason) -> (top-level error, per-member errors)."""
         if not group_id:
             return E.INVALID_GROUP_ID, [E.INVALID_GROUP_ID] * len(members)
+        if not self.owns(group_id):
+            return E.NOT_COORDINATOR, [E.NOT_COORDINATOR] * len(members)
         group = self.groups.get(group_id)
         if group is not None and not isinstance(group, ClassicGroup):
             return E.NONE, [self.consumer.classic_leave(group, mid, iid) for mid, iid, _ in members]
@@ -1014,6 +1032,8 @@ class GroupCoordinator:
         transactional: bool = False,
     ) -> tuple[int, GroupBase | None]:
         """Kafka's offset commit validation; creates a "simple" group for generation -1 commits."""
+        if group_id and not self.owns(group_id):
+            return E.NOT_COORDINATOR, None
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             if generation_id < 0:
@@ -1181,6 +1201,8 @@ class GroupCoordinator:
         member_epoch: int = -1,
     ) -> tuple[int, list[PartitionOffset]]:
         """Committed offsets; ``partitions`` None = all of the group's. Unknown ones answer offset -1."""
+        if not self.owns(group_id):
+            return E.NOT_COORDINATOR, []
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             if partitions is None:
@@ -1216,6 +1238,8 @@ class GroupCoordinator:
     ) -> tuple[int, dict[TopicPartition, int]]:
         if not group_id:
             return E.INVALID_GROUP_ID, {}
+        if not self.owns(group_id):
+            return E.NOT_COORDINATOR, {}
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             return E.GROUP_ID_NOT_FOUND, {}
@@ -1440,15 +1464,35 @@ class GroupCoordinator:
         return self.consumer.expired_offsets(group, pick)
 
     # ================================================================================== loading
-    def load(self) -> None:
-        """Replay every partition of __consumer_offsets (at startup, before serving)."""
+    def load_partition(self, partition: int) -> None:
+        """This broker became the leader of ``__consumer_offsets-<partition>``: serve its groups, replayed
+        from
+        the log (what an earlier load of it left in memory is dropped first)."""
+        self.unload_partition(partition)
+        if self.owned is not None:
+            self.owned.add(partition)
+        self.load([partition])
+
+    def unload_partition(self, partition: int) -> None:
+        """Leadership of ``__consumer_offsets-<partition>`` moved away: its groups go (NOT_COORDINATOR)."""
+        if self.owned is not None:
+            self.owned.discard(partition)
+        dropped = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
+        for group in dropped:
+            self._remove_group(group)
+        if dropped:
+            log.info("unloaded %d groups of %s-%d", len(dropped), OFFSETS_TOPIC, partition)
+
+    def load(self, partitions: list[int] | None = None) -> None:
+        """Replay every partition of __consumer_offsets (at startup, before serving), or ``partitions``."""
         if self.storage is None:
             return
+        which = list(range(self.config.offsets_topic_num_partitions)) if partitions is None else partitions
         offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         groups: dict[str, fmt.GroupMetadataValue | None] = {}
         other: dict[str, list[tuple[fmt.OtherKey, bytes | None]]] = {}
         count = 0
-        for partition in range(self.config.offsets_topic_num_partitions):
+        for partition in which:
             for key, value in self.storage.read(partition):
                 if key is None:
                     continue
@@ -1485,16 +1529,18 @@ class GroupCoordinator:
             if group is None:
                 group = self._create_classic_group(gid)  # offsets only: a simple group
             group.offsets.update(offs)
-        self._load_pending_transactional_offsets()
-        log.info("loaded %d groups (%d records) from %s", len(self.groups), count, OFFSETS_TOPIC)
+        self._load_pending_transactional_offsets(which)
+        log.info("loaded %d groups (%d records) from %s%s", len(self.groups), count, OFFSETS_TOPIC,
+                 "" if partitions is None else f" partitions {partitions}")
 
-    def _load_pending_transactional_offsets(self) -> None:
+    def _load_pending_transactional_offsets(self, partitions: list[int] | None = None) -> None:
         """Transactional offset commits whose marker was not written yet (the storage read them without
         applying them): pending again, for the transaction coordinator to complete."""
         pending_of = getattr(self.storage, "pending_transactional", None)
         if pending_of is None:
             return
-        for partition in range(self.config.offsets_topic_num_partitions):
+        which = range(self.config.offsets_topic_num_partitions) if partitions is None else partitions
+        for partition in which:
             for producer_id, records in pending_of(partition).items():
                 for key, value in records:
                     try:

@@ -28,7 +28,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 from ..context import RequestContext
 from ..registry import handler
@@ -98,7 +98,7 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
             verify = None
             if txn_coordinator is not None and version >= 3:
                 verify = _txn_verifier(txn_coordinator, txn_id, topic.name, pd.index)
-            res: AppendResult = rm.append(p, pd.records, now_ms=now, verify_txn=verify)
+            res: AppendResult = rm.append(p, pd.records, now_ms=now, verify_txn=verify, required_acks=acks)
             if res.error:
                 any_error = True
                 pr.error_code = res.error
@@ -136,6 +136,8 @@ async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceRespon
         for pr, f in flushes:
             if f not in done:
                 pr.error_code = ErrorCode.REQUEST_TIMED_OUT
+            elif isinstance(exc := f.exception(), KafkaError):  # cluster: NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                pr.error_code = error_code_of(exc)
             elif f.exception() is not None:
                 log.error("fsync of %s failed: %s", pr.index, f.exception())
                 pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -22,7 +22,9 @@
 * v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3);
   topics with message.downconversion.enable=false answer UNSUPPORTED_VERSION instead, as Kafka.
 * Records go out as the log's chunks (a list), which the encoder writes without copying.
-* preferred_read_replica (v11+) -1; follower fetches (replica_id >= 0) are served like consumer fetches.
+* preferred_read_replica (v11+) -1. Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) go to
+  the replica manager with the replica id: in a cluster the leader reads up to its log end offset for them and
+  records the follower's position (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
         it.partition = p
 
 
-def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int) -> tuple[int, bool]:
+def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, replica_id: int = -1
+              ) -> tuple[int, bool]:
     remaining = max_bytes
     first = True
     total = 0
@@ -118,7 +121,7 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int) -> tu
             has_error = True
             continue
         limit = min(it.max_bytes, remaining)
-        info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation)
+        info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation, replica_id=replica_id)
         it.info = info
         if info.error:
             has_error = True
@@ -142,6 +145,8 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     if max_bytes <= 0:
         max_bytes = INT_MAX if v < 3 else 0
     cache = rm.fetch_sessions
+    replica_id = (req.replica_state.replica_id if v >= 15 and req.replica_state is not None
+                  else req.replica_id if v < 15 else -1)
 
     # ------------------------------------------------------------------ session handling
     session = None
@@ -207,7 +212,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     _resolve(ctx, items, by_id)
 
     # ------------------------------------------------------------------ read, long poll
-    total, has_error = _read_all(rm, items, max_bytes, isolation)
+    total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id)
     max_wait = req.max_wait_ms
     if max_wait > 0 and total < req.min_bytes and not has_error and items:
         deadline = time.monotonic() + max_wait / 1000.0
@@ -217,7 +222,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
             if remaining <= 0 or ctx.connection.closed or rm.shutting_down:
                 break
             await rm.wait_for_data(waitable, remaining)
-            total, has_error = _read_all(rm, items, max_bytes, isolation)
+            total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id)
             if total >= req.min_bytes or has_error:
                 break
 

@@ -1,15 +1,17 @@
 """Metadata (key 3), v0-13.
 
-* Brokers: this node, with the host/port of the advertised listener of the listener the client connected
-  on (rack from ``broker.rack``, v1+).
-* cluster_id (v2+), controller_id (v1+) = this node.
+* Brokers: every live broker (the metadata store's view; this node alone without a cluster), with the
+  host/port advertised for the listener the client connected on (rack from ``broker.rack``, v1+).
+* cluster_id (v2+), controller_id (v1+): the active controller (this node without a cluster).
 * Topics: v0 an empty list means all topics; v1+ null means all topics and an empty list none. v10+ may name
   topics by id (name null): unknown id -> UNKNOWN_TOPIC_ID; v12+ answers such topics with their name.
 * Unknown topic: auto-created with ``num.partitions`` / ``default.replication.factor`` when
   ``auto.create.topics.enable`` and the request allows it (``allow_auto_topic_creation``, v4+; always before
   v4); a freshly created topic is answered at once with its partitions (one node: the leader is known), no
   LEADER_NOT_AVAILABLE round trip. Otherwise UNKNOWN_TOPIC_OR_PARTITION; bad names INVALID_TOPIC_EXCEPTION.
-* Partitions: leader = this node, leader_epoch (v7+), replicas = isr = [node], offline_replicas [] (v5+).
+* Partitions: in a cluster the controller's view (leader, leader_epoch v7+, replicas, ISR, offline replicas
+  v5+; LEADER_NOT_AVAILABLE while a partition has no leader); on one node leader = this node, replicas = isr
+  = [node].
 * topic_authorized_operations (v8+) / cluster_authorized_operations (v8-10): -2147483648 unless requested;
   when requested, the operations the principal may do (every operation the type supports without an
   authorizer, as Kafka).
@@ -50,10 +52,10 @@ def _code(exc: BaseException) -> int:
 
 
 def broker_entries(ctx: RequestContext, msg: Any) -> list[Any]:
-    svc = ctx.services
-    lst = svc.advertised_listener(ctx.connection.listener_name)
-    return [msg.MetadataResponseBroker(node_id=svc.node_id, host=lst.host, port=lst.port,
-                                       rack=svc.config.get("broker.rack"))]
+    """Every live broker with its endpoint on the listener the request came in on (the metadata store's
+    cluster view: this node alone without a cluster)."""
+    return [msg.MetadataResponseBroker(node_id=nid, host=host, port=port, rack=rack)
+            for nid, host, port, rack in ctx.services.metadata.live_brokers(ctx.connection.listener_name)]
 
 
 def _auto_create(ctx: RequestContext, name: str) -> Any:
@@ -78,12 +80,23 @@ def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) ->
     node = svc.node_id
     rm = svc.replica_manager
     parts = []
+    store = svc.metadata
     for i in range(topic.num_partitions):
+        view = store.partition_state(topic.name, i)
+        if view is not None:  # a cluster: the controller's view (UpdateMetadata)
+            parts.append(msg.MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if view.leader < 0 else ErrorCode.NONE,
+                partition_index=i,
+                leader_id=view.leader, leader_epoch=view.leader_epoch, replica_nodes=list(view.replicas),
+                isr_nodes=list(view.isr), offline_replicas=list(view.offline)))
+            continue
         p = rm.get_partition(topic.name, i)
         if p is None:
+            replicas = store.replicas_of(topic.name, i) or [node]
             parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                                                       partition_index=i, leader_id=-1,
-                                                       leader_epoch=-1, replica_nodes=[node], isr_nodes=[],
+                                                       partition_index=i, leader_id=-1, leader_epoch=-1,
+                                                       replica_nodes=replicas,
+                                                       isr_nodes=[],
                                                        offline_replicas=[]))
             continue
         parts.append(msg.MetadataResponsePartition(
@@ -178,7 +191,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
         throttle_time_ms=0,
         brokers=broker_entries(ctx, msg),
         cluster_id=svc.cluster_id,
-        controller_id=svc.node_id,
+        controller_id=svc.metadata.controller_id(),
         topics=topics_out,
         cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
                                        if include_cluster_ops

@@ -1,13 +1,15 @@
 """FindCoordinator (key 10), v0-6.
 
-* One broker: the coordinator of every group and transactional id is this node, at the advertised listener of
-  the listener the client connected on.
+* The coordinator of a group (transactional id) is the leader of its partition of ``__consumer_offsets``
+  (``__transaction_state``), at its endpoint for the listener the client connected on: in a cluster from the
+  metadata store's partition states (COORDINATOR_NOT_AVAILABLE while the partition has no leader; the group
+  coordinator answers NOT_COORDINATOR for groups of partitions it does not lead, docs/cluster.md); on one
+  broker this node.
 * v0: group key only; v1-3: ``key_type`` 0 group, 1 transaction; v4+: batched ``coordinator_keys``, one
   ``Coordinator`` entry per key. Other key types (2 = share groups) answer INVALID_REQUEST.
 * A group key creates ``__consumer_offsets`` on first use (Kafka creates it here too, but answers
   COORDINATOR_NOT_AVAILABLE until it exists; moldau creates it synchronously and answers at once).
-  The group's partition is abs(String.hashCode(group)) % offsets.topic.num.partitions (logged only: on one
-  broker it does not change the answer).
+  The group's partition is abs(String.hashCode(group)) % offsets.topic.num.partitions.
 * A transaction key creates ``__transaction_state`` on first use in the same way (moldau.broker.txn).
 """
 
@@ -28,6 +30,28 @@ from ..security.authorizer import GROUP as ACL_GROUP
 log = logging.getLogger(__name__)
 
 GROUP, TRANSACTION = 0, 1
+
+
+def _node_of(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str, int] | None:
+    """(node id, host, port) of the coordinator of ``key``: the leader of its partition of the internal topic
+    (the metadata store's partition state, in a cluster); this broker when the store has no partition state
+    (one node). None while that partition has no leader."""
+    from moldau.protocol.consumer_offsets import partition_for
+
+    from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+
+    svc = ctx.services
+    store = svc.metadata
+    topic = OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC
+    t = store.get(topic)
+    view = store.partition_state(topic, partition_for(key, t.num_partitions)) if t is not None else None
+    if view is None:
+        lst = svc.advertised_listener(ctx.connection.listener_name)
+        return svc.node_id, lst.host, lst.port
+    for node_id, host, port, _rack in store.live_brokers(ctx.connection.listener_name):
+        if node_id == view.leader:
+            return node_id, host, port
+    return None
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
@@ -69,32 +93,36 @@ async def find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest) -
 
 def _answer(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     msg = m.FindCoordinatorResponse
-    svc = ctx.services
-    lst = svc.advertised_listener(ctx.connection.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
     if ctx.version < 4:
-        error, message = _lookup(ctx, req.key, key_type)
-        ok = error == E.NONE
+        error, message, node = _find(ctx, req.key, key_type)
         return msg.new(
             throttle_time_ms=0,
             error_code=error,
             error_message=message,
-            node_id=svc.node_id if ok else -1,
-            host=lst.host if ok else "",
-            port=lst.port if ok else -1,
+            node_id=node[0],
+            host=node[1],
+            port=node[2],
         )
     coordinators = []
     for key in req.coordinator_keys:
-        error, message = _lookup(ctx, key, key_type)
-        ok = error == E.NONE
+        error, message, node = _find(ctx, key, key_type)
         coordinators.append(
             msg.Coordinator(
                 key=key,
-                node_id=svc.node_id if ok else -1,
-                host=lst.host if ok else "",
-                port=lst.port if ok else -1,
+                node_id=node[0],
+                host=node[1],
+                port=node[2],
                 error_code=error,
                 error_message=message,
             )
         )
     return msg.new(throttle_time_ms=0, coordinators=coordinators)
+
+
+def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+    error, message = _lookup(ctx, key, key_type)
+    node = _node_of(ctx, key, key_type) if error == E.NONE else None
+    if error == E.NONE and node is None:
+        error, message = E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    return error, message, node if node is not None else (-1, "", -1)

@@ -33,8 +33,14 @@ RESP = m.CreateTopicsResponse
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def _live_broker_ids(ctx: RequestContext) -> set[int]:
+    """The registered brokers (the metadata store's view: this node alone without a cluster)."""
+    live = ctx.services.metadata.live_brokers(getattr(ctx.connection, "listener_name", None))
+    return {b[0] for b in live} or {ctx.services.node_id}
+
+
 def _broker_count(ctx: RequestContext) -> int:
-    return 1
+    return len(_live_broker_ids(ctx))
 
 
 def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
@@ -45,7 +51,7 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
     if topic.num_partitions != -1:
         raise _err(ErrorCode.INVALID_REQUEST,
                    "A manual partition assignment was specified, but numPartitions was not set to -1.")
-    node_id = ctx.services.node_id
+    live = _live_broker_ids(ctx)
     rf: int | None = None
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))):
@@ -62,7 +68,7 @@ def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
                 raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment includes the broker {b} more than once.")
             seen.add(b)
-            if b != node_id:
+            if b not in live:
                 raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            f"The manual partition assignment includes broker {b}, but no such broker is "
                            "registered.")
@@ -112,7 +118,10 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
                    "broker(s) are registered.")
     configs = tc.normalize_topic_configs(_configs_of(topic))
     tc.broker_dynamic_configs(ctx.services)
-    info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only)
+    manual = ({a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments
+              else None)
+    info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only,
+                           assignment=manual)
     return info, configs
 
 

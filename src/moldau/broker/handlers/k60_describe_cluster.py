@@ -1,7 +1,7 @@
 """DescribeCluster (key 60), v0-2.
 
-* cluster id, controller id (this node: moldau is a single combined node), the broker with the host and
-  port advertised for the listener the request came in on (rack null).
+* cluster id, controller id and every live broker with the host and port advertised for the listener the
+  request came in on (the metadata store's view: this node alone without a cluster; docs/cluster.md).
 * v1+: endpoint_type 1 (BROKER) answered; 2 (CONTROLLER) gets MISMATCHED_ENDPOINT_TYPE, as a Kafka broker
   does (moldau has no separate controller listener).
 * v2+: is_fenced false; include_fenced_brokers changes nothing (no fenced brokers).
@@ -90,9 +90,14 @@ async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -
         else AUTHORIZED_OPERATIONS_OMITTED
     if ctx.services.authorizer is not None and req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+    store = ctx.services.metadata
+    live = store.live_brokers(getattr(ctx.connection, "listener_name", None))
+    brokers = [RESP.DescribeClusterBroker(broker_id=nid, host=h, port=pt, rack=r, is_fenced=False)
+               for nid, h, pt, r in live if nid != node_id]
+    brokers.append(RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack,
+                                              is_fenced=False))
+    brokers.sort(key=lambda b: b.broker_id)
     return RESP.new(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,
-        cluster_id=cluster_id, controller_id=node_id,
-        brokers=[RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack,
-                                            is_fenced=False)],
+        cluster_id=cluster_id, controller_id=store.controller_id(), brokers=brokers,
         cluster_authorized_operations=ops)

@@ -264,10 +264,17 @@ class TransactionCoordinator:
         self._loops: list[asyncio.Task[Any]] = []
         self._retry_scheduled = False
         self._stopped = False
+        # __transaction_state partitions served here: None = all (one node); in a cluster the partitions this
+        # broker leads (load_partition / unload_partition follow leadership)
+        self.owned: set[int] | None = None
 
     # ------------------------------------------------------------------------------------ helpers
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
+
+    def owns(self, transactional_id: str) -> bool:
+        """Whether this coordinator serves ``transactional_id`` (else NOT_COORDINATOR)."""
+        return self.owned is None or self.partition_for(transactional_id) in self.owned
 
     def coordinator_epoch(self, transactional_id: str) -> int:
         return self.storage.coordinator_epoch(self.partition_for(transactional_id))
@@ -312,12 +319,31 @@ class TransactionCoordinator:
         return err
 
     # ------------------------------------------------------------------------------------ load / lifecycle
-    def load(self) -> None:
-        """Replay __transaction_state (the last record of each transactional id wins; null = removed)."""
+    def load_partition(self, partition: int) -> None:
+        """This broker became the leader of ``__transaction_state-<partition>``: its transactional ids are
+        replayed and served, prepared transactions completed."""
+        self.unload_partition(partition)
+        if self.owned is not None:
+            self.owned.add(partition)
+        self.load([partition])
+        for md in [md for md in self.txns.values() if md.state in PREPARED
+                   and self.partition_for(md.transactional_id) == partition]:
+            self._spawn(self._complete_locked(md))
+
+    def unload_partition(self, partition: int) -> None:
+        """Leadership of ``__transaction_state-<partition>`` moved away: its transactional ids go."""
+        if self.owned is not None:
+            self.owned.discard(partition)
+        for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
+            del self.txns[txn_id]
+
+    def load(self, partitions: list[int] | None = None) -> None:
+        """Replay __transaction_state (the last record of each transactional id wins; null = removed), or
+        only ``partitions`` of it."""
         if not self.storage.topic_exists():
             return
         count = 0
-        for partition in range(self.config.num_partitions):
+        for partition in range(self.config.num_partitions) if partitions is None else partitions:
             for key, value in self.storage.read(partition):
                 if key is None:
                     continue
@@ -385,6 +411,8 @@ class TransactionCoordinator:
                                       producer_epoch: int = -1) -> tuple[int, int, int]:
         if not transactional_id:
             return E.INVALID_REQUEST, -1, -1
+        if not self.owns(transactional_id):
+            return E.NOT_COORDINATOR, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -443,6 +471,8 @@ class TransactionCoordinator:
     async def handle_add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                     partitions: Iterable[tuple[str, int]]) -> int:
         parts = set(partitions)
+        if not self.owns(transactional_id):
+            return E.NOT_COORDINATOR
         md = self.txns.get(transactional_id)
         if md is None:
             return E.INVALID_PRODUCER_ID_MAPPING
@@ -479,6 +509,8 @@ class TransactionCoordinator:
         transaction (no hanging transactions). Produce error codes as Kafka maps them."""
         if not self.config.verification:
             return E.NONE
+        if transactional_id and not self.owns(transactional_id):
+            return E.NONE  # the coordinator is another broker's (a cluster): not verified here
         md = self.txns.get(transactional_id) if transactional_id else None
         if md is None or md.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
@@ -493,6 +525,8 @@ class TransactionCoordinator:
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 offsets_partition: tuple[str, int]) -> int:
         """TxnOffsetCommit: the producer's transaction must be ongoing with the group's offsets partition."""
+        if not self.owns(transactional_id):
+            return E.NONE  # the transaction's coordinator is another broker's (a cluster): not checked here
         md = self.txns.get(transactional_id)
         err = self._check_producer(md, producer_id, producer_epoch)
         if err != E.NONE:
@@ -513,6 +547,8 @@ class TransactionCoordinator:
     async def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                              *, tv2: bool = False) -> tuple[int, int, int]:
         """(error, producer id, producer epoch): the id/epoch the client continues with (EndTxn v5)."""
+        if not self.owns(transactional_id):
+            return E.NOT_COORDINATOR, -1, -1
         md = self.txns.get(transactional_id)
         if md is None:
             return E.INVALID_PRODUCER_ID_MAPPING, -1, -1

@@ -130,6 +130,16 @@ from .cluster import (  # noqa: F401
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
+from .controller import (  # noqa: F401
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 from .txn import (  # noqa: F401
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -246,6 +256,14 @@ ALL: dict[str, Message] = {m.name: m for m in (
     DescribeQuorumResponse,
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     AddPartitionsToTxnRequest,

@@ -127,6 +127,16 @@ from .cluster import (
     UpdateFeaturesRequest as UpdateFeaturesRequest,
     UpdateFeaturesResponse as UpdateFeaturesResponse,
 )
+from .controller import (
+    LeaderAndIsrRequest as LeaderAndIsrRequest,
+    LeaderAndIsrResponse as LeaderAndIsrResponse,
+    StopReplicaRequest as StopReplicaRequest,
+    StopReplicaResponse as StopReplicaResponse,
+    UpdateMetadataRequest as UpdateMetadataRequest,
+    UpdateMetadataResponse as UpdateMetadataResponse,
+    ControlledShutdownRequest as ControlledShutdownRequest,
+    ControlledShutdownResponse as ControlledShutdownResponse,
+)
 from .txn import (
     InitProducerIdRequest as InitProducerIdRequest,
     InitProducerIdResponse as InitProducerIdResponse,

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Produce throughput on a local three-broker cluster, in one run: RF=1 acks=1, RF=3 acks=1, RF=3 acks=all.
+
+    .venv/bin/python bench/cluster_replication.py                  # 100 B and 1 KiB, 2 repeats
+    .venv/bin/python bench/cluster_replication.py --records 100000 --sizes 100 --repeat 3
+
+One cluster (ZooKeeper and three ``moldau broker`` processes, ``moldau.broker.cluster.local``) serves every
+case; each (case, size, repeat) gets its own 1-partition topic (min.insync.replicas 2 for acks=all). Client:
+confluent-kafka, linger.ms=5, idempotence off, values of N bytes; time from the first produce() to flush()
+with every delivery report in. The table gives medians and the ratio to RF=1 acks=1 (Kreps 2014 measured
+three-way synchronous replication at 0.51x of no replication on Kafka). JSON goes to --out or
+bench/results/cluster-replication-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+CASES = [("rf1-acks1", 1, "1"), ("rf3-acks1", 3, "1"), ("rf3-acksall", 3, "all")]
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    value = b"x" * size
+    failed = []
+
+    def cb(err, _msg):
+        if err is not None:
+            failed.append(err)
+
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value=value, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush(300)
+    took = time.perf_counter() - t0
+    if failed:
+        raise RuntimeError(f"{len(failed)} records failed: {failed[0]}")
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--records", type=int, default=0, help="records per run (default 200000 of 100 B, 60000 of 1 KiB)"
+    )
+    ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (default 100,1024)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "cluster"))
+    from clusterutil import create_topic, fully_replicated, wait_until
+
+    from moldau.broker.cluster.local import LocalCluster
+
+    sizes = [int(x) for x in a.sizes.split(",")]
+    folder = tempfile.mkdtemp(prefix="moldau-bench-cluster-")
+    cluster = LocalCluster(folder, 3, broker_configs=["offsets.topic.replication.factor=3"])
+    runs = []
+    try:
+        cluster.start()
+        bs = cluster.bootstrap
+        wait_until(lambda: fully_replicated_ok(bs), 30, "the cluster")
+        for size in sizes:
+            n = a.records or (200_000 if size <= 100 else 60_000)
+            for r in range(a.repeat):
+                order = CASES if r % 2 == 0 else list(reversed(CASES))
+                for name, rf, acks in order:
+                    topic = f"bench-{name}-{size}-{r}"
+                    create_topic(
+                        bs, topic, partitions=1, rf=rf, configs={"min.insync.replicas": str(min(2, rf))}
+                    )
+                    wait_until(lambda t=topic, rf=rf: fully_replicated(bs, t, rf), 30, topic)
+                    took = produce(bs, topic, n, size, acks)
+                    runs.append(
+                        {
+                            "case": name,
+                            "size": size,
+                            "records": n,
+                            "seconds": took,
+                            "records_per_s": n / took,
+                            "mb_per_s": n * size / took / 1e6,
+                        }
+                    )
+                    print(
+                        f"{name:12} {size:5} B  {n / took:10.0f} rec/s  {n * size / took / 1e6:7.1f} MB/s",
+                        flush=True,
+                    )
+    finally:
+        cluster.stop(graceful=False)
+    print()
+    print(f"{'case':12} {'size':>6} {'rec/s':>10} {'MB/s':>7} {'vs rf1-acks1':>13}")
+    summary = {}
+    for size in sizes:
+        base = None
+        for name, _rf, _acks in CASES:
+            rates = [x["records_per_s"] for x in runs if x["case"] == name and x["size"] == size]
+            med = statistics.median(rates)
+            base = base or med
+            summary[f"{name}/{size}"] = {"records_per_s": med, "ratio": med / base}
+            print(f"{name:12} {size:6} {med:10.0f} {med * size / 1e6:7.1f} {med / base:12.2f}x")
+    import confluent_kafka
+
+    doc = {
+        "runs": runs,
+        "medians": summary,
+        "client": f"confluent-kafka {confluent_kafka.version()[0]}",
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+    out = a.out or os.path.join(
+        os.path.dirname(__file__), "results", f"cluster-replication-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"\nJSON: {out}")
+    return 0
+
+
+def fully_replicated_ok(bootstrap: str) -> bool:
+    from clusterutil import admin
+
+    md = admin(bootstrap).list_topics(timeout=5)
+    return len(md.brokers) == 3 and md.controller_id > 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The cluster: brokers coordinated through ZooKeeper (docs/cluster.md).
+
+``ClusterServices`` is what a broker started with ``zookeeper.connect`` adds: the ZooKeeper session, the
+cluster id, the broker's registration under ``/brokers/ids``, the controller (active on one broker) and
+controlled shutdown. The broker builds it, then the ``ZkMetadataStore`` and the ``ClusterReplicaManager`` on
+it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from . import zkdata as zd
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    """A broker that cannot join the cluster (one line for the operator)."""
+
+
+class ClusterServices:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.zk: Any = None
+        self.controller: Any = None
+        self.cluster_id = ""
+        self.listener_name = ""
+        self._registered = False
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------ start
+    async def connect(self) -> None:
+        """ZooKeeper session, top-level paths, cluster id. Before the log manager opens the data dir."""
+        try:
+            import kazoo  # noqa: F401
+        except ImportError:
+            raise ClusterError(
+                "zookeeper.connect needs the kazoo package: pip install 'moldau[cluster]'"
+            ) from None
+        from .zk import ZkClient, ZkUnavailable
+
+        cfg = self.config
+        self._refuse_single_node_data()
+        self._check_inter_broker_listener()
+        self.zk = ZkClient(
+            str(cfg.get("zookeeper.connect")),
+            session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
+            connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
+        )
+        try:
+            await self.zk.start()
+        except ZkUnavailable as e:
+            raise ClusterError(str(e)) from None
+        for path in zd.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        wanted = cfg.get("cluster.id") or _new_cluster_id()
+        data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
+        self.cluster_id = zd.decode_cluster_id(data)
+        self.zk.add_session_listener(self._on_session_state)
+
+    def _check_inter_broker_listener(self) -> None:
+        """The controller, the replica fetchers and the marker writers connect without TLS or SASL."""
+        listeners = self.config.listeners
+        name = self.config.get("inter.broker.listener.name") or listeners[0].name
+        lst = next((x for x in listeners if x.name == name), None)
+        if lst is None:
+            raise ClusterError(f"inter.broker.listener.name {name} is not one of the listeners")
+        if lst.security_protocol != "PLAINTEXT":
+            raise ClusterError(f"inter.broker.listener.name {name} is {lst.security_protocol}; brokers of a "
+                               "cluster talk to each other over a PLAINTEXT listener (docs/cluster.md)")
+
+    def _refuse_single_node_data(self) -> None:
+        from ..metadata import METADATA_FILE
+
+        path = os.path.join(self.broker.data_dir, METADATA_FILE)
+        try:
+            import json
+
+            with open(path, encoding="utf-8") as f:
+                topics = json.load(f).get("topics") or []
+        except (FileNotFoundError, ValueError):
+            return
+        if topics:
+            raise ClusterError(
+                f"{path} holds the topics of a single-node broker; a broker with zookeeper.connect "
+                "does not take them over (use another log.dirs, see docs/cluster.md)"
+            )
+
+    async def register(self) -> None:
+        """``/brokers/ids/<id>`` (ephemeral) with the bound listeners, then the controller election."""
+        from .controller import Controller
+
+        broker = self.broker
+        eps = []
+        for lst in broker.listeners:
+            adv = broker.advertised_listener(lst.name)
+            eps.append(zd.EndPoint(lst.name, adv.host, adv.port, lst.security_protocol))
+        self.listener_name = self.config.get("inter.broker.listener.name") or broker.listeners[0].name
+        info = zd.BrokerInfo(broker.node_id, eps, self.config.get("broker.rack"))
+        await self._create_registration(info)
+        self._info = info
+        self.controller = Controller(
+            broker.node_id,
+            self.zk,
+            listener_name=self.listener_name,
+            unclean=self._unclean_enabled,
+            timeout_ms=int(self.config.get("controller.socket.timeout.ms") or 30000),
+        )
+        self.controller.start()
+        if self.config.get("auto.leader.rebalance.enable"):
+            self.controller.start_rebalance(float(self.config.get("leader.imbalance.check.interval.seconds")),
+                                            int(self.config.get("leader.imbalance.per.broker.percentage")))
+
+    async def _create_registration(self, info: zd.BrokerInfo) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        path = zd.broker_path(info.broker_id)
+        for _attempt in range(int(self.zk.session_timeout_ms / 500) + 2):
+            try:
+                await self.zk.create(path, info.encode(), ephemeral=True)
+                self._registered = True
+                log.info("registered broker %d in ZooKeeper at %s", info.broker_id, path)
+                return
+            except NodeExistsError:
+                # an earlier session of this broker (kill -9 and restart) until it expires
+                got = await self.zk.get(path)
+                if got is not None and got[1].ephemeralOwner == self.zk.session_id:
+                    self._registered = True
+                    return
+                await asyncio.sleep(0.5)
+        raise ClusterError(f"broker id {info.broker_id} is registered by another live broker ({path})")
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        t = self.broker.metadata.get(topic)
+        val = t.configs.get("unclean.leader.election.enable") if t is not None else None
+        if val is None:
+            return bool(self.config.get("unclean.leader.election.enable"))
+        return str(val).lower() == "true"
+
+    def _on_session_state(self, state: str) -> None:
+        if self._closed:
+            return
+        if state == "LOST":
+            log.warning("ZooKeeper session expired; re-registering when reconnected")
+            self._registered = False
+        elif state == "CONNECTED" and not self._registered and getattr(self, "_info", None) is not None:
+            asyncio.get_running_loop().create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._create_registration(self._info)
+        except Exception:
+            log.exception("cannot re-register broker %d", self.broker.node_id)
+
+    # ------------------------------------------------------------------------------------------ stop
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away (controlled.shutdown.enable)."""
+        if not self.config.get("controlled.shutdown.enable") or self.zk is None or not self._registered:
+            return
+        from moldau.client.conn import Connection
+        from moldau.protocol import messages as m
+
+        store = self.broker.metadata
+        retries = int(self.config.get("controlled.shutdown.max.retries") or 3)
+        for _ in range(retries):
+            cid = store.controller_id()
+            if cid == self.broker.node_id and self.controller is not None and self.controller.active:
+                _err, remaining = await self.controller.controlled_shutdown(cid)
+                if not remaining:
+                    log.info("controlled shutdown: leaderships moved")
+                    return
+            else:
+                b = store.live.get(cid)
+                ep = b.endpoints.get(self.listener_name) if b is not None else None
+                if ep is not None:
+                    try:
+                        conn = await Connection.open(ep[0], ep[1], client_id=f"broker-{self.broker.node_id}")
+                        try:
+                            resp = await conn.send(
+                                7,
+                                m.ControlledShutdownRequest.new(
+                                    broker_id=self.broker.node_id, broker_epoch=-1
+                                ),
+                                version=3,
+                                timeout_ms=30000,
+                            )
+                        finally:
+                            conn.close()
+                        if resp.error_code == 0 and not resp.remaining_partitions:
+                            log.info("controlled shutdown: leaderships moved")
+                            return
+                    except Exception as e:  # noqa: BLE001
+                        log.info("controlled shutdown request failed: %s", e)
+            await asyncio.sleep(0.5)
+        log.warning("controlled shutdown did not complete; stopping anyway")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self.controller is not None:
+            await self.controller.close()
+        if self.zk is not None:
+            await self.zk.close()
+
+
+def _new_cluster_id() -> str:
+    from moldau.log.checkpoint import new_kafka_uuid
+
+    return str(new_kafka_uuid())

@@ -1,0 +1,183 @@
+"""Three brokers coordinated through ZooKeeper: registration, controller, replica assignment, leaders and ISRs
+in Metadata / DescribeCluster on every broker, NOT_LEADER_OR_FOLLOWER from non-leaders, acks=all
+replication."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
+from confluent_kafka import Producer
+
+pytestmark = pytest.mark.timeout(120)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+from rawkafka import RawConnection, produce_request  # noqa: E402
+
+
+def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
+    create_topic(cluster.bootstrap, "spread", partitions=6, rf=3, configs={"min.insync.replicas": "2"})
+    wait_until(lambda: fully_replicated(cluster.bootstrap, "spread", 3), 20, "ISR of 3 everywhere")
+    controllers = set()
+    for b in cluster.brokers:
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"logger": QUIET, "bootstrap.servers": b.address}).list_topics("spread", timeout=10)
+        assert sorted(md.brokers) == [1, 2, 3]
+        assert {f"{x.host}:{x.port}" for x in md.brokers.values()} == {x.address for x in cluster.brokers}
+        controllers.add(md.controller_id)
+        ps = md.topics["spread"].partitions
+        assert sorted(ps) == list(range(6))
+        for p in ps.values():
+            assert sorted(p.replicas) == [1, 2, 3]
+            assert p.leader == p.replicas[0]  # the first replica leads a new partition
+            assert sorted(p.isrs) == [1, 2, 3]
+        # round-robin from a random start: every broker leads two of the six partitions
+        leaders = [p.leader for p in ps.values()]
+        assert sorted(leaders.count(i) for i in (1, 2, 3)) == [2, 2, 2]
+    assert len(controllers) == 1 and controllers.pop() in (1, 2, 3)
+    # the ZooKeeper layout: state znode of a partition, the controller znode
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster.zk.connect)
+    zk.start(10)
+    try:
+        import json
+
+        state = json.loads(zk.get("/brokers/topics/spread/partitions/0/state")[0])
+        assert state["leader"] == ps[0].leader and sorted(state["isr"]) == [1, 2, 3]
+        topic = json.loads(zk.get("/brokers/topics/spread")[0])
+        assert sorted(topic["partitions"]) == [str(i) for i in range(6)] and topic["topic_id"]
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        ctl = json.loads(zk.get("/controller")[0])
+        assert ctl["brokerid"] in (1, 2, 3)
+        assert json.loads(zk.get("/config/topics/spread")[0])["config"] == {"min.insync.replicas": "2"}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
+    create_topic(cluster.bootstrap, "rep", partitions=2, rf=3, configs={"min.insync.replicas": "2"})
+    wait_until(lambda: fully_replicated(cluster.bootstrap, "rep", 3), 20, "ISR of 3")
+    ps = partitions(cluster.bootstrap, "rep")
+    leader = ps[0].leader
+    follower = next(r for r in ps[0].replicas if r != leader)
+    from moldau.protocol.records import BatchBuilder
+
+    bb = BatchBuilder()
+    bb.append(0, b"k", b"v", [])
+    with RawConnection.to(cluster.broker(follower).address) as conn:
+        from kafka.protocol.producer import ProduceResponse
+
+        resp = conn.call(produce_request("rep", 0, bytes(bb.build(0))), ProduceResponse, 8)
+        assert resp.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
+    acked: list[tuple[int, int, bytes]] = []
+    errors = []
+
+    def cb(err, msg):
+        (errors if err else acked).append((msg.partition(), msg.offset(), msg.value()))
+
+    for i in range(400):
+        p.produce("rep", value=b"%d" % i, partition=i % 2, on_delivery=cb)
+    assert p.flush(30) == 0
+    assert not errors and len(acked) == 400
+    for part in (0, 1):
+        got = read_partition(cluster.bootstrap, "rep", part)
+        assert [v for _o, v in got] == [b"%d" % i for i in range(part, 400, 2)]
+    # every replica holds the same bytes: the followers' segment files equal the leader's
+    for part in (0, 1):
+        files = []
+        for b in cluster.brokers:
+            d = os.path.join(b.data_dir, f"rep-{part}")
+            wait_until(lambda d=d: os.path.getsize(os.path.join(d, "00000000000000000000.log")) > 0, 10, d)
+            files.append(d)
+        wait_until(
+            lambda files=files: (
+                len({os.path.getsize(os.path.join(d, "00000000000000000000.log")) for d in files}) == 1
+            ),
+            10,
+            "equal segment sizes",
+        )
+        contents = {Path(d, "00000000000000000000.log").read_bytes() for d in files}
+        assert len(contents) == 1
+
+
+def test_cluster_up_command_prints_bootstrap(tmp_path):
+    """`moldau cluster up` starts ZooKeeper and N brokers, prints the bootstrap string, stops on SIGINT."""
+    import signal
+    import subprocess
+    import time
+
+    from moldau.broker.cluster.local import moldau_command, zookeeper_installed
+
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed")
+    proc = subprocess.Popen(
+        [*moldau_command(), "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        bootstrap = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(": ", 1)[1].strip()
+                break
+        assert bootstrap, "no bootstrap line"
+        hosts = bootstrap.split(",")
+        assert len(hosts) == 2
+        wait_until(
+            lambda: len(__import__("clusterutil").admin(bootstrap).list_topics(timeout=5).brokers) == 2,
+            20,
+            "two brokers in metadata",
+        )
+        for h in hosts:
+            host, port = h.rsplit(":", 1)
+            socket.create_connection((host, int(port)), timeout=2).close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, out
+    for h in hosts:
+        host, port = h.rsplit(":", 1)
+        with pytest.raises(OSError):
+            socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def test_single_node_data_dir_is_refused(tmp_path):
+    """A data dir holding a single-node broker's topics is not taken into a cluster: one line naming the
+    file."""
+    import json
+    import subprocess
+
+    from moldau.broker.cluster.local import moldau_command
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "__moldau_metadata.json").write_text(json.dumps({"version": 1, "topics": [
+        {"name": "old", "topic_id": "c3ff63e3-d924-4933-81e9-3e081c701be0", "num_partitions": 1}]}))
+    r = subprocess.run([*moldau_command(), "broker", "--port", "0", "--data-dir", str(data),
+                        "--set", "zookeeper.connect=127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert lines[-1].startswith("moldau broker: error: ") and "__moldau_metadata.json" in lines[-1]
+    assert "Traceback" not in r.stderr
