@@ -133,7 +133,7 @@ async def start_registration(config: Any, broker_id: int, host: str, port: int, 
             host, port, metadata, session_timeout_ms=int(config.get("kafka07.zookeeper.session.timeout.ms")))
     except ImportError:
         raise ConfigError("kafka07.zookeeper.connect",
-                          "kafka07.zookeeper.connect needs kazoo: pip install 'moldau[zookeeper]'") from None
+                          "kafka07.zookeeper.connect needs kazoo: pip install 'moldau[cluster]'") from None
     loop = asyncio.get_running_loop()
     try:
         await loop.run_in_executor(None, reg.start)
