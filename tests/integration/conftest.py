@@ -30,7 +30,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from brokerproc import BrokerProcess, broker_kind  # noqa: E402
+from brokerproc import BrokerProcess, ClusterProcess, broker_kind  # noqa: E402
 from kafkautil import create_topic, unique_topic  # noqa: E402
 
 # Settings every moldau test broker gets: answer a new group's first JoinGroup at once instead of
@@ -55,15 +55,20 @@ def _new_broker(
     base: Path, settings: dict[str, str] | None = None, advertised_port: int | None = None
 ) -> BrokerProcess:
     kind = broker_kind()
-    merged = dict(MOLDAU_TEST_SETTINGS) if kind == "moldau" else {}
+    merged = dict(MOLDAU_TEST_SETTINGS) if kind in ("moldau", "cluster") else {}
     merged.update(settings or {})
-    b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base, advertised_port=advertised_port)
+    if kind == "cluster":
+        if advertised_port is not None:
+            pytest.skip("needs one broker advertised behind a proxy; the cluster has three")
+        b: BrokerProcess = ClusterProcess(base / "data", settings=merged, log_dir=base)
+    else:
+        b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base, advertised_port=advertised_port)
     _ALL.append(b)
     return b
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"integration broker: {broker_kind()} (set MOLDAU_TEST_BROKER=moldau|tansu)"
+    return f"integration broker: {broker_kind()} (set MOLDAU_TEST_BROKER=moldau|tansu|cluster)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,8 +4,9 @@
 * Topics (name, id, partition count, replication factor, configs) follow ``/brokers/topics`` and
   ``/config/topics`` through watches; listeners (the replica manager) hear of configs changes and deletions.
 * Mutations from admin requests on any broker write ZooKeeper as Kafka's ZooKeeper-mode admin path did: the
-  topic's config znode then its assignment znode (replicas assigned here, Kafka's round-robin), a deletion marker
-  under ``/admin/delete_topics``; the controller acts on the watches. These writes are synchronous kazoo calls
+  topic's config znode then its assignment znode (replicas assigned here, Kafka's round-robin); deletion removes
+  the topic's znodes (the controller also serves markers under ``/admin/delete_topics``, written by other tools);
+  the controller and the brokers act on the watches. These writes are synchronous kazoo calls
   (one loopback round trip each) because the store's interface is synchronous.
 * The cluster view (live brokers, controller, every partition's leader / replicas / ISR) comes from the
   controller's UpdateMetadata (``update_metadata``).
@@ -299,13 +300,17 @@ class ZkMetadataStore:
             raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if self.broker_config is not None and not self.broker_config.get("delete.topic.enable"):
             raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
-        from kazoo.exceptions import NodeExistsError
-
+        # Kafka's admin path writes /admin/delete_topics/<t> and the controller removes the topic; here the
+        # topic's znodes go at once (the answer comes once the topic is gone, as Kafka's DeleteTopics waits),
+        # every broker deletes its replicas when the watch fires, and the controller forgets the partitions.
+        kz = self.zk.sync
+        kz.delete(zd.topic_path(name), recursive=True)
         try:
-            self.zk.sync.create(zd.delete_topic_path(name), b"", makepath=True)
-        except NodeExistsError:
+            kz.delete(zd.topic_config_path(name))
+        except Exception:  # noqa: BLE001, S110 - no config znode
             pass
-        log.info("topic %s marked for deletion", name)
+        self._remove(name)
+        log.info("deleted topic %s", name)
         return t
 
     def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
