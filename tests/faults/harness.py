@@ -124,7 +124,7 @@ class FaultCluster:
         if reason:
             log.warning("network namespaces unavailable (%s): process faults only, no network partitions", reason)
         hosts = ["zk"] + [f"b{i}" for i in range(1, brokers + 1)]
-        self.net: Network | None = None if reason else Network(hosts)
+        self.net: Network | None = None if reason else Network(hosts, "zk")
         self.configs = list(configs)
         self.zk_session_ms = zk_session_ms
         self.zk: Proc | None = None

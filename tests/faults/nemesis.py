@@ -7,7 +7,9 @@ Faults: ``kill-leader`` / ``kill-controller`` (kill -9, restarted after ``down``
 ``clean-bounce-controller`` (SIGTERM: controlled shutdown, then restarted), ``pause-follower`` /
 ``pause-leader`` (SIGSTOP longer than the ZooKeeper session timeout, then SIGCONT), ``partition-leader`` /
 ``partition-follower`` (the broker's link down: cut off from the others, ZooKeeper and the clients, longer than
-the session timeout), ``partition-zookeeper`` (ZooKeeper cut off from every broker), ``restart-zookeeper``
+the session timeout), ``partition-zookeeper`` (ZooKeeper cut off from every broker),
+``partition-zookeeper-leader`` (ZooKeeper cut off from the leader only, which still reaches the others and the
+clients), ``restart-zookeeper``
 (kill -9 of ZooKeeper, restarted), and ``unclean-loss`` (both followers paused until the leader is alone in the
 ISR, the leader takes writes alone, is killed, the followers come back: with unclean election the old followers
 lead and the leader's last writes are gone; without it the partition waits for the leader).
@@ -47,7 +49,8 @@ class Nemesis:
         last: Exception | None = None
         for _ in range(60):
             for b in self.c.brokers:
-                if not b.running or b.paused or (self.c.net and b.name.replace("broker ", "b") in self.c.net.isolated):
+                cut = self.c.net.isolated if self.c.net else set()
+                if not b.running or b.paused or f"b{self.c.brokers.index(b) + 1}" in cut:
                     continue
                 try:
                     md = AdminClient({"bootstrap.servers": b.address, "log_level": 2}).list_topics(self.topic,
@@ -180,6 +183,17 @@ class Nemesis:
         self._isolate("zk", self.t.session_s + 2)
         return f"ZooKeeper cut off from every broker for {self.t.session_s + 2:.0f} s"
 
+    def partition_zookeeper_leader(self) -> str:
+        if self.c.net is None:
+            raise Unsupported("network partitions need namespaces")
+        n = self.leader()
+        self.c.net.cut_coordination(f"b{n}")
+        try:
+            time.sleep(self.t.session_s + 4)
+        finally:
+            self.c.net.heal(f"b{n}")
+        return f"ZooKeeper cut off from leader {n} only for {self.t.session_s + 4:.0f} s"
+
     def restart_zookeeper(self) -> str:
         assert self.c.zk is not None
         self.c.zk.kill()
@@ -221,8 +235,9 @@ FAULTS: dict[str, Callable[[Nemesis], str]] = {
     "partition-leader": Nemesis.partition_leader,
     "partition-follower": Nemesis.partition_follower,
     "partition-zookeeper": Nemesis.partition_zookeeper,
+    "partition-zookeeper-leader": Nemesis.partition_zookeeper_leader,
     "restart-zookeeper": Nemesis.restart_zookeeper,
     "unclean-loss": Nemesis.unclean_loss,
 }
-NETWORK_FAULTS = {"partition-leader", "partition-follower", "partition-zookeeper"}
+NETWORK_FAULTS = {"partition-leader", "partition-follower", "partition-zookeeper", "partition-zookeeper-leader"}
 EVERY_FAULT = [f for f in FAULTS if f != "unclean-loss"]

@@ -1,8 +1,14 @@
-"""Network namespaces for the fault bench: one bridge in the root namespace and, per host (the ZooKeeper and
-each broker), a namespace joined to the bridge by a veth pair, with its own address on a private /24 that this
-bench creates and removes. The test process stays in the root namespace and reaches every host through the
-bridge. A network partition takes the host's end of a veth down (``ip link set ... down``): the host is cut off
-from everyone until the link comes up again. ``tc netem`` (delays, loss) is not used: kernels without the
+"""Network namespaces for the fault bench: per host (the ZooKeeper and each broker) a namespace with its own
+addresses on private /24s that this bench creates and removes, joined by veth pairs to two bridges in the root
+namespace:
+
+* the data bridge joins the brokers (and the test process, which stays in the root namespace): client and
+  replication traffic;
+* the coordination bridge joins ZooKeeper and every broker (a second veth per broker): ZooKeeper sessions.
+
+A network partition takes the root side of veths down (``ip link set ... down``): both links of a broker cut it
+off from everyone (``isolate``); ZooKeeper's link cuts it off from every broker; one broker's coordination
+link cuts ZooKeeper off from that broker alone (``cut_coordination``). ``tc netem`` (delays, loss) is not used: kernels without the
 ``sch_netem`` module, like the one this bench was written on, refuse it.
 
 Everything is removed by :meth:`Network.close`, which the harness calls in ``finally`` and at interpreter exit;
@@ -20,7 +26,8 @@ import subprocess
 
 log = logging.getLogger(__name__)
 
-PREFIX = "mfl"     # names: mfl<pid>br (bridge), mfl<pid>v<i> (veth, root side), namespaces mfl-<pid>-<host>
+PREFIX = "mfl"     # names: mfl<pid>br / mfl<pid>zb (bridges), mfl<pid>v<i> / mfl<pid>z<i> (veths, root side),
+                   # namespaces mfl-<pid>-<host>
 
 
 class NetnsUnavailable(RuntimeError):
@@ -64,7 +71,7 @@ def remove_stale() -> None:
         if m and not _alive(int(m.group(2))):
             _ip("netns", "del", m.group(1), check=False)
     r = _ip("-o", "link", "show", check=False)
-    for m in re.finditer(rf"\d+: ({PREFIX}(\d+)(?:br|v\d+))[@:]", r.stdout):
+    for m in re.finditer(rf"\d+: ({PREFIX}(\d+)(?:br|zb|[vz]\d+))[@:]", r.stdout):
         # the pid is cut to 5 digits in link names: only links of no live bench process of that tag go
         if not any(_alive(p) for p in _pids_with_tag(int(m.group(2)))):
             _ip("link", "del", m.group(1), check=False)
@@ -84,24 +91,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _free_subnet() -> str:
+def _free_subnets() -> tuple[str, str]:
     used = _ip("-4", "-o", "addr", "show", check=False).stdout
-    for third in range(os.getpid() % 200 + 20, 256):
-        base = f"10.213.{third}"
-        if f" {base}." not in used:
-            return base
-    raise NetnsUnavailable("no free 10.213.x.0/24 subnet for the bench")
+    free = [f"10.213.{t}" for t in range(os.getpid() % 100 * 2 + 20, 256) if f" 10.213.{t}." not in used]
+    if len(free) < 2:
+        raise NetnsUnavailable("no free 10.213.x.0/24 subnets for the bench")
+    return free[0], free[1]
 
 
 class Network:
-    """A bridge and one namespace per named host. ``address(host)`` is the host's address on the bridge."""
+    """Two bridges and one namespace per named host; ``coordinator`` (ZooKeeper) is on the coordination bridge
+    only, the others on both. ``address(host)`` is the host's address on the data bridge (the coordinator's on
+    its own)."""
 
-    def __init__(self, hosts: list[str]) -> None:
+    def __init__(self, hosts: list[str], coordinator: str) -> None:
         self.pid = os.getpid()
         self.tag = f"{PREFIX}{self.pid % 100000}"
         self.bridge = self.tag + "br"
+        self.cbridge = self.tag + "zb"
         self.hosts = list(hosts)
+        self.coordinator = coordinator
         self.base = ""
+        self.cbase = ""
         self._made_ns: list[str] = []
         self._made_links: list[str] = []
         self._down: set[str] = set()
@@ -111,10 +122,16 @@ class Network:
         return f"{PREFIX}-{self.pid}-{host}"
 
     def veth(self, host: str) -> str:
+        """The host's link to the data bridge (the coordinator's to its own bridge)."""
         return f"{self.tag}v{self.hosts.index(host)}"
 
+    def cveth(self, host: str) -> str:
+        """A broker's link to the coordination bridge."""
+        return f"{self.tag}z{self.hosts.index(host)}"
+
     def address(self, host: str) -> str:
-        return f"{self.base}.{self.hosts.index(host) + 2}"
+        base = self.cbase if host == self.coordinator else self.base
+        return f"{base}.{self.hosts.index(host) + 2}"
 
     def prefix(self, host: str) -> list[str]:
         """The command prefix that runs a process inside the host's namespace."""
@@ -124,43 +141,63 @@ class Network:
         remove_stale()
         atexit.register(self.close)
         try:
-            self.base = _free_subnet()
-            _ip("link", "add", self.bridge, "type", "bridge")
-            self._made_links.append(self.bridge)
-            _ip("addr", "add", f"{self.base}.1/24", "dev", self.bridge)
-            _ip("link", "set", self.bridge, "up")
+            self.base, self.cbase = _free_subnets()
+            for bridge, base in ((self.bridge, self.base), (self.cbridge, self.cbase)):
+                _ip("link", "add", bridge, "type", "bridge")
+                self._made_links.append(bridge)
+                _ip("addr", "add", f"{base}.1/24", "dev", bridge)
+                _ip("link", "set", bridge, "up")
             for host in self.hosts:
-                ns, veth = self.netns(host), self.veth(host)
+                ns = self.netns(host)
                 _ip("netns", "add", ns)
                 self._made_ns.append(ns)
-                _ip("link", "add", veth, "type", "veth", "peer", "name", veth + "p")
-                self._made_links.append(veth)
-                _ip("link", "set", veth + "p", "netns", ns)
-                _ip("link", "set", veth, "master", self.bridge)
-                _ip("link", "set", veth, "up")
-                _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", veth + "p")
-                _ip("-n", ns, "link", "set", veth + "p", "up")
                 _ip("-n", ns, "link", "set", "lo", "up")
-                _ip("-n", ns, "route", "add", "default", "via", f"{self.base}.1")
+                if host == self.coordinator:
+                    self._link(ns, self.veth(host), self.cbridge, f"{self.address(host)}/24")
+                else:
+                    self._link(ns, self.veth(host), self.bridge, f"{self.address(host)}/24")
+                    self._link(ns, self.cveth(host), self.cbridge, f"{self.cbase}.{self.hosts.index(host) + 2}/24")
         except BaseException:
             self.close()
             raise
         log.info("network %s.0/24: %s", self.base, {h: self.address(h) for h in self.hosts})
         return self
 
+    def _link(self, ns: str, veth: str, bridge: str, cidr: str) -> None:
+        _ip("link", "add", veth, "type", "veth", "peer", "name", veth + "p")
+        self._made_links.append(veth)
+        _ip("link", "set", veth + "p", "netns", ns)
+        _ip("link", "set", veth, "master", bridge)
+        _ip("link", "set", veth, "up")
+        _ip("-n", ns, "addr", "add", cidr, "dev", veth + "p")
+        _ip("-n", ns, "link", "set", veth + "p", "up")
+
+    def _set(self, link: str, up: bool) -> None:
+        _ip("link", "set", link, "up" if up else "down")
+        (self._down.discard if up else self._down.add)(link)
+
     def isolate(self, host: str) -> None:
         """Cut the host off from every other host and from the test process."""
-        _ip("link", "set", self.veth(host), "down")
-        self._down.add(host)
+        self._set(self.veth(host), False)
+        if host != self.coordinator:
+            self._set(self.cveth(host), False)
+
+    def cut_coordination(self, host: str) -> None:
+        """Cut ZooKeeper off from this broker only (the broker still reaches the others and the clients)."""
+        self._set(self.cveth(host), False)
 
     def heal(self, host: str | None = None) -> None:
-        for h in ([host] if host else sorted(self._down)):
-            _ip("link", "set", self.veth(h), "up")
-            self._down.discard(h)
+        """Every link of ``host`` (of every host when None) up again."""
+        links = sorted(self._down) if host is None else [self.veth(host)] + (
+            [self.cveth(host)] if host != self.coordinator else [])
+        for link in links:
+            self._set(link, True)
 
     @property
     def isolated(self) -> set[str]:
-        return set(self._down)
+        """Hosts with a link down."""
+        return {h for h in self.hosts if self.veth(h) in self._down
+                or (h != self.coordinator and self.cveth(h) in self._down)}
 
     def close(self) -> None:
         if self._closed:
