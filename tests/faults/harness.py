@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from moldau.broker.cluster.local import ZK_CLASSPATH, ZK_MAIN, free_port, moldau_command, zookeeper_installed
 
-from .net import Network, NetnsUnavailable, unavailable_reason
+from .net import NetnsUnavailable, Network, unavailable_reason
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class FaultCluster:
                 try:
                     p.resume()
                     p.kill()
-                except Exception:  # noqa: BLE001 - the rest must still go
+                except Exception:
                     log.exception("stopping %s", p.name)
         finally:
             if self.net is not None:

@@ -84,8 +84,8 @@ class Nemesis:
                 ps = md.topics[self.topic].partitions.values()
                 if ps and all(p.leader > 0 and len(p.isrs) == len(p.replicas) for p in ps):
                     return True
-            except Exception:  # noqa: BLE001 - brokers on their way back
-                pass
+            except Exception as e:  # noqa: BLE001 - brokers on their way back
+                log.debug("metadata: %r", e)
             time.sleep(1.0)
         return False
 

@@ -35,7 +35,7 @@ class NetnsUnavailable(RuntimeError):
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+    r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=False)
     if check and r.returncode != 0:
         raise NetnsUnavailable(f"ip {' '.join(args)}: {r.stderr.strip() or r.returncode}")
     return r

@@ -14,7 +14,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .checker import Result, check
 from .harness import FaultCluster
 from .nemesis import NETWORK_FAULTS, Nemesis, Timing
-from .workload import CommittedReader, GroupConsumer, OffsetWatch, Processor, Producers, Transactions, Workloads
+from .workload import (
+    CommittedReader,
+    GroupConsumer,
+    OffsetWatch,
+    Processor,
+    Producers,
+    Transactions,
+    Workloads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +72,8 @@ def _wait_formed(bootstrap: str, n: int, timeout: float = 60.0) -> None:
             md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=5)
             if len(md.brokers) == n and md.controller_id > 0:
                 return
-        except Exception:  # noqa: BLE001 - still starting
-            pass
+        except Exception as e:  # noqa: BLE001 - still starting
+            log.debug("metadata: %r", e)
         time.sleep(0.5)
     raise RuntimeError(f"the cluster did not form within {timeout:.0f} s")
 
@@ -108,7 +116,7 @@ def run(plan: Plan, folder: str, timing: Timing | None = None) -> Result:
             i += 1
             try:
                 nem.run(name)
-            except Exception as e:  # noqa: BLE001 - a fault that could not be applied is reported, not fatal
+            except Exception as e:
                 log.exception("fault %s", name)
                 notes.append(f"fault {name} failed: {e!r}")
             if not nem.fully_replicated(90):

@@ -41,7 +41,7 @@ class Worker(threading.Thread):
     def run(self) -> None:
         try:
             self.work()
-        except BaseException as e:  # noqa: BLE001 - reported by the checker
+        except BaseException as e:
             log.exception("%s failed", self.name)
             self.failure = e
 
