@@ -81,10 +81,7 @@ class Producers(Worker):
         self._lock = threading.Lock()
 
     def work(self) -> None:
-        ps = [Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                        "message.timeout.ms": self.message_timeout_ms, "linger.ms": 5,
-                        "socket.timeout.ms": 10000, "metadata.max.age.ms": 5000, **_quiet()})
-              for _ in range(self.count)]
+        ps = [self._producer() for _ in range(self.count)]
         seq = [0] * self.count
         self.started = time.monotonic()
         interval = 1.0 / self.rate
@@ -101,6 +98,12 @@ class Producers(Worker):
                     self.sent += 1
                 except BufferError:
                     p.poll(0.5)
+                except KafkaException as e:
+                    # a fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after an unclean election
+                    # lost the producer's state): the records in flight fail, a new producer goes on
+                    self.note(e)
+                    p.flush(10)
+                    ps[w] = p = self._producer()
                 p.poll(0)
             nxt += interval
             delay = nxt - time.monotonic()
@@ -113,6 +116,11 @@ class Producers(Worker):
             left = p.flush(self.message_timeout_ms / 1000 + 10)
             if left:
                 self.note(f"{left} records still undelivered after flush")
+
+    def _producer(self) -> Producer:
+        return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": self.message_timeout_ms, "linger.ms": 5,
+                         "socket.timeout.ms": 10000, "metadata.max.age.ms": 5000, **_quiet()})
 
     def _delivered(self, err: Any, msg: Any, value: bytes, sent: float) -> None:
         now = time.monotonic()
