@@ -93,18 +93,18 @@ class Producers(Worker):
                 seq[w] += 1
                 sent = time.monotonic()
                 try:
-                    p.produce(self.topic, value=v, partition=part,
-                              on_delivery=lambda err, msg, v=v, sent=sent: self._delivered(err, msg, v, sent))
-                    self.sent += 1
-                except BufferError:
-                    p.poll(0.5)
+                    try:
+                        p.produce(self.topic, value=v, partition=part,
+                                  on_delivery=lambda err, msg, v=v, sent=sent: self._delivered(err, msg, v, sent))
+                        self.sent += 1
+                    except BufferError:
+                        p.poll(0.5)
+                    p.poll(0)
                 except KafkaException as e:
                     # a fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after an unclean election
-                    # lost the producer's state): the records in flight fail, a new producer goes on
+                    # lost the producer's state): what is in flight is not acknowledged, a new producer goes on
                     self.note(e)
-                    p.flush(10)
                     ps[w] = p = self._producer()
-                p.poll(0)
             nxt += interval
             delay = nxt - time.monotonic()
             if delay > 0:
@@ -113,7 +113,11 @@ class Producers(Worker):
                 nxt = time.monotonic()
         self.finished = time.monotonic()
         for p in ps:
-            left = p.flush(self.message_timeout_ms / 1000 + 10)
+            try:
+                left = p.flush(self.message_timeout_ms / 1000 + 10)
+            except KafkaException as e:
+                self.note(e)
+                continue
             if left:
                 self.note(f"{left} records still undelivered after flush")
 
