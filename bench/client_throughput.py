@@ -14,11 +14,11 @@ CPU µs per record, followed by moldau's ratio to each peer next to the issue's 
     python bench/client_throughput.py --bootstrap 127.0.0.1:9092 --out results.json
 
 Fairness: every client runs in a fresh subprocess (no shared interpreter state, GC heap or event-loop
-policy); each uses its own default batching and buffering, with acks set as asked (moldau needs
-enable.idempotence=false for acks=1, as the Java client; the peers' idempotence stays at their default,
-off). Produce: a fresh 1-partition topic, values of N bytes, no key, no compression; the time runs from the
-first send (after a warm-up record has been acknowledged: connection, metadata, producer id) until flush()
-returns with every record acknowledged. Consume: a 1-partition topic filled beforehand (by confluent-kafka)
+policy); each uses its own default batching and buffering, with acks set as asked and idempotence at
+its default (moldau, as the Java client: on for acks=all, off for acks=1; the peers: off). Produce: a
+fresh 1-partition topic, values of N bytes, no key, no compression; the time runs from the first send
+(after a warm-up record has been acknowledged: connection, metadata, producer id) until flush() returns
+with every record acknowledged. Consume: a 1-partition topic filled beforehand (by confluent-kafka)
 is read from offset 0 with assign(); the time runs from the first poll until N records were received; the
 loop reads every record's value (``len(value)``) and asks for at most ``--max-poll`` (default 500, Kafka's
 max.poll.records) records per call, the same for every client. The order of the clients rotates between
@@ -84,7 +84,7 @@ def _run_async(coro: Any) -> Any:
 def produce_moldau_sync(bootstrap: str, topic: str, n: int, value: bytes, acks: str) -> tuple[float, float]:
     from moldau.client import Producer
 
-    with Producer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=acks == "all") as p:
+    with Producer(bootstrap_servers=bootstrap, acks=acks) as p:
         p.send(topic, value).result(30)  # connections, metadata, producer id
         t0, c0 = time.perf_counter(), _cpu()
         send = p.send
@@ -98,8 +98,7 @@ def produce_moldau_async(bootstrap: str, topic: str, n: int, value: bytes, acks:
     from moldau.client import AsyncProducer
 
     async def main() -> tuple[float, float]:
-        async with AsyncProducer(bootstrap_servers=bootstrap, acks=acks,
-                                 enable_idempotence=acks == "all") as p:
+        async with AsyncProducer(bootstrap_servers=bootstrap, acks=acks) as p:
             await p.send_and_wait(topic, value)
             t0, c0 = time.perf_counter(), _cpu()
             send = p.send

@@ -28,8 +28,15 @@ CASES = [("rf1-acks1", 1, "1"), ("rf3-acks1", 3, "1"), ("rf3-acksall", 3, "all")
 def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "enable.idempotence": False,
-                  "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     value = b"x" * size
     failed = []
 
@@ -55,8 +62,9 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=0, help="records per run (default 200000 of 100 B, "
-                    "60000 of 1 KiB)")
+    ap.add_argument(
+        "--records", type=int, default=0, help="records per run (default 200000 of 100 B, 60000 of 1 KiB)"
+    )
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (default 100,1024)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", default=None)
@@ -80,13 +88,25 @@ def main(argv: list[str] | None = None) -> int:
                 order = CASES if r % 2 == 0 else list(reversed(CASES))
                 for name, rf, acks in order:
                     topic = f"bench-{name}-{size}-{r}"
-                    create_topic(bs, topic, partitions=1, rf=rf, configs={"min.insync.replicas": str(min(2, rf))})
+                    create_topic(
+                        bs, topic, partitions=1, rf=rf, configs={"min.insync.replicas": str(min(2, rf))}
+                    )
                     wait_until(lambda t=topic, rf=rf: fully_replicated(bs, t, rf), 30, topic)
                     took = produce(bs, topic, n, size, acks)
-                    runs.append({"case": name, "size": size, "records": n, "seconds": took,
-                                 "records_per_s": n / took, "mb_per_s": n * size / took / 1e6})
-                    print(f"{name:12} {size:5} B  {n / took:10.0f} rec/s  {n * size / took / 1e6:7.1f} MB/s",
-                          flush=True)
+                    runs.append(
+                        {
+                            "case": name,
+                            "size": size,
+                            "records": n,
+                            "seconds": took,
+                            "records_per_s": n / took,
+                            "mb_per_s": n * size / took / 1e6,
+                        }
+                    )
+                    print(
+                        f"{name:12} {size:5} B  {n / took:10.0f} rec/s  {n * size / took / 1e6:7.1f} MB/s",
+                        flush=True,
+                    )
     finally:
         cluster.stop(graceful=False)
     print()
@@ -102,10 +122,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:12} {size:6} {med:10.0f} {med * size / 1e6:7.1f} {med / base:12.2f}x")
     import confluent_kafka
 
-    doc = {"runs": runs, "medians": summary, "client": f"confluent-kafka {confluent_kafka.version()[0]}",
-           "librdkafka": confluent_kafka.libversion()[0]}
-    out = a.out or os.path.join(os.path.dirname(__file__), "results",
-                                f"cluster-replication-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    doc = {
+        "runs": runs,
+        "medians": summary,
+        "client": f"confluent-kafka {confluent_kafka.version()[0]}",
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+    out = a.out or os.path.join(
+        os.path.dirname(__file__), "results", f"cluster-replication-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -34,8 +34,10 @@ _LAZY = {
 }
 
 __all__ = [  # noqa: RUF022 - the client classes first
-    "__version__", "aio", "Producer", "Consumer", "Admin", "TopicPartition", "RecordMetadata", "ConsumerRecord",
-    "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRebalanceListener", "ConsumerGroupMetadata", "NewTopic",
+    "__version__", "aio", "Producer", "Consumer", "Admin", "TopicPartition", "RecordMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRebalanceListener", "ConsumerGroupMetadata",
+    "NewTopic",
     "NewPartitions", "ConfigResource", "AlterConfigOp", "KafkaError", "ConfigError", "AuthenticationError",
 ]
 

@@ -14,7 +14,9 @@ FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.of
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def awkward_records(n: int, seed: int = 0) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+def awkward_records(
+    n: int, seed: int = 0
+) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
     """(key, value, headers) triples: null/empty/binary keys and values, large values, odd headers."""
     rnd = random.Random(seed)
     out = []
@@ -41,7 +43,9 @@ def awkward_records(n: int, seed: int = 0) -> list[tuple[bytes | None, bytes | N
     return out
 
 
-def wait_until(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> Any:
+def wait_until(
+    cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()

@@ -27,7 +27,9 @@ def admin(broker):
 
 
 def test_create_list_describe_delete_topics(admin, topic):
-    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})])
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})]
+    )
     assert admin.list_topics()[topic] == 3
     desc = admin.describe_topics([topic])[topic]
     assert [p.partition for p in desc.partitions] == [0, 1, 2]
@@ -77,7 +79,9 @@ def test_groups_offsets_records_cluster(admin, make_topic, broker, group_id):
         c.commit({tp0: 3, tp1: 4})
     assert {tp: om.offset for tp, om in admin.list_consumer_group_offsets(group_id, [tp0, tp1]).items()} == \
         {tp0: 3, tp1: 4}
-    assert {tp: om.offset for tp, om in admin.list_consumer_group_offsets(group_id, [tp1]).items()} == {tp1: 4}
+    assert {tp: om.offset for tp, om in admin.list_consumer_group_offsets(group_id, [tp1]).items()} == {
+        tp1: 4
+    }
     assert group_id in {g.group_id for g in admin.list_consumer_groups()}
     desc = admin.describe_consumer_groups([group_id])[group_id]
     assert desc.group_id == group_id and desc.members == []
@@ -106,7 +110,10 @@ def test_list_all_group_offsets(admin, make_topic, broker, group_id):
     tp0, tp1 = TopicPartition(t, 0), TopicPartition(t, 1)
     with Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id) as c:
         c.commit({tp0: 3, tp1: 4})
-    assert {tp: om.offset for tp, om in admin.list_consumer_group_offsets(group_id).items()} == {tp0: 3, tp1: 4}
+    assert {tp: om.offset for tp, om in admin.list_consumer_group_offsets(group_id).items()} == {
+        tp0: 3,
+        tp1: 4,
+    }
 
 
 @pytest.mark.tansu_gap("DeleteRecords is advertised but 'not yet implemented' (connection dropped)")
@@ -163,8 +170,15 @@ def test_group_offsets_of_an_active_group_and_describe_members(admin, make_topic
 
     t = make_topic(2)
     tp0 = TopicPartition(t, 0)
-    with Consumer(t, bootstrap_servers=broker.bootstrap, group_id=group_id, client_id="member-a", enable_auto_commit=False,
-                  session_timeout_ms=6000, heartbeat_interval_ms=500) as c:
+    with Consumer(
+        t,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group_id,
+        client_id="member-a",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    ) as c:
         deadline = time.monotonic() + 20
         while len(c.assignment()) < 2 and time.monotonic() < deadline:
             c.poll(0.1)

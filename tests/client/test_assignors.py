@@ -14,9 +14,9 @@ from moldau.client.assignors import (
     StickyAssignor,
     decode_assignment,
     decode_sticky_user_data,
-    encode_sticky_user_data,
     decode_subscription,
     encode_assignment,
+    encode_sticky_user_data,
     encode_subscription,
     get_assignor,
 )
@@ -116,7 +116,9 @@ def _sticky_subs(owned, generations=None):
     out = {}
     for mid, tps in owned.items():
         g = (generations or {}).get(mid, 3)
-        out[mid] = MemberSubscription(mid, ["t"], encode_sticky_user_data(tps, g) if tps is not None else None)
+        out[mid] = MemberSubscription(
+            mid, ["t"], encode_sticky_user_data(tps, g) if tps is not None else None
+        )
     return out
 
 

@@ -47,14 +47,16 @@ def test_bootstrap_falls_through_to_a_live_server(broker):
 
 
 def test_config_names_and_errors():
-    c = resolve_config("producer", {"linger.ms": "7", "acks": "all"}, {"batch_size": 1000, "enable_idempotence": "false"})
+    c = resolve_config(
+        "producer", {"linger.ms": "7", "acks": "all"}, {"batch_size": 1000, "enable_idempotence": "false"}
+    )
     assert (c["linger.ms"], c["acks"], c["batch.size"], c["enable.idempotence"]) == (7, -1, 1000, False)
     with pytest.raises(ConfigError, match="unknown producer config 'lingr.ms'"):
         resolve_config("producer", {"lingr.ms": 1}, {})
     with pytest.raises(ConfigError, match="auto.offset.reset"):
         resolve_config("consumer", {}, {"auto_offset_reset": "sometimes"})
     with pytest.raises(ConfigError, match="enable.idempotence=true needs acks=all"):
-        resolve_config("producer", {}, {"acks": 1})
+        resolve_config("producer", {}, {"acks": 1, "enable_idempotence": True})
 
 
 def test_api_versions_negotiated_and_pipelined(broker):
@@ -103,7 +105,11 @@ def test_api_versions_unsupported_version_falls_back_to_v0():
                 seen.append(version)
                 # v0 body: error_code, [api_key, min, max]
                 code = 35 if version > 0 else 0
-                body = struct.pack(">ihi", corr, code, 2) + struct.pack(">hhh", 18, 0, 0) + struct.pack(">hhh", 3, 0, 12)
+                body = (
+                    struct.pack(">ihi", corr, code, 2)
+                    + struct.pack(">hhh", 18, 0, 0)
+                    + struct.pack(">hhh", 3, 0, 12)
+                )
                 conn.sendall(struct.pack(">i", len(body)) + body)
 
     t = threading.Thread(target=serve, daemon=True)

@@ -12,7 +12,9 @@ from kafkautil import create_topic, unique_topic
 
 from moldau.client import Admin, AsyncConsumer, Consumer, Producer, TopicPartition
 
-pytestmark = pytest.mark.moldau_only(reason="KIP-848 consumer group protocol (tansu has only the classic one)")
+pytestmark = pytest.mark.moldau_only(
+    reason="KIP-848 consumer group protocol (tansu has only the classic one)"
+)
 
 # heartbeats every 300 ms instead of Kafka's 5 s, so that a reassignment settles quickly
 FAST = {"group.consumer.heartbeat.interval.ms": "300", "group.consumer.min.heartbeat.interval.ms": "300",
@@ -138,9 +140,9 @@ def test_static_member_keeps_its_partitions_across_a_restart(kbroker: Any) -> No
 
 
 def test_async_consumer_and_fencing(kbroker: Any) -> None:
-    """An async member that is fenced (its heartbeat carries an epoch the broker never gave it: FENCED_MEMBER_EPOCH)
-    hands its partitions back through on_partitions_lost, rejoins with epoch 0 under the same member id and
-    gets them again with a newer epoch."""
+    """An async member that is fenced (its heartbeat carries an epoch the broker never gave it:
+    FENCED_MEMBER_EPOCH) hands its partitions back through on_partitions_lost, rejoins with epoch 0 under the
+    same member id and gets them again with a newer epoch."""
     bs = kbroker.bootstrap
     topic = create_topic(bs, unique_topic("kip848a"), 2)
     group = unique_topic("g848a")
@@ -201,7 +203,9 @@ def test_max_poll_interval_leaves_and_the_next_poll_rejoins(kbroker: Any) -> Non
         epoch = c.generation
         time.sleep(1.5)  # no poll(): the member leaves the group by itself
         assert c.generation == -1
-        wait_until(lambda: (c.poll(0.05), len(c.assignment()) == 2 and c.generation > epoch)[1], what="rejoined")
+        wait_until(
+            lambda: (c.poll(0.05), len(c.assignment()) == 2 and c.generation > epoch)[1], what="rejoined"
+        )
     parts = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     assert rec.events[:3] == [("assigned", parts), ("lost", parts), ("assigned", parts)]
 
@@ -249,7 +253,12 @@ def test_mixed_group_with_confluent_kafka(kbroker: Any) -> None:
 
         wait_until(split, timeout=45, what="two members with two partitions each and every record")
         assert len(seen) == len(set(seen)) == 40
-        assert {tp.partition for tp in m.assignment()} | {tp.partition for tp in c.assignment()} == {0, 1, 2, 3}
+        assert {tp.partition for tp in m.assignment()} | {tp.partition for tp in c.assignment()} == {
+            0,
+            1,
+            2,
+            3,
+        }
     finally:
         c.close()
     try:

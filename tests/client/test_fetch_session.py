@@ -52,7 +52,9 @@ def test_epoch_wraps_to_one_and_errors_reset():
     assert FetchSessionHandler.is_session_error(71) and not FetchSessionHandler.is_session_error(1)
 
 
-@pytest.mark.moldau_only(reason="checks which partitions an incremental answer carries (moldau's session cache)")
+@pytest.mark.moldau_only(
+    reason="checks which partitions an incremental answer carries (moldau's session cache)"
+)
 def test_sessions_against_the_broker(broker, make_topic):
     """Requests built from the handler's plans: the broker opens a session, answers an incremental fetch
     only for partitions with news, honours forgotten partitions, and a wrong epoch resets the session."""
@@ -70,11 +72,18 @@ def test_sessions_against_the_broker(broker, make_topic):
         forgotten: dict[str, list[int]] = {}
         for t, p in plan.forgotten:
             forgotten.setdefault(t, []).append(p)
-        return R.new(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                     session_id=plan.session_id, session_epoch=plan.epoch,
-                     topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                     forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
-                     rack_id="")
+        return R.new(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+            rack_id="",
+        )
 
     async def main() -> None:
         from moldau.client import AsyncProducer

@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import pytest
-
 from clientutil import FAST_GROUP, wait_until
+
 from moldau.client import AsyncConsumer, Consumer, OffsetAndMetadata, Producer, TopicPartition
 
 
@@ -104,7 +104,11 @@ def test_commit_committed_and_restart_position(broker, make_topic, group_id):
         deadline = time.monotonic() + 30
         while len(got) < 9 and time.monotonic() < deadline:
             got += c.poll(0.2)
-        assert sorted((r.partition, r.offset) for r in got) == [(0, o) for o in range(4, 10)] + [(1, 7), (1, 8), (1, 9)]
+        assert sorted((r.partition, r.offset) for r in got) == [(0, o) for o in range(4, 10)] + [
+            (1, 7),
+            (1, 8),
+            (1, 9),
+        ]
 
 
 @pytest.mark.tansu_gap("OffsetFetch answers no metadata for a commit that had some")
@@ -181,7 +185,10 @@ def test_listener_may_call_blocking_methods_in_sync_consumer(broker, make_topic,
         c.close()
     with Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id) as c2:
         res = c2.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-        assert {tp: om.offset for tp, om in res.items()} == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
+        assert {tp: om.offset for tp, om in res.items()} == {
+            TopicPartition(topic, 0): 3,
+            TopicPartition(topic, 1): 3,
+        }
 
 
 def test_async_consumer_group_and_pattern(broker, make_topic, group_id):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from clientutil import CODECS, awkward_records
 from kafkautil import consume_confluent, produce_confluent
+
 from moldau.client import Consumer, Producer, TopicPartition
 
 
@@ -120,9 +120,17 @@ def test_classic_group_of_moldau_and_confluent_consumers(broker, make_topic, gro
         p.flush()
     m = Consumer(bootstrap_servers=broker.bootstrap, group_id=group_id, auto_offset_reset="earliest",
                  session_timeout_ms=6000, heartbeat_interval_ms=500, partition_assignment_strategy="range")
-    c = CConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id, "auto.offset.reset": "earliest",
-                   "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                   "partition.assignment.strategy": "range", "enable.auto.commit": True})
+    c = CConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "partition.assignment.strategy": "range",
+            "enable.auto.commit": True,
+        }
+    )
     seen: list[tuple[int, int]] = []
     try:
         m.subscribe([topic])
@@ -136,7 +144,12 @@ def test_classic_group_of_moldau_and_confluent_consumers(broker, make_topic, gro
             if len(m.assignment()) == 2 and len(c.assignment()) == 2 and len(seen) >= 40:
                 break
         assert len(m.assignment()) == 2 and len(c.assignment()) == 2, (m.assignment(), c.assignment())
-        assert {tp.partition for tp in m.assignment()} | {tp.partition for tp in c.assignment()} == {0, 1, 2, 3}
+        assert {tp.partition for tp in m.assignment()} | {tp.partition for tp in c.assignment()} == {
+            0,
+            1,
+            2,
+            3,
+        }
         assert len(seen) == len(set(seen)) == 40
     finally:
         c.close()

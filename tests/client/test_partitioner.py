@@ -1,4 +1,5 @@
-"""Kafka's default partitioner: murmur2 vectors, and keys land where confluent-kafka's murmur2_random puts them."""
+"""Kafka's default partitioner: murmur2 vectors, and keys land where confluent-kafka's murmur2_random puts
+them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import os
 import random
 
 import pytest
-
 from kafkautil import produce_confluent
+
 from moldau.client import Producer
 from moldau.client.partitioner import DefaultPartitioner, key_partition, murmur2
 
@@ -61,7 +62,9 @@ def test_keys_land_where_confluent_murmur2_random_puts_them(broker, make_topic):
     partitions = 7
     topic_c = make_topic(partitions)
     topic_m = make_topic(partitions)
-    keys = [b"key-%d" % i for i in range(60)] + [os.urandom(n) for n in range(1, 30)] + [b"", b"21", b"foobar"]
+    keys = (
+        [b"key-%d" % i for i in range(60)] + [os.urandom(n) for n in range(1, 30)] + [b"", b"21", b"foobar"]
+    )
     delivered = produce_confluent(broker.bootstrap, topic_c,
                                   [{"key": k, "value": b"v"} for k in keys],
                                   conf={"partitioner": "murmur2_random"})

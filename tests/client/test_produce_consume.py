@@ -7,8 +7,8 @@ import concurrent.futures as cf
 import time
 
 import pytest
-
 from clientutil import CODECS, awkward_records
+
 from moldau.client import (
     AsyncConsumer,
     AsyncProducer,
@@ -180,7 +180,9 @@ def test_consumer_iteration_seek_pause(conf, make_topic):
         it = iter(c)
         while len(got) < 13:
             got.append(next(it))
-        assert sorted((r.partition, r.offset) for r in got) == [(0, 7), (0, 8), (0, 9)] + [(1, i) for i in range(10)]
+        assert sorted((r.partition, r.offset) for r in got) == [(0, 7), (0, 8), (0, 9)] + [
+            (1, i) for i in range(10)
+        ]
         assert c.position(tp0) == 10
         c.seek_to_beginning(tp0)
         assert c.position(tp0) == 0
@@ -256,7 +258,9 @@ def _broker_has_transactions(bootstrap: str) -> bool:
     return asyncio.run(main())
 
 
-@pytest.mark.tansu_gap("tansu's Fetch responses list no aborted transactions, so read_committed cannot skip them")
+@pytest.mark.tansu_gap(
+    "tansu's Fetch responses list no aborted transactions, so read_committed cannot skip them"
+)
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_read_committed_skips_aborted_transactions(conf, make_topic, broker, codec):
     if not _broker_has_transactions(broker.bootstrap):

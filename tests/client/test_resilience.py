@@ -6,8 +6,8 @@ import threading
 import time
 
 import pytest
-
 from kafkautil import create_topic
+
 from moldau.client import Consumer, Producer, TopicPartition
 
 
@@ -59,10 +59,10 @@ def test_idempotent_producer_and_consumer_across_restart(broker_factory, how):
 
 
 def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
-    """A loopback proxy (tests/integration/faultproxy.py) lets some Produce requests reach the broker, swallows
-    their responses and cuts the connection, with up to five requests in flight on it: the moldau producer
-    reconnects and resends what it did not hear about with the same producer id, epoch and sequences. Every
-    record is in the log once, in send order, and every future holds its record's real offset."""
+    """A loopback proxy (tests/integration/faultproxy.py) lets some Produce requests reach the broker,
+    swallows their responses and cuts the connection, with up to five requests in flight on it: the moldau
+    producer reconnects and resends what it did not hear about with the same producer id, epoch and sequences.
+    Every record is in the log once, in send order, and every future holds its record's real offset."""
     from brokerproc import free_port
     from faultproxy import FaultProxy
     from kafkautil import unique_topic
@@ -75,13 +75,22 @@ def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
         n = 3000
         proxy.arm(drop_every=4, max_drops=5)
         t0 = time.monotonic()
-        with Producer(bootstrap_servers=proxy.bootstrap, linger_ms=1, batch_size=2000, request_timeout_ms=10000,
-                      reconnect_backoff_ms=20, retry_backoff_ms=20, max_in_flight_requests_per_connection=5) as p:
+        with Producer(
+            bootstrap_servers=proxy.bootstrap,
+            linger_ms=1,
+            batch_size=2000,
+            request_timeout_ms=10000,
+            reconnect_backoff_ms=20,
+            retry_backoff_ms=20,
+            max_in_flight_requests_per_connection=5,
+        ) as p:
             futs = [p.send(topic, b"%d:%06d" % (i % 3, i), partition=i % 3) for i in range(n)]
             p.flush(60)
             results = [f.result(30) for f in futs]
         proxy.disarm()
-        assert proxy.drops >= 2, f"only {proxy.drops} responses dropped ({proxy.produce_responses} seen): vacuous"
+        assert proxy.drops >= 2, (
+            f"only {proxy.drops} responses dropped ({proxy.produce_responses} seen): vacuous"
+        )
         assert time.monotonic() - t0 < 60
         for part in range(3):
             offs = [md.offset for i, md in enumerate(results) if i % 3 == part]

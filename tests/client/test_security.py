@@ -42,7 +42,10 @@ class Secured:
 
     def conf(self, listener: str, mech: str = "PLAIN", user: str = USER, pw: str = PW,
              cert: str | None = None, **extra: Any) -> dict[str, Any]:
-        c: dict[str, Any] = {"bootstrap.servers": f"127.0.0.1:{self.ports[listener]}", "security.protocol": listener}
+        c: dict[str, Any] = {
+            "bootstrap.servers": f"127.0.0.1:{self.ports[listener]}",
+            "security.protocol": listener,
+        }
         if "SSL" in listener:
             c["ssl.ca.location"] = str(self.certs / "ca.pem")
         if listener.startswith("SASL"):
@@ -60,7 +63,9 @@ def _start(tmp: Path, certs: Path, extra: dict[str, str] | None = None) -> Secur
     data.mkdir(parents=True)
     CredentialStore(data).add_password(USER, PW)
     settings = {
-        "listeners": ",".join(["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]),
+        "listeners": ",".join(
+            ["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]
+        ),
         "ssl.certificate.location": str(certs / "broker.pem"),
         "ssl.key.location": str(certs / "broker.key"),
         "ssl.ca.location": str(certs / "ca.pem"),
@@ -223,7 +228,11 @@ def test_reauthentication_kip368(tmp_path: Path, certs: Path) -> None:
                     offsets.append((await p.send_and_wait(topic, b"%d" % i)).offset)
                     await asyncio.sleep(0.1)
                 conns = list(p._cluster._conns.values())
-                return offsets, sum(c.reauthentications for c in conns), max(c.session_lifetime_ms for c in conns)
+                return (
+                    offsets,
+                    sum(c.reauthentications for c in conns),
+                    max(c.session_lifetime_ms for c in conns),
+                )
 
         offsets, reauths, lifetime = asyncio.run(run())
         assert offsets == list(range(40))

@@ -41,8 +41,14 @@ def test_sync_with_and_for(broker, make_topic, group_id):
         for i in range(3):
             p.send(topic, b"%d" % i)
     got = []
-    with moldau.Consumer(topic, bootstrap_servers=broker.bootstrap, group_id=group_id,
-                         auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500) as c:
+    with moldau.Consumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group_id,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    ) as c:
         for record in c:
             got.append(record.value)
             if len(got) == 3:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
+
+# librdkafka's own log lines (disconnects from the brokers the tests kill on purpose) go through Python
+# logging, captured by pytest, instead of stderr
+QUIET = logging.getLogger("tests.cluster.clients")
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -25,14 +30,16 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: flo
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    return AdminClient({"logger": QUIET, "bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3,
-                 configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 3, rf: int = 3, configs: dict[str, str] | None = None
+) -> None:
     a = admin(bootstrap)  # kept alive until the result is in
-    fs = a.create_topics([NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=15,
-                         request_timeout=20)
+    fs = a.create_topics(
+        [NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=15, request_timeout=20
+    )
     fs[name].result(30)
 
 
@@ -50,12 +57,20 @@ def fully_replicated(bootstrap: str, topic: str, n: int) -> bool:
     return bool(ps) and all(p.leader >= 0 and len(p.isrs) == n for p in ps.values())
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> list[tuple[int, bytes]]:
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout: float = 30.0
+) -> list[tuple[int, bytes]]:
     """Every (offset, value) of one partition up to its end, with kafka-python (no group)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      auto_offset_reset="earliest", consumer_timeout_ms=2000, request_timeout_ms=15000)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=2000,
+        request_timeout_ms=15000,
+    )
     tp = TopicPartition(topic, partition)
     try:
         c.assign([tp])

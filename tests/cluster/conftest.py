@@ -1,4 +1,5 @@
-"""Cluster tests: a real ZooKeeper process and three ``moldau broker`` processes on loopback, each with its own
+"""Cluster tests: a real ZooKeeper process and three ``moldau broker`` processes on loopback, each with its
+own
 data dir under the test's temporary folder (``moldau.broker.cluster.local.LocalCluster``). Every process is
 stopped at the end of the test, also when it fails; the folder goes with pytest's tmp_path.
 
@@ -7,23 +8,31 @@ Skipped (with the reason) where ZooKeeper is not installed: ``scripts/setup.sh -
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
+
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
-
 # quick failure detection for tests: sessions expire after 4 s, followers leave the ISR after 3 s
-FAST = ["zookeeper.session.timeout.ms=4000", "replica.lag.time.max.ms=3000", "replica.fetch.wait.max.ms=200",
-        "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=6",
-        "transaction.state.log.num.partitions=6", "offsets.topic.replication.factor=3",
-        "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2"]
+FAST = [
+    "zookeeper.session.timeout.ms=4000",
+    "replica.lag.time.max.ms=3000",
+    "replica.fetch.wait.max.ms=200",
+    "group.initial.rebalance.delay.ms=0",
+    "offsets.topic.num.partitions=6",
+    "transaction.state.log.num.partitions=6",
+    "offsets.topic.replication.factor=3",
+    "transaction.state.log.replication.factor=3",
+    "transaction.state.log.min.isr=2",
+]
 
 
 def wait_formed(c: LocalCluster, timeout: float = 30.0) -> None:
@@ -33,7 +42,9 @@ def wait_formed(c: LocalCluster, timeout: float = 30.0) -> None:
     n = len(c.brokers)
     for b in c.brokers:
         if b.running:
-            wait_until(lambda b=b: _sees_cluster(b.address, n), timeout, f"broker {b.node_id} to see the cluster")
+            wait_until(
+                lambda b=b: _sees_cluster(b.address, n), timeout, f"broker {b.node_id} to see the cluster"
+            )
 
 
 def _sees_cluster(address: str, n: int) -> bool:
@@ -50,7 +61,9 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     made: list[LocalCluster] = []
 
     def make(brokers: int = 3, configs: list[str] | None = None) -> LocalCluster:
-        c = LocalCluster(str(tmp_path / f"cluster{len(made)}"), brokers, broker_configs=FAST + (configs or []))
+        c = LocalCluster(
+            str(tmp_path / f"cluster{len(made)}"), brokers, broker_configs=FAST + (configs or [])
+        )
         made.append(c)
         c.start()
         wait_formed(c)
@@ -59,6 +72,7 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
     try:
         yield make
     finally:
+        gc.collect()  # librdkafka clients dropped by the test go before their brokers do
         for c in made:
             c.stop(graceful=False)  # the data goes with tmp_path; graceful stops are tested on their own
         for c in made:  # the brokers' logs help when a test failed

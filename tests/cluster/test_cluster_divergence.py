@@ -1,5 +1,6 @@
 """A leader cut off past its ZooKeeper session (SIGSTOP) while it holds records nobody else has: another
-replica is elected (unclean election enabled on the topic: the cut-off leader was the whole ISR), new records are
+replica is elected (unclean election enabled on the topic: the cut-off leader was the whole ISR), new records
+are
 written there; when the old leader comes back it truncates its divergent tail (OffsetForLeaderEpoch, KIP-101),
 checked on its segment files, and the tail is never served."""
 
@@ -9,7 +10,7 @@ import os
 import signal
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(150)
@@ -18,8 +19,16 @@ SEG = "00000000000000000000.log"
 
 
 def _produce(bootstrap: str, values: list[bytes], acks: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": False, "retries": 0,
-                  "message.timeout.ms": 20000})
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "enable.idempotence": False,
+            "retries": 0,
+            "message.timeout.ms": 20000,
+        }
+    )
     errors = []
     for v in values:
         p.produce("div", value=v, partition=0, on_delivery=lambda e, m: e and errors.append(e))
@@ -50,7 +59,7 @@ def test_cut_off_leader_truncates_divergent_tail(cluster):
     for f in (f1, f2):
         cluster.broker(f).signal(signal.SIGSTOP)
     wait_until(lambda: partitions(old_b.address, "div")[0].isrs == [old], 15, "ISR of the leader alone")
-    _produce(old_b.address, [b"tail-%d" % i for i in range(3)], "1")   # only the old leader has these
+    _produce(old_b.address, [b"tail-%d" % i for i in range(3)], "1")  # only the old leader has these
     tail_size = os.path.getsize(os.path.join(old_b.data_dir, "div-0", SEG))
 
     # the leader is cut off; the followers come back; after its session expires one of them leads
@@ -66,8 +75,9 @@ def test_cut_off_leader_truncates_divergent_tail(cluster):
     wait_until(lambda: old in partitions(live, "div")[0].isrs, 40, "the old leader back in the ISR")
     new_seg = os.path.join(cluster.broker(new_leader).data_dir, "div-0", SEG)
     old_seg = os.path.join(old_b.data_dir, "div-0", SEG)
-    wait_until(lambda: _read(old_seg) == _read(new_seg), 20,
-               "the old leader's segment equal to the new leader's")
+    wait_until(
+        lambda: _read(old_seg) == _read(new_seg), 20, "the old leader's segment equal to the new leader's"
+    )
     data = _read(old_seg)
     assert b"tail-" not in data and b"new-4" in data
     assert len(data) != tail_size

@@ -1,6 +1,8 @@
-"""Failover with real clients: the leader of a replicated partition is killed with kill -9 while confluent-kafka,
+"""Failover with real clients: the leader of a replicated partition is killed with kill -9 while
+confluent-kafka,
 kafka-python and aiokafka produce with acks=all and idempotence; nothing acknowledged is lost or duplicated,
-each producer's order is kept, the clients follow the new leader without a restart, and the killed broker comes
+each producer's order is kept, the clients follow the new leader without a restart, and the killed broker
+comes
 back, catches up and rejoins the ISR."""
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import threading
 import time
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -23,8 +25,16 @@ KILL_AFTER_S = 2.5
 def _confluent(bootstrap: str, stop: threading.Event, acked: list, errors: list) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                  "message.timeout.ms": 60000})
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+        }
+    )
 
     def cb(err, msg):
         (errors if err else acked).append((time.monotonic(), msg.value()))
@@ -40,9 +50,16 @@ def _confluent(bootstrap: str, stop: threading.Event, acked: list, errors: list)
 def _kafka_python(bootstrap: str, stop: threading.Event, acked: list, errors: list) -> None:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                      retries=2**31 - 1, request_timeout_ms=10000, delivery_timeout_ms=60000,
-                      max_in_flight_requests_per_connection=5)
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        retries=2**31 - 1,
+        request_timeout_ms=10000,
+        delivery_timeout_ms=60000,
+        max_in_flight_requests_per_connection=5,
+    )
     i = 0
     while not stop.is_set():
         v = b"kp-%d" % i
@@ -59,8 +76,13 @@ def _aiokafka(bootstrap: str, stop: threading.Event, acked: list, errors: list) 
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                             request_timeout_ms=10000)
+        p = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            request_timeout_ms=10000,
+        )
         await p.start()
         try:
             pending = []
@@ -93,8 +115,10 @@ def test_kill_leader_while_three_clients_produce_acks_all(cluster):
     leader = partitions(bs, TOPIC)[0].leader
     stop = threading.Event()
     results: dict[str, tuple[list, list]] = {name: ([], []) for name in ("ck", "kp", "ak")}
-    threads = [threading.Thread(target=fn, args=(bs, stop, *results[name]), name=name, daemon=True)
-               for name, fn in (("ck", _confluent), ("kp", _kafka_python), ("ak", _aiokafka))]
+    threads = [
+        threading.Thread(target=fn, args=(bs, stop, *results[name]), name=name, daemon=True)
+        for name, fn in (("ck", _confluent), ("kp", _kafka_python), ("ak", _aiokafka))
+    ]
     for t in threads:
         t.start()
     time.sleep(KILL_AFTER_S)
@@ -127,5 +151,10 @@ def test_kill_leader_while_three_clients_produce_acks_all(cluster):
     b.wait_listening()
     wait_until(lambda: fully_replicated(bs, TOPIC, 3), 40, "the restarted broker back in the ISR")
     seg = "00000000000000000000.log"
-    wait_until(lambda: len({os.path.getsize(os.path.join(x.data_dir, f"{TOPIC}-0", seg))
-                            for x in cluster.brokers}) == 1, 20, "equal segment files on all replicas")
+    wait_until(
+        lambda: (
+            len({os.path.getsize(os.path.join(x.data_dir, f"{TOPIC}-0", seg)) for x in cluster.brokers}) == 1
+        ),
+        20,
+        "equal segment files on all replicas",
+    )

@@ -1,5 +1,7 @@
-"""Faults with real processes: a SIGSTOPped follower leaves the ISR and acks=all goes on; two of three stopped:
-NOT_ENOUGH_REPLICAS for acks=all, acks=1 still works, nothing acknowledged is lost when they return; kill -9 of the
+"""Faults with real processes: a SIGSTOPped follower leaves the ISR and acks=all goes on; two of three
+stopped:
+NOT_ENOUGH_REPLICAS for acks=all, acks=1 still works, nothing acknowledged is lost when they return; kill -9
+of the
 controller: another broker takes over and topic creation works again; SIGTERM of a leader moves leadership
 before the broker stops."""
 
@@ -11,16 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(150)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request
+from rawkafka import RawConnection, produce_request  # noqa: E402
 
-SESSION_TIMEOUT_S = 4.0   # zookeeper.session.timeout.ms of the test clusters (conftest.FAST)
-LAG_MAX_S = 3.0           # replica.lag.time.max.ms
+SESSION_TIMEOUT_S = 4.0  # zookeeper.session.timeout.ms of the test clusters (conftest.FAST)
+LAG_MAX_S = 3.0  # replica.lag.time.max.ms
 
 
 def _raw_produce(address: str, topic: str, value: bytes, acks: int) -> int:
@@ -40,8 +42,15 @@ def _controller(bootstrap: str) -> int:
 
 
 def _produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "message.timeout.ms": 30000})
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "message.timeout.ms": 30000,
+        }
+    )
     errors = []
     for v in values:
         p.produce(topic, value=v, partition=0, on_delivery=lambda e, m: e and errors.append(e))
@@ -67,12 +76,14 @@ def test_sigstop_followers_isr_and_min_insync(cluster):
     wait_until(lambda: first not in partitions(leader_addr, "stall")[0].isrs, LAG_MAX_S + 8, "ISR shrink")
     shrink_s = time.monotonic() - t0
     print(f"ISR shrink after {shrink_s:.1f} s (replica.lag.time.max.ms {LAG_MAX_S:.0f} s)")
-    _produce_acks_all(leader_addr, "stall", [b"b-%d" % i for i in range(50)])   # acks=all goes on (ISR 2)
+    _produce_acks_all(leader_addr, "stall", [b"b-%d" % i for i in range(50)])  # acks=all goes on (ISR 2)
 
     # two stopped: acks=all refused before the append, acks=1 still works
     cluster.broker(second).signal(signal.SIGSTOP)
-    wait_until(lambda: partitions(leader_addr, "stall")[0].isrs == [leader], LAG_MAX_S + 8, "ISR of the leader")
-    assert _raw_produce(leader_addr, "stall", b"refused", -1) == 19   # NOT_ENOUGH_REPLICAS
+    wait_until(
+        lambda: partitions(leader_addr, "stall")[0].isrs == [leader], LAG_MAX_S + 8, "ISR of the leader"
+    )
+    assert _raw_produce(leader_addr, "stall", b"refused", -1) == 19  # NOT_ENOUGH_REPLICAS
     assert _raw_produce(leader_addr, "stall", b"c-0", 1) == 0
 
     # both back: they catch up and rejoin
@@ -83,8 +94,12 @@ def test_sigstop_followers_isr_and_min_insync(cluster):
     print(f"rejoined the ISR {time.monotonic() - t1:.1f} s after SIGCONT")
     _produce_acks_all(bs, "stall", [b"d-%d" % i for i in range(20)])
     values = [v for _o, v in read_partition(bs, "stall", 0)]
-    expected = ([b"a-%d" % i for i in range(50)] + [b"b-%d" % i for i in range(50)] + [b"c-0"]
-                + [b"d-%d" % i for i in range(20)])
+    expected = (
+        [b"a-%d" % i for i in range(50)]
+        + [b"b-%d" % i for i in range(50)]
+        + [b"c-0"]
+        + [b"d-%d" % i for i in range(20)]
+    )
     assert values == expected
 
 
@@ -94,8 +109,11 @@ def test_kill_controller_another_takes_over(cluster):
     cluster.broker(old).kill()
     t0 = time.monotonic()
     others = [b for b in cluster.brokers if b.node_id != old]
-    wait_until(lambda: all(_controller(b.address) not in (old, -1) for b in others),
-               SESSION_TIMEOUT_S + 10, "a new controller")
+    wait_until(
+        lambda: all(_controller(b.address) not in (old, -1) for b in others),
+        SESSION_TIMEOUT_S + 10,
+        "a new controller",
+    )
     took = time.monotonic() - t0
     print(f"new controller after {took:.1f} s (session timeout {SESSION_TIMEOUT_S:.0f} s)")
     assert took < SESSION_TIMEOUT_S + 5
@@ -106,8 +124,11 @@ def test_kill_controller_another_takes_over(cluster):
     # the old controller restarts as an ordinary broker and sees the new topic
     cluster.broker(old).start()
     cluster.broker(old).wait_listening()
-    wait_until(lambda: len(admin(cluster.broker(old).address).list_topics("after", timeout=5).brokers) == 3,
-               20, "the restarted broker in the cluster")
+    wait_until(
+        lambda: len(admin(cluster.broker(old).address).list_topics("after", timeout=5).brokers) == 3,
+        20,
+        "the restarted broker in the cluster",
+    )
 
 
 def test_sigterm_leader_moves_leadership_first(cluster):
@@ -115,8 +136,16 @@ def test_sigterm_leader_moves_leadership_first(cluster):
     create_topic(bs, "calm", partitions=1, rf=3, configs={"min.insync.replicas": "2"})
     wait_until(lambda: fully_replicated(bs, "calm", 3), 20, "ISR of 3")
     leader = partitions(bs, "calm")[0].leader
-    p = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                  "message.timeout.ms": 60000})
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bs,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+        }
+    )
     acked, errors = [], []
 
     def cb(err, msg):
@@ -130,7 +159,7 @@ def test_sigterm_leader_moves_leadership_first(cluster):
         i += 1
         p.poll(0.003)
         if not stopped and time.monotonic() > t_end - 4:
-            rc = cluster.broker(leader).stop(30)   # SIGTERM: controlled shutdown
+            rc = cluster.broker(leader).stop(30)  # SIGTERM: controlled shutdown
             assert rc == 0
             stopped = True
     assert p.flush(60) == 0

@@ -1,5 +1,6 @@
 """Consumer groups in the cluster: the group coordinator is the leader of the group's __consumer_offsets
-partition (replication factor 3); a group of three confluent-kafka consumers keeps consuming through a kill -9 of
+partition (replication factor 3); a group of three confluent-kafka consumers keeps consuming through a kill
+-9 of
 the broker that hosts its coordinator, and no committed offset is lost."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 pytestmark = pytest.mark.timeout(180)
@@ -20,7 +21,9 @@ def _coordinator(bootstrap: str) -> int:
     """The leader of the group's __consumer_offsets partition (Kafka's hash of the group id)."""
     from moldau.protocol.consumer_offsets import partition_for
 
-    parts = admin(bootstrap).list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"].partitions
+    parts = (
+        admin(bootstrap).list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"].partitions
+    )
     return parts[partition_for(GROUP, len(parts))].leader
 
 
@@ -29,7 +32,7 @@ def _known(node: int) -> int | None:
 
 
 def _produce(bootstrap: str, start: int, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    p = Producer({"logger": QUIET, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(start, start + n):
         p.produce(TOPIC, key=b"%d" % i, value=b"%d" % i)
     assert p.flush(30) == 0
@@ -46,9 +49,18 @@ def test_group_of_three_survives_coordinator_kill(cluster):
     errors: list[str] = []
 
     def consume(n: int) -> None:
-        c = Consumer({"bootstrap.servers": bs, "group.id": GROUP, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "session.timeout.ms": 10000,
-                      "heartbeat.interval.ms": 500, "client.id": f"c{n}"})
+        c = Consumer(
+            {
+                "logger": QUIET,
+                "bootstrap.servers": bs,
+                "group.id": GROUP,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+                "client.id": f"c{n}",
+            }
+        )
         c.subscribe([TOPIC])
         try:
             while not stop.is_set():
@@ -82,7 +94,7 @@ def test_group_of_three_survives_coordinator_kill(cluster):
         t.join(30)
     assert set(seen) == {b"%d" % i for i in range(600)}
     # committed offsets: every partition's committed offset is its end (nothing consumed twice on restart)
-    c = Consumer({"bootstrap.servers": live, "group.id": GROUP, "enable.auto.commit": False})
+    c = Consumer({"logger": QUIET, "bootstrap.servers": live, "group.id": GROUP, "enable.auto.commit": False})
     try:
         committed = c.committed([TopicPartition(TOPIC, p) for p in range(6)], timeout=20)
         ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(6)}

@@ -1,5 +1,6 @@
 """Three brokers coordinated through ZooKeeper: registration, controller, replica assignment, leaders and ISRs
-in Metadata / DescribeCluster on every broker, NOT_LEADER_OR_FOLLOWER from non-leaders, acks=all replication."""
+in Metadata / DescribeCluster on every broker, NOT_LEADER_OR_FOLLOWER from non-leaders, acks=all
+replication."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, read_partition, wait_until
+from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.timeout(120)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request
+from rawkafka import RawConnection, produce_request  # noqa: E402
 
 
 def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
@@ -25,7 +26,7 @@ def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
     for b in cluster.brokers:
         from confluent_kafka.admin import AdminClient
 
-        md = AdminClient({"bootstrap.servers": b.address}).list_topics("spread", timeout=10)
+        md = AdminClient({"logger": QUIET, "bootstrap.servers": b.address}).list_topics("spread", timeout=10)
         assert sorted(md.brokers) == [1, 2, 3]
         assert {f"{x.host}:{x.port}" for x in md.brokers.values()} == {x.address for x in cluster.brokers}
         controllers.add(md.controller_id)
@@ -33,7 +34,7 @@ def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
         assert sorted(ps) == list(range(6))
         for p in ps.values():
             assert sorted(p.replicas) == [1, 2, 3]
-            assert p.leader == p.replicas[0]   # the first replica leads a new partition
+            assert p.leader == p.replicas[0]  # the first replica leads a new partition
             assert sorted(p.isrs) == [1, 2, 3]
         # round-robin from a random start: every broker leads two of the six partitions
         leaders = [p.leader for p in ps.values()]
@@ -75,8 +76,15 @@ def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
 
         resp = conn.call(produce_request("rep", 0, bytes(bb.build(0))), ProduceResponse, 8)
         assert resp.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 5})
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
     acked: list[tuple[int, int, bytes]] = []
     errors = []
 
@@ -97,8 +105,13 @@ def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
             d = os.path.join(b.data_dir, f"rep-{part}")
             wait_until(lambda d=d: os.path.getsize(os.path.join(d, "00000000000000000000.log")) > 0, 10, d)
             files.append(d)
-        wait_until(lambda files=files: len({os.path.getsize(os.path.join(d, "00000000000000000000.log"))
-                                            for d in files}) == 1, 10, "equal segment sizes")
+        wait_until(
+            lambda files=files: (
+                len({os.path.getsize(os.path.join(d, "00000000000000000000.log")) for d in files}) == 1
+            ),
+            10,
+            "equal segment sizes",
+        )
         contents = {Path(d, "00000000000000000000.log").read_bytes() for d in files}
         assert len(contents) == 1
 
@@ -113,8 +126,12 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
 
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed")
-    proc = subprocess.Popen([*moldau_command(), "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [*moldau_command(), "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         bootstrap = None
         deadline = time.monotonic() + 60
@@ -128,8 +145,11 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
         assert bootstrap, "no bootstrap line"
         hosts = bootstrap.split(",")
         assert len(hosts) == 2
-        wait_until(lambda: len(__import__("clusterutil").admin(bootstrap).list_topics(timeout=5).brokers) == 2,
-                   20, "two brokers in metadata")
+        wait_until(
+            lambda: len(__import__("clusterutil").admin(bootstrap).list_topics(timeout=5).brokers) == 2,
+            20,
+            "two brokers in metadata",
+        )
         for h in hosts:
             host, port = h.rsplit(":", 1)
             socket.create_connection((host, int(port)), timeout=2).close()

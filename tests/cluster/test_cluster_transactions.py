@@ -1,4 +1,5 @@
-"""Exactly-once consume-transform-produce in the cluster (replication factor 3 everywhere, internal topics too):
+"""Exactly-once consume-transform-produce in the cluster (replication factor 3 everywhere, internal topics
+too):
 a confluent-kafka transactional processor keeps running through a kill -9 of the broker that hosts its
 transaction coordinator; every input record is in the output exactly once (read_committed)."""
 
@@ -8,7 +9,7 @@ import threading
 import time
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, wait_until
+from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 pytestmark = pytest.mark.timeout(200)
@@ -29,18 +30,34 @@ def _txn_coordinator(bootstrap: str) -> int | None:
 
 
 def _feed(bootstrap: str, start: int, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    p = Producer({"logger": QUIET, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for i in range(start, start + n):
         p.produce("in", key=b"%d" % i, value=b"%d" % i, partition=i % 3)
     assert p.flush(30) == 0
 
 
 def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": TXN_ID, "transaction.timeout.ms": 30000,
-                  "message.timeout.ms": 30000})
+    c = Consumer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    p = Producer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "transactional.id": TXN_ID,
+            "transaction.timeout.ms": 30000,
+            "message.timeout.ms": 30000,
+        }
+    )
     p.init_transactions(30)
     c.subscribe(["in"])
 
@@ -78,8 +95,16 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
 
 
 def _read_committed_out(bootstrap: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c = Consumer(
+        {
+            "logger": QUIET,
+            "bootstrap.servers": bootstrap,
+            "group.id": "checker",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     out: list[bytes] = []
     try:
         c.assign([TopicPartition("out", p, 0) for p in range(3)])

@@ -301,7 +301,8 @@ class ClusterProcess(BrokerProcess):
         if self.cluster is None:
             merged = dict(CLUSTER_SETTINGS)
             merged.update(self.settings)
-            self.cluster = LocalCluster(str(self.data_dir), 3, broker_configs=[f"{k}={v}" for k, v in merged.items()])
+            configs = [f"{k}={v}" for k, v in merged.items()]
+            self.cluster = LocalCluster(str(self.data_dir), 3, broker_configs=configs)
         self.starts += 1
         self.cluster.start(max(timeout, 30.0))
         self._wait_formed(max(timeout, 30.0))

@@ -182,7 +182,6 @@ class Confluent(Client):
 
     def consume(self, bootstrap, topic, partitions, expected, *, group=True, timeout=DEFAULT_TIMEOUT):
         from confluent_kafka import Consumer, KafkaException
-
         from kafkautil import consume_confluent
 
         if not group:
@@ -444,7 +443,9 @@ def parse_kcat(out: bytes) -> list[Rec]:
         pos += max(klen, 0)
         value = None if vlen < 0 else out[pos:pos + vlen]
         pos += max(vlen, 0)
-        assert out[pos:pos + 1] == b"|", f"kcat output not in the expected format at {pos}: {out[pos-20:pos+20]!r}"
+        assert out[pos : pos + 1] == b"|", (
+            f"kcat output not in the expected format at {pos}: {out[pos - 20 : pos + 20]!r}"
+        )
         nl = out.index(b"\n", pos)
         hdr_text = out[pos + 1:nl].decode("utf-8", "replace")
         pos = nl + 1

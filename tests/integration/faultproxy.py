@@ -131,7 +131,11 @@ class FaultProxy:
     def _should_drop(self) -> bool:
         with self._lock:
             self.produce_responses += 1
-            if self.drop_every and self.drops < self.max_drops and self.produce_responses % self.drop_every == 0:
+            if (
+                self.drop_every
+                and self.drops < self.max_drops
+                and self.produce_responses % self.drop_every == 0
+            ):
                 self.drops += 1
                 return True
             return False

@@ -80,7 +80,8 @@ def fetch_request(topic: str, partition: int, offset: int, max_wait_ms: int, min
     return FetchRequest(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
         session_id=0, session_epoch=-1,
-        topics=[T(topic=topic, partitions=[P(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+        topics=[T(topic=topic, partitions=[P(partition=partition, current_leader_epoch=-1,
+        fetch_offset=offset,
                                              log_start_offset=-1, partition_max_bytes=1 << 20)])],
         forgotten_topics_data=[], rack_id="",
     )

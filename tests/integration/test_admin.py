@@ -7,7 +7,6 @@ replacement), error codes, and DeleteRecords.
 
 from __future__ import annotations
 
-
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
@@ -19,9 +18,14 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-
 from kafkautil import (
-    admin, consume_confluent, create_topic, produce_confluent, unique_topic, wait_for_topic, watermarks,
+    admin,
+    consume_confluent,
+    create_topic,
+    produce_confluent,
+    unique_topic,
+    wait_for_topic,
+    watermarks,
 )
 
 T = 15  # seconds for every admin future
@@ -188,7 +192,9 @@ def test_incremental_alter_configs(broker):
 @DESCRIBE_GAP
 def test_incremental_delete_restores_default(broker):
     a = admin(broker.bootstrap)
-    name = create_topic(broker.bootstrap, unique_topic("admin-incr-del"), 1, config={"retention.ms": "5000000"})
+    name = create_topic(
+        broker.bootstrap, unique_topic("admin-incr-del"), 1, config={"retention.ms": "5000000"}
+    )
     res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
         ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
     a.incremental_alter_configs([res], request_timeout=T)[res].result(timeout=T)
@@ -300,7 +306,8 @@ def test_kafka_python_create_partitions(broker, kp_admin):
 
 @DESCRIBE_GAP
 def test_kafka_python_configs(broker, kp_admin):
-    from kafka.admin import AlterConfigOp, ConfigResource as KRes, ConfigResourceType
+    from kafka.admin import AlterConfigOp, ConfigResourceType
+    from kafka.admin import ConfigResource as KRes
 
     name = create_topic(broker.bootstrap, unique_topic("kp-cfg"), 1, config={"retention.ms": "3600000"})
 
@@ -325,7 +332,8 @@ def test_kafka_python_configs(broker, kp_admin):
 
 @LEGACY_ALTER_GAP
 def test_kafka_python_legacy_alter_configs(broker, kp_admin):
-    from kafka.admin import ConfigResource as KRes, ConfigResourceType
+    from kafka.admin import ConfigResource as KRes
+    from kafka.admin import ConfigResourceType
 
     name = create_topic(broker.bootstrap, unique_topic("kp-legacy"), 1, config={"retention.ms": "3600000"})
     # the raw legacy request replaces every dynamic config; kafka-python fills the other modified keys in

@@ -1,5 +1,5 @@
-"""Admin APIs against a real broker process: confluent-kafka AdminClient, kafka-python KafkaAdminClient, and raw
-requests (moldau.protocol) for the versions and fields the clients do not expose.
+"""Admin APIs against a real broker process: confluent-kafka AdminClient, kafka-python KafkaAdminClient, and
+raw requests (moldau.protocol) for the versions and fields the clients do not expose.
 
 The common client round trips are in test_admin.py (integration engineer); this file adds the moldau-specific
 checks: CreateTopics (validate_only, errors, v5+ response fields, replica assignments), DeleteTopics (by name,
@@ -12,6 +12,7 @@ OffsetForLeaderEpoch, DescribeCluster, DescribeLogDirs, aiokafka's old versions,
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import struct
@@ -48,11 +49,26 @@ _ADMINS: dict = {}
 
 
 def admin(bootstrap: str):
-    """One confluent AdminClient per broker address, kept alive (a collected client fails its futures)."""
+    """One confluent AdminClient per broker address for the test, kept alive while it runs (a collected client
+    fails its futures)."""
     a = _ADMINS.get(bootstrap)
     if a is None:
         a = _ADMINS[bootstrap] = _new_admin(bootstrap)
     return a
+
+
+def _drop_admin(bootstrap: str) -> None:
+    _ADMINS.pop(bootstrap, None)
+    gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _drop_admins(broker_factory):
+    """The test's AdminClients go before its brokers stop (broker_factory is torn down after this fixture):
+    a client left alive keeps reconnecting to a stopped broker and logging the failures."""
+    yield
+    _ADMINS.clear()
+    gc.collect()
 
 
 
@@ -140,7 +156,8 @@ def partition_dir(broker, topic: str, partition: int) -> str:
     return os.path.join(str(broker.data_dir), f"{topic}-{partition}")
 
 
-# ------------------------------------------------------------------------------------------------ CreateTopics
+# ------------------------------------------------------------------------------------------------
+# CreateTopics
 
 
 def test_create_topic_validate_only_creates_nothing(broker, topic):
@@ -168,7 +185,9 @@ def test_create_topic_errors(broker, make_topic):
     err = create_error(broker.bootstrap, NewTopic("bad name!", 1, 1))
     assert err.code() == CKError.TOPIC_EXCEPTION
     # validate_only reports the same errors
-    err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"segment.bytes": "10"}), validate_only=True)
+    err = create_error(
+        broker.bootstrap, NewTopic(name, 1, 1, config={"segment.bytes": "10"}), validate_only=True
+    )
     assert err.code() == CKError.INVALID_CONFIG and "segment.bytes" in err.str()
     assert not topic_exists(broker.bootstrap, name)
 
@@ -179,9 +198,12 @@ def test_create_topics_v5_response_and_defaults(raw, broker, topic):
         M.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, assignments=[],
                          configs=[M.CreatableTopicConfig(name="retention.ms", value="123456"),
                                   M.CreatableTopicConfig(name="cleanup.policy", value="compact, delete")]),
-        M.CreatableTopic(name=topic + "-bad", num_partitions=0, replication_factor=1, assignments=[], configs=[]),
-        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
-        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        M.CreatableTopic(name=topic + "-bad", num_partitions=0, replication_factor=1,
+                         assignments=[], configs=[]),
+        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1,
+                         assignments=[], configs=[]),
+        M.CreatableTopic(name=topic + "-dup", num_partitions=1, replication_factor=1,
+                         assignments=[], configs=[]),
     ])
     resp = raw.call(19, 7, req)
     by = {t.name: t for t in resp.topics}
@@ -218,7 +240,8 @@ def test_create_topic_with_replica_assignment(kp_admin, broker, topic):
         kp_admin.create_topics({topic + "-y": {"assignments": {0: [me], 2: [me]}}})
 
 
-# ------------------------------------------------------------------------------------------------ DeleteTopics
+# ------------------------------------------------------------------------------------------------
+# DeleteTopics
 
 
 def test_delete_topic_by_name_removes_files(broker, make_topic):
@@ -260,7 +283,8 @@ def test_delete_topic_by_id(kp_admin, raw, broker, make_topic):
     assert codes == [42, 42, 100]                  # both given / neither given / unknown id
 
 
-# ------------------------------------------------------------------------------------------------ DescribeConfigs
+# ------------------------------------------------------------------------------------------------
+# DescribeConfigs
 
 
 def test_describe_topic_configs_sources_and_synonyms(broker, make_topic):
@@ -283,9 +307,17 @@ def test_describe_configs_raw_versions(raw, make_topic):
     name = make_topic(1, config={"segment.ms": "100000"})
     M = m.DescribeConfigsRequest
     for version in range(0, 5):
-        req = M.new(resources=[M.DescribeConfigsResource(resource_type=2, resource_name=name,
-                                                        configuration_keys=["segment.ms", "retention.ms", "nope"])],
-                    include_synonyms=True, include_documentation=True)
+        req = M.new(
+            resources=[
+                M.DescribeConfigsResource(
+                    resource_type=2,
+                    resource_name=name,
+                    configuration_keys=["segment.ms", "retention.ms", "nope"],
+                )
+            ],
+            include_synonyms=True,
+            include_documentation=True,
+        )
         resp = raw.call(32, version, req)
         res = resp.results[0]
         assert res.error_code == 0
@@ -308,7 +340,9 @@ def test_describe_configs_raw_versions(raw, make_topic):
 def test_describe_broker_configs(broker):
     me = node_id(broker.bootstrap)
     res = ConfigResource(ConfigResource.Type.BROKER, str(me))
-    cfg = admin(broker.bootstrap).describe_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    cfg = (
+        admin(broker.bootstrap).describe_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+    )
     assert cfg["log.retention.hours"].value == "168"
     assert cfg["log.retention.hours"].source == ConfigSource.DEFAULT_CONFIG.value
     assert cfg["log.retention.hours"].is_read_only
@@ -344,7 +378,8 @@ def test_static_broker_config_is_a_topic_default(broker_factory):
     assert cfg["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
 
 
-# ------------------------------------------------------------------------------------------------ Alter configs
+# ------------------------------------------------------------------------------------------------ Alter
+# configs
 
 
 def test_incremental_alter_topic_configs(broker, make_topic):
@@ -374,7 +409,9 @@ def test_incremental_alter_topic_configs(broker, make_topic):
     # validate_only changes nothing
     res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
         ConfigEntry("segment.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
-    a.incremental_alter_configs([res], request_timeout=TIMEOUT, validate_only=True)[res].result(timeout=TIMEOUT)
+    a.incremental_alter_configs([res], request_timeout=TIMEOUT, validate_only=True)[res].result(
+        timeout=TIMEOUT
+    )
     assert describe_topic_configs(broker.bootstrap, name)["segment.ms"].is_default
 
 
@@ -439,17 +476,19 @@ def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
     assert "num.partitions" in info.value.args[0].str()
 
     # cluster-wide default (resource name ""), below the per-broker value
-    I = m.IncrementalAlterConfigsRequest
+    IAC = m.IncrementalAlterConfigsRequest
     with Raw(b.bootstrap) as raw:
-        r = raw.call(44, 1, I.new(validate_only=False, resources=[I.AlterConfigsResource(
+        r = raw.call(44, 1, IAC.new(validate_only=False, resources=[IAC.AlterConfigsResource(
             resource_type=4, resource_name="", configs=[
-                I.AlterableConfig(name="log.segment.bytes", config_operation=0, value="3145728")])]))
+                IAC.AlterableConfig(name="log.segment.bytes", config_operation=0, value="3145728")])]))
         assert r.responses[0].error_code == 0
     cfg = describe_topic_configs(b.bootstrap, name)
     assert cfg["segment.bytes"].value == "3145728"
     assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
-    # survives a restart
+    # survives a restart (the admin client goes first: it would log its reconnect attempts meanwhile)
+    del a
+    _drop_admin(b.bootstrap)
     b.restart()
     cfg = describe_topic_configs(b.bootstrap, name)
     assert cfg["retention.ms"].value == "3333000"
@@ -466,9 +505,9 @@ def test_broker_logger_configs(raw, broker):
         include_documentation=False))
     levels = {c.name: c.value for c in resp.results[0].configs}
     assert "root" in levels and levels["root"] in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
-    I = m.IncrementalAlterConfigsRequest
-    bad = raw.call(44, 1, I.new(validate_only=False, resources=[I.AlterConfigsResource(
-        resource_type=8, resource_name=str(me), configs=[I.AlterableConfig(name="root", config_operation=2,
+    IAC = m.IncrementalAlterConfigsRequest
+    bad = raw.call(44, 1, IAC.new(validate_only=False, resources=[IAC.AlterConfigsResource(
+        resource_type=8, resource_name=str(me), configs=[IAC.AlterableConfig(name="root", config_operation=2,
                                                                            value="INFO")])]))
     assert bad.responses[0].error_code == 42
 
@@ -503,7 +542,8 @@ def test_create_partitions_kafka_python_assignments(kp_admin, broker, make_topic
         kp_admin.create_partitions({name + "-missing": 2})
 
 
-# ------------------------------------------------------------------------------------------------ DeleteRecords
+# ------------------------------------------------------------------------------------------------
+# DeleteRecords
 
 
 def test_delete_records_moves_earliest_offset(broker, make_topic):
@@ -534,7 +574,8 @@ def test_delete_records_raw_high_watermark_and_unknown(raw, broker, make_topic):
     assert watermarks(broker.bootstrap, name, 1) == (3, 3)
 
 
-# ------------------------------------------------------------------------------------------------ OffsetForLeaderEpoch
+# ------------------------------------------------------------------------------------------------
+# OffsetForLeaderEpoch
 
 
 def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
@@ -561,7 +602,8 @@ def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
     assert raw.call(23, 4, req).topics[0].partitions[0].error_code == 75      # UNKNOWN_LEADER_EPOCH
 
 
-# ------------------------------------------------------------------------------------------------ cluster / log dirs
+# ------------------------------------------------------------------------------------------------ cluster /
+# log dirs
 
 
 def test_describe_cluster(raw, kp_admin, broker):
@@ -607,12 +649,13 @@ def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
     assert name in {t.name for t in everything.topics}
 
 
-# ------------------------------------------------------------------------------------------------ every version
+# ------------------------------------------------------------------------------------------------ every
+# version
 
 
 def test_every_declared_version_answers(raw, broker):
-    """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every version
-    moldau declares, old ones included (what old clients send)."""
+    """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every
+    version moldau declares, old ones included (what old clients send)."""
     CT, CP, DR, IA, DT = (m.CreateTopicsRequest, m.CreatePartitionsRequest, m.DeleteRecordsRequest,
                           m.IncrementalAlterConfigsRequest, m.DeleteTopicsRequest)
     base = unique_topic("versions")
@@ -637,7 +680,10 @@ def test_every_declared_version_answers(raw, broker):
     for v in range(DR.min_version, DR.max_version + 1):
         r = raw.call(21, v, DR.new(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(
             name=names[0], partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=-1)])]))
-        assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].low_watermark) == (0, 0), (v, r)
+        assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].low_watermark) == (0, 0), (
+            v,
+            r,
+        )
     for i, v in enumerate(range(DT.min_version, DT.max_version + 1)):
         if v >= 6:
             req = DT.new(timeout_ms=5000, topics=[DT.DeleteTopicState(name=names[i], topic_id=ZERO_UUID)])
@@ -649,9 +695,8 @@ def test_every_declared_version_answers(raw, broker):
 
 
 def test_kafka_python_configs(kp_admin, broker, make_topic):
-    from kafka.admin import AlterConfigOp
+    from kafka.admin import AlterConfigOp, ConfigResourceType
     from kafka.admin import ConfigResource as KPConfigResource
-    from kafka.admin import ConfigResourceType
 
     name = make_topic(1, config={"retention.ms": "86400000"})
     res = KPConfigResource(ConfigResourceType.TOPIC, name)
@@ -728,5 +773,6 @@ def test_internal_topic_cannot_be_deleted(broker_factory):
         # DeleteRecords on it is refused too (INVALID_TOPIC_EXCEPTION, as Kafka)
         DR = m.DeleteRecordsRequest
         r = raw.call(21, 2, DR.new(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(
-            name="__consumer_offsets", partitions=[DR.DeleteRecordsPartition(partition_index=0, offset=-1)])]))
+            name="__consumer_offsets", partitions=[DR.DeleteRecordsPartition(partition_index=0,
+            offset=-1)])]))
         assert r.topics[0].partitions[0].error_code == 17

@@ -12,12 +12,11 @@ import struct
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from brokerproc import BrokerProcess, free_port
 from clients import Confluent, KafkaPython, make_records
 from faultproxy import FaultProxy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafkautil import consume_confluent, create_topic, produce_confluent, unique_topic, watermarks
 from rawkafka import RawConnection, produce_request, read_frame, record_batch
 

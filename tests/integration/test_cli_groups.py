@@ -53,7 +53,11 @@ def test_describe_lag_and_reset_offsets(broker: BrokerProcess) -> None:
     ok(cli("groups", "reset-offsets", group, "--topic", f"{name}:0", "--to-offset", "999", "--execute",
            bootstrap=b))  # clamped to the log end
     assert _offsets(js(cli("groups", "describe", group, "--json", bootstrap=b)))[0] == 10
-    ok(cli("groups", "reset-offsets", group, "--topic", name, "--by-duration", "1h", "--execute", bootstrap=b))
+    ok(
+        cli(
+            "groups", "reset-offsets", group, "--topic", name, "--by-duration", "1h", "--execute", bootstrap=b
+        )
+    )
     assert _offsets(js(cli("groups", "describe", group, "--json", bootstrap=b))) == {0: 0, 1: 0}
     ok(cli("groups", "reset-offsets", group, "--topic", name, "--to-datetime", "2999-01-01T00:00:00Z",
            "--execute", bootstrap=b))  # after every record: the log end
@@ -61,7 +65,8 @@ def test_describe_lag_and_reset_offsets(broker: BrokerProcess) -> None:
     assert _offsets(d) == {0: 10, 1: 4} and d["total_lag"] == 0
 
     # the group reads from where it was reset
-    ok(cli("groups", "reset-offsets", group, "--topic", f"{name}:1", "--to-offset", "2", "--execute", bootstrap=b))
+    ok(cli("groups", "reset-offsets", group, "--topic", f"{name}:1", "--to-offset", "2", "--execute",
+    bootstrap=b))
     out = ok(cli("consume", name, "-g", group, "-p", "1", "-e", bootstrap=b)).stdout
     assert out == "b2\nb3\n"
 

@@ -24,7 +24,9 @@ def test_perf_produce_and_consume(broker: BrokerProcess) -> None:
     assert out.startswith("3,000 records sent,") and "records/sec" in out and "MB/sec" in out
     for fig in ("ms avg latency", "ms max latency", "ms 50th", "ms 95th", "ms 99th", "ms 99.9th"):
         assert fig in out, (fig, out)
-    s = js(cli("perf", "produce", name, "-n", "1000", "-s", "50", "--throughput", "2000", "--json", bootstrap=b))
+    s = js(
+        cli("perf", "produce", name, "-n", "1000", "-s", "50", "--throughput", "2000", "--json", bootstrap=b)
+    )
     assert s["records"] == 1000 and s["acknowledged"] == 1000 and s["errors"] == 0
     assert s["seconds"] >= 0.4  # the cap holds (1000 records at 2000/s)
     assert 0 < s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["p99_9_ms"] <= s["max_ms"]
@@ -91,7 +93,9 @@ def test_metrics_endpoint(module_broker_factory: Callable[..., BrokerProcess]) -
     produce_before = before.get(("kafka_network_requestmetrics_requests_total", (("request", "Produce"),)), 0)
     assert val("kafka_network_requestmetrics_requests_total", (("request", "Produce"),)) > produce_before
     assert val("kafka_network_requestmetrics_totaltimems_count", (("request", "Produce"),)) >= 1
-    assert val("kafka_network_requestmetrics_totaltimems_bucket", (("request", "Produce"), ("le", "+Inf"))) >= 1
+    assert (
+        val("kafka_network_requestmetrics_totaltimems_bucket", (("request", "Produce"), ("le", "+Inf"))) >= 1
+    )
     # gauges from the logs
     p0 = (("partition", "0"), ("topic", name))
     assert val("kafka_log_log_logendoffset", p0) == 50

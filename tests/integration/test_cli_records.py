@@ -25,7 +25,11 @@ def test_file_round_trip_text_and_json(broker: BrokerProcess, tmp_path: Path) ->
     b = broker.bootstrap
     name = unique_topic("cli-rt")
     ok(cli("topics", "create", name, "-p", "1", bootstrap=b))
-    records = [f"line {i} ünïcode ✓".encode() for i in range(300)] + [b"", b"\xff\xfe\x00binary\x80", b"tab\there"]
+    records = [f"line {i} ünïcode ✓".encode() for i in range(300)] + [
+        b"",
+        b"\xff\xfe\x00binary\x80",
+        b"tab\there",
+    ]
     data = b"\n".join(records) + b"\n"
     f = tmp_path / "in.txt"
     f.write_bytes(data)
@@ -33,8 +37,12 @@ def test_file_round_trip_text_and_json(broker: BrokerProcess, tmp_path: Path) ->
     summary = json.loads(p.stdout)
     assert summary == {**summary, "records": len(records), "delivered": len(records), "failed": 0}
 
-    raw = subprocess.run(check=False, args=moldau_command() + ["consume", name, "--from-beginning", "-e", "-b", b],
-                         capture_output=True, timeout=60)
+    raw = subprocess.run(
+        check=False,
+        args=moldau_command() + ["consume", name, "--from-beginning", "-e", "-b", b],
+        capture_output=True,
+        timeout=60,
+    )
     assert raw.returncode == 0, raw.stderr
     assert raw.stdout == data  # byte-exact, binary record included
 

@@ -108,7 +108,9 @@ def test_bootstrap_from_environment(broker: BrokerProcess) -> None:
     assert isinstance(js(p), list)
     # the default (localhost:9092) is used without either; an explicit dead address fails in one line
     port = free_port()
-    line = one_line_error(cli("topics", "list", bootstrap=None, env={"MOLDAU_BOOTSTRAP": f"127.0.0.1:{port}"}))
+    line = one_line_error(
+        cli("topics", "list", bootstrap=None, env={"MOLDAU_BOOTSTRAP": f"127.0.0.1:{port}"})
+    )
     assert f"127.0.0.1:{port}" in line
 
 
@@ -145,7 +147,9 @@ def test_command_config_passed_to_client(broker: BrokerProcess, tmp_path: Any) -
                              bootstrap=broker.bootstrap)), list)
     bad = tmp_path / "bad.properties"
     bad.write_text("request.timeout.ms=soon\n")
-    line = one_line_error(cli("topics", "list", "--command-config", str(bad), bootstrap=broker.bootstrap), code=2)
+    line = one_line_error(
+        cli("topics", "list", "--command-config", str(bad), bootstrap=broker.bootstrap), code=2
+    )
     assert "request.timeout.ms" in line
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from clients import AioKafka, Confluent, Kcat, KafkaPython, assert_same, make_records
+from clients import AioKafka, Confluent, KafkaPython, Kcat, assert_same, make_records
 from kafkautil import consume_confluent
 
 OLD_FORMAT_GAP = pytest.mark.tansu_gap(

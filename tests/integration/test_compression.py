@@ -11,8 +11,7 @@ import dataclasses
 import zlib
 
 import pytest
-
-from clients import AioKafka, Caps, Client, Confluent, Kcat, KafkaPython, assert_same, make_records
+from clients import AioKafka, Caps, Client, Confluent, KafkaPython, Kcat, assert_same, make_records
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 OLD_FORMAT_GAP = pytest.mark.tansu_gap("tansu rejects legacy message formats / Produce v0-v2")
@@ -35,7 +34,9 @@ def _run(broker, make_topic, writer: Client, reader: Client, codec: str, partiti
          per_partition: int = 60) -> None:
     topic = make_topic(partitions)
     caps = _caps(writer, reader)
-    specs = make_records(partitions, per_partition, caps, seed=zlib.crc32(f"{writer}{reader}{codec}".encode()))
+    specs = make_records(
+        partitions, per_partition, caps, seed=zlib.crc32(f"{writer}{reader}{codec}".encode())
+    )
     if isinstance(writer, Kcat):
         specs = writer.headers_for(specs)
     writer.produce(broker.bootstrap, topic, specs, compression=codec)

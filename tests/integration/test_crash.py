@@ -5,6 +5,7 @@ moldau-only: the reference broker (tansu) keeps everything in memory.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import struct
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic, watermarks
 
 pytestmark = pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts")
@@ -38,6 +38,9 @@ class BackgroundProducer:
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
             "message.timeout.ms": 60000, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
             "retry.backoff.ms": 50,
+            # the broker is killed under this producer on purpose: its connection errors go to logging
+            # (captured by pytest) instead of librdkafka's stderr
+            "logger": logging.getLogger("test_crash.background_producer"),
         })
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -53,7 +56,9 @@ class BackgroundProducer:
         while not self._stop.is_set() and self.produced < self.limit:
             part = self.produced % self.partitions
             try:
-                self.p.produce(self.topic, value=_seq_value(part, seqs[part]), partition=part, on_delivery=self._cb)
+                self.p.produce(
+                    self.topic, value=_seq_value(part, seqs[part]), partition=part, on_delivery=self._cb
+                )
             except BufferError:
                 self.p.poll(0.05)
                 continue
@@ -142,6 +147,7 @@ def test_torn_tail_is_truncated(fresh_broker, damage):
         for i in range(10):
             p.produce(topic, value=b"r%03d" % (chunk * 10 + i), partition=0)
         assert p.flush(15) == 0
+    del p  # flushed: released before the kill (a live client would keep reconnecting)
     b.kill9()
 
     seg = _active_segment(b.data_dir, topic, 0)
@@ -172,8 +178,12 @@ def test_torn_tail_is_truncated(fresh_broker, damage):
     recs = read_all_confluent(b.bootstrap, topic, 1)
     assert [(r.offset, r.value) for r in recs] == [(o, b"r%03d" % o) for o in range(expected)]
 
-    delivered = produce_confluent(b.bootstrap, topic, [dict(value=b"after-%d" % i, partition=0) for i in range(5)],
-                                  conf={"acks": "all", "linger.ms": 5000})  # one batch, sent by flush()
+    delivered = produce_confluent(
+        b.bootstrap,
+        topic,
+        [dict(value=b"after-%d" % i, partition=0) for i in range(5)],
+        conf={"acks": "all", "linger.ms": 5000},
+    )  # one batch, sent by flush()
     assert sorted(m.offset() for m in delivered) == list(range(expected, expected + 5))
     recs = read_all_confluent(b.bootstrap, topic, 1)
     assert [r.offset for r in recs] == list(range(expected + 5))
@@ -229,6 +239,7 @@ def test_deleted_topic_stays_deleted_after_crash(fresh_broker):
 
     a = admin(b.bootstrap)
     a.delete_topics([gone])[gone].result(timeout=15)
+    del a  # released before the kill (a live client would keep reconnecting)
     b.kill9()
     b.restart()
     topics = admin(b.bootstrap).list_topics(timeout=10).topics

@@ -11,10 +11,10 @@ batches (same producer id, epoch and sequence), and the broker must recognise th
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
-
 from brokerproc import free_port
 from faultproxy import FaultProxy
 from kafkautil import consume_confluent, create_topic, read_all_confluent, unique_topic
@@ -34,6 +34,9 @@ def produce_confluent_idem(bootstrap: str, topic: str, n: int, chunk: int) -> No
         "bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2,
         "retry.backoff.ms": 50, "reconnect.backoff.ms": 20, "socket.timeout.ms": 10000,
         "request.timeout.ms": 10000, "message.timeout.ms": 60000,
+        # the fault proxy drops connections under this producer on purpose: its disconnects go to logging
+        # (captured by pytest) instead of librdkafka's stderr
+        "logger": logging.getLogger("test_idempotent.producer"),
     })
     for i in range(n):
         part = i % PARTITIONS
@@ -77,7 +80,9 @@ def produce_aiokafka_idem(bootstrap: str, topic: str, n: int, chunk: int) -> Non
             futs = []
             for i in range(n):
                 part = i % PARTITIONS
-                futs.append(await p.send(topic, value=_value(part, i // PARTITIONS), key=b"k", partition=part))
+                futs.append(
+                    await p.send(topic, value=_value(part, i // PARTITIONS), key=b"k", partition=part)
+                )
                 if i % chunk == chunk - 1:
                     await p.flush()
             await p.flush()
@@ -139,7 +144,9 @@ def test_idempotent_retry_after_lost_responses(proxied, produce):
     t0 = time.monotonic()
     produce(proxy.bootstrap, topic, n, chunk=60)
     proxy.disarm()
-    assert proxy.drops >= 1, f"no Produce response was dropped ({proxy.produce_responses} seen): test is vacuous"
+    assert proxy.drops >= 1, (
+        f"no Produce response was dropped ({proxy.produce_responses} seen): test is vacuous"
+    )
     assert time.monotonic() - t0 < 60
     _check_exactly_once_in_order(proxy.bootstrap, topic, n)
     assert broker.alive()
@@ -155,7 +162,8 @@ def test_control_non_idempotent_producer_duplicates(proxied):
     proxy.arm(drop_every=3, max_drops=3)
     p = Producer({"bootstrap.servers": proxy.bootstrap, "enable.idempotence": False, "acks": "all",
                   "linger.ms": 2, "retry.backoff.ms": 50, "reconnect.backoff.ms": 20,
-                  "max.in.flight.requests.per.connection": 1})
+                  "max.in.flight.requests.per.connection": 1,
+                  "logger": logging.getLogger("test_idempotent.producer")})  # disconnects: see above
     n = 600
     for i in range(n):
         p.produce(topic, value=b"%06d" % i, partition=0)

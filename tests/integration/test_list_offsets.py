@@ -11,7 +11,6 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
-
 from kafkautil import admin, consume_confluent, watermarks
 
 LATEST_GAP = pytest.mark.tansu_gap("tansu answers latest = last batch's base offset + 1 (the pitfall)")
@@ -105,7 +104,8 @@ def _expected(ts: list[int], target: int) -> int:
 @TIME_GAP
 def test_confluent_offsets_for_times(broker, timed_topic):
     topic, t0, ts = timed_topic
-    targets = [t0 - 1000, t0, t0 + 1, t0 + 40, t0 + 45, t0 + 50, t0 + 55, t0 + 60, t0 + 125, ts[-1], ts[-1] + 1]
+    targets = [t0 - 1000, t0, t0 + 1, t0 + 40, t0 + 45, t0 + 50, t0 + 55, t0 + 60, t0 + 125, ts[-1],
+               ts[-1] + 1]
     expected = [_expected(ts, t) for t in targets]
     assert expected[:3] == [0, 0, 1] and expected[-1] == -1  # sanity of the oracle
     got = _confluent_times(broker.bootstrap, topic, targets)

@@ -7,7 +7,6 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-
 from kafkautil import produce_confluent
 from rawkafka import RawConnection, fetch_request
 
@@ -53,7 +52,9 @@ def test_fetch_returns_as_soon_as_a_record_is_produced(broker, make_topic):
     result: dict = {}
     th = _fetch_in_background(broker.bootstrap, topic, 5000, result)
     time.sleep(0.8)  # the fetch is parked at the broker
-    assert "resp" not in result and "error" not in result, f"fetch on an empty partition returned early: {result}"
+    assert "resp" not in result and "error" not in result, (
+        f"fetch on an empty partition returned early: {result}"
+    )
     produced_at = time.monotonic()
     produce_confluent(broker.bootstrap, topic, [dict(value=b"wake-up", partition=0)], conf={"linger.ms": 0})
     th.join(10)
@@ -95,7 +96,9 @@ def test_fetch_with_data_does_not_wait(broker, make_topic):
 def test_consumer_latency_with_long_fetch_wait(broker, make_topic):
     """A confluent-kafka consumer with fetch.wait.max.ms=5000 sees a new record within a second."""
     topic = make_topic(1)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lp-" + topic, "fetch.wait.max.ms": 5000})
+    c = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "lp-" + topic, "fetch.wait.max.ms": 5000}
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         t0 = time.monotonic()

@@ -90,7 +90,9 @@ def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, st
     for name, pw in users.items():
         store.add_password(name, pw)
     base = {
-        "listeners": ",".join(["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]),
+        "listeners": ",".join(
+            ["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]
+        ),
         "ssl.certificate.location": str(certs / "broker.pem"),
         "ssl.key.location": str(certs / "broker.key"),
         "ssl.ca.location": str(certs / "ca.pem"),
@@ -252,7 +254,8 @@ def aiokafka_roundtrip(s: Secured, listener: str, mech: str, topic: str, n: int 
 EXPECTED = [f"v{i}".encode() for i in range(5)]
 
 
-# ------------------------------------------------------------------------------------------------ raw protocol
+# ------------------------------------------------------------------------------------------------ raw
+# protocol
 
 class Raw:
     """A raw blocking connection for protocol-level checks."""
@@ -349,7 +352,10 @@ def test_kafka_python_sasl_ssl(secure: Secured, mech: str) -> None:
 def test_kafka_python_sasl_plaintext_scram(secure: Secured) -> None:
     topic = _topic()
     _create(secure.rdkafka("PLAINTEXT"), topic)
-    assert kafka_python_roundtrip(kafka_python_conf(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256"), topic) == EXPECTED
+    assert (
+        kafka_python_roundtrip(kafka_python_conf(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256"), topic)
+        == EXPECTED
+    )
 
 
 @pytest.mark.parametrize("mech", MECHS)
@@ -383,8 +389,9 @@ def test_ssl_client_certificates(secure: Secured) -> None:
         p.produce(topic, b"nope", on_delivery=lambda err, msg: delivery.append(err))
         p.flush(6)
         assert delivery and delivery[0] is not None and delivery[0].code() == KafkaError._MSG_TIMED_OUT
-        assert errors and all(e.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN)
-                              for e in errors), errors
+        assert errors and all(
+            e.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN) for e in errors
+        ), errors
     # the raw TLS handshake itself is refused for the other CA's certificate
     ctx = ssl.create_default_context(cafile=str(secure.certs / "ca.pem"))
     ctx.load_cert_chain(str(other / "mallory.pem"), str(other / "mallory.key"))
@@ -433,8 +440,13 @@ def test_wrong_password_kafka_python_and_aiokafka(secure: Secured, caplog: pytes
     caplog.clear()
 
     async def aio() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=secure.addr("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="PLAIN", sasl_plain_username=ALICE, sasl_plain_password="wrong")
+        p = AIOKafkaProducer(
+            bootstrap_servers=secure.addr("SASL_PLAINTEXT"),
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username=ALICE,
+            sasl_plain_password="wrong",
+        )
         try:
             await p.start()
         finally:
@@ -470,8 +482,18 @@ def test_kcat_sasl_ssl_and_ssl(secure: Secured, kcat: str) -> None:
     for mech in MECHS:
         topic = _topic("kcat")
         _create(secure.rdkafka("PLAINTEXT"), topic)
-        x = ["-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanisms={mech}", "-X", f"sasl.username={ALICE}",
-             "-X", f"sasl.password={ALICE_PW}", "-X", f"ssl.ca.location={secure.certs / 'ca.pem'}"]
+        x = [
+            "-X",
+            "security.protocol=SASL_SSL",
+            "-X",
+            f"sasl.mechanisms={mech}",
+            "-X",
+            f"sasl.username={ALICE}",
+            "-X",
+            f"sasl.password={ALICE_PW}",
+            "-X",
+            f"ssl.ca.location={secure.certs / 'ca.pem'}",
+        ]
         b = ["-b", secure.addr("SASL_SSL")]
         subprocess.run([kcat, *b, *x, "-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=30)
         out = subprocess.run([kcat, *b, *x, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
@@ -487,9 +509,15 @@ def test_kcat_sasl_ssl_and_ssl(secure: Secured, kcat: str) -> None:
     x = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={secure.certs / 'ca.pem'}",
          "-X", f"ssl.certificate.location={secure.certs / 'alice.pem'}",
          "-X", f"ssl.key.location={secure.certs / 'alice.key'}"]
-    subprocess.run([kcat, "-b", secure.addr("SSL"), *x, "-P", "-t", topic], input=b"tls\n", check=True, timeout=30)
-    out = subprocess.run([kcat, "-b", secure.addr("SSL"), *x, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
-                         capture_output=True, check=True, timeout=30)
+    subprocess.run(
+        [kcat, "-b", secure.addr("SSL"), *x, "-P", "-t", topic], input=b"tls\n", check=True, timeout=30
+    )
+    out = subprocess.run(
+        [kcat, "-b", secure.addr("SSL"), *x, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
     assert out.stdout.split() == [b"tls"]
 
 
@@ -509,7 +537,8 @@ def test_unauthenticated_requests_close_the_connection(secure: Secured) -> None:
     records = batch.build()
     real = {
         0: (3, m.ProduceRequest.new(acks=-1, timeout_ms=5000, topic_data=[m.ProduceRequest.TopicProduceData(
-            name=existing, partition_data=[m.ProduceRequest.PartitionProduceData(index=0, records=records)])])),
+            name=existing, partition_data=[m.ProduceRequest.PartitionProduceData(index=0,
+            records=records)])])),
         1: (4, m.FetchRequest.new(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
             m.FetchRequest.FetchTopic(topic=existing, partitions=[m.FetchRequest.FetchPartition(
                 partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])),
@@ -671,10 +700,22 @@ def test_users_online_through_admin_apis(acl_broker: Secured) -> None:
         timeout=TIMEOUT)
     assert md.brokers
     # the CLI, online, authenticating as admin over SASL_SSL
-    x = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", f"sasl.username={ADMIN}",
-         "-X", f"sasl.password={ADMIN_PW}", "-X", f"ssl.ca.location={acl_broker.certs / 'ca.pem'}"]
+    x = [
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "-X",
+        f"sasl.username={ADMIN}",
+        "-X",
+        f"sasl.password={ADMIN_PW}",
+        "-X",
+        f"ssl.ca.location={acl_broker.certs / 'ca.pem'}",
+    ]
     run = lambda *a: subprocess.run([*moldau_command(), *a], capture_output=True, text=True, timeout=30)  # noqa: E731
-    out = run("users", "add", "dave", "--password", "dave-pw", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
+    out = run(
+        "users", "add", "dave", "--password", "dave-pw", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x
+    )
     assert out.returncode == 0, out.stderr
     out = run("users", "list", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
     assert "dave\tSCRAM-SHA-256 (4096 iterations), SCRAM-SHA-512 (4096 iterations)" in out.stdout, out
@@ -765,9 +806,17 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
     assert isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, err
 
     # DescribeAcls with a filter
-    found = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
-                                                 None, AclOperation.ANY, AclPermissionType.ANY)).result(
-        timeout=TIMEOUT)
+    found = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            "User:alice",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(timeout=TIMEOUT)
     assert {(x.name, x.operation) for x in found} == {(a, AclOperation.WRITE), (a, AclOperation.READ),
                                                      (group, AclOperation.READ)}
 
@@ -784,12 +833,14 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
     err = _consume_error(alice, a, group)
     assert isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     assert _produce_error(alice, a) is None
-    assert len(admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+    assert len(admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None,
+                                                    None,
                                                     AclOperation.ANY, AclPermissionType.ANY)).result(
         timeout=TIMEOUT)) >= 4
 
     # DeleteAcls removes the deny: reading works again
-    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "acl-a", ResourcePatternType.PREFIXED, None,
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "acl-a", ResourcePatternType.PREFIXED,
+                                                  None,
                                                   None, AclOperation.ANY, AclPermissionType.DENY)])
     assert len(list(deleted.values())[0].result(timeout=TIMEOUT)) == 1
     assert _consume_error(alice, a, group) == b"x"
@@ -816,8 +867,13 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
     cert_alice = acl_broker.rdkafka("SSL", cert="alice")
     err = _produce_error(cert_alice, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    ka = KafkaAdminClient(bootstrap_servers=acl_broker.addr("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
-                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN, sasl_plain_password=ADMIN_PW)
+    ka = KafkaAdminClient(
+        bootstrap_servers=acl_broker.addr("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username=ADMIN,
+        sasl_plain_password=ADMIN_PW,
+    )
     try:
         acl = ACL(principal="User:CN=alice", host="*", operation=ACLOperation.WRITE,
                   permission_type=ACLPermissionType.ALLOW,
@@ -840,26 +896,55 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
 
 
 def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> None:
-    x = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN", "-X", f"sasl.username={ADMIN}",
-         "-X", f"sasl.password={ADMIN_PW}"]
+    x = [
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanism=PLAIN",
+        "-X",
+        f"sasl.username={ADMIN}",
+        "-X",
+        f"sasl.password={ADMIN_PW}",
+    ]
     t = _topic("cli-acl")
     _create(acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", ADMIN, ADMIN_PW), t)
     run = lambda *a: subprocess.run([*moldau_command(), "acls", *a], capture_output=True, text=True,  # noqa: E731
                                     timeout=30)
-    out = run("add", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--allow-principal", "User:bob",
-              "--operation", "Write", "--topic", t)
+    out = run(
+        "add",
+        "--bootstrap-server",
+        acl_broker.addr("SASL_PLAINTEXT"),
+        *x,
+        "--allow-principal",
+        "User:bob",
+        "--operation",
+        "Write",
+        "--topic",
+        t,
+    )
     assert out.returncode == 0, out.stderr
     bob = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", "bob", "bob-pw")
     assert _produce_error(bob, t) is None
     out = run("list", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob")
     assert f"TOPIC:LITERAL:{t}\tUser:bob\tALLOW\tWRITE" in out.stdout, out
-    out = run("remove", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob")
+    out = run(
+        "remove", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob"
+    )
     assert out.returncode == 0
     err = _produce_error(bob, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # offline, on the running broker's data dir: picked up within a second
-    out = run("add", "--data-dir", str(acl_broker.proc.data_dir), "--allow-principal", "User:bob", "--operation",
-              "write", "--topic", t)
+    out = run(
+        "add",
+        "--data-dir",
+        str(acl_broker.proc.data_dir),
+        "--allow-principal",
+        "User:bob",
+        "--operation",
+        "write",
+        "--topic",
+        t,
+    )
     assert out.returncode == 0, out.stderr
     time.sleep(1.2)
     assert _produce_error(bob, t) is None

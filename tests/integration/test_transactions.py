@@ -6,6 +6,7 @@ transaction, and the last stable offset / aborted-transaction list at the protoc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -34,9 +35,14 @@ def _txid(prefix: str = "tx") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+# The tests fence, time out and kill -9 transactional producers on purpose: their fatal errors and reconnect
+# attempts go to logging (captured by pytest) instead of librdkafka's stderr.
+_TXN_LOG = {"logger": logging.getLogger("test_transactions.producer")}
+
+
 def txn_producer(bootstrap: str, txid: str, **conf: Any) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txid, "linger.ms": 2,
-                  "retry.backoff.ms": 50, **conf})
+                  "retry.backoff.ms": 50, **_TXN_LOG, **conf})
     p.init_transactions(20)
     return p
 
@@ -237,7 +243,7 @@ def test_transaction_timeout_aborts_and_fences(txn_broker):
 
 def test_invalid_transaction_timeout_is_refused(txn_broker):
     p = Producer({"bootstrap.servers": txn_broker.bootstrap, "transactional.id": _txid("big"),
-                  "transaction.timeout.ms": 900001})
+                  "transaction.timeout.ms": 900001, **_TXN_LOG})
     with pytest.raises(KafkaException) as info:
         p.init_transactions(10)
     assert info.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
@@ -247,7 +253,8 @@ def test_invalid_transaction_timeout_is_refused(txn_broker):
 
 
 def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
-    """(ListOffsets latest read_committed, ListOffsets latest read_uncommitted) via kafka-python's protocol."""
+    """(ListOffsets latest read_committed, ListOffsets latest read_uncommitted) via kafka-python's
+    protocol."""
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
     from rawkafka import RawConnection
 
@@ -271,7 +278,8 @@ def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isola
 
     T = FetchRequest.FetchTopic
     P = T.FetchPartition
-    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                       isolation_level=isolation,
                        session_id=0, session_epoch=-1,
                        topics=[T(topic=topic, partitions=[P(partition=partition, current_leader_epoch=-1,
                                                             fetch_offset=offset, log_start_offset=-1,
@@ -473,7 +481,8 @@ def _key(txid: str) -> bytes:
     return encode_key(txid)
 
 
-# ------------------------------------------------------------------------------------------------ exactly once
+# ------------------------------------------------------------------------------------------------ exactly
+# once
 
 WORKERS = {
     "confluent": textwrap.dedent("""
@@ -608,7 +617,9 @@ def test_consume_transform_produce_exactly_once_across_kill9(txn_broker, tmp_pat
     w.wait(10)
     w.stdout.close()
 
-    w2 = _start_worker(tmp_path, client, args)  # same transactional id: fences and aborts the dead one's transaction
+    w2 = _start_worker(
+        tmp_path, client, args
+    )  # same transactional id: fences and aborts the dead one's transaction
     try:
         out, _ = w2.communicate(timeout=120)
     finally:
@@ -653,12 +664,16 @@ def test_consume_transform_produce_with_a_subscribed_consumer(txn_broker, tmp_pa
     assert outs == sorted(f"out:v{i}".encode() for i in range(200))
     c = Consumer({"bootstrap.servers": bs, "group.id": group})
     try:
-        assert [tp.offset for tp in c.committed([TopicPartition(src, i) for i in range(2)], timeout=10)] == [100, 100]
+        assert [tp.offset for tp in c.committed([TopicPartition(src, i) for i in range(2)], timeout=10)] == [
+            100,
+            100,
+        ]
     finally:
         c.close()
 
 
-# ------------------------------------------------------------------------------------------------ other clients
+# ------------------------------------------------------------------------------------------------ other
+# clients
 
 
 def test_kafka_python_transactional_producer(txn_broker):
@@ -762,6 +777,7 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory):
     p.abort_transaction(10)
     assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
     c.close()
+    del p  # its transactions are complete: released before the kill
     b.kill9()
     b.start()
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
@@ -771,7 +787,8 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory):
         c.close()
 
 
-# ------------------------------------------------------------------------------------------------ moldau client
+# ------------------------------------------------------------------------------------------------ moldau
+# client
 
 
 def test_moldau_transactional_producer_commit_abort(txn_broker):
@@ -881,7 +898,8 @@ def test_moldau_transaction_across_a_broker_restart(broker_factory):
     assert values(read_moldau(bs, topic, 1, "read_committed", 2)) == [b"again", b"kept"]
 
 
-# ------------------------------------------------------------------------------------------------ every version
+# ------------------------------------------------------------------------------------------------ every
+# version
 
 
 def _txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
@@ -930,7 +948,11 @@ def test_every_version_of_the_transaction_apis(txn_broker):
                                                       v3_and_below_producer_epoch=epoch,
                                                       v3_and_below_topics=[T(name=topic, partitions=[0])]),
                             AddPartitionsToTxnResponse, min(step, 3))
-            codes = [p.partition_error_code for t in add.results_by_topic_v3_and_below for p in t.results_by_partition]
+            codes = [
+                p.partition_error_code
+                for t in add.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            ]
             assert codes == [0], (step, add)
             vals = [f"s{step}-{i}".encode() for i in range(3)]
             PT = ProduceRequest.TopicProduceData
@@ -938,12 +960,18 @@ def test_every_version_of_the_transaction_apis(txn_broker):
                 PT(name=topic, partition_data=[PT.PartitionProduceData(index=0, records=_txn_batch(
                     pid, epoch, 0, vals))])]), ProduceResponse, 9)
             assert prod.responses[0].partition_responses[0].error_code == 0
-            off = conn.call(AddOffsetsToTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
-                                                   group_id=group), AddOffsetsToTxnResponse, min(step, 4))
+            off = conn.call(
+                AddOffsetsToTxnRequest(
+                    transactional_id=txid, producer_id=pid, producer_epoch=epoch, group_id=group
+                ),
+                AddOffsetsToTxnResponse,
+                min(step, 4),
+            )
             assert off.error_code == 0, (step, off)
             OT = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
             toc = conn.call(TxnOffsetCommitRequest(
-                transactional_id=txid, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+                transactional_id=txid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                generation_id=-1,
                 member_id="", group_instance_id=None,
                 topics=[OT(name=topic, partitions=[OT.TxnOffsetCommitRequestPartition(
                     partition_index=0, committed_offset=100 + step, committed_leader_epoch=-1,
@@ -954,8 +982,15 @@ def test_every_version_of_the_transaction_apis(txn_broker):
             assert end.error_code == 0, (step, end)
             if step != 3:
                 expected += vals
-            of = conn.call(OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
-                name=topic, partition_indexes=[0])], require_stable=True), OffsetFetchResponse, 7)
+            of = conn.call(
+                OffsetFetchRequest(
+                    group_id=group,
+                    topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
+                    require_stable=True,
+                ),
+                OffsetFetchResponse,
+                7,
+            )
             got = of.topics[0].partitions[0].committed_offset
             assert got == (-1 if step == 3 else 100 + step), (step, of)
     assert values(read_confluent(bs, topic, 1, "read_committed")) == sorted(expected)
@@ -1016,7 +1051,8 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
     with RawConnection.to(bs) as conn:
         for version in (0, 1, 2):
             stale = conn.call(WriteTxnMarkersRequest(markers=[W(
-                producer_id=desc.producer_id, producer_epoch=desc.producer_epoch - 1, transaction_result=False,
+                producer_id=desc.producer_id, producer_epoch=desc.producer_epoch - 1,
+                transaction_result=False,
                 topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[2])],
                 coordinator_epoch=desc.coordinator_epoch, transaction_version=0)]), WriteTxnMarkersResponse,
                 version)

@@ -12,7 +12,11 @@ from kafkautil import produce_confluent
 
 
 def reader(spark: Any, bootstrap: str, stream: bool = False, **options: str) -> Any:
-    r = (spark.readStream if stream else spark.read).format("moldau").option("kafka.bootstrap.servers", bootstrap)
+    r = (
+        (spark.readStream if stream else spark.read)
+        .format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+    )
     for k, v in options.items():
         r = r.option(k, v)
     return r
@@ -34,7 +38,12 @@ def random_records(n: int, partitions: int, seed: int = 7) -> list[dict]:
         r["key"] = None if i % 4 == 0 else rng.randbytes(rng.randint(0, 20))
         r["value"] = None if i % 97 == 0 else (b"" if i % 53 == 0 else os.urandom(rng.randint(1, 300)))
         if i % 3 == 0:
-            r["headers"] = [("trace", rng.randbytes(8)), ("empty", b""), ("none", None), ("ü-key", b"\x00\xff")]
+            r["headers"] = [
+                ("trace", rng.randbytes(8)),
+                ("empty", b""),
+                ("none", None),
+                ("ü-key", b"\x00\xff"),
+            ]
         out.append(r)
     return out
 

@@ -33,7 +33,9 @@ def test_batch_read_exact_bytes_written_by_confluent(spark, bootstrap, make_topi
         assert r["key"] == m.key()
         assert r["value"] == m.value()
         assert r["key"] == sent[(m.partition(), m.offset())]["key"]
-        assert [(h["key"], h["value"]) for h in r["headers"]] == sent[(m.partition(), m.offset())].get("headers", [])
+        assert [(h["key"], h["value"]) for h in r["headers"]] == sent[(m.partition(), m.offset())].get(
+            "headers", []
+        )
         ts_type, ts = m.timestamp()
         assert r["timestampType"] == 0 == ts_type - 1  # confluent: 1 = CreateTime
         assert int(r["timestamp"].replace(tzinfo=UTC).timestamp() * 1000) == ts or \
@@ -44,7 +46,11 @@ def test_tuple_path_reads_the_same_rows(spark, bootstrap, make_topic):
     topic = make_topic(3)
     produce_confluent(bootstrap, topic, random_records(400, 3, seed=11))
     arrow = reader(spark, bootstrap, subscribe=topic, includeHeaders="true").load().collect()
-    rows = reader(spark, bootstrap, subscribe=topic, includeHeaders="true", **{"moldau.arrow": "false"}).load().collect()
+    rows = (
+        reader(spark, bootstrap, subscribe=topic, includeHeaders="true", **{"moldau.arrow": "false"})
+        .load()
+        .collect()
+    )
     assert len(arrow) == 400
     assert rows_by_position(arrow) == rows_by_position(rows)
 
@@ -56,7 +62,9 @@ def test_starting_and_ending_offsets_json(spark, bootstrap, make_topic):
     end = json.dumps({topic: {"0": 20, "1": 5, "2": -1}})
     df = reader(spark, bootstrap, subscribe=topic, startingOffsets=start, endingOffsets=end).load()
     got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
-    want = sorted([(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)] + [(2, o) for o in range(50, 100)])
+    want = sorted(
+        [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)] + [(2, o) for o in range(50, 100)]
+    )
     assert got == want
 
 

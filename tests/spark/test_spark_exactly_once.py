@@ -144,7 +144,9 @@ def test_reader_read_committed_skips_aborted_and_stops_at_open_transactions(spar
     pending = send(opener, "open", 6) + send(plain, "late", 4)
     try:
         def values(iso: str, arrow: str) -> list[bytes]:
-            df = reader(spark, bootstrap, subscribe=t, **{"kafka.isolation.level": iso, "moldau.arrow": arrow}).load()
+            df = reader(
+                spark, bootstrap, subscribe=t, **{"kafka.isolation.level": iso, "moldau.arrow": arrow}
+            ).load()
             return [bytes(r.value) for r in df.select("value").collect()]
 
         for arrow in ("true", "false"):

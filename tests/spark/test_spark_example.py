@@ -31,7 +31,9 @@ def test_clickstream_pipeline_matches_pure_python(spark, bootstrap, topic, tmp_p
     n = 6_000
     assert cs.generate(bootstrap, n, seed=9, clicks=clicks) == n + 1
     out = str(tmp_path / "out")
-    q = cs.start_job(spark, bootstrap, out, str(tmp_path / "cp"), max_offsets=2_500, clicks=clicks, counts=counts)
+    q = cs.start_job(
+        spark, bootstrap, out, str(tmp_path / "cp"), max_offsets=2_500, clicks=clicks, counts=counts
+    )
     q.awaitTermination(300)
     assert q.exception() is None
     assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [2_500, 2_500, 1_001]

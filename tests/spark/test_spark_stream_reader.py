@@ -39,7 +39,9 @@ def test_initial_offset_resolved_once_and_latest_offset_json(bootstrap, make_top
 
 def test_min_offsets_per_trigger_waits_then_max_trigger_delay_fires(bootstrap, make_topic):
     topic = make_topic(2)
-    r = _reader(bootstrap, topic, startingOffsets="earliest", minOffsetsPerTrigger="100", maxTriggerDelay="1s")
+    r = _reader(
+        bootstrap, topic, startingOffsets="earliest", minOffsetsPerTrigger="100", maxTriggerDelay="1s"
+    )
     assert r.getDefaultReadLimit() == ReadMinRows(100)
     start = r.initialOffset()
     produce_values(bootstrap, topic, 40, 2)
@@ -106,8 +108,9 @@ def test_task_reading_deleted_offsets_follows_fail_on_data_loss(bootstrap, make_
         f.result(30)
 
     def task(fail: str, start: int, end: int) -> KafkaInputPartition:
-        o = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "failOnDataLoss": fail},
-                                 streaming=True)
+        o = parse_source_options(
+            {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "failOnDataLoss": fail}, streaming=True
+        )
         return KafkaInputPartition(0, OffsetRange(topic, 0, start, end), o)
 
     with pytest.raises(DataLossError, match="were deleted"):

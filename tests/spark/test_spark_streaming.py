@@ -14,8 +14,13 @@ from spark_helpers import produce_values, reader
 
 def _run_available_now(spark, bootstrap, topic, out, checkpoint, trigger=None, **options):
     df = reader(spark, bootstrap, stream=True, subscribe=topic, **options).load()
-    q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
-         .trigger(**(trigger or {"availableNow": True})).start())
+    q = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**(trigger or {"availableNow": True}))
+        .start()
+    )
     q.awaitTermination(180)
     assert not q.isActive
     if q.exception() is not None:
@@ -53,8 +58,11 @@ def test_available_now_checkpoint_restart_no_duplicates_no_gaps(spark, bootstrap
 
 def test_max_offsets_per_trigger_uneven_partitions(spark, bootstrap, make_topic, tmp_path):
     topic = make_topic(3)
-    produce_confluent(bootstrap, topic, ({"value": b"%d" % i, "partition": 0 if i < 700 else (1 if i < 950 else 2)}
-                                         for i in range(1000)))
+    produce_confluent(
+        bootstrap,
+        topic,
+        ({"value": b"%d" % i, "partition": 0 if i < 700 else (1 if i < 950 else 2)} for i in range(1000)),
+    )
     sizes = _run_available_now(spark, bootstrap, topic, tmp_path / "out", tmp_path / "cp",
                                startingOffsets="earliest", maxOffsetsPerTrigger="300")
     sizes = [s for s in sizes if s]
@@ -76,8 +84,13 @@ def test_processing_time_trigger_stop_and_restart(spark, bootstrap, make_topic, 
 
     def start():
         df = reader(spark, bootstrap, stream=True, subscribe=topic, maxOffsetsPerTrigger="25000").load()
-        return (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(cp))
-                .trigger(processingTime="200 milliseconds").start())
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(cp))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
 
     def rows_read(q):
         return sum(p["numInputRows"] for p in q.recentProgress)

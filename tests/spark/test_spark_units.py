@@ -12,16 +12,16 @@ pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 pytest.importorskip("pyspark")
 
-from moldau.protocol.records import (
+from moldau.protocol.records import (  # noqa: E402 - after the importorskip guards
     BatchBuilder,
     InvalidRecordError,
     codec_id,
     decode_batch,
     parse_batch_header,
 )
-from moldau.spark.arrow import ColumnBuilder, arrow_schema
-from moldau.spark.options import OptionError, parse_sink_options, parse_source_options
-from moldau.spark.planning import (
+from moldau.spark.arrow import ColumnBuilder, arrow_schema  # noqa: E402
+from moldau.spark.options import OptionError, parse_sink_options, parse_source_options  # noqa: E402
+from moldau.spark.planning import (  # noqa: E402
     OffsetRange,
     json_to_offsets,
     offsets_to_json,
@@ -35,9 +35,18 @@ BS = {"kafka.bootstrap.servers": "h:1"}
 # ---------------------------------------------------------------------------------------------------- options
 
 def test_options_are_case_insensitive_and_typed():
-    o = parse_source_options({**BS, "SUBSCRIBE": "a, b", "includeheaders": "TRUE", "MaxOffsetsPerTrigger": "5",
-                              "kafka.isolation.level": "read_committed", "maxTriggerDelay": "30s",
-                              "kafka.client.id": "x"}, streaming=True)
+    o = parse_source_options(
+        {
+            **BS,
+            "SUBSCRIBE": "a, b",
+            "includeheaders": "TRUE",
+            "MaxOffsetsPerTrigger": "5",
+            "kafka.isolation.level": "read_committed",
+            "maxTriggerDelay": "30s",
+            "kafka.client.id": "x",
+        },
+        streaming=True,
+    )
     assert o.strategy == "subscribe" and o.topics == ["a", "b"]
     assert o.include_headers and o.max_offsets_per_trigger == 5 and o.read_committed
     assert o.max_trigger_delay_ms == 30_000
@@ -56,8 +65,9 @@ def test_offsets_json_options():
                               "startingOffsetsByTimestampStrategy": "latest"}, streaming=True)
     assert o.starting.kind == "timestamps" and o.starting.offsets == {("t", 0): 1000}
     assert o.starting.strategy == "latest"
-    o = parse_source_options({**BS, "subscribe": "t", "startingTimestamp": "77", "startingOffsets": "earliest"},
-                             streaming=True)
+    o = parse_source_options(
+        {**BS, "subscribe": "t", "startingTimestamp": "77", "startingOffsets": "earliest"}, streaming=True
+    )
     assert o.starting.kind == "timestamp" and o.starting.timestamp == 77  # timestamp wins, as in Spark
 
 
@@ -93,7 +103,8 @@ def test_bootstrap_is_required_and_sink_options():
         parse_sink_options({**BS, "startingOffsets": "earliest"})
 
 
-# ---------------------------------------------------------------------------------------------------- planning
+# ----------------------------------------------------------------------------------------------------
+# planning
 
 def test_offsets_json_is_canonical():
     offs = {("b", 10): 3, ("b", 2): 1, ("a", 0): 7}
@@ -147,7 +158,11 @@ def _records(n, rng, headers=True):
     for i in range(n):
         key = None if i % 5 == 0 else rng.randbytes(rng.randint(0, 200))
         value = None if i % 11 == 0 else rng.randbytes(rng.choice([0, 1, 63, 64, 200, 9000]))
-        hs = [("k%d" % j, None if j == 1 else rng.randbytes(rng.randint(0, 70))) for j in range(i % 3)] if headers else []
+        hs = (
+            [("k%d" % j, None if j == 1 else rng.randbytes(rng.randint(0, 70))) for j in range(i % 3)]
+            if headers
+            else []
+        )
         out.append((1_700_000_000_000 + rng.randint(-100_000, 100_000), key, value, hs))
     return out
 
@@ -155,7 +170,9 @@ def _records(n, rng, headers=True):
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_column_builder_matches_decode_batch(codec):
     rng = random.Random(codec)
-    bufs = [_batch(_records(150, rng), base_offset=1000 + 150 * i, compression=codec_id(codec)) for i in range(4)]
+    bufs = [
+        _batch(_records(150, rng), base_offset=1000 + 150 * i, compression=codec_id(codec)) for i in range(4)
+    ]
     cb = ColumnBuilder("topic-é", 7, True)
     for buf in bufs:
         cb.add_batch(buf, 0, parse_batch_header(buf, 0), 0, 1 << 62)
@@ -194,7 +211,9 @@ def test_column_builder_legacy_records_and_empty_results():
     cb.add_record(6, 1001, 0, None, None, [])
     cb.add_record(9, 2000, 1, b"x", b"y", [])  # gap: a new run
     got = cb.finish().to_pydict()
-    assert got["offset"] == [5, 6, 9] and got["key"] == [b"k", None, b"x"] and got["value"] == [b"v", None, b"y"]
+    assert (
+        got["offset"] == [5, 6, 9] and got["key"] == [b"k", None, b"x"] and got["value"] == [b"v", None, b"y"]
+    )
     assert got["timestampType"] == [0, 0, 1] and got["headers"] == [[], [], []]
     buf = _batch([(1, b"a", b"b", [])], base_offset=3)
     cb.add_batch(buf, 0, parse_batch_header(buf, 0), 10, 20)
@@ -228,7 +247,9 @@ def test_bulk_encoded_batches_decode_exactly(codec):
     rng = random.Random(codec)
     n = 2000
     keys = [None if i % 4 == 0 else rng.randbytes(rng.choice([0, 1, 63, 64, 9000])) for i in range(n)]
-    vals = [None if i % 13 == 0 else rng.randbytes(rng.choice([0, 100, 8191, 8192, 70_000])) for i in range(n)]
+    vals = [
+        None if i % 13 == 0 else rng.randbytes(rng.choice([0, 100, 8191, 8192, 70_000])) for i in range(n)
+    ]
     ka = pa.array(keys, pa.binary()).slice(3)
     va = pa.array(vals, pa.binary()).slice(3)
     buf = bytes(build_batch(encode_section(ka, va), n - 3, 1234, codec_id(codec)))

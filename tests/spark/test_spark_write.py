@@ -42,7 +42,9 @@ def test_batch_write_then_read_back_with_confluent(spark, bootstrap, make_topic,
             [("h1", b"x%d" % i), ("nil", None)] if i % 4 == 0 else [],
         ))
     df = spark.createDataFrame(rows, _SCHEMA).repartition(3)
-    df.write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap).option("moldau.arrow", arrow).save()
+    df.write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap).option(
+        "moldau.arrow", arrow
+    ).save()
 
     got1 = _by_value(read_all_confluent(bootstrap, t1, 3))
     got2 = _by_value(read_all_confluent(bootstrap, t2, 2))
@@ -59,7 +61,9 @@ def test_topic_option_overrides_column_and_strings_are_written_as_utf8(spark, bo
     target = make_topic(1)
     df = spark.createDataFrame([("k%d" % i, "välue-%d" % i, "ignored-topic") for i in range(50)],
                                "key string, value string, topic string")
-    df.write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", target).save()
+    df.write.format("moldau").mode("append").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", target
+    ).save()
     got = read_all_confluent(bootstrap, target, 1)
     assert sorted(m.value for m in got) == sorted(("välue-%d" % i).encode() for i in range(50))
     assert {m.key for m in got} == {b"k%d" % i for i in range(50)}

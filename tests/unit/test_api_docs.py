@@ -1,4 +1,5 @@
-"""docs/apis.md must list exactly what the broker's registry serves (regenerate: python tools/gen_api_docs.py)."""
+"""docs/apis.md must list exactly what the broker's registry serves (regenerate: python
+tools/gen_api_docs.py)."""
 
 import importlib.util
 from pathlib import Path

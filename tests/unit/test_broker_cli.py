@@ -3,9 +3,9 @@ import sys
 
 import pytest
 
+from moldau.broker.config import ConfigError
 from moldau.cli.broker_cmd import resolve_config
 from moldau.cli.main import build_parser
-from moldau.broker.config import ConfigError
 
 
 def parse(*argv):
@@ -18,7 +18,7 @@ def test_flags_and_set(tmp_path):
     cfg = resolve_config(parse("--config", str(f), "--set", "num.partitions=4", "--port", "1234",
                                "--data-dir", str(tmp_path / "d")), env={})
     assert cfg.get("num.partitions") == 4
-    assert [(l.host, l.port) for l in cfg.listeners] == [("0.0.0.0", 1234)]
+    assert [(lst.host, lst.port) for lst in cfg.listeners] == [("0.0.0.0", 1234)]
     assert cfg.log_dirs == [str(tmp_path / "d")]
     cfg = resolve_config(parse(), env={})
     assert (cfg.listeners[0].host, cfg.listeners[0].port) == ("127.0.0.1", 9092)

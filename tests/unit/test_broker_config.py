@@ -2,10 +2,10 @@ import pytest
 
 from moldau.broker.config import (
     BROKER_CONFIGS,
-    BrokerConfig,
-    ConfigError,
     SOURCE_DEFAULT,
     SOURCE_STATIC,
+    BrokerConfig,
+    ConfigError,
     parse_properties,
     parse_set_option,
 )
@@ -91,11 +91,17 @@ def test_type_validation_names_key(key, value):
 
 
 def test_listeners_and_advertised():
-    c = BrokerConfig.load(None, {"listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://:9093",
-                                 "advertised.listeners": "PLAINTEXT://example.com:19092",
-                                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, env={})
-    assert [(l.name, l.host, l.port) for l in c.listeners] == [("PLAINTEXT", "0.0.0.0", 9092),
-                                                                ("INTERNAL", "", 9093)]
+    c = BrokerConfig.load(
+        None,
+        {
+            "listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://:9093",
+            "advertised.listeners": "PLAINTEXT://example.com:19092",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        },
+        env={},
+    )
+    assert [(lst.name, lst.host, lst.port) for lst in c.listeners] == [("PLAINTEXT", "0.0.0.0", 9092),
+                                                                        ("INTERNAL", "", 9093)]
     assert c.advertised_listeners[0].host == "example.com"
 
 

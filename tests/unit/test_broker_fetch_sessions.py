@@ -2,13 +2,8 @@ import random
 
 import pytest
 
-from moldau.broker.replica_manager import (
-    FETCH_SESSION_ID_NOT_FOUND,
-    INVALID_FETCH_SESSION_EPOCH,
-    CachedPartition,
-    FetchSessionCache,
-    FetchSessionError,
-)
+from moldau.broker.replica_manager import CachedPartition, FetchSessionCache, FetchSessionError
+from moldau.protocol.errors import ErrorCode
 
 
 class Clock:
@@ -32,11 +27,11 @@ def test_create_get_epochs():
     c.next_epoch(s)
     with pytest.raises(FetchSessionError) as e:
         c.get(s.session_id, 1)
-    assert e.value.code == INVALID_FETCH_SESSION_EPOCH
+    assert e.value.code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
     assert c.get(s.session_id, 2) is s
     with pytest.raises(FetchSessionError) as e:
         c.get(12345, 1)
-    assert e.value.code == FETCH_SESSION_ID_NOT_FOUND
+    assert e.value.code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     c.remove(s.session_id)
     with pytest.raises(FetchSessionError):
         c.get(s.session_id, 2)

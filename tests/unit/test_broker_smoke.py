@@ -67,17 +67,27 @@ def run(coro):
 
 def produce_req(topic, partition, records, acks=1, version=9):
     M = m.ProduceRequest
-    return M.new(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        M.TopicProduceData(name=topic, partition_data=[M.PartitionProduceData(index=partition, records=records)])])
+    return M.new(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            M.TopicProduceData(
+                name=topic, partition_data=[M.PartitionProduceData(index=partition, records=records)]
+            )
+        ],
+    )
 
 
 def fetch_req(topic, partition, offset, *, max_wait=0, min_bytes=1, max_bytes=1 << 20, session_id=0,
               session_epoch=-1, topic_id=None):
     M = m.FetchRequest
-    return M.new(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+    return M.new(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+                 isolation_level=0,
                  session_id=session_id, session_epoch=session_epoch, topics=[
                      M.FetchTopic(topic=topic, topic_id=topic_id or uuid.UUID(int=0), partitions=[
-                         M.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes,
+                         M.FetchPartition(partition=partition, fetch_offset=offset,
+                         partition_max_bytes=max_bytes,
                                           current_leader_epoch=-1, log_start_offset=-1)])],
                  forgotten_topics_data=[], rack_id="")
 
@@ -98,8 +108,14 @@ def test_metadata_produce_fetch_roundtrip(tmp_path):
         b = await start_broker(tmp_path, **{"num.partitions": "2"})
         try:
             c = await RawClient.connect(b.port)
-            md = await c.call(3, 12, m.MetadataRequest.new(
-                topics=[m.MetadataRequest.MetadataRequestTopic(name="events")], allow_auto_topic_creation=True))
+            md = await c.call(
+                3,
+                12,
+                m.MetadataRequest.new(
+                    topics=[m.MetadataRequest.MetadataRequestTopic(name="events")],
+                    allow_auto_topic_creation=True,
+                ),
+            )
             assert md.cluster_id == b.cluster_id and md.controller_id == 1
             assert [(br.node_id, br.host, br.port) for br in md.brokers] == [(1, "127.0.0.1", b.port)]
             (t,) = md.topics
@@ -350,8 +366,16 @@ def test_topic_ids_and_metadata_versions(tmp_path):
             b.metadata.create_topic("other", 1, 1)
             c = await RawClient.connect(b.port)
             M = m.ProduceRequest
-            req = M.new(acks=-1, timeout_ms=1000, topic_data=[M.TopicProduceData(topic_id=t.topic_id, partition_data=[
-                M.PartitionProduceData(index=0, records=batch([b"a", b"b"]))])])
+            req = M.new(
+                acks=-1,
+                timeout_ms=1000,
+                topic_data=[
+                    M.TopicProduceData(
+                        topic_id=t.topic_id,
+                        partition_data=[M.PartitionProduceData(index=0, records=batch([b"a", b"b"]))],
+                    )
+                ],
+            )
             r = await c.call(0, 13, req)
             assert r.responses[0].topic_id == t.topic_id
             assert r.responses[0].partition_responses[0].error_code == 0
@@ -370,7 +394,8 @@ def test_topic_ids_and_metadata_versions(tmp_path):
             MT = m.MetadataRequest.MetadataRequestTopic
             md = await c.call(3, 12, m.MetadataRequest.new(topics=[
                 MT(name=None, topic_id=t.topic_id), MT(name=None, topic_id=uuid.uuid4()), MT(name="missing"),
-                MT(name="bad name")], allow_auto_topic_creation=True, include_topic_authorized_operations=True))
+                MT(name="bad name")], allow_auto_topic_creation=True,
+                include_topic_authorized_operations=True))
             got = [(x.name, x.error_code) for x in md.topics]
             assert got == [("ids", 0), (None, 100), ("missing", 3), ("bad name", 17)]
             assert md.topics[0].topic_authorized_operations > 0

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from groups_harness import SUB_T, Harness, aio
 
 from moldau.broker.groups.group import ClassicGroupState as S
 from moldau.broker.groups.group import encode_assignment, encode_subscription
-from moldau.broker.groups.testing import SUB_T, Harness, aio
 from moldau.protocol.errors import ErrorCode as E
 
 A0 = encode_assignment({"t": [0, 1]})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from groups_harness import FakeTopics, Harness, aio
 
 from moldau.broker.groups import assignors
 from moldau.broker.groups.consumer import ConsumerGroup
 from moldau.broker.groups.group import ClassicGroup, CommittedOffset
-from moldau.broker.groups.testing import FakeTopics, Harness, aio
 from moldau.protocol.errors import ErrorCode as E
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from moldau.protocol import consumer_offsets as fmt
+from groups_harness import Harness, aio
+
 from moldau.broker.groups.coordinator import PartitionOffset
 from moldau.broker.groups.group import ClassicGroupState as S
 from moldau.broker.groups.group import CommittedOffset, encode_assignment, encode_subscription
-from moldau.broker.groups.testing import Harness, aio
+from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode as E
 
 DAY = 24 * 3600 * 1000

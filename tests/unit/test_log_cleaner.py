@@ -591,7 +591,9 @@ def test_marker_of_an_active_producer_without_data_is_kept_empty_then_dropped(tm
     marker(lg, 3, 2, commit=True)  # 1
     put(lg, [(b"a", b"2")])  # 2
     lg.roll()
-    lg.producer_state.get(3).batches.clear()  # producer 3 is active but has no data batch left (Kafka's case 3)
+    lg.producer_state.get(
+        3
+    ).batches.clear()  # producer 3 is active but has no data batch left (Kafka's case 3)
 
     def layout():
         return [(h.base_offset, h.is_control, h.records_count) for h, _ in all_batches(lg)]

@@ -127,15 +127,33 @@ def test_log_config_from_props_and_validation():
         "segment.bytes": "1048576", "retention.ms": "-1", "cleanup.policy": "compact,delete",
         "message.timestamp.type": "LogAppendTime", "preallocate": "true",
     }
-    for key, value in (("segment.bytes", "abc"), ("retention.ms", -5), ("cleanup.policy", "forever"),
-                       ("message.timestamp.type", "Now"), ("no.such.key", 1), ("min.cleanable.dirty.ratio", 2)):
+    for key, value in (
+        ("segment.bytes", "abc"),
+        ("retention.ms", -5),
+        ("cleanup.policy", "forever"),
+        ("message.timestamp.type", "Now"),
+        ("no.such.key", 1),
+        ("min.cleanable.dirty.ratio", 2),
+    ):
         with pytest.raises(InvalidConfigError) as ei:
             LogConfig.from_props({key: value})
         assert ei.value.key == key and key in str(ei.value)
         assert ei.value.code == 40
-    b = LogConfig.from_broker_props({"log.retention.hours": "1", "log.segment.bytes": "2048", "num.partitions": 3,
-                                     "log.roll.hours": 2, "message.max.bytes": 5000})
-    assert (b.retention_ms, b.segment_bytes, b.segment_ms, b.max_message_bytes) == (3600000, 2048, 7200000, 5000)
+    b = LogConfig.from_broker_props(
+        {
+            "log.retention.hours": "1",
+            "log.segment.bytes": "2048",
+            "num.partitions": 3,
+            "log.roll.hours": 2,
+            "message.max.bytes": 5000,
+        }
+    )
+    assert (b.retention_ms, b.segment_bytes, b.segment_ms, b.max_message_bytes) == (
+        3600000,
+        2048,
+        7200000,
+        5000,
+    )
     assert LogConfig.from_broker_props({"log.retention.ms": 5, "log.retention.hours": 1}).retention_ms == 5
     assert LogConfig.from_props({"retention.ms": "10"}, base=b).segment_bytes == 2048
 

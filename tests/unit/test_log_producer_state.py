@@ -188,7 +188,9 @@ def test_snapshot_file_is_kafkas_v1_layout(tmp_path):
     ps2 = ProducerStateManager()
     ps2.load_snapshot(path)
     e = ps2.get(11)
-    assert e is not None and [(b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batches] == [
+    assert e is not None and [
+        (b.first_seq, b.last_seq, b.first_offset, b.last_offset) for b in e.batches
+    ] == [
         (0, 4, 100, 104),
         (5, 5, 105, 105),
     ]

@@ -17,10 +17,12 @@ def test_table_is_complete_and_contiguous() -> None:
 
 
 @pytest.mark.parametrize("code,name,retriable", [
-    (3, "UNKNOWN_TOPIC_OR_PARTITION", True), (6, "NOT_LEADER_OR_FOLLOWER", True), (7, "REQUEST_TIMED_OUT", True),
-    (14, "COORDINATOR_LOAD_IN_PROGRESS", True), (22, "ILLEGAL_GENERATION", False), (25, "UNKNOWN_MEMBER_ID", False),
-    (35, "UNSUPPORTED_VERSION", False), (36, "TOPIC_ALREADY_EXISTS", False), (51, "CONCURRENT_TRANSACTIONS", True),
-    (50, "INVALID_TRANSACTION_TIMEOUT", False), (87, "INVALID_RECORD", False), (100, "UNKNOWN_TOPIC_ID", True),
+    (3, "UNKNOWN_TOPIC_OR_PARTITION", True), (6, "NOT_LEADER_OR_FOLLOWER", True),
+    (7, "REQUEST_TIMED_OUT", True), (14, "COORDINATOR_LOAD_IN_PROGRESS", True),
+    (22, "ILLEGAL_GENERATION", False), (25, "UNKNOWN_MEMBER_ID", False), (35, "UNSUPPORTED_VERSION", False),
+    (36, "TOPIC_ALREADY_EXISTS", False), (51, "CONCURRENT_TRANSACTIONS", True),
+    (50, "INVALID_TRANSACTION_TIMEOUT", False), (87, "INVALID_RECORD", False),
+    (100, "UNKNOWN_TOPIC_ID", True),
     (120, "TRANSACTION_ABORTABLE", False),
 ])
 def test_known_codes(code: int, name: str, retriable: bool) -> None:
@@ -33,8 +35,13 @@ def test_matches_kafka_python_where_it_knows_the_code() -> None:
     import inspect
 
     # kafka-python keeps some older or shortened names
-    renamed = {-1: "UNKNOWN", 6: "NOT_LEADER_FOR_PARTITION", 10: "MESSAGE_SIZE_TOO_LARGE", 17: "INVALID_TOPIC",
-               39: "INVALID_REPLICATION_ASSIGNMENT"}
+    renamed = {
+        -1: "UNKNOWN",
+        6: "NOT_LEADER_FOR_PARTITION",
+        10: "MESSAGE_SIZE_TOO_LARGE",
+        17: "INVALID_TOPIC",
+        39: "INVALID_REPLICATION_ASSIGNMENT",
+    }
     checked = 0
     for _, c in inspect.getmembers(kerr, inspect.isclass):
         if issubclass(c, kerr.BrokerResponseError) and c.errno:

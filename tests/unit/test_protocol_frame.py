@@ -26,7 +26,9 @@ def test_encode_response_header() -> None:
     assert frame.encode_response_header(7, 18, 4) == struct.pack(">i", 7)  # ApiVersions: always v0
 
 
-@pytest.mark.parametrize("api_key,version", [(18, 0), (18, 3), (3, 8), (3, 12), (0, 3), (0, 11), (1, 4), (1, 13)])
+@pytest.mark.parametrize(
+    "api_key,version", [(18, 0), (18, 3), (3, 8), (3, 12), (0, 3), (0, 11), (1, 4), (1, 13)]
+)
 def test_request_roundtrip_and_kafka_python_header(api_key: int, version: int) -> None:
     pytest.importorskip("kafka")
     from kafka.protocol.api_header import RequestHeader as KpHeader
@@ -36,12 +38,19 @@ def test_request_roundtrip_and_kafka_python_header(api_key: int, version: int) -
     (size,) = struct.unpack_from(">i", data)
     assert size == len(data) - 4
     hdr, off = frame.decode_request_header(data[4:])
-    assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (api_key, version, 42, "client-ü")
+    assert (hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id) == (
+        api_key,
+        version,
+        42,
+        "client-ü",
+    )
     assert (hdr.request_api_key, hdr.request_api_version) == (api_key, version)
     body, end = m.REQUESTS[api_key].decode(data[4:], version, off)
     assert end == len(data) - 4 and body == req
     flexible = m.REQUESTS[api_key].is_flexible(version)
-    kp = KpHeader(request_api_key=api_key, request_api_version=version, correlation_id=42, client_id="client-ü")
+    kp = KpHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=42, client_id="client-ü"
+    )
     assert bytes(kp.encode(flexible=flexible)) == data[4:off + 4]
 
 

@@ -87,7 +87,9 @@ def _layout_json(j: dict[str, Any], fields: list[dict[str, Any]], v: int) -> lis
             continue
         tagged = _in(f.get("taggedVersions"), v)
         sub = _layout_json(j, f["fields"], v) if "fields" in f else None
-        out.append((f["name"], f["type"], _in(f.get("nullableVersions"), v), f.get("tag") if tagged else None, sub))
+        out.append(
+            (f["name"], f["type"], _in(f.get("nullableVersions"), v), f.get("tag") if tagged else None, sub)
+        )
     return out
 
 
@@ -118,7 +120,10 @@ def test_every_json_message_is_declared() -> None:
         if j.get("apiKey") is not None:
             table = m.REQUESTS if j["type"] == "request" else m.RESPONSES
             assert table[j["apiKey"]] is m.ALL[name]
-    assert m.REQUESTS[68] is m.ConsumerGroupHeartbeatRequest and m.RESPONSES[69] is m.ConsumerGroupDescribeResponse
+    assert (
+        m.REQUESTS[68] is m.ConsumerGroupHeartbeatRequest
+        and m.RESPONSES[69] is m.ConsumerGroupDescribeResponse
+    )
 
 
 @pytest.mark.parametrize("name", sorted(JSON))
@@ -362,8 +367,10 @@ OLD_CASES = sorted(
 
 def test_old_versions_have_independent_references() -> None:
     names = {n for n, _ in OLD_CASES}
-    for expected in ("ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse", "ListOffsetsRequest",
-                     "OffsetCommitRequest", "OffsetFetchResponse", "CreateTopicsRequest", "DeleteTopicsResponse",
+    for expected in ("ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse",
+                     "ListOffsetsRequest",
+                     "OffsetCommitRequest", "OffsetFetchResponse", "CreateTopicsRequest",
+                     "DeleteTopicsResponse",
                      "OffsetForLeaderEpochResponse", "DescribeConfigsResponse", "CreateAclsRequest"):
         assert expected in names
 

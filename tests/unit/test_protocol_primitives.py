@@ -36,7 +36,14 @@ def test_varlong_roundtrip(n: int) -> None:
 
 
 def test_known_varint_encodings() -> None:
-    for value, enc in [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-64, b"\x7f"), (64, b"\x80\x01"), (300, b"\xd8\x04")]:
+    for value, enc in [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (1, b"\x02"),
+        (-64, b"\x7f"),
+        (64, b"\x80\x01"),
+        (300, b"\xd8\x04"),
+    ]:
         out = bytearray()
         p.write_varint(out, value)
         assert bytes(out) == enc

@@ -55,14 +55,18 @@ def _value(msg: Message, f: Field, v: int, depth: int) -> st.SearchStrategy[Any]
 _STRATEGIES: dict[tuple[str, str, int, int], st.SearchStrategy[Any]] = {}
 
 
-def struct_strategy(msg: Message, sname: str, fields: list[Field], v: int, depth: int = 0) -> st.SearchStrategy[Any]:
+def struct_strategy(
+    msg: Message, sname: str, fields: list[Field], v: int, depth: int = 0
+) -> st.SearchStrategy[Any]:
     key = (msg.name, sname, v, depth)
     if key not in _STRATEGIES:
         _STRATEGIES[key] = _build_struct_strategy(msg, sname, fields, v, depth)
     return _STRATEGIES[key]
 
 
-def _build_struct_strategy(msg: Message, sname: str, fields: list[Field], v: int, depth: int) -> st.SearchStrategy[Any]:
+def _build_struct_strategy(
+    msg: Message, sname: str, fields: list[Field], v: int, depth: int
+) -> st.SearchStrategy[Any]:
     kw = {f.attr: _value(msg, f, v, depth) for f in fields if f.present(v)}
     if msg.is_flexible(v):
         known = {f.tag for f in fields if f.tag is not None}

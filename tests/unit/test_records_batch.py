@@ -54,7 +54,7 @@ def make_batch(n: int = 5, *, base_ts: int = 1_700_000_000_000, **kwargs) -> byt
     return b.build(0)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # header + properties
 
 
@@ -96,7 +96,7 @@ def test_error_codes():
     assert issubclass(CorruptRecordError, RecordError) and issubclass(RecordError, ValueError)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # split_batches / detect_magic
 
 
@@ -166,7 +166,7 @@ def test_detect_magic():
         detect_magic(bad)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # CRC and in-place patching
 
 
@@ -219,7 +219,7 @@ def test_set_log_append_time_rewrites_timestamps_and_crc():
     assert {r.timestamp for r in kp} == {123456}
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # varints
 
 
@@ -249,7 +249,7 @@ def test_varint_errors():
         decode_varint(b"\x80" * 11 + b"\x01", 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # builder + decode
 
 
@@ -367,7 +367,7 @@ def test_validate_batch_checks():
         validate_batch(empty, 0, parse_batch_header(empty))
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # control batches
 
 
@@ -397,7 +397,7 @@ def test_parse_control_record_rejects_garbage():
         parse_control_record(None)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # kafka-python as independent implementation
 
 
@@ -412,7 +412,12 @@ def kp_build(records, codec=NONE, *, pid=-1, epoch=-1, seq=-1, txn=False) -> byt
 
 
 SAMPLE = [
-    (1_600_000_000_000 + i * 3, None if i % 4 == 0 else b"key%d" % i, b"v" * (i * 31), [("hk", b"hv")] * (i % 3))
+    (
+        1_600_000_000_000 + i * 3,
+        None if i % 4 == 0 else b"key%d" % i,
+        b"v" * (i * 31),
+        [("hk", b"hv")] * (i % 3),
+    )
     for i in range(50)
 ] + [(1_600_000_000_100, b"", None, [("n", None)])]
 
@@ -466,7 +471,7 @@ def test_we_decode_kafka_python(codec):
     ]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # property: build -> decode is the identity
 
 _records = st.lists(
@@ -507,7 +512,11 @@ def test_set_producer_state_and_build_mutable():
     h = parse_batch_header(buf)
     set_producer_state(buf, 0, 4242, 3, 2**31 - 1, h)
     fresh = parse_batch_header(buf)
-    assert fresh == h and (fresh.producer_id, fresh.producer_epoch, fresh.base_sequence) == (4242, 3, 2**31 - 1)
+    assert fresh == h and (fresh.producer_id, fresh.producer_epoch, fresh.base_sequence) == (
+        4242,
+        3,
+        2**31 - 1,
+    )
     assert fresh.last_sequence == 0  # wraps like Kafka
     check_crc(buf, 0, fresh)
     assert DefaultRecordBatch(bytes(buf)).validate_crc()

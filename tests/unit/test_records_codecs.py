@@ -55,7 +55,14 @@ def test_accepts_memoryview_and_bytearray(codec):
 
 
 def test_codec_id():
-    assert [codec_id(n) for n in ("none", "gzip", "snappy", "lz4", "zstd", "uncompressed")] == [0, 1, 2, 3, 4, 0]
+    assert [codec_id(n) for n in ("none", "gzip", "snappy", "lz4", "zstd", "uncompressed")] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        0,
+    ]
     assert codec_id(None) == 0 and codec_id(3) == 3
     with pytest.raises(UnsupportedCompressionError):
         codec_id("brotli")
@@ -67,7 +74,8 @@ def test_codec_id():
         compress(5, b"x")
 
 
-# --- interop with independent encoders/decoders -----------------------------------------------------------------
+# --- interop with independent encoders/decoders
+# -----------------------------------------------------------------
 
 DATA = b"The quick brown fox jumps over the lazy dog. " * 3000
 
@@ -159,7 +167,8 @@ def test_zstd_interop():
     assert decompress(ZSTD, two) == b"onetwo"
 
 
-# --- decompression bombs -----------------------------------------------------------------------------------------
+# --- decompression bombs
+# -----------------------------------------------------------------------------------------
 
 BOMB = b"\x00" * (8 * 1024 * 1024)
 
@@ -193,7 +202,8 @@ def test_lz4_lying_content_size_is_not_trusted():
         decompress(LZ4, frame, max_bytes=1 << 20)
 
 
-# --- corrupt input -----------------------------------------------------------------------------------------------
+# --- corrupt input
+# -----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])

@@ -24,7 +24,6 @@ from moldau.protocol.records import (
     parse_batch_header,
     set_log_append_time,
 )
-from moldau.protocol.records.crc import crc32c
 from moldau.protocol.records.batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -34,6 +33,7 @@ from moldau.protocol.records.batch import (
     _decode_section_tuples,
     decode_batch_tuples,
 )
+from moldau.protocol.records.crc import crc32c
 
 
 def _reference(data: bytes, count: int, base_offset: int, base_ts: int, lat: int | None) -> list[Record]:

@@ -26,14 +26,20 @@ from moldau.protocol.records import (
     v2_to_legacy,
 )
 
-FUZZ = settings(max_examples=int(__import__("os").environ.get("MOLDAU_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(__import__("os").environ.get("MOLDAU_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 LIMIT = 1 << 20
 
 
 def _v2(codec: int) -> bytes:
     b = BatchBuilder(compression=codec)
     for i in range(6):
-        b.append(1000 + i, b"key%d" % i if i % 2 else None, b"value" * i, [("h%d" % i, b"v")] if i % 3 else None)
+        b.append(
+            1000 + i, b"key%d" % i if i % 2 else None, b"value" * i, [("h%d" % i, b"v")] if i % 3 else None
+        )
     return b.build(10)
 
 
@@ -103,7 +109,9 @@ def test_decode_batch_random_bytes(data):
 @FUZZ
 @given(st.binary(min_size=0, max_size=400), st.integers(min_value=-3, max_value=2**31 - 1), st.integers(0, 7))
 def test_decode_batch_random_records_with_valid_header(records, count, codec):
-    hdr = struct.pack(">qiibIhiqqqhii", 0, 49 + len(records), -1, 2, 0, codec, max(count - 1, 0), 0, 0, -1, -1, -1, count)
+    hdr = struct.pack(
+        ">qiibIhiqqqhii", 0, 49 + len(records), -1, 2, 0, codec, max(count - 1, 0), 0, 0, -1, -1, -1, count
+    )
     _only_record_errors(decode_batch, hdr + records, max_decompressed=LIMIT)
 
 
@@ -125,8 +133,13 @@ def test_decompress_random(codec, data, magic):
 
 
 @FUZZ
-@given(st.sampled_from([(c, s) for c in (GZIP, SNAPPY, LZ4, ZSTD) for s in (b"abc" * 500, bytes(range(256)) * 40)]),
-       _edits, _cut)
+@given(
+    st.sampled_from(
+        [(c, s) for c in (GZIP, SNAPPY, LZ4, ZSTD) for s in (b"abc" * 500, bytes(range(256)) * 40)]
+    ),
+    _edits,
+    _cut,
+)
 def test_decompress_mutated(codec_and_data, edits, cut):
     from moldau.protocol.records import compress
 

@@ -35,7 +35,10 @@ from moldau.protocol.records import (
 
 LEGACY_CODECS = [NONE, GZIP, SNAPPY, LZ4]
 
-ROWS = [(1_500_000_000_000 + i * 10, None if i % 3 == 0 else b"key%d" % i, None if i == 4 else b"v" * i) for i in range(12)]
+ROWS = [
+    (1_500_000_000_000 + i * 10, None if i % 3 == 0 else b"key%d" % i, None if i == 4 else b"v" * i)
+    for i in range(12)
+]
 
 
 def ours(magic, codec=NONE, base_offset=0, rows=ROWS) -> bytes:
@@ -117,7 +120,8 @@ def test_log_append_time_wrapper_overrides_inner_timestamps():
     assert all(r.timestamp_type == 1 for r in recs)
 
 
-# --- validation --------------------------------------------------------------------------------------------------
+# --- validation
+# --------------------------------------------------------------------------------------------------
 
 
 def test_crc_mismatch_is_corrupt():
@@ -215,7 +219,8 @@ def test_garbage_compressed_value():
         decode_message_set(_wrapper(1, SNAPPY, b"\xff\xfe not snappy at all"))
 
 
-# --- conversions -------------------------------------------------------------------------------------------------
+# --- conversions
+# -------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("magic", [0, 1])

@@ -6,8 +6,28 @@ import pytest
 
 from moldau.broker.security import authorizer as az
 from moldau.broker.security.authorizer import (
-    ALL, ALLOW, ALTER, ALTER_CONFIGS, ANY, CLUSTER, CREATE, DELETE, DENY, DESCRIBE, DESCRIBE_CONFIGS, GROUP,
-    IDEMPOTENT_WRITE, LITERAL, MATCH, PREFIXED, READ, TOPIC, TRANSACTIONAL_ID, WRITE, AclAuthorizer, AclBinding,
+    ALL,
+    ALLOW,
+    ALTER,
+    ALTER_CONFIGS,
+    ANY,
+    CLUSTER,
+    CREATE,
+    DELETE,
+    DENY,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    IDEMPOTENT_WRITE,
+    LITERAL,
+    MATCH,
+    PREFIXED,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    AclAuthorizer,
+    AclBinding,
     AclFilter,
 )
 
@@ -119,7 +139,9 @@ def test_filters(authz):
     authz.create(bindings)
     assert set(authz.describe(AclFilter())) == set(bindings)
     assert authz.describe(AclFilter(resource_type=GROUP)) == [bindings[3]]
-    assert authz.describe(AclFilter(resource_type=TOPIC, name="orders", pattern_type=LITERAL)) == [bindings[0]]
+    assert authz.describe(AclFilter(resource_type=TOPIC, name="orders", pattern_type=LITERAL)) == [
+        bindings[0]
+    ]
     assert set(authz.describe(AclFilter(resource_type=TOPIC, name="orders", pattern_type=MATCH))) == \
         set(bindings[:3])
     assert authz.describe(AclFilter(pattern_type=PREFIXED)) == [bindings[1]]

@@ -114,7 +114,9 @@ def test_scram_wrong_password_and_unknown_user(tmp_path):
         # unknown users get a plausible challenge too (no user enumeration)
         parsed = sm.parse_server_first(server_first)
         assert parsed.iterations == 4096 and len(parsed.salt) == 32
-        with pytest.raises(SaslAuthenticationFailed, match="invalid credentials with SASL mechanism SCRAM-SHA-256"):
+        with pytest.raises(
+            SaslAuthenticationFailed, match="invalid credentials with SASL mechanism SCRAM-SHA-256"
+        ):
             server.step(client.step(server_first))
         assert not server.complete
 

@@ -94,9 +94,17 @@ def test_generated_certificates_work_with_client_auth(certs):
 def test_pem_keystore_spelling(certs, tmp_path):
     both = tmp_path / "keystore.pem"
     both.write_bytes((certs / "broker.key").read_bytes() + (certs / "broker.pem").read_bytes())
-    ctx = server_context(_get(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(both),
-                                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs / "ca.pem"),
-                                 "ssl.client.auth": "requested"}))
+    ctx = server_context(
+        _get(
+            **{
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(both),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(certs / "ca.pem"),
+                "ssl.client.auth": "requested",
+            }
+        )
+    )
     assert ctx.verify_mode == ssl.CERT_OPTIONAL
     assert _handshake(ctx, ssl.create_default_context(cafile=str(certs / "ca.pem"))) in (None, {})
 
@@ -188,5 +196,7 @@ def test_cli_tls_users_acls_offline(tmp_path, capsys):
     capsys.readouterr()
     assert cli_main(["acls", "add", "--data-dir", d, "--allow-principal", "User:alice", "--operation", "Read",
                      "--topic", "t", "--resource-pattern-type", "prefixed"]) == 0
-    assert cli_main(["acls", "list", "--data-dir", d, "--topic", "t-1", "--resource-pattern-type", "match"]) == 0
+    assert (
+        cli_main(["acls", "list", "--data-dir", d, "--topic", "t-1", "--resource-pattern-type", "match"]) == 0
+    )
     assert "TOPIC:PREFIXED:t\tUser:alice\tALLOW\tREAD" in capsys.readouterr().out

@@ -1,7 +1,6 @@
 """moldau.broker.topic_config: validation, synonyms and sources, describe, incremental ops, LogConfig."""
 from __future__ import annotations
 
-
 import pytest
 
 from moldau.broker import topic_config as tc
@@ -34,7 +33,8 @@ def test_table_has_kafka_defaults_and_synonyms() -> None:
     assert t["min.cleanable.dirty.ratio"].type == tc.ConfigType.DOUBLE
     for name in ("cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
                  "flush.messages", "flush.ms", "index.interval.bytes", "max.message.bytes",
-                 "message.timestamp.type", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+                 "message.timestamp.type", "message.timestamp.before.max.ms",
+                 "message.timestamp.after.max.ms",
                  "min.insync.replicas", "retention.bytes", "retention.ms", "segment.bytes",
                  "segment.index.bytes", "segment.ms", "segment.jitter.ms", "unclean.leader.election.enable",
                  "min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "preallocate",
@@ -47,7 +47,8 @@ def test_table_has_kafka_defaults_and_synonyms() -> None:
 
 @pytest.mark.parametrize("name,value", [
     ("retention.ms", "-1"), ("retention.ms", "1000"), ("cleanup.policy", "compact,delete"),
-    ("cleanup.policy", " compact , delete "), ("compression.type", "zstd"), ("min.cleanable.dirty.ratio", "0.9"),
+    ("cleanup.policy", " compact , delete "), ("compression.type", "zstd"),
+    ("min.cleanable.dirty.ratio", "0.9"),
     ("message.timestamp.type", "LogAppendTime"), ("preallocate", "TRUE"), ("retention.bytes", "-1"),
     ("segment.bytes", str(1024 * 1024)), ("flush.messages", "1"), ("min.insync.replicas", "1"),
     ("unclean.leader.election.enable", "false"), ("internal.segment.bytes", "1000"),
@@ -88,7 +89,9 @@ def test_invalid_values(name: str, value: str, fragment: str) -> None:
 def test_unknown_and_null_configs_refused() -> None:
     with pytest.raises(Exception) as info:
         tc.validate_topic_configs({"retention.mss": "1"})
-    assert _code(info.value) == 40 and "Unknown topic config name: retention.mss" in tc.error_message_of(info.value)
+    assert _code(info.value) == 40 and "Unknown topic config name: retention.mss" in tc.error_message_of(
+        info.value
+    )
     with pytest.raises(Exception) as info:
         tc.validate_topic_configs({"retention.ms": None})
     assert _code(info.value) == 40
@@ -144,9 +147,15 @@ def test_dynamic_broker_sources_order() -> None:
     assert (value, source) == ("111", Src.DYNAMIC_BROKER_CONFIG)
     assert [s.source for s in syns] == [Src.DYNAMIC_BROKER_CONFIG, Src.DYNAMIC_DEFAULT_BROKER_CONFIG,
                                         Src.STATIC_BROKER_CONFIG, Src.DEFAULT_CONFIG]
-    assert tc.describe_topic_config({}, view, "segment.bytes")[:2] == ("3145728", Src.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert tc.describe_topic_config({}, view, "segment.bytes")[:2] == (
+        "3145728",
+        Src.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
     # the topic override beats everything
-    assert tc.describe_topic_config({"retention.ms": "7"}, view, "retention.ms")[:2] == ("7", Src.DYNAMIC_TOPIC_CONFIG)
+    assert tc.describe_topic_config({"retention.ms": "7"}, view, "retention.ms")[:2] == (
+        "7",
+        Src.DYNAMIC_TOPIC_CONFIG,
+    )
 
 
 def test_attached_dynamic_configs_seen_through_plain_object() -> None:
@@ -168,7 +177,10 @@ def test_attached_dynamic_configs_seen_through_plain_object() -> None:
     assert tc.describe_topic_config({}, cfg, "segment.bytes")[:2] == ("4194304", Src.STATIC_BROKER_CONFIG)
     assert tc.describe_topic_config({}, cfg, "retention.ms")[:3] == ("604800000", Src.DEFAULT_CONFIG, True)
     tc.dynamic_configs_of(cfg).cluster_default["log.retention.ms"] = "1234"
-    assert tc.describe_topic_config({}, cfg, "retention.ms")[:2] == ("1234", Src.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert tc.describe_topic_config({}, cfg, "retention.ms")[:2] == (
+        "1234",
+        Src.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
 
 
 def test_describe_all_sorted_with_types_and_docs() -> None:
@@ -204,10 +216,12 @@ def test_incremental_append_subtract_on_list() -> None:
     assert tc.apply_incremental_ops({}, [("cleanup.policy", Op.APPEND, "compact")]) == {
         "cleanup.policy": "delete,compact"}
     # APPEND of something present does not duplicate
-    assert tc.apply_incremental_ops({"cleanup.policy": "compact"}, [("cleanup.policy", Op.APPEND, "compact")]) == {
-        "cleanup.policy": "compact"}
-    assert tc.apply_incremental_ops({"cleanup.policy": "compact,delete"},
-                                    [("cleanup.policy", Op.SUBTRACT, "delete")]) == {"cleanup.policy": "compact"}
+    assert tc.apply_incremental_ops(
+        {"cleanup.policy": "compact"}, [("cleanup.policy", Op.APPEND, "compact")]
+    ) == {"cleanup.policy": "compact"}
+    assert tc.apply_incremental_ops(
+        {"cleanup.policy": "compact,delete"}, [("cleanup.policy", Op.SUBTRACT, "delete")]
+    ) == {"cleanup.policy": "compact"}
     # subtracting everything leaves an empty list
     assert tc.apply_incremental_ops({"cleanup.policy": "compact"},
                                     [("cleanup.policy", Op.SUBTRACT, "compact")]) == {"cleanup.policy": ""}
@@ -215,8 +229,9 @@ def test_incremental_append_subtract_on_list() -> None:
     assert tc.apply_incremental_ops({}, [("cleanup.policy", Op.APPEND, "delete")],
                                     {"log.cleanup.policy": "compact"}) == {"cleanup.policy": "compact,delete"}
     # throttled replicas list
-    assert tc.apply_incremental_ops({}, [("leader.replication.throttled.replicas", Op.APPEND, "0:1,1:1")]) == {
-        "leader.replication.throttled.replicas": "0:1,1:1"}
+    assert tc.apply_incremental_ops(
+        {}, [("leader.replication.throttled.replicas", Op.APPEND, "0:1,1:1")]
+    ) == {"leader.replication.throttled.replicas": "0:1,1:1"}
 
 
 def test_incremental_errors() -> None:
@@ -309,7 +324,10 @@ def test_broker_ops_and_describe() -> None:
     assert entries["log.segment.bytes"].is_default
     # the topic level sees the dynamic broker value
     assert tc.describe_topic_config({}, view, "retention.ms")[:2] == ("5000", Src.DYNAMIC_BROKER_CONFIG)
-    assert tc.describe_topic_config({}, view, "cleanup.policy")[:2] == ("delete,compact", Src.DYNAMIC_BROKER_CONFIG)
+    assert tc.describe_topic_config({}, view, "cleanup.policy")[:2] == (
+        "delete,compact",
+        Src.DYNAMIC_BROKER_CONFIG,
+    )
     # resource name "": the cluster-wide dynamic defaults only
     view.dynamic.cluster_default["log.segment.bytes"] = "2097152"
     only = tc.describe_broker_configs(view, cluster_default_only=True)

@@ -4,8 +4,8 @@ The independent implementation is kafka-python's generic JSON-schema codec (``Ap
 followed by the struct, exactly how Kafka's coordinators prefix their records), fed with Kafka's own
 TransactionLogKey.json / TransactionLogValue.json (apache/kafka,
 transaction-coordinator/src/main/resources/common/message/, license header stripped). Kafka's generator
-defaults a field's ``versions`` to its ``taggedVersions``; kafka-python wants it spelled out, so the loader adds
-it, and it reads "coordinator-*" types as plain data structs.
+defaults a field's ``versions`` to its ``taggedVersions``; kafka-python wants it spelled out, so the loader
+adds it, and it reads "coordinator-*" types as plain data structs.
 """
 
 from __future__ import annotations
@@ -99,7 +99,9 @@ def kafka_schemas(tmp_path_factory: pytest.TempPathFactory):
 def _kafka_value(cls, v: TransactionLogValue):
     parts = None
     if v.transaction_partitions is not None:
-        parts = [cls.PartitionsSchema(topic=t, partition_ids=list(ids)) for t, ids in v.transaction_partitions]
+        parts = [
+            cls.PartitionsSchema(topic=t, partition_ids=list(ids)) for t, ids in v.transaction_partitions
+        ]
     kw = {"producer_id": v.producer_id, "producer_epoch": v.producer_epoch,
           "transaction_timeout_ms": v.transaction_timeout_ms, "transaction_status": v.transaction_status,
           "transaction_partitions": parts,
@@ -132,13 +134,16 @@ samples = [
     TransactionLogValue(7, 0, 1000, TxnState.PREPARE_COMMIT, [("__consumer_offsets", [17])], 21, 19),
     TransactionLogValue(7, 1, 1000, TxnState.COMPLETE_ABORT, [], 22, 19),
     TransactionLogValue(9, 4, 900000, TxnState.ONGOING, [("t", [0])], 5, 4, version=1),
-    TransactionLogValue(9, 5, 900000, TxnState.PREPARE_ABORT, [("t", [0, 1, 2])], 5, 4, previous_producer_id=8,
+    TransactionLogValue(9, 5, 900000, TxnState.PREPARE_ABORT, [("t", [0, 1, 2])], 5, 4,
+    previous_producer_id=8,
                         next_producer_id=12, client_transaction_version=2, version=1),
     TransactionLogValue(9, 0, 900000, TxnState.EMPTY, None, 5, -1, client_transaction_version=2, version=1),
 ]
 
 
-@pytest.mark.parametrize("v", samples, ids=lambda v: f"v{v.version}-{STATE_NAMES[TxnState(v.transaction_status)]}")
+@pytest.mark.parametrize(
+    "v", samples, ids=lambda v: f"v{v.version}-{STATE_NAMES[TxnState(v.transaction_status)]}"
+)
 def test_value_is_kafkas_bytes(kafka_schemas, v):
     _, value_cls = kafka_schemas
     ours = encode_value(v)
@@ -201,7 +206,9 @@ def test_transit_records_follow_kafka():
     assert empty.transaction_partitions is None and empty.version == 0
     t = md.prepare_add_partitions([("b", 1), ("a", 0), ("a", 2)], 2000)
     v = t.to_value()
-    assert v.transaction_partitions == [("a", [0, 2]), ("b", [1])] and v.transaction_start_timestamp_ms == 2000
+    assert (
+        v.transaction_partitions == [("a", [0, 2]), ("b", [1])] and v.transaction_start_timestamp_ms == 2000
+    )
     md.complete_transition(t)
     t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT, 3000)
     md.complete_transition(t)

@@ -4,7 +4,7 @@
     broker = Broker(BrokerConfig.load(None, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": "/tmp/d"}))
     await broker.start(); ...; await broker.stop()
 
-or ``moldau broker`` on the command line (moldau.broker.server.run).
+or ``moldau broker`` on the command line (moldau.broker.broker.run).
 """
 
 from __future__ import annotations

@@ -1,94 +1,161 @@
-"""The Broker: owns the config, the log manager, metadata, the replica manager and the listeners."""
+"""The Broker: builds the services (``services.BrokerServices``) and owns the lifecycle, the listeners and the
+open connections. Handlers and components never see it: they get the services."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import signal
 import socket
 import time
 from typing import Any
 
-from moldau.log.checkpoint import atomic_write
-
 from .config import BrokerConfig, Listener
 from .metadata import MetadataStore
+from .services import PRODUCER_ID_BLOCK, PRODUCER_ID_FILE, BrokerServices, ProducerIdManager, SystemClock
+
+__all__ = ["Broker", "BrokerServices", "run", "serve", "ProducerIdManager", "SystemClock",
+           "PRODUCER_ID_BLOCK",
+           "PRODUCER_ID_FILE"]
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_FILE = "__moldau_producer_ids"
-PRODUCER_ID_BLOCK = 1000
-
-
-class SystemClock:
-    """Wall clock in ms (timestamps) and a monotonic clock in seconds (timeouts). Injected for tests."""
-
-    __slots__ = ()
-
-    def time_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def time(self) -> float:
-        return time.time()
-
-    def __call__(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-class ProducerIdManager:
-    """Producer ids handed out from blocks whose end is persisted before use: never reused after a restart."""
-
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, PRODUCER_ID_FILE)
-        self._next = 0
-        self._block_end = 0
-        try:
-            with open(self.path, encoding="ascii") as f:
-                self._next = self._block_end = int(f.read().strip() or 0)
-        except FileNotFoundError:
-            pass
-        except ValueError:
-            log.error("%s is unreadable; producer ids restart from a safe high value", self.path)
-            self._next = self._block_end = int(time.time() * 1000)
-
-    def next_id(self) -> int:
-        if self._next >= self._block_end:
-            self._persist(self._next + PRODUCER_ID_BLOCK)
-        pid = self._next
-        self._next += 1
-        return pid
-
-    def _persist(self, block_end: int) -> None:
-        atomic_write(self.path, f"{block_end}\n".encode())
-        self._block_end = block_end
-
-
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Any = None) -> None:
-        self.config = config
-        self.clock = clock or SystemClock()
-        self.data_dir = os.path.abspath(config.log_dirs[0])
-        self.node_id = config.node_id
-        self.cluster_id: str = config.get("cluster.id") or ""
-        self.log_manager: Any = None
-        self.metadata: MetadataStore = None  # type: ignore[assignment]
-        self.replica_manager: Any = None
-        self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]
-        self.group_coordinator: Any = None
-        self.transaction_coordinator: Any = None
-        self.security: Any = None    # security.SecurityManager, made by the server before it listens
-        self.authorizer: Any = None  # security.authorizer.AclAuthorizer when authorizer.class.name is set
+        self.services = BrokerServices(config=config, clock=clock or SystemClock(),
+                                       data_dir=os.path.abspath(config.log_dirs[0]), node_id=config.node_id,
+                                       cluster_id=config.get("cluster.id") or "")
+        self.services.advertised_listener = self.advertised_listener
         self.server: Any = None
-        self.cluster: Any = None     # cluster.ClusterServices when zookeeper.connect is set (docs/cluster.md)
-        self.metrics: Any = None     # metrics.BrokerMetrics when metrics.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
         self._stopping = False
         self.started_at = 0.0
+
+    # ----------------------------------------------------------------------------------------- services
+    # the services, also reachable on the broker (tools, tests, the metrics scrape)
+    @property
+    def config(self) -> BrokerConfig:
+        return self.services.config
+
+    @config.setter
+    def config(self, value: BrokerConfig) -> None:
+        self.services.config = value
+
+    @property
+    def clock(self) -> Any:
+        return self.services.clock
+
+    @clock.setter
+    def clock(self, value: Any) -> None:
+        self.services.clock = value
+
+    @property
+    def data_dir(self) -> str:
+        return self.services.data_dir
+
+    @data_dir.setter
+    def data_dir(self, value: str) -> None:
+        self.services.data_dir = value
+
+    @property
+    def node_id(self) -> int:
+        return self.services.node_id
+
+    @node_id.setter
+    def node_id(self, value: int) -> None:
+        self.services.node_id = value
+
+    @property
+    def cluster_id(self) -> str:
+        return self.services.cluster_id
+
+    @cluster_id.setter
+    def cluster_id(self, value: str) -> None:
+        self.services.cluster_id = value
+
+    @property
+    def log_manager(self) -> Any:
+        return self.services.log_manager
+
+    @log_manager.setter
+    def log_manager(self, value: Any) -> None:
+        self.services.log_manager = value
+
+    @property
+    def metadata(self) -> MetadataStore:
+        return self.services.metadata
+
+    @metadata.setter
+    def metadata(self, value: MetadataStore) -> None:
+        self.services.metadata = value
+
+    @property
+    def replica_manager(self) -> Any:
+        return self.services.replica_manager
+
+    @replica_manager.setter
+    def replica_manager(self, value: Any) -> None:
+        self.services.replica_manager = value
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self.services.producer_ids
+
+    @producer_ids.setter
+    def producer_ids(self, value: ProducerIdManager) -> None:
+        self.services.producer_ids = value
+
+    @property
+    def group_coordinator(self) -> Any:
+        return self.services.group_coordinator
+
+    @group_coordinator.setter
+    def group_coordinator(self, value: Any) -> None:
+        self.services.group_coordinator = value
+
+    @property
+    def transaction_coordinator(self) -> Any:
+        return self.services.transaction_coordinator
+
+    @transaction_coordinator.setter
+    def transaction_coordinator(self, value: Any) -> None:
+        self.services.transaction_coordinator = value
+
+    @property
+    def security(self) -> Any:
+        return self.services.security
+
+    @security.setter
+    def security(self, value: Any) -> None:
+        self.services.security = value
+
+    @property
+    def authorizer(self) -> Any:
+        return self.services.authorizer
+
+    @authorizer.setter
+    def authorizer(self, value: Any) -> None:
+        self.services.authorizer = value
+
+    @property
+    def cluster(self) -> Any:
+        """cluster.ClusterServices when zookeeper.connect is set (docs/cluster.md), else None."""
+        return self.services.cluster
+
+    @cluster.setter
+    def cluster(self, value: Any) -> None:
+        self.services.cluster = value
+
+    @property
+    def metrics(self) -> Any:
+        return self.services.metrics
+
+    @metrics.setter
+    def metrics(self, value: Any) -> None:
+        self.services.metrics = value
 
     # ----------------------------------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -103,7 +170,7 @@ class Broker:
         try:
             from .topic_config import load_dynamic_broker_configs
 
-            load_dynamic_broker_configs(self)
+            load_dynamic_broker_configs(self.services)
         except Exception:  # pragma: no cover - optional
             log.exception("cannot load dynamic broker configs")
         default_log_config = log_config_for({}, self.config)
@@ -123,24 +190,22 @@ class Broker:
         self.cluster_id = str(self.log_manager.cluster_id)
         self.node_id = int(self.log_manager.node_id)
         if self.cluster is not None:
+            from .cluster.producer_ids import ZkProducerIdManager
             from .cluster.replica import ClusterReplicaManager
             from .cluster.store import ZkMetadataStore
 
-            self.metadata = ZkMetadataStore(self.cluster.zk, node_id=self.node_id,  # type: ignore[assignment]
-                                            broker_config=self.config, config_validator=validate_topic_configs)
-            await self.metadata.load()
-            self.replica_manager = ClusterReplicaManager(self, self.cluster.zk)
+            self.metadata = ZkMetadataStore(  # type: ignore[assignment]
+                self.cluster.zk, node_id=self.node_id, broker_config=self.config,
+                config_validator=validate_topic_configs)
+            await self.metadata.load()  # type: ignore[attr-defined]
+            self.producer_ids = ZkProducerIdManager(self.cluster.zk, self.node_id)  # type: ignore[assignment]
+            self.replica_manager = ClusterReplicaManager(self.services, self.cluster.zk)
         else:
             self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
                                           config_validator=validate_topic_configs)
             self.metadata.load()
-            self.replica_manager = ReplicaManager(self)
-        if self.cluster is not None:
-            from .cluster.producer_ids import ZkProducerIdManager
-
-            self.producer_ids = ZkProducerIdManager(self.cluster.zk, self.node_id)  # type: ignore[assignment]
-        else:
             self.producer_ids = ProducerIdManager(self.data_dir)
+            self.replica_manager = ReplicaManager(self.services)
         self.replica_manager.load()
         self.metadata.listeners.append(self.replica_manager)
         self._start_optional_components()
@@ -176,13 +241,13 @@ class Broker:
         from .txn import create_transaction_coordinator
 
         try:
-            self.group_coordinator = create_group_coordinator(self)
+            self.group_coordinator = create_group_coordinator(self.services)
         except Exception:  # pragma: no cover
             log.exception("cannot start the group coordinator")
         # after the group coordinator: completing transactions found prepared at start completes their
         # transactional offset commits too
         try:
-            self.transaction_coordinator = create_transaction_coordinator(self)
+            self.transaction_coordinator = create_transaction_coordinator(self.services)
             self.transaction_coordinator.start()
         except Exception:  # pragma: no cover
             log.exception("cannot start the transaction coordinator")
@@ -269,3 +334,33 @@ class Broker:
 
     def connection_closed(self, conn: Any) -> None:
         self.connections.discard(conn)
+
+
+# --------------------------------------------------------------------------------------------- entry point
+async def serve(config: BrokerConfig, *, ready_callback: Any = None) -> None:
+    """Run a broker until SIGINT/SIGTERM, then stop cleanly."""
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread / platform
+            pass
+    if ready_callback is not None:
+        ready_callback(broker)
+    try:
+        await stop.wait()
+    finally:
+        log.info("moldau broker stopping")
+        await broker.stop()
+        log.info("moldau broker stopped")
+
+
+def run(config: BrokerConfig) -> None:
+    """Blocking entry point used by ``moldau broker``."""
+    from .server import install_uvloop
+
+    install_uvloop()
+    asyncio.run(serve(config))

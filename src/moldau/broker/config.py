@@ -8,8 +8,9 @@ that prefix for other things).
 
 Where moldau's default differs from Kafka's it is because the Kafka default is wrong for a one-command,
 single-node local broker: ``node.id`` 1 (Kafka: required), ``listeners`` PLAINTEXT://127.0.0.1:9092,
-``log.dirs`` ./moldau-data, and the replication factors of the internal topics (``offsets.topic.replication.factor``,
-``transaction.state.log.replication.factor``, ``transaction.state.log.min.isr``) 1 instead of 3/2.
+``log.dirs`` ./moldau-data, and the replication factors of the internal topics
+(``offsets.topic.replication.factor``, ``transaction.state.log.replication.factor``,
+``transaction.state.log.min.isr``) 1 instead of 3/2.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def _d(name: str, type_: str, default: Any, doc: str = "", dynamic: bool = False
 
 
 # node and listeners
-_d("node.id", "int", 1, "The node id of this broker (moldau default 1; Kafka requires it).", validator=_at_least(0))
+_d("node.id", "int", 1, "The node id of this broker (moldau default 1; Kafka requires it).",
+   validator=_at_least(0))
 _d("broker.id", "int", None, "Alias of node.id.", validator=_at_least(-1))
 _d("cluster.id", "string", None, "Cluster id; normally read from/created in meta.properties.")
 _d("process.roles", "list", ["broker", "controller"], "Roles of this process (moldau is always both).",
@@ -137,9 +139,11 @@ _d("controller.listener.names", "list", None, "Listener names used by the contro
 _d("controller.quorum.voters", "list", [], "Controller quorum voters (id@host:port).")
 _d("controller.quorum.bootstrap.servers", "list", [], "Controller quorum bootstrap servers.")
 _d("zookeeper.connect", "string", None,
-   "ZooKeeper connection string (host:port[,host:port][/chroot]): join that cluster (docs/cluster.md); unset: "
+   "ZooKeeper connection string (host:port[,host:port][/chroot]): join that cluster (docs/cluster.md); "
+   "unset: "
    "a single-node broker.")
-_d("zookeeper.connection.timeout.ms", "int", None, "Max wait for the ZooKeeper connection (default: the session "
+_d("zookeeper.connection.timeout.ms", "int", None,
+   "Max wait for the ZooKeeper connection (default: the session "
    "timeout).", validator=_at_least(1))
 _d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", validator=_at_least(1))
 _d("reserved.broker.max.id", "int", 1000, "Max broker id for manual assignment.")
@@ -175,7 +179,8 @@ _d("max.connection.creation.rate", "int", INT_MAX, "", True, _at_least(0))
 _d("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics.")
 _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.")
 _d("num.partitions", "int", 1, "Partitions of auto-created topics.", validator=_at_least(1))
-_d("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", validator=_at_least(1))
+_d("default.replication.factor", "int", 1, "Replication factor of auto-created topics.",
+   validator=_at_least(1))
 _d("min.insync.replicas", "int", 1, "", True, _at_least(1))
 _d("unclean.leader.election.enable", "boolean", False, "", True)
 _d("message.max.bytes", "int", 1048588, "Largest record batch accepted.", True, _at_least(0))
@@ -273,7 +278,8 @@ _d("offsets.commit.required.acks", "short", -1, "")
 _d("offset.metadata.max.bytes", "int", 4096, "Max size of commit metadata.")
 _d("group.min.session.timeout.ms", "int", 6000, "")
 _d("group.max.session.timeout.ms", "int", 1800000, "")
-_d("group.initial.rebalance.delay.ms", "int", 0, "Delay of a new/empty group's first join (Kafka 3000; moldau 0, "
+_d("group.initial.rebalance.delay.ms", "int", 0,
+   "Delay of a new/empty group's first join (Kafka 3000; moldau 0, "
    "as Kafka's own config/server.properties ships: see docs/groups.md).")
 _d("group.max.size", "int", INT_MAX, "", validator=_at_least(1))
 _d("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], "",
@@ -314,7 +320,8 @@ _d("metrics.num.samples", "int", 2, "", validator=_at_least(1))
 _d("metrics.sample.window.ms", "long", 30000, "", validator=_at_least(1))
 _d("metrics.recording.level", "string", "INFO", "", validator=_one_of("INFO", "DEBUG", "TRACE"))
 _d("auto.include.jmx.reporter", "boolean", True, "")
-_d("metrics.listener", "string", None, "moldau: HOST:PORT of the Prometheus metrics endpoint (/metrics, /health, "
+_d("metrics.listener", "string", None,
+   "moldau: HOST:PORT of the Prometheus metrics endpoint (/metrics, /health, "
    "/ready); off when unset.")
 
 # security

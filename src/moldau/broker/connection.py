@@ -17,11 +17,11 @@ import collections
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .router import Router
+    from .config import BrokerConfig
+    from .security import SecurityManager
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +30,34 @@ _RECV_BUFFER = 256 * 1024
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 
 
+class ConnectionHost(Protocol):
+    """What a connection needs of its broker (``broker.Broker`` is one): the config, the security manager,
+    and the set of open connections (to drain them at stop)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def security(self) -> SecurityManager | None: ...
+    def connection_opened(self, conn: Connection) -> None: ...
+    def connection_closed(self, conn: Connection) -> None: ...
+
+
+class Dispatcher(Protocol):
+    """Handles one request frame (``router.Router``): response parts, None (no response) or False (close)."""
+
+    async def dispatch(self, conn: Connection, frame: bytearray) -> list[Any] | None | bool: ...
+
+
 class Connection(asyncio.BufferedProtocol):
     __slots__ = (
-        "broker", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
+        "host", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
         "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
         "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
     )
 
-    def __init__(self, broker: "Broker", router: "Router", listener_name: str) -> None:
-        self.broker = broker
+    def __init__(self, host: ConnectionHost, router: Dispatcher, listener_name: str) -> None:
+        self.host = host
         self.router = router
         self.listener_name = listener_name
         self.principal = "User:ANONYMOUS"
@@ -60,7 +78,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._write_ok: asyncio.Event | None = None
         self._last_activity = time.monotonic()
-        cfg = broker.config
+        cfg = host.config
         self._idle_ms = int(cfg.get("connections.max.idle.ms"))
         self._idle_handle: asyncio.TimerHandle | None = None
         self._max_request = int(cfg.get("socket.request.max.bytes"))
@@ -79,10 +97,10 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
-        security = getattr(self.broker, "security", None)
+        security = self.host.security
         if security is not None:
             security.connection_made(self, transport)  # TLS principal, SASL session
-        self.broker.connection_opened(self)
+        self.host.connection_opened(self)
         if self._idle_ms > 0:
             self._idle_handle = self._loop.call_later(self._idle_ms / 1000.0, self._check_idle)
         log.debug("connection from %s:%d on %s", self.peer[0], self.peer[1], self.listener_name)
@@ -95,7 +113,7 @@ class Connection(asyncio.BufferedProtocol):
         self._queue.clear()
         if self._write_ok is not None:
             self._write_ok.set()
-        self.broker.connection_closed(self)
+        self.host.connection_closed(self)
         log.debug("connection from %s:%d closed%s", self.peer[0], self.peer[1], f" ({exc})" if exc else "")
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -158,7 +176,8 @@ class Connection(asyncio.BufferedProtocol):
                 break
             size = _SIZE.unpack_from(view, self._start)[0]
             if size <= 0 or size > self._max_request:
-                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0], self.peer[1],
+                log.warning("closing connection from %s:%d: request size %d is %s", self.peer[0],
+                            self.peer[1],
                             size, "not positive" if size <= 0 else
                             f"larger than socket.request.max.bytes ({self._max_request})")
                 self.close()

@@ -1,21 +1,36 @@
-"""Per-request context handed to every handler."""
+"""Per-request context handed to every handler: the request's identity, its connection and the broker's
+services (``moldau.broker.services.BrokerServices``), never the ``Broker`` itself."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .connection import Connection
+    from .services import BrokerServices
+
+
+class ClientConnection(Protocol):
+    """What handlers use of the connection a request came on (``connection.Connection``)."""
+
+    listener_name: str
+    principal: str
+    peer: tuple[str, int]
+    client_id: str | None
+    client_software: tuple[str, str] | None
+    auth: Any  # security.sasl.AuthSession on SASL listeners
+
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"          # .config, .metadata, .replica_manager, .log_manager, .clock, .node_id, ...
+    services: BrokerServices  # shared by every request of the broker
     api_key: int
     version: int
     correlation_id: int
     client_id: str | None
-    connection: "Connection"  # .peer (host, port), .listener_name, .principal
+    connection: ClientConnection
     header: Any = None        # the decoded request header (tagged fields etc.)

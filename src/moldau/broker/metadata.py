@@ -12,7 +12,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from moldau.log.checkpoint import atomic_write
 from moldau.log.manager import MAX_TOPIC_LENGTH as MAX_NAME_LENGTH  # noqa: F401  (re-exported)
@@ -52,7 +52,8 @@ class TopicInfo:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TopicInfo":
-        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]), dict(d.get("configs") or {}),
+        return cls(d["name"], uuid.UUID(d["topic_id"]), int(d["num_partitions"]), dict(d.get("configs")
+                                                                                       or {}),
                    bool(d.get("is_internal", False)) or d["name"] in INTERNAL_TOPICS,
                    int(d.get("replication_factor", 1)))
 
@@ -126,7 +127,8 @@ class MetadataStore:
 
     def save(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
-        doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(), key=lambda t: t.name)]}
+        doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(),
+                                                                    key=lambda t: t.name)]}
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def _index(self, t: TopicInfo) -> None:
@@ -157,7 +159,7 @@ class MetadataStore:
         return int(self.broker_config.get(key))
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                     configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
                      topic_id: uuid.UUID | None = None, assignment: dict[int, list[int]] | None = None
                      ) -> TopicInfo:
         """Create a topic. num_partitions / replication_factor -1 = broker defaults. ``assignment`` (a manual
@@ -181,7 +183,8 @@ class MetadataStore:
             raise kafka_error("INVALID_REPLICATION_FACTOR",
                               f"Unable to replicate the partition {replication_factor} time(s): "
                               "The target replication factor of "
-                              f"{replication_factor} cannot be reached because only 1 broker(s) are registered.")
+                              f"{replication_factor} cannot be reached because only 1 broker(s) are "
+                              "registered.")
         cfg = dict(configs or {})
         if self.config_validator is not None:
             self.config_validator(cfg)
@@ -198,7 +201,7 @@ class MetadataStore:
         return t
 
     def ensure_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str | None]) -> TopicInfo:
+                     configs: Mapping[str, str | None]) -> TopicInfo:
         """The topic ``name``, created with these settings when missing (the coordinators' internal topics,
         created on first use as Kafka does)."""
         t = self.topics.get(name)
@@ -263,7 +266,8 @@ class MetadataStore:
 
     def adopt(self, name: str, num_partitions: int, topic_id: uuid.UUID | None) -> TopicInfo:
         """Register a topic found on disk but missing from the metadata file (no listeners called)."""
-        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, {}, name in INTERNAL_TOPICS)
+        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, {},
+                      name in INTERNAL_TOPICS)
         self._index(t)
         self.save()
         log.warning("adopted topic %s from the log directory (%d partitions)", name, num_partitions)

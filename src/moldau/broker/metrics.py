@@ -200,12 +200,15 @@ class BrokerMetrics:
         fams = [
             ("kafka_server_brokertopicmetrics_messagesin_total", "Records appended (MessagesInPerSec).",
              self.messages_in),
-            ("kafka_server_brokertopicmetrics_bytesin_total", "Record bytes appended by producers (BytesInPerSec).",
+            ("kafka_server_brokertopicmetrics_bytesin_total",
+             "Record bytes appended by producers (BytesInPerSec).",
              self.bytes_in),
-            ("kafka_server_brokertopicmetrics_bytesout_total", "Record bytes sent to fetchers (BytesOutPerSec).",
+            ("kafka_server_brokertopicmetrics_bytesout_total",
+             "Record bytes sent to fetchers (BytesOutPerSec).",
              self.bytes_out),
             ("kafka_server_brokertopicmetrics_totalproducerequests_total",
-             "Successful partition appends (TotalProduceRequestsPerSec without the failed ones).", self.produce_requests),
+             "Successful partition appends (TotalProduceRequestsPerSec without the failed ones).",
+             self.produce_requests),
             ("kafka_server_brokertopicmetrics_totalfetchrequests_total",
              "Partition reads for fetchers (TotalFetchRequestsPerSec).", self.fetch_requests),
         ]
@@ -269,7 +272,8 @@ class BrokerMetrics:
         by_state: dict[str, int] = defaultdict(int)
         for g in groups.values():
             by_state[_state(g)] += 1
-        w.family("kafka_coordinator_group_groupmetadatamanager_numgroups", "gauge", "Groups known (NumGroups).")
+        w.family("kafka_coordinator_group_groupmetadatamanager_numgroups", "gauge",
+                 "Groups known (NumGroups).")
         w.sample("kafka_coordinator_group_groupmetadatamanager_numgroups", [], len(groups))
         for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"):
             name = f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.lower()}"
@@ -280,7 +284,8 @@ class BrokerMetrics:
             w.sample("moldau_group_members", [("group", gid)], len(getattr(groups[gid], "members", {}) or {}))
         # committed offsets and lag per group and partition (kafka_exporter's names)
         rm = getattr(self.broker, "replica_manager", None)
-        w.family("kafka_consumergroup_current_offset", "gauge", "Committed offset of a group for a partition.")
+        w.family("kafka_consumergroup_current_offset", "gauge",
+                 "Committed offset of a group for a partition.")
         w.family("kafka_consumergroup_lag", "gauge", "Log end offset minus the committed offset.")
         w.family("kafka_consumergroup_lag_sum", "gauge", "Sum of a group's lag over a topic.")
         lag_rows = []

@@ -3,7 +3,7 @@
 ApiVersions is built from this registry, so what is registered is exactly what is advertised.
 
     @handler(api_key=0, min_version=0, max_version=13)
-    async def produce(ctx: RequestContext, req) -> response | None: ...
+    async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | None: ...
 
 The router decodes the request with ``messages.REQUESTS[api_key]`` and encodes the returned object with
 ``messages.RESPONSES[api_key]`` at ``ctx.version``. ``None`` means no response (acks=0).
@@ -12,9 +12,13 @@ The router decodes the request with ``messages.REQUESTS[api_key]`` and encodes t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-HandlerFn = Callable[[Any, Any], Awaitable[Any]]
+if TYPE_CHECKING:
+    from .context import RequestContext
+
+# (context, the decoded request of the handler's own message class) -> the response, or None
+HandlerFn = Callable[["RequestContext", Any], Awaitable[Any]]
 
 
 @dataclass(slots=True, frozen=True)

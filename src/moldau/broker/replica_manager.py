@@ -14,9 +14,9 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 from moldau.protocol.records import (
     InvalidRecordError,
     check_crc,
@@ -26,15 +26,15 @@ from moldau.protocol.records import (
 )
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .metadata import TopicInfo
+    from moldau.log import LogManager
+
+    from .clock import Clock
+    from .config import BrokerConfig
+    from .metadata import MetadataStore, TopicInfo
+    from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-NOT_ENOUGH_REPLICAS = 19
-INVALID_RECORD = 87
 UNKNOWN_SERVER_ERROR = -1
 
 
@@ -96,7 +96,7 @@ class Partition:
 
 @dataclass(slots=True)
 class AppendResult:
-    error: int = NONE
+    error: int = ErrorCode.NONE
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
@@ -107,7 +107,7 @@ class AppendResult:
 
 @dataclass(slots=True)
 class ReadInfo:
-    error: int = NONE
+    error: int = ErrorCode.NONE
     records: Any = None           # list of chunks (bytes-like) or None
     size: int = 0
     high_watermark: int = -1
@@ -116,7 +116,7 @@ class ReadInfo:
     aborted_transactions: list[Any] | None = None
 
 
-# ------------------------------------------------------------------------------------------------- group fsync
+# ------------------------------------------------------------------------------------------------ group fsync
 
 class GroupFlusher:
     """Group commit: one fsync round (in a worker thread) serves every append waiting when it starts."""
@@ -175,32 +175,50 @@ class GroupFlusher:
                 pass
 
 
-# ------------------------------------------------------------------------------------------------- replica manager
+# -------------------------------------------------------------------------------------------- replica manager
+
+class ReplicaDeps(Protocol):
+    """The services the replica manager uses (``services.BrokerServices`` is one)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+    @property
+    def metadata(self) -> MetadataStore: ...
+    @property
+    def metrics(self) -> BrokerMetrics | None: ...
+
 
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
+    def __init__(self, services: ReplicaDeps) -> None:
+        self.services = services  # read on use: metrics is set after construction
+        self.node_id = services.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.flusher = GroupFlusher()
         self._tasks: list[asyncio.Task[Any]] = []
         self.shutting_down = False
-        self.fetch_sessions = FetchSessionCache(int(broker.config.get("max.incremental.fetch.session.cache.slots")))
+        slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessionCache(slots)
 
     # ------------------------------------------------------------------------------------------ setup
     def _log_config(self, topic: "TopicInfo") -> Any:
         from .topic_config import log_config_for
 
-        return log_config_for(topic.configs, self.broker.config)
+        return log_config_for(topic.configs, self.services.config)
 
     def _open_log(self, topic: "TopicInfo", index: int, config: Any) -> Any:
-        lm = self.broker.log_manager
+        lm = self.services.log_manager
         return lm.get_or_create_log(topic.name, index, config, topic_id=topic.topic_id)
 
     def load(self) -> None:
         """Partitions for every topic in the metadata; topics found on disk only are adopted."""
-        store = self.broker.metadata
-        lm = self.broker.log_manager
+        store = self.services.metadata
+        lm = self.services.log_manager
         on_disk: dict[str, int] = {}
         for (tname, idx) in list(lm.partitions()):
             on_disk[tname] = max(on_disk.get(tname, 0), idx + 1)
@@ -217,7 +235,8 @@ class ReplicaManager:
         cfg = self._log_config(topic)
         for i in range(start, topic.num_partitions):
             plog = self._open_log(topic, i, cfg)
-            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
+            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id,
+                                                         cfg)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -243,9 +262,10 @@ class ReplicaManager:
             p.wake()
 
     async def _maintenance(self) -> None:
-        """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is due)."""
-        lm = self.broker.log_manager
-        clock = self.broker.clock
+        """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is
+        due)."""
+        lm = self.services.log_manager
+        clock = self.services.clock
         while True:
             await asyncio.sleep(1.0)
             try:
@@ -254,7 +274,7 @@ class ReplicaManager:
                 log.exception("log maintenance failed")
             # retention may have moved log start offsets: nothing else to update (HW >= log start holds)
 
-    # ------------------------------------------------------------------------------------------ metadata events
+    # ---------------------------------------------------------------------------------------- metadata events
     def on_topic_created(self, topic: "TopicInfo") -> None:
         self._create_partitions(topic, 0)
 
@@ -262,7 +282,7 @@ class ReplicaManager:
         self._create_partitions(topic, old_count)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
-        lm = self.broker.log_manager
+        lm = self.services.log_manager
         for i in range(topic.num_partitions):
             p = self.partitions.pop((topic.name, i), None)
             if p is not None:
@@ -301,14 +321,14 @@ class ReplicaManager:
         res = AppendResult()
         cfg = p.config
         if now_ms is None:
-            now_ms = self.broker.clock.time_ms()
+            now_ms = self.services.clock.time_ms()
         if records is None:
-            res.error = INVALID_RECORD
+            res.error = ErrorCode.INVALID_RECORD
             res.error_message = "Produce request without records"
             return res
         n = records.nbytes if isinstance(records, memoryview) else len(records)
         if n == 0:
-            res.error = INVALID_RECORD
+            res.error = ErrorCode.INVALID_RECORD
             res.error_message = "Produce request with empty records"
             return res
         min_isr = cfg.min_insync_replicas
@@ -327,14 +347,14 @@ class ReplicaManager:
                 buf = bytearray(records)
             batches = split_batches(buf)
             if not batches:
-                res.error = INVALID_RECORD
+                res.error = ErrorCode.INVALID_RECORD
                 res.error_message = "Produce request without record batches"
                 return res
             compacted = cfg.compact_enabled
             for pos, h in batches:
                 check_crc(buf, pos, h)
                 if h.is_control and not internal:
-                    res.error = INVALID_RECORD
+                    res.error = ErrorCode.INVALID_RECORD
                     res.error_message = "Control batches cannot be produced by clients"
                     return res
                 if verify_txn is not None and h.is_transactional and not h.is_control:
@@ -348,7 +368,7 @@ class ReplicaManager:
                     try:
                         validate_batch(buf, pos, h, require_keys=True)
                     except InvalidRecordError as e:
-                        res.error = INVALID_RECORD
+                        res.error = ErrorCode.INVALID_RECORD
                         res.error_message = (f"Compacted topic cannot accept message without key in topic "
                                              f"partition {p.topic}-{p.index}.")
                         res.record_errors = _keyless_indexes(buf, pos, h) or [(0, str(e))]
@@ -357,9 +377,10 @@ class ReplicaManager:
             if target != "producer":
                 buf, batches = _recompress(buf, batches, target, cfg)
             if required_acks == -1 and min_isr > len(p.isr):
-                res.error = NOT_ENOUGH_REPLICAS
-                res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy the "
-                                     f"min.isr requirement of {min_isr} for partition {p.topic}-{p.index}")
+                res.error = ErrorCode.NOT_ENOUGH_REPLICAS
+                res.error_message = (f"The size of the current ISR {len(p.isr)} is insufficient to satisfy "
+                                     f"the min.isr requirement of {min_isr} for partition "
+                                     f"{p.topic}-{p.index}")
                 return res
             info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
         except Exception as e:  # RecordError, LogError and friends carry their Kafka code
@@ -374,7 +395,7 @@ class ReplicaManager:
         res.log_start_offset = info.log_start_offset
         if info.duplicate:
             return res
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         if metrics is not None:
             metrics.record_append(p.topic, n, sum(h.records_count for _, h in batches))
         self._after_append(p, res, required_acks)
@@ -407,9 +428,9 @@ class ReplicaManager:
         hw = plog.high_watermark
         lso = plog.last_stable_offset
         start = plog.log_start_offset
-        info = ReadInfo(NONE, None, 0, hw, lso, start)
+        info = ReadInfo(ErrorCode.NONE, None, 0, hw, lso, start)
         if offset < start or offset > plog.log_end_offset:
-            info.error = OFFSET_OUT_OF_RANGE
+            info.error = ErrorCode.OFFSET_OUT_OF_RANGE
             return info
         limit = lso if isolation_level == 1 else hw
         if offset >= limit or max_bytes <= 0 and not min_one:
@@ -426,7 +447,7 @@ class ReplicaManager:
         size = rr.size
         info.records = rr.chunks if size else None
         info.size = size
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         if metrics is not None:
             metrics.record_read(p.topic, size)
         if isolation_level == 1:
@@ -539,22 +560,22 @@ def _keyless_indexes(buf: Any, pos: int, h: Any) -> list[tuple[int, str | None]]
         recs = decode_batch(buf, pos, header=h)
     except Exception:  # pragma: no cover
         return []
-    return [(i, "Compacted topic cannot accept message without key.") for i, r in enumerate(recs) if r.key is None]
+    return [(i, "Compacted topic cannot accept message without key.") for i, r in enumerate(recs)
+            if r.key is None]
 
 
-# ------------------------------------------------------------------------------------------------- fetch sessions
+# --------------------------------------------------------------------------------------------- fetch sessions
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
 
 
 class CachedPartition:
     __slots__ = ("fetch_offset", "max_bytes", "current_leader_epoch", "high_watermark", "last_stable_offset",
                  "log_start_offset", "partition_index", "topic", "topic_id")
 
-    def __init__(self, topic: str | None, topic_id: Any, partition_index: int, fetch_offset: int, max_bytes: int,
+    def __init__(self, topic: str | None, topic_id: Any, partition_index: int, fetch_offset: int,
+                 max_bytes: int,
                  current_leader_epoch: int = -1) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -569,7 +590,7 @@ class CachedPartition:
     def must_respond(self, error: int, has_records: bool, hw: int, lso: int, log_start: int) -> bool:
         """Whether an incremental response includes this partition; updates the cached values (Kafka's
         CachedPartition.maybeUpdateResponseData)."""
-        respond = error != NONE or has_records
+        respond = error != ErrorCode.NONE or has_records
         if hw != self.high_watermark:
             self.high_watermark = hw
             respond = True
@@ -655,9 +676,9 @@ class FetchSessionCache:
         """The session for an incremental fetch; raises FetchSessionError(70/71)."""
         s = self.sessions.get(session_id)
         if s is None:
-            raise FetchSessionError(FETCH_SESSION_ID_NOT_FOUND)
+            raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != s.epoch:
-            raise FetchSessionError(INVALID_FETCH_SESSION_EPOCH)
+            raise FetchSessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         s.last_used = self.clock()
         self.sessions.move_to_end(session_id)
         return s

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 
 from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
@@ -27,13 +27,13 @@ from .registry import HANDLERS
 
 if TYPE_CHECKING:
     from .connection import Connection
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 
 
 def _error_message(exc: BaseException) -> str | None:
@@ -53,7 +53,8 @@ def frame_response(correlation_id: int, api_key: int, version: int, body_parts: 
 
 def api_versions_keys() -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every registered handler, sorted by key."""
-    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(),
+                                                                      key=lambda s: s.api_key)]
 
 
 def _has_field(msg: Any, attr: str, version: int) -> bool:
@@ -65,8 +66,8 @@ def _has_field(msg: Any, attr: str, version: int) -> bool:
 
 
 class Router:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
 
     async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
         """Handle one request frame. Returns response parts, None (no response) or False (close)."""
@@ -93,7 +94,7 @@ class Router:
             log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)", conn.peer[0],
                         conn.peer[1], spec.name, version, spec.min_version, spec.max_version)
             return False
-        metrics = self.broker.metrics
+        metrics = self.services.metrics
         t0 = time.perf_counter() if metrics is not None else 0.0
         view = memoryview(frame)
         try:
@@ -107,7 +108,7 @@ class Router:
         client_id = getattr(header, "client_id", None)
         if client_id is not None:
             conn.client_id = client_id
-        ctx = RequestContext(self.broker, api_key, version, correlation_id, client_id, conn, header)
+        ctx = RequestContext(self.services, api_key, version, correlation_id, client_id, conn, header)
         try:
             resp = await spec.fn(ctx, req)
         except KafkaError as e:
@@ -132,7 +133,7 @@ class Router:
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         msg = m.RESPONSES[API_VERSIONS]
-        resp = msg.new(error_code=UNSUPPORTED_VERSION, api_keys=[
+        resp = msg.new(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
             msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()])
         body = msg.encode_parts(resp, 0)
         return frame_response(correlation_id, API_VERSIONS, 0, body)

@@ -1,40 +1,46 @@
-"""Listeners and the process entry point: asyncio (uvloop when installed), signals, clean stop."""
+"""The listening sockets of a broker, and uvloop installation (the process entry point, ``run``, is in
+``moldau.broker.broker``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
-from .connection import Connection
+from .connection import Connection, ConnectionHost
 from .router import Router
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .config import BrokerConfig, Listener
+    from .config import Listener
+    from .services import BrokerServices
 
 log = logging.getLogger(__name__)
+
+
+class ServerHost(ConnectionHost, Protocol):
+    """What the server needs of its broker (``broker.Broker`` is one)."""
+
+    @property
+    def services(self) -> BrokerServices: ...
 
 
 class Server:
     """The listening sockets of one broker."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.router = Router(broker)
+    def __init__(self, host: ServerHost) -> None:
+        self.host = host
+        self.router = Router(host.services)
         self.servers: list[asyncio.AbstractServer] = []
         self.bound: list["Listener"] = []  # listeners with their actual ports
 
     async def start(self) -> None:
         from .config import Listener
-
         from .security import ensure_security
 
         loop = asyncio.get_running_loop()
-        cfg = self.broker.config
-        security = ensure_security(self.broker)  # validates listeners, loads TLS certificates
+        cfg = self.host.config
+        security = ensure_security(self.host.services)  # validates listeners, loads TLS certificates
         backlog = int(cfg.get("socket.listen.backlog.size"))
         sndbuf = int(cfg.get("socket.send.buffer.bytes"))
         rcvbuf = int(cfg.get("socket.receive.buffer.bytes"))
@@ -42,7 +48,7 @@ class Server:
             name = lst.name
             host = lst.host or None
             srv = await loop.create_server(
-                lambda name=name: Connection(self.broker, self.router, name), host, lst.port,
+                lambda name=name: Connection(self.host, self.router, name), host, lst.port,
                 backlog=backlog, reuse_address=True, ssl=security.ssl_context(name))
             for sock in srv.sockets:
                 try:
@@ -76,32 +82,3 @@ def install_uvloop() -> bool:
         return False
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     return True
-
-
-async def serve(config: "BrokerConfig", *, ready_callback: Any = None) -> None:
-    """Run a broker until SIGINT/SIGTERM, then stop cleanly."""
-    from .broker import Broker
-
-    broker = Broker(config)
-    await broker.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread / platform
-            pass
-    if ready_callback is not None:
-        ready_callback(broker)
-    try:
-        await stop.wait()
-    finally:
-        log.info("moldau broker stopping")
-        await broker.stop()
-        log.info("moldau broker stopped")
-
-
-def run(config: "BrokerConfig") -> None:
-    """Blocking entry point used by ``moldau broker``."""
-    install_uvloop()
-    asyncio.run(serve(config))

@@ -37,6 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from moldau.log.checkpoint import atomic_write
 from moldau.log.config import (  # noqa: F401  (re-exported: the table and its helpers)
     BROKER_ONLY_LOG_FIELDS,
     HOURS,
@@ -63,14 +64,11 @@ from moldau.log.config import (  # noqa: F401  (re-exported: the table and its h
     validate_topic_config,
     validate_topic_configs,
 )
-from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.errors import error_code_of as _error_code_of
 
 log = logging.getLogger(__name__)
 
-INVALID_CONFIG = ErrorCode.INVALID_CONFIG
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 
 class ConfigSource(enum.IntEnum):
@@ -96,11 +94,11 @@ class AlterConfigOp(enum.IntEnum):
     SUBTRACT = 3
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # errors
 
 
-def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
+def config_error(message: str, code: int = ErrorCode.INVALID_CONFIG) -> KafkaError:
     """The exception to raise for a refused config: the KafkaError for ``code`` (INVALID_CONFIG by default)
     carrying ``message``."""
     return KafkaError.for_code(code, message)
@@ -108,7 +106,7 @@ def config_error(message: str, code: int = INVALID_CONFIG) -> KafkaError:
 
 def error_code_of(exc: BaseException) -> int:
     """The Kafka error code carried by ``exc`` (a KafkaError; INVALID_CONFIG when it carries none)."""
-    return _error_code_of(exc, INVALID_CONFIG)
+    return _error_code_of(exc, ErrorCode.INVALID_CONFIG)
 
 
 def error_message_of(exc: BaseException) -> str:
@@ -121,7 +119,7 @@ def error_message_of(exc: BaseException) -> str:
     return str(exc)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # broker synonyms
 
 #: Kafka's static defaults of the broker synonym keys (None = the key has no default). Used when the broker
@@ -176,7 +174,8 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
 
 #: Broker keys that are synonyms of each other, highest priority first (Kafka's brokerConfigSynonyms).
 BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
-    syn.name: tuple(s.name for s in d.broker_synonyms) for d in TOPIC_CONFIGS.values() for syn in d.broker_synonyms
+    syn.name: tuple(s.name
+                    for s in d.broker_synonyms) for d in TOPIC_CONFIGS.values() for syn in d.broker_synonyms
 }
 
 
@@ -186,7 +185,7 @@ def broker_key_type(key: str) -> ConfigType:
     return d.synonym_type(key, mult)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # broker config access
 
 
@@ -222,7 +221,8 @@ class BrokerConfigView:
             out.append((self.dynamic.cluster_default[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         # The static config may mirror dynamic values (BrokerConfig.set_dynamic); ours are the truth.
         out.extend(e for e in _static_lookup(self.static, key)
-                   if e[1] not in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+                   if e[1] not in (ConfigSource.DYNAMIC_BROKER_CONFIG,
+                                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         return out
 
 
@@ -359,7 +359,7 @@ def broker_lookup(broker_config: Any, key: str) -> list[tuple[str | None, int]]:
     return _static_lookup(broker_config, key)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # validation
 
 
@@ -382,7 +382,8 @@ def validate_broker_config(key: str, value: object) -> Any:
     a known key moldau cannot change at runtime, INVALID_CONFIG for an unknown key or a bad value."""
     if key not in DYNAMIC_BROKER_KEYS:
         if key in _broker_defs() or key in BROKER_KEY_TO_TOPIC:
-            raise config_error(f"Cannot update these configs dynamically: Set({key})", INVALID_REQUEST)
+            raise config_error(f"Cannot update these configs dynamically: Set({key})",
+                               ErrorCode.INVALID_REQUEST)
         raise config_error(f"Unknown broker config name: {key}")
     if value is None:
         raise config_error(f"Null value not supported for broker config: {key}")
@@ -399,7 +400,7 @@ def validate_broker_config(key: str, value: object) -> Any:
     return parsed
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # effective values and describe
 
 
@@ -456,7 +457,8 @@ def _resolve(d: TopicConfigDef, topic_configs: Mapping[str, object],
         except Exception:  # noqa: BLE001 - a stored value that no longer parses: ignore it, never fail a log
             log.warning("ignoring invalid stored topic config %s=%r", d.name, raw)
         else:
-            synonyms.append(ConfigSynonymEntry(d.name, None if d.sensitive else to_kafka_string(value), source))
+            synonyms.append(ConfigSynonymEntry(d.name, None if d.sensitive else to_kafka_string(value),
+                                               source))
     for key, text, src, mult in _synonym_chain(d, broker_config):
         synonyms.append(ConfigSynonymEntry(key, None if d.sensitive else text, src))
         if source is None and text is not None:
@@ -519,7 +521,7 @@ def describe_topic_configs(topic_configs: Mapping[str, object] | None, broker_co
     return out
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # LogConfig
 
 
@@ -527,7 +529,8 @@ def log_config_kwargs(topic_configs: Mapping[str, object] | None, broker_config:
                       field_names: Mapping[str, Any]) -> dict[str, Any]:
     """kwargs for a LogConfig restricted to the fields named in ``field_names`` (name -> default): the
     effective value of each topic config with a ``log_field``, ``internal.segment.bytes`` over segment.bytes,
-    ``compact`` / ``delete`` flags from cleanup.policy, and the broker-only fields when the broker sets them."""
+    ``compact`` / ``delete`` flags from cleanup.policy, and the broker-only fields when the broker sets
+    them."""
     values = effective_topic_configs(topic_configs, broker_config)
     if values.get("internal.segment.bytes") is not None:
         values["segment.bytes"] = values["internal.segment.bytes"]
@@ -559,7 +562,7 @@ def log_config_for(topic_configs: Mapping[str, object] | None, broker_config: An
     return LogConfig(**log_config_kwargs(topic_configs, broker_config, fields))
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # AlterConfigs / IncrementalAlterConfigs
 
 
@@ -574,7 +577,7 @@ def _unique_keys(ops: Iterable[tuple[str, int, str | None]]) -> Iterable[tuple[s
     seen: set[str] = set()
     for name, op, value in ops:
         if name in seen:
-            raise config_error(f"Error due to duplicate config keys: {name}", INVALID_REQUEST)
+            raise config_error(f"Error due to duplicate config keys: {name}", ErrorCode.INVALID_REQUEST)
         seen.add(name)
         yield name, op, value
 
@@ -583,11 +586,13 @@ def _alter_op(op: int, name: str) -> AlterConfigOp:
     try:
         return AlterConfigOp(op)
     except ValueError:
-        raise config_error(f"Unknown alter config operation type {op} for {name}", INVALID_REQUEST) from None
+        raise config_error(f"Unknown alter config operation type {op} for {name}",
+                           ErrorCode.INVALID_REQUEST) from None
 
 
 def _append_or_subtract(parts: list[str], op: AlterConfigOp, value: str | None) -> str:
-    """The list ``parts`` with the items of ``value`` appended (when missing) or subtracted, as a Kafka string."""
+    """The list ``parts`` with the items of ``value`` appended (when missing) or subtracted, as a Kafka
+    string."""
     for item in _split_list(value):
         if op == AlterConfigOp.APPEND:
             if item not in parts:
@@ -602,7 +607,8 @@ def apply_incremental_ops(current: Mapping[str, str], ops: Iterable[tuple[str, i
                           broker_config: Any = None) -> dict[str, str]:
     """Apply IncrementalAlterConfigs operations to a topic's overrides; return the new overrides (validated,
     as Kafka strings). APPEND/SUBTRACT work on LIST configs only and start from the current override, or the
-    effective broker-level value when the topic has none. Raises the INVALID_CONFIG / INVALID_REQUEST error."""
+    effective broker-level value when the topic has none. Raises the INVALID_CONFIG / INVALID_REQUEST
+    error."""
     new: dict[str, str] = dict(current)
     for name, raw_op, value in _unique_keys(ops):
         d = TOPIC_CONFIGS.get(name)
@@ -632,7 +638,7 @@ def replace_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return normalize_topic_configs(dict(configs))
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # broker-level describe
 
 
@@ -668,7 +674,8 @@ def describe_broker_configs(broker_config: Any, names: Iterable[str] | None = No
     (only the cluster-wide dynamic defaults, as Kafka answers)."""
     dyn = dynamic_configs_of(broker_config) if broker_config is not None else DynamicBrokerConfigs()
     if cluster_default_only:
-        selected = sorted(dyn.cluster_default) if names is None else [n for n in names if n in dyn.cluster_default]
+        selected = sorted(dyn.cluster_default) if names is None else [n for n in names
+                                                                      if n in dyn.cluster_default]
         out = []
         for key in selected:
             ctype, dynamic, sensitive, doc = _broker_key_meta(key)
@@ -719,7 +726,8 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
         if key not in DYNAMIC_BROKER_KEYS:
             validate_broker_config(key, "")     # raises, naming the key
         if broker_key_type(key) != ConfigType.LIST:
-            raise config_error(f"Can only {op.name} to configurations of type LIST, but {key} is not of type LIST.")
+            raise config_error(f"Can only {op.name} to configurations of type LIST, but {key} is not of "
+                               "type LIST.")
         if key in new:
             parts = _split_list(new[key])
         else:
@@ -731,7 +739,7 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
     return new
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # runtime: dynamic broker configs of a running broker, persistence, applying changes to open logs
 
 DYNAMIC_CONFIGS_FILE = "__moldau_dynamic_configs.json"
@@ -763,8 +771,8 @@ def _read_dynamic_file(data_dir: str) -> DynamicBrokerConfigs:
 
 
 def load_dynamic_broker_configs(broker: Any) -> DynamicBrokerConfigs:
-    """Read the persisted dynamic broker configs (once) and attach them to ``broker.config``. Happens by itself
-    on the first lookup through a BrokerConfig with ``log_dirs``; calling it at startup is harmless."""
+    """Read the persisted dynamic broker configs (once) and attach them to ``broker.config``. Happens by
+    itself on the first lookup through a BrokerConfig with ``log_dirs``; calling it at startup is harmless."""
     return dynamic_configs_of(broker.config, _data_dir_of(broker))
 
 

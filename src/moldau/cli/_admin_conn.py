@@ -75,10 +75,13 @@ class AdminConn:
         c = self.conf
         verify_host = c.get("ssl.endpoint.identification.algorithm", "https").lower() not in ("", "none")
         try:
-            ctx = client_context(ca_location=c.get("ssl.ca.location"),
-                                 certificate_location=c.get("ssl.certificate.location"),
-                                 key_location=c.get("ssl.key.location"), key_password=c.get("ssl.key.password"),
-                                 check_hostname=verify_host)
+            ctx = client_context(
+                ca_location=c.get("ssl.ca.location"),
+                certificate_location=c.get("ssl.certificate.location"),
+                key_location=c.get("ssl.key.location"),
+                key_password=c.get("ssl.key.password"),
+                check_hostname=verify_host,
+            )
             return ctx.wrap_socket(sock, server_hostname=host)
         except (OSError, ssl.SSLError) as e:
             sock.close()

@@ -19,7 +19,6 @@ import sys
 from typing import Any
 
 
-
 def _az() -> Any:
     from moldau.broker.security import authorizer
 
@@ -27,8 +26,12 @@ def _az() -> Any:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("acls", help="manage ACLs", description="Manage ACL bindings (authorizer.class.name "
-                                                               "must be set on the broker for them to apply).")
+    p = sub.add_parser(
+        "acls",
+        help="manage ACLs",
+        description="Manage ACL bindings (authorizer.class.name "
+        "must be set on the broker for them to apply).",
+    )
     cmds = p.add_subparsers(dest="acls_command", metavar="SUBCOMMAND")
 
     def common(sp: argparse.ArgumentParser, *, add: bool) -> None:
@@ -106,8 +109,13 @@ def _filter(args: argparse.Namespace) -> Any:
     ops = args.operation
     if len(ops) > 1:
         raise ValueError("list/remove take at most one --operation")
-    return az.AclFilter(resource_type=rt, name=name, pattern_type=az.PATTERN_TYPES[args.resource_pattern_type],
-                        principal=args.principal, operation=ops[0] if ops else az.ANY)
+    return az.AclFilter(
+        resource_type=rt,
+        name=name,
+        pattern_type=az.PATTERN_TYPES[args.resource_pattern_type],
+        principal=args.principal,
+        operation=ops[0] if ops else az.ANY,
+    )
 
 
 def _print(bindings: list[Any]) -> None:
@@ -145,7 +153,9 @@ def cmd_add(args: argparse.Namespace) -> int:
                                     operation=b.operation, permission_type=b.permission) for b in bindings]))
         except AdminConnError as e:
             return _err(str(e))
-        errors = [(r.error_message or f"error {r.error_code}") if r.error_code else None for r in resp.results]
+        errors = [
+            (r.error_message or f"error {r.error_code}") if r.error_code else None for r in resp.results
+        ]
     failed = [(b, e) for b, e in zip(bindings, errors) if e]
     for b, e in failed:
         print(f"moldau acls: {b}: {e}", file=sys.stderr)

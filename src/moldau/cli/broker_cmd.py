@@ -9,10 +9,13 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("broker", help="run a Kafka-compatible broker",
-                       description="Run a moldau broker. Configuration: Kafka's server.properties keys, from "
-                                   "--config, MOLDAU_<KEY> environment variables (dots -> underscores), --set, "
-                                   "then the flags below.")
+    p = sub.add_parser(
+        "broker",
+        help="run a Kafka-compatible broker",
+        description="Run a moldau broker. Configuration: Kafka's server.properties keys, from "
+        "--config, MOLDAU_<KEY> environment variables (dots -> underscores), --set, "
+        "then the flags below.",
+    )
     p.add_argument("--config", metavar="FILE", help="server.properties file")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                    help="set a broker config key (repeatable), e.g. --set num.partitions=3")
@@ -66,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 2
+    from moldau.broker.broker import run as run_server
     from moldau.broker.cluster import ClusterError
-    from moldau.broker.server import run as run_server
 
     try:
         run_server(config)

@@ -34,7 +34,8 @@ EXIT_INTERRUPTED = 130
 # Client settings that only some clients take: passed to the clients that know them, dropped for the others
 # (a --command-config file is shared by the producer, consumer and admin of one command).
 _PRODUCER_ONLY = ("acks", "batch.size", "linger.ms", "buffer.memory", "max.block.ms", "compression.type",
-                  "compression.level", "retries", "delivery.timeout.ms", "max.in.flight.requests.per.connection",
+                  "compression.level", "retries", "delivery.timeout.ms",
+                  "max.in.flight.requests.per.connection",
                   "enable.idempotence", "max.request.size", "partitioner.ignore.keys", "transactional.id",
                   "transaction.timeout.ms")
 
@@ -99,8 +100,13 @@ def _missing_subcommand(p: argparse.ArgumentParser) -> int:
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("connection")
-    g.add_argument("-b", "--bootstrap-server", metavar="HOST:PORT[,...]",
-                   default=None, help=f"broker(s) to connect to (default ${ENV_BOOTSTRAP} or {DEFAULT_BOOTSTRAP})")
+    g.add_argument(
+        "-b",
+        "--bootstrap-server",
+        metavar="HOST:PORT[,...]",
+        default=None,
+        help=f"broker(s) to connect to (default ${ENV_BOOTSTRAP} or {DEFAULT_BOOTSTRAP})",
+    )
     g.add_argument("--command-config", metavar="FILE",
                    help="client properties file (security.protocol, sasl.*, ssl.*, other client settings)")
     g.add_argument("-X", dest="client_settings", metavar="KEY=VALUE", action="append", default=[],
@@ -114,7 +120,9 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------------------------- config
 
 def bootstrap_of(args: argparse.Namespace) -> str:
-    return (getattr(args, "bootstrap_server", None) or os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP).strip()
+    return (
+        getattr(args, "bootstrap_server", None) or os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
+    ).strip()
 
 
 def parse_properties_text(text: str) -> dict[str, str]:
@@ -187,7 +195,8 @@ def client_config(args: argparse.Namespace, kind: str = "admin", **overrides: An
 
 def _check_security(conf: dict[str, Any]) -> None:
     """Security settings go to the client as they are; say clearly when it cannot use them yet, and drop
-    sasl.*/ssl.* keys the client does not know while the protocol is PLAINTEXT (a shared file may have them)."""
+    sasl.*/ssl.* keys the client does not know while the protocol is PLAINTEXT (a shared file may have
+    them)."""
     try:
         from moldau.client.config import COMMON, ConfigError
     except ImportError:  # pragma: no cover

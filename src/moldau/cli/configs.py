@@ -24,7 +24,7 @@ EXAMPLES = """\
   moldau configs describe --broker                  # the broker's non-default configs
   moldau configs alter --topic events --set retention.ms=3600000 --delete cleanup.policy
   moldau configs alter --broker --set log.retention.ms=604800000
-  moldau configs alter --topic events --add-config retention.ms=1000,segment.bytes=1048576   # kafka-configs style
+  moldau configs alter --topic events --add-config retention.ms=1000,segment.bytes=1048576  # kafka-configs
 """
 
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -49,7 +49,9 @@ def register(sub: Any) -> None:
                         examples="  moldau configs alter --topic events --set retention.ms=3600000\n"
                                  "  moldau configs alter --broker --delete log.retention.ms\n")
     _entity(a)
-    a.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)")
+    a.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="set a config (repeatable)"
+    )
     a.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]",
                    help="kafka-configs style: comma-separated KEY=VALUE pairs")
     a.add_argument("--delete", "--delete-config", dest="delete", action="append", default=[], metavar="KEY",
@@ -114,9 +116,14 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if args.json:
         out = []
         for e in rows:
-            item: dict[str, Any] = {"name": e.name, "value": None if e.is_sensitive else e.value,
-                                    "source": SOURCES.get(e.source, str(e.source)), "is_default": e.is_default,
-                                    "read_only": e.read_only, "sensitive": e.is_sensitive}
+            item: dict[str, Any] = {
+                "name": e.name,
+                "value": None if e.is_sensitive else e.value,
+                "source": SOURCES.get(e.source, str(e.source)),
+                "is_default": e.is_default,
+                "read_only": e.read_only,
+                "sensitive": e.is_sensitive,
+            }
             if args.synonyms:
                 item["synonyms"] = [{"name": n, "value": v, "source": SOURCES.get(s, str(s))}
                                     for n, v, s in e.synonyms]
@@ -158,7 +165,9 @@ def cmd_alter(args: argparse.Namespace) -> int:
         res = _resource(a, args)
         a.incremental_alter_configs({res: ops}, validate_only=args.validate_only)
     if args.json:
-        print_json({"resource": _label(res), "set": sets, "deleted": deletes, "applied": not args.validate_only})
+        print_json(
+            {"resource": _label(res), "set": sets, "deleted": deletes, "applied": not args.validate_only}
+        )
     else:
         what = []
         if sets:

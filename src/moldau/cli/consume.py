@@ -42,10 +42,15 @@ FORMAT_HELP = ("output format: %%t topic, %%p partition, %%o offset, %%k key, %%
 
 
 def register(sub: Any) -> None:
-    p = add_command(sub, "consume", help="print records of a topic",
-                    description="Print records of a topic: values one per line, a kcat-like --format, or JSON "
-                                "lines (--json; keys/values that are not UTF-8 are base64). Ctrl-C stops "
-                                "cleanly and, in a group, commits what was printed.", examples=EXAMPLES)
+    p = add_command(
+        sub,
+        "consume",
+        help="print records of a topic",
+        description="Print records of a topic: values one per line, a kcat-like --format, or JSON "
+        "lines (--json; keys/values that are not UTF-8 are base64). Ctrl-C stops "
+        "cleanly and, in a group, commits what was printed.",
+        examples=EXAMPLES,
+    )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("-g", "--group", help="consumer group: join it (or commit for it with --partition)")
     start = p.add_mutually_exclusive_group()

@@ -62,13 +62,16 @@ def register(sub: Any) -> None:
     _common(dl)
     dl.set_defaults(func=run_command(cmd_delete))
 
-    r = cmds.add_parser("reset-offsets", help="move a group's committed offsets (dry run unless --execute)",
-                        examples="  moldau groups reset-offsets my-app --topic events --to-latest\n"
-                                 "  moldau groups reset-offsets my-app --topic events:0,1 --to-offset 100 "
-                                 "--execute\n"
-                                 "  moldau groups reset-offsets my-app --all-topics --to-datetime "
-                                 "2024-05-01T00:00:00Z --execute\n"
-                                 "  moldau groups reset-offsets my-app --topic events --shift-by -10 --execute\n")
+    r = cmds.add_parser(
+        "reset-offsets",
+        help="move a group's committed offsets (dry run unless --execute)",
+        examples="  moldau groups reset-offsets my-app --topic events --to-latest\n"
+        "  moldau groups reset-offsets my-app --topic events:0,1 --to-offset 100 "
+        "--execute\n"
+        "  moldau groups reset-offsets my-app --all-topics --to-datetime "
+        "2024-05-01T00:00:00Z --execute\n"
+        "  moldau groups reset-offsets my-app --topic events --shift-by -10 --execute\n",
+    )
     r.add_argument("group", metavar="GROUP")
     r.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
                    help="topic, optionally with partitions (repeatable)")
@@ -215,8 +218,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 if info["members"]:
                     print()
                 print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"],
-                            [(o["topic"], o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"],
-                              o["member_id"]) for o in info["offsets"]], empty="(no committed offsets)")
+                            [(o["topic"], o["partition"], o["committed_offset"], o["log_end_offset"],
+                              o["lag"], o["member_id"]) for o in info["offsets"]],
+                            empty="(no committed offsets)")
     if missing:
         raise CliError(f"group {missing[0]!r} does not exist" if len(missing) == 1 else
                        "groups do not exist: " + ", ".join(missing))

@@ -20,7 +20,9 @@ _CORE = ("broker_cmd", "log_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="moldau", description="moldau: a Kafka-compatible broker and client")
+    parser = argparse.ArgumentParser(
+        prog="moldau", description="moldau: a Kafka-compatible broker and client"
+    )
     parser.add_argument("--version", action="version", version=f"moldau {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = list(_CORE)

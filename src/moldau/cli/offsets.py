@@ -70,8 +70,12 @@ def cmd_offsets(args: argparse.Namespace) -> int:
             at = a.list_offsets({tp: spec for tp in tps}, isolation_level=iso)
     rows = []
     for tp in tps:
-        row: dict[str, Any] = {"partition": tp.partition, "earliest": earliest[tp].offset,
-                               "latest": latest[tp].offset, "records": latest[tp].offset - earliest[tp].offset}
+        row: dict[str, Any] = {
+            "partition": tp.partition,
+            "earliest": earliest[tp].offset,
+            "latest": latest[tp].offset,
+            "records": latest[tp].offset - earliest[tp].offset,
+        }
         if spec is not None:
             r = at[tp]
             row["offset_at_time"] = r.offset if r.offset >= 0 else None

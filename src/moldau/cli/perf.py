@@ -155,9 +155,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise UsageError("--record-size and --key-size must be >= 0")
     acks = "all" if args.acks in ("all", "-1") else args.acks
     conf = client_config(args, "producer")
-    conf["acks"] = acks
-    if acks != "all" and "enable.idempotence" not in conf:
-        conf["enable.idempotence"] = "false"
+    conf["acks"] = acks  # idempotence follows (off for acks 0/1 unless set), as in the Java producer
     conf["compression.type"] = args.compression
     if args.batch_size is not None:
         conf["batch.size"] = args.batch_size
@@ -205,9 +203,11 @@ def cmd_produce(args: argparse.Namespace) -> int:
                     wl = stats.window_lat
                     stats.window_lat = []
                     avg = sum(wl) / len(wl) if wl else 0.0
-                    live.show(f"{sent:,} records sent, {window_sent / el:,.1f} records/sec "
-                              f"({window_sent * args.record_size / el / 1048576:.2f} MB/sec), {avg:.1f} ms avg "
-                              f"latency, {max(wl) if wl else 0.0:.1f} ms max latency")
+                    live.show(
+                        f"{sent:,} records sent, {window_sent / el:,.1f} records/sec "
+                        f"({window_sent * args.record_size / el / 1048576:.2f} MB/sec), {avg:.1f} ms avg "
+                        f"latency, {max(wl) if wl else 0.0:.1f} ms max latency"
+                    )
                     window_sent = 0
                     window_t = now
             producer.flush()
@@ -287,7 +287,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
                         first_record_t = time.perf_counter()
                     last_record = time.monotonic()
                     for r in recs:
-                        n = (len(r.value) if r.value is not None else 0) + (len(r.key) if r.key is not None else 0)
+                        n = (len(r.value) if r.value is not None else 0) + (
+                            len(r.key) if r.key is not None else 0
+                        )
                         nbytes += n
                         window_bytes += n
                         if r.timestamp >= 0:

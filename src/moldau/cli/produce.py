@@ -45,7 +45,9 @@ def register(sub: Any) -> None:
                     description="Produce one record per line (or per -D delimiter) from stdin or --file. "
                                 "Exits non-zero if any record failed.", examples=EXAMPLES)
     p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-f", "--file", metavar="FILE", help="read records from FILE instead of stdin ('-' = stdin)")
+    p.add_argument(
+        "-f", "--file", metavar="FILE", help="read records from FILE instead of stdin ('-' = stdin)"
+    )
     p.add_argument("-K", "--key-separator", metavar="SEP",
                    help="split each record at the first SEP into key and value (escapes like \\t work)")
     p.add_argument("-F", "--format", metavar="FORMAT",
@@ -235,10 +237,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
         stream = sys.stdin.buffer
 
     acks = "all" if args.acks in ("all", "-1") else args.acks
-    extra: dict[str, Any] = {"acks": acks}
+    extra: dict[str, Any] = {"acks": acks}  # idempotence follows (off for acks 0/1 unless set), as in Java
     conf = client_config(args, "producer")
-    if acks != "all" and "enable.idempotence" not in conf:
-        extra["enable.idempotence"] = "false"
     if args.compression:
         extra["compression.type"] = args.compression
     if args.linger_ms is not None:

@@ -149,8 +149,13 @@ def describe_topics(a: Any, names: list[str], *, offsets: bool = True, all_confi
         parts = []
         for p in d.partitions:
             tp = TopicPartition(n, p.partition)
-            row: dict[str, Any] = {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                                   "replicas": p.replicas, "isr": p.isr}
+            row: dict[str, Any] = {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas,
+                "isr": p.isr,
+            }
             if p.offline_replicas:
                 row["offline_replicas"] = p.offline_replicas
             if offsets:
@@ -209,14 +214,19 @@ def cmd_create(args: argparse.Namespace) -> int:
                     _done(args, {"topic": args.topic, "created": False, "exists": True},
                           f"topic {args.topic} exists already")
                     return 0
-                raise CliError(f"topic {args.topic!r} already exists (--if-not-exists accepts that)") from None
+                raise CliError(
+                    f"topic {args.topic!r} already exists (--if-not-exists accepts that)"
+                ) from None
             raise
         parts = None
         if not args.validate_only:
             parts = len(a.describe_topics([args.topic])[args.topic].partitions)
     verb = "would create" if args.validate_only else "created"
-    _done(args, {"topic": args.topic, "created": not args.validate_only, "partitions": parts, "configs": cfg},
-          f"{verb} topic {args.topic}" + (f" ({parts} partition{'s' if parts != 1 else ''})" if parts else ""))
+    _done(
+        args,
+        {"topic": args.topic, "created": not args.validate_only, "partitions": parts, "configs": cfg},
+        f"{verb} topic {args.topic}" + (f" ({parts} partition{'s' if parts != 1 else ''})" if parts else ""),
+    )
     return 0
 
 

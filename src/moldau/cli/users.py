@@ -1,14 +1,17 @@
 """``moldau users``: SASL users and their credentials.
 
-    moldau users add NAME [--password P] [--mechanism M ...] [--iterations N]  (--data-dir D | --bootstrap-server B)
-    moldau users list                                                            (--data-dir D | --bootstrap-server B)
-    moldau users delete NAME [--mechanism M ...]                                 (--data-dir D | --bootstrap-server B)
+    moldau users add NAME [--password P] [--mechanism M ...] [--iterations N]  (--data-dir D |
+    --bootstrap-server B) moldau users list
+    (--data-dir D |
+    --bootstrap-server B) moldau users delete NAME [--mechanism M ...]
+    (--data-dir D |
+    --bootstrap-server B)
 
 Offline (``--data-dir``, the broker's data directory; a running broker sees the change at the next
 authentication): PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; without ``--mechanism`` all three.
 
-Online (``--bootstrap-server``, through AlterUserScramCredentials / DescribeUserScramCredentials; needs Alter /
-Describe on the cluster when ACLs are on): SCRAM only -- the Kafka protocol has no request for PLAIN
+Online (``--bootstrap-server``, through AlterUserScramCredentials / DescribeUserScramCredentials; needs Alter
+/ Describe on the cluster when ACLs are on): SCRAM only -- the Kafka protocol has no request for PLAIN
 credentials. The password never leaves this process: only the salt and the salted password are sent. Client
 security settings: ``--command-config FILE`` and ``-X key=value`` (security.protocol, sasl.mechanism,
 sasl.username, sasl.password, ssl.ca.location, ...).
@@ -108,8 +111,10 @@ def cmd_add(args: argparse.Namespace) -> int:
         return 0
     wanted = args.mechanism or list(SCRAM)
     if "PLAIN" in wanted:
-        return _err("PLAIN credentials can only be set offline (--data-dir): the Kafka protocol has no request "
-                    "for them")
+        return _err(
+            "PLAIN credentials can only be set offline (--data-dir): the Kafka protocol has no request "
+            "for them"
+        )
     from moldau.protocol import messages as m
     from moldau.protocol.sasl_mechanisms import SCRAM_MECHANISMS, salted_password
 
@@ -120,9 +125,15 @@ def cmd_add(args: argparse.Namespace) -> int:
     for mech in wanted:
         sm = SCRAM_MECHANISMS[mech]
         salt = os.urandom(32)
-        ups.append(req.ScramCredentialUpsertion(name=args.name, mechanism=sm.code, iterations=args.iterations,
-                                                salt=salt,
-                                                salted_password=salted_password(sm, password, salt, args.iterations)))
+        ups.append(
+            req.ScramCredentialUpsertion(
+                name=args.name,
+                mechanism=sm.code,
+                iterations=args.iterations,
+                salt=salt,
+                salted_password=salted_password(sm, password, salt, args.iterations),
+            )
+        )
     try:
         with _conn(args) as c:
             resp = c.request(51, req.new(deletions=[], upsertions=ups))
@@ -130,10 +141,14 @@ def cmd_add(args: argparse.Namespace) -> int:
         return _err(str(e))
     for r in resp.results:
         if r.error_code:
-            return _err(f"user {r.user}: {r.error_message or 'error ' + str(r.error_code)} (code {r.error_code})")
+            return _err(
+                f"user {r.user}: {r.error_message or 'error ' + str(r.error_code)} (code {r.error_code})"
+            )
     print(f"user {args.name}: {', '.join(wanted)}")
     if not args.mechanism:
-        print("note: PLAIN credentials can only be set offline (moldau users add --data-dir)", file=sys.stderr)
+        print(
+            "note: PLAIN credentials can only be set offline (moldau users add --data-dir)", file=sys.stderr
+        )
     return 0
 
 
@@ -198,8 +213,16 @@ def cmd_delete(args: argparse.Namespace) -> int:
                     return _err(f"{r.error_message or 'error'} (code {r.error_code})")
                 mechs = [scram_mechanism_name(ci.mechanism) for ci in r.credential_infos]
             req = m.AlterUserScramCredentialsRequest
-            resp = c.request(51, req.new(upsertions=[], deletions=[
-                req.ScramCredentialDeletion(name=args.name, mechanism=scram_mechanism_code(mech)) for mech in mechs]))
+            resp = c.request(
+                51,
+                req.new(
+                    upsertions=[],
+                    deletions=[
+                        req.ScramCredentialDeletion(name=args.name, mechanism=scram_mechanism_code(mech))
+                        for mech in mechs
+                    ],
+                ),
+            )
     except AdminConnError as e:
         return _err(str(e))
     for r in resp.results:

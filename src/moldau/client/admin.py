@@ -19,10 +19,10 @@ from .config import resolve_config
 from .errors import (
     Codes,
     IllegalStateError,
-    UnsupportedVersionError,
     KafkaConnectionError,
     KafkaTimeoutError,
     RequestTimedOutError,
+    UnsupportedVersionError,
     broker_error,
 )
 from .types import (
@@ -51,9 +51,17 @@ _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
 _DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
 _INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER, _CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
 _NOT_CONTROLLER = 41
-_RETRY = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE, Codes.COORDINATOR_LOAD_IN_PROGRESS,
-                    _NOT_CONTROLLER, Codes.REQUEST_TIMED_OUT, Codes.LEADER_NOT_AVAILABLE,
-                    Codes.NOT_LEADER_OR_FOLLOWER})
+_RETRY = frozenset(
+    {
+        Codes.NOT_COORDINATOR,
+        Codes.COORDINATOR_NOT_AVAILABLE,
+        Codes.COORDINATOR_LOAD_IN_PROGRESS,
+        _NOT_CONTROLLER,
+        Codes.REQUEST_TIMED_OUT,
+        Codes.LEADER_NOT_AVAILABLE,
+        Codes.NOT_LEADER_OR_FOLLOWER,
+    }
+)
 
 _SPEC = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 
@@ -124,8 +132,14 @@ class AsyncAdmin:
     # ------------------------------------------------------------------------------------------------
     # topics
 
-    async def create_topics(self, topics: Iterable[NewTopic | str], *, timeout: float | None = None,
-                            validate_only: bool = False, raise_errors: bool = True) -> dict[str, BaseException | None]:
+    async def create_topics(
+        self,
+        topics: Iterable[NewTopic | str],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+    ) -> dict[str, BaseException | None]:
         self._check()
         R = m.CreateTopicsRequest
         items = [NewTopic(t) if isinstance(t, str) else t for t in topics]
@@ -148,8 +162,11 @@ class AsyncAdmin:
                 if r.error_code in (_NOT_CONTROLLER,):
                     retry = "NOT_CONTROLLER"
                     continue
-                out[r.name] = broker_error(r.error_code, f"topic {r.name!r}: {r.error_message or ''}".rstrip(": ")) \
-                    if r.error_code else None
+                out[r.name] = (
+                    broker_error(r.error_code, f"topic {r.name!r}: {r.error_message or ''}".rstrip(": "))
+                    if r.error_code
+                    else None
+                )
                 pending.pop(r.name, None)
             return None, retry
 
@@ -196,9 +213,16 @@ class AsyncAdmin:
 
     async def _metadata(self, topics: list[str] | None) -> Any:
         conn = await self._cluster.any_connection()
-        return await conn.send(_METADATA, m.MetadataRequest.new(
-            topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        return await conn.send(
+            _METADATA,
+            m.MetadataRequest.new(
+                topics=None
+                if topics is None
+                else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+        )
 
     async def list_topics(self, include_internal: bool = False) -> dict[str, int]:
         """{topic: number of partitions}."""
@@ -224,8 +248,14 @@ class AsyncAdmin:
             out[t.name] = TopicDescription(t.name, getattr(t, "topic_id", None), bool(t.is_internal), parts)
         return out
 
-    async def create_partitions(self, new: Mapping[str, NewPartitions | int], *, timeout: float | None = None,
-                                validate_only: bool = False, raise_errors: bool = True) -> dict[str, BaseException | None]:
+    async def create_partitions(
+        self,
+        new: Mapping[str, NewPartitions | int],
+        *,
+        timeout: float | None = None,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+    ) -> dict[str, BaseException | None]:
         self._check()
         R = m.CreatePartitionsRequest
         items = {k: (v if isinstance(v, NewPartitions) else NewPartitions(int(v))) for k, v in new.items()}
@@ -245,8 +275,11 @@ class AsyncAdmin:
                 if r.error_code == _NOT_CONTROLLER:
                     retry = "NOT_CONTROLLER"
                     continue
-                out[r.name] = broker_error(r.error_code, f"topic {r.name!r}: {r.error_message or ''}".rstrip(": ")) \
-                    if r.error_code else None
+                out[r.name] = (
+                    broker_error(r.error_code, f"topic {r.name!r}: {r.error_message or ''}".rstrip(": "))
+                    if r.error_code
+                    else None
+                )
             return None, retry
 
         await self._retrying(once, deadline)
@@ -263,8 +296,13 @@ class AsyncAdmin:
                 return None
         return None
 
-    async def describe_configs(self, resources: Iterable[ConfigResource], *, include_synonyms: bool = False,
-                               include_documentation: bool = False) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+    async def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         self._check()
         R = m.DescribeConfigsRequest
         by_node: dict[int | None, list[ConfigResource]] = {}
@@ -272,9 +310,16 @@ class AsyncAdmin:
             by_node.setdefault(self._config_node(res), []).append(res)
         out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
         for node, items in by_node.items():
-            req = R.new(resources=[R.DescribeConfigsResource(resource_type=r.resource_type, resource_name=r.name,
-                                                             configuration_keys=None) for r in items],
-                        include_synonyms=include_synonyms, include_documentation=include_documentation)
+            req = R.new(
+                resources=[
+                    R.DescribeConfigsResource(
+                        resource_type=r.resource_type, resource_name=r.name, configuration_keys=None
+                    )
+                    for r in items
+                ],
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
             resp = await (self._cluster.send(node, _DESCRIBE_CONFIGS, req) if node is not None
                           else self._cluster.send_any(_DESCRIBE_CONFIGS, req))
             for r in resp.results:
@@ -292,9 +337,13 @@ class AsyncAdmin:
                 out[res] = entries
         return out
 
-    async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
-                                        validate_only: bool = False,
-                                        raise_errors: bool = True) -> dict[ConfigResource, BaseException | None]:
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+    ) -> dict[ConfigResource, BaseException | None]:
         self._check()
         R = m.IncrementalAlterConfigsRequest
         by_node: dict[int | None, list[ConfigResource]] = {}
@@ -311,7 +360,9 @@ class AsyncAdmin:
                           else self._cluster.send_any(_INCREMENTAL_ALTER_CONFIGS, req))
             for r in resp.responses:
                 res = ConfigResource(r.resource_type, r.resource_name)
-                out[res] = broker_error(r.error_code, f"{res}: {r.error_message or ''}") if r.error_code else None
+                out[res] = (
+                    broker_error(r.error_code, f"{res}: {r.error_message or ''}") if r.error_code else None
+                )
         return _results(out, raise_errors)
 
     # ------------------------------------------------------------------------------------------------
@@ -338,7 +389,9 @@ class AsyncAdmin:
             conn = await self._cluster.connection(node)
             version = conn.api_version(_LIST_GROUPS)
             if types and version < 5:
-                raise UnsupportedVersionError(f"broker {node} cannot filter groups by type (ListGroups v{version})")
+                raise UnsupportedVersionError(
+                    f"broker {node} cannot filter groups by type (ListGroups v{version})"
+                )
             req = m.ListGroupsRequest.new(states_filter=states, types_filter=types)
             resp = await conn.send(_LIST_GROUPS, req)
             if resp.error_code:
@@ -379,19 +432,28 @@ class AsyncAdmin:
                 members = []
                 for mem in g.members:
                     try:
-                        assignment = decode_assignment(mem.member_assignment) if g.protocol_type == "consumer" else []
+                        assignment = (
+                            decode_assignment(mem.member_assignment) if g.protocol_type == "consumer" else []
+                        )
                     except Exception:  # noqa: BLE001 - not the consumer protocol's encoding
                         assignment = []
                     members.append(MemberDescription(mem.member_id, getattr(mem, "group_instance_id", None),
                                                      mem.client_id, mem.client_host, assignment))
-                out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+                out[gid] = GroupDescription(
+                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, members
+                )
                 break
         return out
 
-    async def _describe_consumer_protocol_group(self, node: int, gid: str, deadline: float) -> GroupDescription | None:
+    async def _describe_consumer_protocol_group(
+        self, node: int, gid: str, deadline: float
+    ) -> GroupDescription | None:
         while True:
-            resp = await self._cluster.send(node, _CONSUMER_GROUP_DESCRIBE, m.ConsumerGroupDescribeRequest.new(
-                group_ids=[gid], include_authorized_operations=False))
+            resp = await self._cluster.send(
+                node,
+                _CONSUMER_GROUP_DESCRIBE,
+                m.ConsumerGroupDescribeRequest.new(group_ids=[gid], include_authorized_operations=False),
+            )
             g = resp.groups[0]
             if g.error_code == Codes.GROUP_ID_NOT_FOUND:
                 return None
@@ -402,7 +464,9 @@ class AsyncAdmin:
                 raise broker_error(g.error_code, f"group {gid!r}: {g.error_message or ''}".rstrip(": "))
 
             def tps(a: Any) -> list[TopicPartition]:
-                return sorted(TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in t.partitions)
+                return sorted(
+                    TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in t.partitions
+                )
 
             members = [MemberDescription(mem.member_id, mem.instance_id, mem.client_id, mem.client_host,
                                          tps(mem.assignment), mem.member_epoch, tps(mem.target_assignment))
@@ -418,7 +482,9 @@ class AsyncAdmin:
         for gid in group_ids:
             while True:
                 node = await self._coordinator(gid, deadline)
-                resp = await self._cluster.send(node, _DELETE_GROUPS, m.DeleteGroupsRequest.new(groups_names=[gid]))
+                resp = await self._cluster.send(
+                    node, _DELETE_GROUPS, m.DeleteGroupsRequest.new(groups_names=[gid])
+                )
                 code = resp.results[0].error_code
                 if code in _RETRY and time.monotonic() < deadline:
                     await asyncio.sleep(self._backoff)
@@ -427,8 +493,9 @@ class AsyncAdmin:
                 break
         return _results(out, raise_errors)
 
-    async def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
-                                          timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of a group (all of them, or of ``partitions``)."""
         self._check()
         deadline = self._deadline(timeout)
@@ -459,9 +526,14 @@ class AsyncAdmin:
                             p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
             return out
 
-    async def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-                                           *, timeout: float | None = None,
-                                           raise_errors: bool = True) -> dict[TopicPartition, BaseException | None]:
+    async def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        *,
+        timeout: float | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, BaseException | None]:
         """Set a group's committed offsets (``{tp: offset | OffsetAndMetadata}``): an OffsetCommit outside the
         group (generation -1, no member id), as Kafka's admin client does, so the group must have no active
         members (else UNKNOWN_MEMBER_ID for each partition)."""
@@ -472,9 +544,15 @@ class AsyncAdmin:
                  for tp, om in offsets.items()}
         by_topic: dict[str, list[Any]] = {}
         for tp, om in items.items():
-            by_topic.setdefault(tp.topic, []).append(R.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
-                commit_timestamp=-1, committed_metadata=om.metadata or ""))
+            by_topic.setdefault(tp.topic, []).append(
+                R.OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=om.offset,
+                    committed_leader_epoch=om.leader_epoch,
+                    commit_timestamp=-1,
+                    committed_metadata=om.metadata or "",
+                )
+            )
         req = R.new(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
                     retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps)
                                                   for t, ps in by_topic.items()])
@@ -482,18 +560,29 @@ class AsyncAdmin:
         while True:
             node = await self._coordinator(group_id, deadline)
             resp = await self._cluster.send(node, _OFFSET_COMMIT, req)
-            codes = {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+            codes = {
+                TopicPartition(t.name, p.partition_index): p.error_code
+                for t in resp.topics
+                for p in t.partitions
+            }
             if any(c in _RETRY for c in codes.values()) and time.monotonic() < deadline:
                 await asyncio.sleep(self._backoff)
                 continue
             for tp in items:
                 code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
-                out[tp] = broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+                out[tp] = (
+                    broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+                )
             return _results(out, raise_errors)
 
-    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
-                                            timeout: float | None = None,
-                                            raise_errors: bool = True) -> dict[TopicPartition, BaseException | None]:
+    async def delete_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout: float | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, BaseException | None]:
         """Delete a group's committed offsets of ``partitions`` (OffsetDelete). An active consumer group keeps
         the offsets of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); a group-level error (unknown
         group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is raised whatever ``raise_errors`` says."""
@@ -503,7 +592,9 @@ class AsyncAdmin:
         tps = list(dict.fromkeys(partitions))
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(R.OffsetDeleteRequestPartition(partition_index=tp.partition))
+            by_topic.setdefault(tp.topic, []).append(
+                R.OffsetDeleteRequestPartition(partition_index=tp.partition)
+            )
         req = R.new(group_id=group_id, topics=[R.OffsetDeleteRequestTopic(name=t, partitions=ps)
                                                for t, ps in by_topic.items()])
         while True:
@@ -514,17 +605,25 @@ class AsyncAdmin:
                 continue
             if resp.error_code:
                 raise broker_error(resp.error_code, f"OffsetDelete for group {group_id!r}")
-            codes = {TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+            codes = {
+                TopicPartition(t.name, p.partition_index): p.error_code
+                for t in resp.topics
+                for p in t.partitions
+            }
             out: dict[TopicPartition, BaseException | None] = {}
             for tp in tps:
                 code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
-                out[tp] = broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+                out[tp] = (
+                    broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
+                )
             return _results(out, raise_errors)
 
     # ------------------------------------------------------------------------------------------------
     # records and offsets
 
-    async def _by_leader(self, tps: Iterable[TopicPartition], deadline: float) -> dict[int, list[TopicPartition]]:
+    async def _by_leader(
+        self, tps: Iterable[TopicPartition], deadline: float
+    ) -> dict[int, list[TopicPartition]]:
         tps = list(tps)
         topics = {tp.topic for tp in tps}
         for t in topics:
@@ -539,7 +638,8 @@ class AsyncAdmin:
 
     async def delete_records(self, before: Mapping[TopicPartition, int], *,
                              timeout: float | None = None) -> dict[TopicPartition, int]:
-        """Delete records before the given offsets (-1: the high watermark); returns the new low watermarks."""
+        """Delete records before the given offsets (-1: the high watermark); returns the new low
+        watermarks."""
         self._check()
         deadline = self._deadline(timeout)
         R = m.DeleteRecordsRequest
@@ -547,8 +647,9 @@ class AsyncAdmin:
         for node, tps in (await self._by_leader(before, deadline)).items():
             by_topic: dict[str, list[Any]] = {}
             for tp in tps:
-                by_topic.setdefault(tp.topic, []).append(R.DeleteRecordsPartition(partition_index=tp.partition,
-                                                                                   offset=before[tp]))
+                by_topic.setdefault(tp.topic, []).append(
+                    R.DeleteRecordsPartition(partition_index=tp.partition, offset=before[tp])
+                )
             req = R.new(topics=[R.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
                         timeout_ms=int(max(deadline - time.monotonic(), 0.001) * 1000))
             resp = await self._cluster.send(node, _DELETE_RECORDS, req)
@@ -559,8 +660,13 @@ class AsyncAdmin:
                     out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
         return out
 
-    async def list_offsets(self, specs: Mapping[TopicPartition, str | int], *, isolation_level: str = "read_uncommitted",
-                           timeout: float | None = None) -> dict[TopicPartition, ListOffsetsResult]:
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, str | int],
+        *,
+        isolation_level: str = "read_uncommitted",
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, ListOffsetsResult]:
         """Offsets per partition: 'earliest', 'latest', 'max_timestamp' or a timestamp in ms."""
         self._check()
         deadline = self._deadline(timeout)
@@ -597,8 +703,11 @@ class AsyncAdmin:
                 include_cluster_authorized_operations=False))
             if resp.error_code:
                 raise broker_error(resp.error_code, resp.error_message)
-            return ClusterDescription(resp.cluster_id, resp.controller_id,
-                                      [BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers])
+            return ClusterDescription(
+                resp.cluster_id,
+                resp.controller_id,
+                [BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers],
+            )
         resp = await self._metadata([])
         return ClusterDescription(resp.cluster_id, resp.controller_id,
                                   [BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in resp.brokers])

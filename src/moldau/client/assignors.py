@@ -64,7 +64,9 @@ def encode_subscription(topics: Iterable[str], owned: Iterable[TopicPartition] =
     obj = M.new(
         topics=sorted(set(topics)),
         user_data=user_data,
-        owned_partitions=[M.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())],
+        owned_partitions=[
+            M.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())
+        ],
         generation_id=generation_id,
         rack_id=rack_id,
     )
@@ -72,12 +74,18 @@ def encode_subscription(topics: Iterable[str], owned: Iterable[TopicPartition] =
     return _I16.pack(version) + M.encode(obj, version)
 
 
-def decode_subscription(member_id: str, data: bytes, group_instance_id: str | None = None) -> MemberSubscription:
+def decode_subscription(
+    member_id: str, data: bytes, group_instance_id: str | None = None
+) -> MemberSubscription:
     M = m.ConsumerProtocolSubscription
     (version,) = _I16.unpack_from(data, 0)
     # newer versions only append fields: read them as the newest version we know
     obj, _ = M.decode(data, min(version, M.max_version), 2)
-    owned = [TopicPartition(t.topic, p) for t in (getattr(obj, "owned_partitions", None) or []) for p in t.partitions]
+    owned = [
+        TopicPartition(t.topic, p)
+        for t in (getattr(obj, "owned_partitions", None) or [])
+        for p in t.partitions
+    ]
     return MemberSubscription(member_id, list(obj.topics), obj.user_data, owned,
                               getattr(obj, "generation_id", -1) if version >= 2 else -1,
                               getattr(obj, "rack_id", None) if version >= 3 else None, group_instance_id)
@@ -90,7 +98,9 @@ def encode_assignment(partitions: Iterable[TopicPartition], user_data: bytes | N
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     obj = M.new(
-        assigned_partitions=[M.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())],
+        assigned_partitions=[
+            M.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())
+        ],
         user_data=user_data,
     )
     version = min(version, M.max_version)
@@ -194,7 +204,9 @@ class CooperativeStickyAssignor:
         out: dict[str, list[TopicPartition]] = {mid: [] for mid in members}
         if not members:
             return out
-        all_tps = [TopicPartition(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t])]
+        all_tps = [
+            TopicPartition(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t])
+        ]
         valid = set(all_tps)
         # keep current ownership; if two members claim a partition, the higher generation wins
         claimed: dict[TopicPartition, tuple[int, str]] = {}
@@ -253,8 +265,8 @@ _I32 = struct.Struct(">i")
 
 
 def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: int | None) -> bytes:
-    """The Java StickyAssignor's user data (``StickyAssignorUserData`` v1): the member's previous assignment as
-    [topic: string, partitions: [int32]] then, in v1, the generation (int32). Old-style (non-flexible)
+    """The Java StickyAssignor's user data (``StickyAssignorUserData`` v1): the member's previous assignment
+    as [topic: string, partitions: [int32]] then, in v1, the generation (int32). Old-style (non-flexible)
     encoding: int32 array counts, int16 string lengths, no version prefix."""
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
@@ -344,7 +356,9 @@ def get_assignor(spec: object) -> Assignor:
         key = _JAVA_NAMES.get(key, key)
         cls = ASSIGNORS.get(key)
         if cls is None:
-            raise ValueError(f"unknown partition.assignment.strategy {spec!r} (known: {', '.join(ASSIGNORS)})")
+            raise ValueError(
+                f"unknown partition.assignment.strategy {spec!r} (known: {', '.join(ASSIGNORS)})"
+            )
         return cls()
     if isinstance(spec, type):
         return spec()  # type: ignore[no-any-return]

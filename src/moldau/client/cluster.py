@@ -189,9 +189,10 @@ class Cluster:
         return await asyncio.shield(fut)
 
     def coordinator_node(self, node_id: int) -> int:
-        """The id of a second connection to broker ``node_id``, for group-coordinator requests: a broker answers
-        one connection's requests in order, so heartbeats and commits sharing it with fetches would wait
-        behind every fetch long poll (the Java client keeps its coordinator connection apart for this too)."""
+        """The id of a second connection to broker ``node_id``, for group-coordinator requests: a broker
+        answers one connection's requests in order, so heartbeats and commits sharing it with fetches would
+        wait behind every fetch long poll (the Java client keeps its coordinator connection apart for this
+        too)."""
         alias = _COORDINATOR_BASE - node_id
         self._aliases[alias] = node_id
         return alias
@@ -212,7 +213,8 @@ class Cluster:
         try:
             conn = await self._open(node_id, host, port)
         except AuthenticationError as exc:
-            # fatal: reported to the caller as it is; the node waits out the longest backoff before another try
+            # fatal: reported to the caller as it is; the node waits out the longest backoff before another
+            # try
             st.failures += 1
             st.next_attempt = time.monotonic() + self.config["reconnect.backoff.max.ms"] / 1000.0
             st.last_error = str(exc)
@@ -225,7 +227,9 @@ class Cluster:
             backoff = min(base * (2 ** min(st.failures - 1, 20)), cap) * self._rand.uniform(0.8, 1.2)
             st.next_attempt = time.monotonic() + backoff / 1000.0
             st.last_error = str(exc)
-            log.info("node %d (%s:%d) unreachable (%s); next attempt in %.0f ms", node_id, host, port, exc, backoff)
+            log.info(
+                "node %d (%s:%d) unreachable (%s); next attempt in %.0f ms", node_id, host, port, exc, backoff
+            )
             self.request_update()
             raise
         st.failures = 0
@@ -391,7 +395,8 @@ class Cluster:
             raise KafkaTimeoutError(f"metadata not refreshed within {t * 1000:.0f} ms") from None
 
     async def wait_for_topic(self, topic: str, timeout_ms: int) -> TopicMetadata:
-        """Metadata of a topic, waiting (and refreshing) up to ``timeout_ms`` until its partitions are known."""
+        """Metadata of a topic, waiting (and refreshing) up to ``timeout_ms`` until its partitions are
+        known."""
         t = self.topics.get(topic)
         if t is not None and t.partitions:
             return t

@@ -123,7 +123,9 @@ def _sasl_mechanism(name: str, v: Any) -> str:
     if s in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         return s  # type: ignore[no-any-return]
     if s in ("GSSAPI", "OAUTHBEARER"):
-        raise ConfigError(f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+        raise ConfigError(
+            f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+        )
     raise ConfigError(f"{name}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got {v!r}")
 
 
@@ -152,7 +154,9 @@ COMMON = _defs(
     ConfigDef("connections.max.idle.ms", 540000, _int),
     ConfigDef("send.buffer.bytes", 131072, _int),
     ConfigDef("receive.buffer.bytes", 65536, _int),
-    ConfigDef("security.protocol", "PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef(
+        "security.protocol", "PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    ),
     ConfigDef("sasl.mechanism", "PLAIN", _sasl_mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
     ConfigDef("sasl.username", None, _str),
     ConfigDef("sasl.password", None, _str),
@@ -161,8 +165,12 @@ COMMON = _defs(
     ConfigDef("ssl.certificate.location", None, _str, "client certificate (PEM), for ssl.client.auth"),
     ConfigDef("ssl.key.location", None, _str, "the client certificate's private key (PEM)"),
     ConfigDef("ssl.key.password", None, _str),
-    ConfigDef("ssl.endpoint.identification.algorithm", "https", _choice("https", "none", ""),
-              "https: check the broker's host name against its certificate; none: do not"),
+    ConfigDef(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        _choice("https", "none", ""),
+        "https: check the broker's host name against its certificate; none: do not",
+    ),
     ConfigDef("enable.ssl.certificate.verification", True, _bool, "false: accept any broker certificate"),
     ConfigDef("ssl.context", None, _any, "an ssl.SSLContext to use instead of the ssl.* files"),
     ConfigDef("client.software.name", "moldau", _str),
@@ -195,9 +203,15 @@ PRODUCER = _defs(
 CONSUMER = _defs(
     ConfigDef("group.id", None, _str),
     ConfigDef("group.instance.id", None, _str),
-    ConfigDef("group.protocol", "classic", _choice("classic", "consumer"),
-              "classic (JoinGroup/SyncGroup) or consumer (KIP-848 ConsumerGroupHeartbeat)"),
-    ConfigDef("group.remote.assignor", None, _str, "group.protocol=consumer: the broker's assignor (uniform, range)"),
+    ConfigDef(
+        "group.protocol",
+        "classic",
+        _choice("classic", "consumer"),
+        "classic (JoinGroup/SyncGroup) or consumer (KIP-848 ConsumerGroupHeartbeat)",
+    ),
+    ConfigDef(
+        "group.remote.assignor", None, _str, "group.protocol=consumer: the broker's assignor (uniform, range)"
+    ),
     ConfigDef("session.timeout.ms", 45000, _int),
     ConfigDef("heartbeat.interval.ms", 3000, _int),
     ConfigDef("max.poll.interval.ms", 300000, _int),
@@ -260,11 +274,32 @@ def resolve_config(kind: str, config: Mapping[str, Any] | None, kwargs: Mapping[
             out[name] = d.parse(name, given[name])
         else:
             out[name] = list(d.default) if isinstance(d.default, list) else d.default
-    _validate(kind, out)
+    _validate(kind, out, given)
     return out
 
 
-def _validate(kind: str, c: dict[str, Any]) -> None:
+def _idempotence(c: dict[str, Any], explicit: bool) -> None:
+    """The Java producer's rule (KIP-679): idempotence is on by default, and off (silently, logged at info)
+    when acks, retries or max.in.flight.requests.per.connection conflict with it; an explicit
+    enable.idempotence=true with a conflicting setting is an error."""
+    if not c["enable.idempotence"]:
+        return
+    conflicts = []
+    if c["acks"] != -1:
+        conflicts.append("acks=all")
+    if c["max.in.flight.requests.per.connection"] > 5:
+        conflicts.append("max.in.flight.requests.per.connection <= 5")
+    if c["retries"] == 0:
+        conflicts.append("retries > 0")
+    if not conflicts:
+        return
+    if explicit:
+        raise ConfigError(f"enable.idempotence=true needs {' and '.join(conflicts)}")
+    log.info("idempotence disabled: it needs %s (enable.idempotence not set)", " and ".join(conflicts))
+    c["enable.idempotence"] = False
+
+
+def _validate(kind: str, c: dict[str, Any], given: Mapping[str, Any]) -> None:
     if not c["bootstrap.servers"]:
         raise ConfigError("bootstrap.servers: at least one host:port is needed")
     for addr in c["bootstrap.servers"]:
@@ -272,18 +307,16 @@ def _validate(kind: str, c: dict[str, Any]) -> None:
     if c["security.protocol"] in ("PLAINTEXT", "SSL"):
         unused = [k for k in ("sasl.username", "sasl.password", "sasl.jaas.config") if c[k] is not None]
         if unused:
-            log.warning("%s set but security.protocol is %s: SASL is not used (set security.protocol=SASL_%s)",
-                        ", ".join(unused), c["security.protocol"], c["security.protocol"])
+            log.warning(
+                "%s set but security.protocol is %s: SASL is not used (set security.protocol=SASL_%s)",
+                ", ".join(unused),
+                c["security.protocol"],
+                c["security.protocol"],
+            )
     if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
         c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
     if kind == "producer":
-        if c["enable.idempotence"]:
-            if c["acks"] != -1:
-                raise ConfigError("enable.idempotence=true needs acks=all (set enable.idempotence=false)")
-            if c["max.in.flight.requests.per.connection"] > 5:
-                raise ConfigError("enable.idempotence=true needs max.in.flight.requests.per.connection <= 5")
-            if c["retries"] == 0:
-                raise ConfigError("enable.idempotence=true needs retries > 0")
+        _idempotence(c, explicit="enable.idempotence" in given)
         if c["max.in.flight.requests.per.connection"] < 1:
             raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
         if c["transactional.id"] is not None:

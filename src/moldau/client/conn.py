@@ -204,9 +204,11 @@ class Connection(asyncio.BufferedProtocol):
         except ssl.SSLCertVerificationError as exc:
             raise AuthenticationError(f"cannot connect to {host}:{port}: {describe_os_error(exc)}") from exc
         except (OSError, asyncio.TimeoutError) as exc:
-            hint = " (is it a TLS listener?)" if ctx is not None and isinstance(exc, (ssl.SSLError,
-                                                                                       ConnectionResetError)) \
+            hint = (
+                " (is it a TLS listener?)"
+                if ctx is not None and isinstance(exc, (ssl.SSLError, ConnectionResetError))
                 else ""
+            )
             err = KafkaConnectionError(f"cannot connect to {host}:{port}: {describe_os_error(exc)}{hint}")
             err.reason = f"{describe_os_error(exc)}{hint}"  # type: ignore[attr-defined]
             raise err from exc
@@ -215,9 +217,12 @@ class Connection(asyncio.BufferedProtocol):
                 await conn._negotiate_versions()
             except KafkaConnectionError as exc:
                 if "lost" in str(exc):
-                    hint = ("if it is a TLS listener, set security.protocol=SSL or SASL_SSL" if ctx is None else
-                            "a listener requiring client certificates closes TLS connections without a valid "
-                            "one: ssl.certificate.location / ssl.key.location")
+                    hint = (
+                        "if it is a TLS listener, set security.protocol=SSL or SASL_SSL"
+                        if ctx is None
+                        else "a listener requiring client certificates closes TLS connections without a "
+                        "valid one: ssl.certificate.location / ssl.key.location"
+                    )
                     err = KafkaConnectionError(f"{exc} ({hint})")
                     err.reason = f"connection closed during ApiVersions ({hint})"  # type: ignore[attr-defined]
                     raise err from exc
@@ -277,15 +282,19 @@ class Connection(asyncio.BufferedProtocol):
         assert sasl is not None
         where = f"{self.host}:{self.port}"
         if _SASL_AUTHENTICATE not in self.broker_versions:
-            raise UnsupportedVersionError(f"broker {where} does not offer SaslAuthenticate (Kafka < 1.0); the "
-                                          "moldau client needs it for SASL")
+            raise UnsupportedVersionError(
+                f"broker {where} does not offer SaslAuthenticate (Kafka < 1.0); the "
+                "moldau client needs it for SASL"
+            )
         hs = await self._send_now(_SASL_HANDSHAKE, m.SaslHandshakeRequest.new(mechanism=sasl.mechanism))
         if hs.error_code == Codes.UNSUPPORTED_SASL_MECHANISM:
             raise SaslMechanismError(f"broker {where} does not enable SASL mechanism {sasl.mechanism} "
                                      f"(enabled: {', '.join(hs.mechanisms or []) or 'none'})")
         if hs.error_code == Codes.ILLEGAL_SASL_STATE and not self.reauthenticating:
-            raise AuthenticationError(f"SaslHandshake to {where} refused ({error_name(hs.error_code)}): is it a "
-                                      "SASL listener? (security.protocol)")
+            raise AuthenticationError(
+                f"SaslHandshake to {where} refused ({error_name(hs.error_code)}): is it a "
+                "SASL listener? (security.protocol)"
+            )
         if hs.error_code:
             raise AuthenticationError(f"SaslHandshake to {where} refused ({error_name(hs.error_code)})")
         mech = client_mechanism(sasl.mechanism, sasl.username, sasl.password)
@@ -299,8 +308,10 @@ class Connection(asyncio.BufferedProtocol):
                         f"authentication of {sasl.username!r} ({sasl.mechanism}) at {where} failed: "
                         f"{resp.error_message or 'SASL authentication failed'}")
                 if resp.error_code:
-                    raise AuthenticationError(f"SaslAuthenticate at {where} failed ({error_name(resp.error_code)}): "
-                                              f"{resp.error_message or ''}".rstrip(": "))
+                    raise AuthenticationError(
+                        f"SaslAuthenticate at {where} failed ({error_name(resp.error_code)}): "
+                        f"{resp.error_message or ''}".rstrip(": ")
+                    )
                 if mech.complete:
                     break
                 token = mech.step(bytes(resp.auth_bytes or b""))
@@ -542,7 +553,9 @@ class Connection(asyncio.BufferedProtocol):
         (corr,) = _I32.unpack_from(data, 0)
         p = self._pending.pop(corr, None)
         if p is None:
-            log.warning("%s: response with unknown correlation id %d (%d bytes) dropped", self, corr, len(data))
+            log.warning(
+                "%s: response with unknown correlation id %d (%d bytes) dropped", self, corr, len(data)
+            )
             return
         p.timer.cancel()
         fut = p.future
@@ -576,8 +589,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause = describe_os_error(exc) if exc is not None else "closed by the broker"
-        self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} (node {self.node_id}) lost: "
-                                            f"{cause}"))
+        self._fail_all(
+            KafkaConnectionError(f"connection to {self.host}:{self.port} (node {self.node_id}) lost: {cause}")
+        )
         self._transport = None
 
     def close(self, exc: BaseException | None = None) -> None:

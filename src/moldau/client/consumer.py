@@ -183,8 +183,12 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def subscribe(self, topics: Iterable[str] | str | None = None, pattern: str | re.Pattern[str] | None = None,
-                  listener: Any = None) -> None:
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
+    ) -> None:
         """Join group.id and consume the partitions the group assigns for these topics (or a regex)."""
         self._check_open()
         if self._coordinator is None:
@@ -472,14 +476,14 @@ class AsyncConsumer:
 
     def seek_to_beginning(self, *partitions: Any) -> None:
         self._check_open()
-        for st in (self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]):
+        for st in self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]:
             st.request_reset(EARLIEST)
             st.awaiting_committed = False
         self._fetcher.wakeup.set()
 
     def seek_to_end(self, *partitions: Any) -> None:
         self._check_open()
-        for st in (self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]):
+        for st in self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]:
             st.request_reset(LATEST)
             st.awaiting_committed = False
         self._fetcher.wakeup.set()
@@ -504,8 +508,9 @@ class AsyncConsumer:
         st = self._states.get(_tp(tp))
         return None if st is None or st.last_stable_offset < 0 else st.last_stable_offset
 
-    async def offsets_for_times(self, timestamps: Mapping[Any, int],
-                                timeout: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    async def offsets_for_times(
+        self, timestamps: Mapping[Any, int], timeout: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """The earliest offset whose timestamp is >= the given one, per partition (None when none is)."""
         self._check_open()
         query = {_tp(k): int(v) for k, v in timestamps.items()}
@@ -517,17 +522,25 @@ class AsyncConsumer:
         return {tp: (OffsetAndTimestamp(res[tp][0], res[tp][1], res[tp][2]) if tp in res and res[tp][0] >= 0
                      else None) for tp in query}
 
-    async def beginning_offsets(self, partitions: Iterable[Any], timeout: float | None = None) -> dict[TopicPartition, int]:
+    async def beginning_offsets(
+        self, partitions: Iterable[Any], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         return await self._list(partitions, EARLIEST, timeout)
 
-    async def end_offsets(self, partitions: Iterable[Any], timeout: float | None = None) -> dict[TopicPartition, int]:
+    async def end_offsets(
+        self, partitions: Iterable[Any], timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
         return await self._list(partitions, LATEST, timeout)
 
-    async def _list(self, partitions: Iterable[Any], ts: int, timeout: float | None) -> dict[TopicPartition, int]:
+    async def _list(
+        self, partitions: Iterable[Any], ts: int, timeout: float | None
+    ) -> dict[TopicPartition, int]:
         self._check_open()
         tps = [_tp(p) for p in partitions]
         await self._ensure_metadata({tp.topic for tp in tps}, timeout)
-        res = await self._fetcher.list_offsets({tp: ts for tp in tps}, None if timeout is None else int(timeout * 1000))
+        res = await self._fetcher.list_offsets(
+            {tp: ts for tp in tps}, None if timeout is None else int(timeout * 1000)
+        )
         return {tp: res[tp][0] for tp in tps}
 
     async def _ensure_metadata(self, topics: set[str], timeout: float | None) -> None:

@@ -75,7 +75,8 @@ class SaslMechanismError(AuthenticationError, _UnsupportedSaslMechanism):
 
 
 class KafkaTimeoutError(ClientError, TimeoutError):
-    """An operation did not complete in its time bound (max.block.ms, delivery.timeout.ms, a call's timeout)."""
+    """An operation did not complete in its time bound (max.block.ms, delivery.timeout.ms, a call's
+    timeout)."""
 
     retriable = True
 
@@ -109,7 +110,8 @@ class NoOffsetForPartitionError(ClientError):
 
 
 class CommitFailedError(ClientError):
-    """The group rebalanced before the commit could complete; the partitions may now belong to another member."""
+    """The group rebalanced before the commit could complete; the partitions may now belong to another
+    member."""
 
 
 class RebalanceInProgressError(ClientError):

@@ -253,8 +253,12 @@ class Fetcher:
             session = self.sessions.get(node)
             if session is None:
                 session = self.sessions[node] = FetchSessionHandler()
-            plan = session.build({(st.topic, st.partition): (st.fetch_offset, leader_epoch(st.topic, st.partition), pmb)
-                                  for st in states})
+            plan = session.build(
+                {
+                    (st.topic, st.partition): (st.fetch_offset, leader_epoch(st.topic, st.partition), pmb)
+                    for st in states
+                }
+            )
             if not plan.full:
                 send = set(plan.send)
                 by_topic: dict[str, list[int]] = {}
@@ -335,7 +339,12 @@ class Fetcher:
         got_data = False
         for st, epoch, offset in sent:
             pd = by_tp.get((st.topic, st.partition))
-            if pd is None or self.states.get(st.tp) is not st or st.epoch != epoch or st.fetch_offset != offset:
+            if (
+                pd is None
+                or self.states.get(st.tp) is not st
+                or st.epoch != epoch
+                or st.fetch_offset != offset
+            ):
                 continue  # stale: unassigned, seeked or reset since the request went out
             code = pd.error_code
             if code == 0:
@@ -348,9 +357,11 @@ class Fetcher:
                 batches = split_batches(data, allow_truncated=True)
                 if not batches:
                     if len(data) >= self.partition_max_bytes:
-                        st.error = broker_error(Codes.MESSAGE_TOO_LARGE,
-                                                f"a batch at offset {offset} of {st.topic}-{st.partition} is larger "
-                                                f"than max.partition.fetch.bytes ({self.partition_max_bytes})")
+                        st.error = broker_error(
+                            Codes.MESSAGE_TOO_LARGE,
+                            f"a batch at offset {offset} of {st.topic}-{st.partition} is larger "
+                            f"than max.partition.fetch.bytes ({self.partition_max_bytes})",
+                        )
                         got_data = True
                     continue
                 last = batches[-1][1]
@@ -368,11 +379,16 @@ class Fetcher:
                 got_data = True
             elif code == Codes.OFFSET_OUT_OF_RANGE:
                 if self.reset_default is None:
-                    st.error = broker_error(code, f"offset {offset} of {st.topic}-{st.partition} is out of range "
-                                                  "and auto.offset.reset is none")
+                    st.error = broker_error(
+                        code,
+                        f"offset {offset} of {st.topic}-{st.partition} is out of range "
+                        "and auto.offset.reset is none",
+                    )
                     got_data = True
                 else:
-                    log.info("fetch offset %d of %s-%d out of range; resetting", offset, st.topic, st.partition)
+                    log.info(
+                        "fetch offset %d of %s-%d out of range; resetting", offset, st.topic, st.partition
+                    )
                     if st.position == offset or not st.buffer:
                         st.request_reset(self.reset_default)
             elif code in _LEADER_ERRORS:
@@ -400,7 +416,8 @@ class Fetcher:
                 if st.reset_strategy is None and not st.awaiting_committed:
                     if self.reset_default is None:
                         st.error = NoOffsetForPartitionError(
-                            f"no committed offset for {st.topic}-{st.partition} and auto.offset.reset is none")
+                            f"no committed offset for {st.topic}-{st.partition} and auto.offset.reset is none"
+                        )
                         self.data_ready.set()
                     else:
                         st.reset_strategy = self.reset_default
@@ -434,7 +451,8 @@ class Fetcher:
 
     async def list_offsets(self, timestamps: dict[TopicPartition, int],
                            timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int, int]]:
-        """ListOffsets per leader: {tp: timestamp|-1 latest|-2 earliest} -> {tp: (offset, timestamp, epoch)}."""
+        """ListOffsets per leader: {tp: timestamp|-1 latest|-2 earliest} -> {tp: (offset, timestamp,
+        epoch)}."""
         result: dict[TopicPartition, tuple[int, int, int]] = {}
         pending = dict(timestamps)
         deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
@@ -465,7 +483,9 @@ class Fetcher:
             retry = False
             for res in await asyncio.gather(*calls, return_exceptions=True):
                 if isinstance(res, BaseException):
-                    if isinstance(res, (KafkaConnectionError, asyncio.TimeoutError)) or getattr(res, "retriable", False):
+                    if isinstance(res, (KafkaConnectionError, asyncio.TimeoutError)) or getattr(
+                        res, "retriable", False
+                    ):
                         retry = True
                         continue
                     raise res

@@ -44,7 +44,9 @@ class BatchResult:
         self._callbacks: list[tuple[Any, Callable[[Any], Any]]] | None = None
         self._cf_futures: list[RecordFuture] | None = None
 
-    def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
+    def complete(
+        self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None
+    ) -> None:
         """Record the outcome (called once, on the producer's loop) and wake every waiter."""
         with _LOCK:
             if self.done:

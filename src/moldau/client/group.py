@@ -106,7 +106,9 @@ class GroupCoordinator:
         async with self._find_lock:
             if self.coordinator_id is not None:
                 return self.coordinator_id
-            deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+            deadline = (
+                time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+            )
             last: Exception | None = None
             while time.monotonic() < deadline:
                 try:
@@ -133,7 +135,9 @@ class GroupCoordinator:
     async def _send(self, api_key: int, req: Any, timeout_ms: int | None = None) -> Any:
         node = await self.ensure_coordinator()
         try:
-            return await self.cluster.send(self.cluster.coordinator_node(node), api_key, req, timeout_ms=timeout_ms)
+            return await self.cluster.send(
+                self.cluster.coordinator_node(node), api_key, req, timeout_ms=timeout_ms
+            )
         except KafkaConnectionError:
             self.coordinator_dead("connection failed")
             raise
@@ -146,7 +150,9 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------------------------
     # offsets
 
-    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None) -> None:
+    async def commit(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout_ms: int | None = None
+    ) -> None:
         """OffsetCommit; retries coordinator moves; CommitFailedError when the group rebalanced."""
         if not offsets:
             return
@@ -163,9 +169,14 @@ class GroupCoordinator:
                     partition_index=tp.partition, committed_offset=om.offset,
                     committed_leader_epoch=om.leader_epoch, commit_timestamp=-1,
                     committed_metadata=om.metadata or ""))
-            req = R.new(group_id=self.group_id, generation_id_or_member_epoch=generation, member_id=member_id,
-                        group_instance_id=self.group_instance_id if subscribed else None, retention_time_ms=-1,
-                        topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            req = R.new(
+                group_id=self.group_id,
+                generation_id_or_member_epoch=generation,
+                member_id=member_id,
+                group_instance_id=self.group_instance_id if subscribed else None,
+                retention_time_ms=-1,
+                topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            )
             retry: str | None = None
             try:
                 resp = await self._send(_OFFSET_COMMIT, req)
@@ -193,13 +204,16 @@ class GroupCoordinator:
                         self.reset_generation(lost=code == Codes.UNKNOWN_MEMBER_ID)
                     self.request_rejoin()
                     raise CommitFailedError(
-                        f"commit of group {self.group_id!r} failed ({error_name(code)}): the group rebalanced "
-                        "and the partitions may now belong to another member")
+                        f"commit of group {self.group_id!r} failed ({error_name(code)}): the group "
+                        "rebalanced and the partitions may now belong to another member"
+                    )
                 else:
                     tp, code = failed[0]
                     raise broker_error(code, f"OffsetCommit {tp.topic}-{tp.partition}")
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"commit for group {self.group_id!r} did not complete in time ({retry})")
+                raise KafkaTimeoutError(
+                    f"commit for group {self.group_id!r} did not complete in time ({retry})"
+                )
             await asyncio.sleep(self.retry_backoff)
 
     def _on_stale_epoch(self) -> None:
@@ -211,8 +225,9 @@ class GroupCoordinator:
             return -1, ""
         return self.generation, self.member_id
 
-    async def fetch_committed(self, tps: Iterable[TopicPartition],
-                              timeout_ms: int | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    async def fetch_committed(
+        self, tps: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         tps = list(tps)
         if not tps:
             return {}
@@ -259,7 +274,9 @@ class GroupCoordinator:
                             out.setdefault(tp, None)
                         return out
             if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"fetching committed offsets of group {self.group_id!r} timed out ({retry})")
+                raise KafkaTimeoutError(
+                    f"fetching committed offsets of group {self.group_id!r} timed out ({retry})"
+                )
             await asyncio.sleep(self.retry_backoff)
 
     # ------------------------------------------------------------------------------------------------
@@ -284,7 +301,9 @@ class GroupCoordinator:
 
     def ensure_heartbeat(self) -> None:
         if self._hb_task is None or self._hb_task.done():
-            self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="moldau-heartbeat")
+            self._hb_task = asyncio.get_running_loop().create_task(
+                self._heartbeat_loop(), name="moldau-heartbeat"
+            )
 
     async def ensure_active(self, deadline: float) -> None:
         """Called by poll(): start a rebalance when one is needed and wait for it until ``deadline``."""
@@ -342,10 +361,18 @@ class GroupCoordinator:
         for a in self.assignors:
             user_data_of = getattr(a, "subscription_user_data", None)  # e.g. sticky: the previous assignment
             user_data = user_data_of(self.last_assignment, self.last_generation) if user_data_of else None
-            protocols.append(m.JoinGroupRequest.JoinGroupRequestProtocol(
-                name=a.name,
-                metadata=encode_subscription(topics, owned if a.cooperative else (), self.generation, self.rack_id,
-                                             user_data=user_data)))
+            protocols.append(
+                m.JoinGroupRequest.JoinGroupRequestProtocol(
+                    name=a.name,
+                    metadata=encode_subscription(
+                        topics,
+                        owned if a.cooperative else (),
+                        self.generation,
+                        self.rack_id,
+                        user_data=user_data,
+                    ),
+                )
+            )
         req = m.JoinGroupRequest.new(
             group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
@@ -459,8 +486,11 @@ class GroupCoordinator:
             if self._closing or self.generation < 0 or self._joining:
                 continue
             if time.monotonic() - self.last_poll > self.max_poll_interval:
-                log.warning("group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
-                            self.group_id, self.max_poll_interval * 1000)
+                log.warning(
+                    "group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
+                    self.group_id,
+                    self.max_poll_interval * 1000,
+                )
                 await self.leave("consumer poll timeout has expired")
                 self.request_rejoin()
                 continue
@@ -712,17 +742,29 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
             await asyncio.sleep(self.retry_backoff)
             return
         code = resp.error_code
-        log.debug("group %s: heartbeat epoch %d owned=%s -> %s epoch %d interval %d assignment %s", self.group_id,
-                  sent_epoch, owned is not None, error_name(code), resp.member_epoch, resp.heartbeat_interval_ms,
-                  resp.assignment is not None)
+        log.debug(
+            "group %s: heartbeat epoch %d owned=%s -> %s epoch %d interval %d assignment %s",
+            self.group_id,
+            sent_epoch,
+            owned is not None,
+            error_name(code),
+            resp.member_epoch,
+            resp.heartbeat_interval_ms,
+            resp.assignment is not None,
+        )
         if code == 0:
             if resp.member_id:
                 self.member_id = resp.member_id
             if self.member_epoch != sent_epoch:
                 return  # left or fenced meanwhile
             if resp.member_epoch != self.member_epoch:
-                log.info("group %s: member %s epoch %d -> %d", self.group_id, self.member_id, self.member_epoch,
-                         resp.member_epoch)
+                log.info(
+                    "group %s: member %s epoch %d -> %d",
+                    self.group_id,
+                    self.member_id,
+                    self.member_epoch,
+                    resp.member_epoch,
+                )
             self.member_epoch = resp.member_epoch
             self.generation = resp.member_epoch
             if resp.heartbeat_interval_ms > 0:
@@ -751,7 +793,9 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         elif code in _FATAL_HEARTBEAT:
             hint = (" (the broker does not run the consumer group protocol: use group.protocol=classic)"
                     if code == Codes.UNSUPPORTED_VERSION else "")
-            self._fail(broker_error(code, f"ConsumerGroupHeartbeat for group {self.group_id!r}: {message}{hint}"))
+            self._fail(
+                broker_error(code, f"ConsumerGroupHeartbeat for group {self.group_id!r}: {message}{hint}")
+            )
         else:
             log.warning("group %s: heartbeat: %s; retrying", self.group_id, message)
             self._send_full = True
@@ -780,8 +824,11 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
                 await self._hb_wake.wait()
                 continue
             if self.member_epoch > 0 and time.monotonic() - self.last_poll > self.max_poll_interval:
-                log.warning("group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
-                            self.group_id, self.max_poll_interval * 1000)
+                log.warning(
+                    "group %s: poll() not called within max.poll.interval.ms (%d ms); leaving the group",
+                    self.group_id,
+                    self.max_poll_interval * 1000,
+                )
                 await self._send_leave(_LEAVE_EPOCH, "consumer poll timeout has expired")
                 self._fence()
                 continue
@@ -811,13 +858,25 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
 
     async def _send_leave(self, epoch: int, reason: str) -> None:
         req = m.ConsumerGroupHeartbeatRequest.new(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
-            instance_id=self.group_instance_id, rack_id=None, rebalance_timeout_ms=-1,
-            subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=epoch,
+            instance_id=self.group_instance_id,
+            rack_id=None,
+            rebalance_timeout_ms=-1,
+            subscribed_topic_names=None,
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=None,
+        )
         try:
-            resp = await self._send(_CONSUMER_GROUP_HEARTBEAT, req, timeout_ms=min(self.request_timeout_ms, 5000))
+            resp = await self._send(
+                _CONSUMER_GROUP_HEARTBEAT, req, timeout_ms=min(self.request_timeout_ms, 5000)
+            )
             if resp.error_code:
-                log.info("group %s: leaving: %s", self.group_id, resp.error_message or error_name(resp.error_code))
+                log.info(
+                    "group %s: leaving: %s", self.group_id, resp.error_message or error_name(resp.error_code)
+                )
             else:
                 log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)
         except Exception as exc:  # noqa: BLE001

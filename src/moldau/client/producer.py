@@ -61,7 +61,6 @@ from .errors import (
 from .futures import BatchResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
 from .partitioner import positive_hash as _positive_hash
-
 from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
@@ -603,7 +602,11 @@ class _Sender:
             return b.build(self.acc.codec, self.acc.level, self.txn is not None)
         data = b.built
         if self.idempotent:
-            if b.producer_id != self.producer_id or b.producer_epoch != self.producer_epoch or b.base_sequence < 0:
+            if (
+                b.producer_id != self.producer_id
+                or b.producer_epoch != self.producer_epoch
+                or b.base_sequence < 0
+            ):
                 st = self.acc.state(b.topic, b.partition)
                 b.producer_id = self.producer_id
                 b.producer_epoch = self.producer_epoch
@@ -672,7 +675,9 @@ class _Sender:
             self._finish_attempt(b)
             pr = by_tp.get((b.topic, b.partition))
             if pr is None:
-                self._retry(b, broker_error(Codes.UNKNOWN_SERVER_ERROR, "partition missing in response"), None)
+                self._retry(
+                    b, broker_error(Codes.UNKNOWN_SERVER_ERROR, "partition missing in response"), None
+                )
                 continue
             code = pr.error_code
             if code == 0 or code == Codes.DUPLICATE_SEQUENCE_NUMBER:
@@ -695,8 +700,12 @@ class _Sender:
             self.cluster.request_update()
         if self.idempotent and code == Codes.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if not st.retrying:
-                log.warning("producer: %s-%d out of order sequence %d; bumping the epoch", b.topic, b.partition,
-                            b.base_sequence)
+                log.warning(
+                    "producer: %s-%d out of order sequence %d; bumping the epoch",
+                    b.topic,
+                    b.partition,
+                    b.base_sequence,
+                )
                 self.need_bump = True
             self._retry(b, broker_error(code, msg), code, force=True)
             return
@@ -752,8 +761,12 @@ class _Sender:
             conn = await self.cluster.any_connection()
             version = conn.api_version(_INIT_PRODUCER_ID)
             if bump and version >= 3:
-                req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1,
-                                                  producer_id=self.producer_id, producer_epoch=self.producer_epoch)
+                req = m.InitProducerIdRequest.new(
+                    transactional_id=None,
+                    transaction_timeout_ms=-1,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                )
             else:
                 req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1)
             resp = await conn.send(_INIT_PRODUCER_ID, req)
@@ -1087,8 +1100,15 @@ class AsyncProducer:
             _sleep(0)
         return fut
 
-    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                            timestamp: int | None = None, headers: Any = None) -> RecordMetadata:
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Any = None,
+    ) -> RecordMetadata:
         fut = await self.send(topic, value, key, partition, timestamp, headers)
         return await fut
 

@@ -402,7 +402,9 @@ class Consumer(_SyncBase):
     def highwater(self, tp: Any) -> int | None:
         return self._c.highwater(tp)
 
-    def offsets_for_times(self, timestamps: Mapping[Any, int], timeout: float | None = None) -> dict[Any, Any]:
+    def offsets_for_times(
+        self, timestamps: Mapping[Any, int], timeout: float | None = None
+    ) -> dict[Any, Any]:
         return self._call(self._c.offsets_for_times(timestamps, timeout))
 
     def beginning_offsets(self, partitions: Any, timeout: float | None = None) -> dict[Any, int]:

@@ -22,7 +22,8 @@ The sync ``Producer`` has the same methods (blocking). Protocol (transactions V1
   ``ConsumerGroupMetadata`` is given: KIP-447 fencing of zombie consumers).
 * ``commit_transaction``: flush, then EndTxn(commit). A batch that failed inside the transaction makes the
   transaction abortable: commit raises, and ``abort_transaction`` is the way out.
-* ``abort_transaction``: batches not sent yet fail with ``TransactionAbortedError``, in-flight ones are awaited,
+* ``abort_transaction``: batches not sent yet fail with ``TransactionAbortedError``, in-flight ones are
+awaited,
   EndTxn(abort); after sequence trouble the epoch is bumped with InitProducerId (KIP-360).
 * Fatal (the producer can only be closed): PRODUCER_FENCED / INVALID_PRODUCER_EPOCH (another producer with
   the same transactional id, or the transaction timed out), TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -71,8 +72,18 @@ _FATAL = frozenset({
     Codes.INVALID_TRANSACTION_TIMEOUT, Codes.CLUSTER_AUTHORIZATION_FAILED,
 })
 _COORDINATOR_MOVED = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE})
-_RETRY = frozenset({Codes.CONCURRENT_TRANSACTIONS, Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT,
-                    Codes.UNKNOWN_TOPIC_OR_PARTITION, Codes.NOT_ENOUGH_REPLICAS}) | _COORDINATOR_MOVED
+_RETRY = (
+    frozenset(
+        {
+            Codes.CONCURRENT_TRANSACTIONS,
+            Codes.COORDINATOR_LOAD_IN_PROGRESS,
+            Codes.REQUEST_TIMED_OUT,
+            Codes.UNKNOWN_TOPIC_OR_PARTITION,
+            Codes.NOT_ENOUGH_REPLICAS,
+        }
+    )
+    | _COORDINATOR_MOVED
+)
 
 
 class TransactionAbortedError(ClientError):
@@ -108,8 +119,10 @@ def group_metadata_of(group: Any) -> ConsumerGroupMetadata:
     meta = getattr(group, "consumer_group_metadata", None)  # a moldau consumer (sync or async)
     cfg = getattr(group, "config", None)
     if meta is None or cfg is None or not cfg.get("group.id"):
-        raise ValueError("send_offsets_to_transaction needs a group id, a ConsumerGroupMetadata or a consumer "
-                         "with a group.id")
+        raise ValueError(
+            "send_offsets_to_transaction needs a group id, a ConsumerGroupMetadata or a consumer "
+            "with a group.id"
+        )
     return meta()  # type: ignore[no-any-return]
 
 
@@ -237,8 +250,12 @@ class TransactionManager:
             if resp.error_code in _FATAL or not bump:
                 raise self._fatal(err)
             raise err
-        log.info("transactional producer %s: producer id %d epoch %d", self.transactional_id, resp.producer_id,
-                 resp.producer_epoch)
+        log.info(
+            "transactional producer %s: producer id %d epoch %d",
+            self.transactional_id,
+            resp.producer_id,
+            resp.producer_epoch,
+        )
         s.producer_id = resp.producer_id
         s.producer_epoch = resp.producer_epoch
         s.need_bump = False
@@ -278,10 +295,15 @@ class TransactionManager:
         async with self._op_lock:
             resp = await self._coordinator_call(
                 _ADD_OFFSETS,
-                lambda v: m.AddOffsetsToTxnRequest.new(transactional_id=self.transactional_id,
-                                                       producer_id=s.producer_id, producer_epoch=s.producer_epoch,
-                                                       group_id=meta.group_id),
-                deadline, "AddOffsetsToTxn")
+                lambda v: m.AddOffsetsToTxnRequest.new(
+                    transactional_id=self.transactional_id,
+                    producer_id=s.producer_id,
+                    producer_epoch=s.producer_epoch,
+                    group_id=meta.group_id,
+                ),
+                deadline,
+                "AddOffsetsToTxn",
+            )
             if resp.error_code:
                 raise self._txn_error(resp.error_code, "AddOffsetsToTxn")
             self.offsets_added = True
@@ -303,10 +325,16 @@ class TransactionManager:
             by_topic.setdefault(topic, []).append(R.TxnOffsetCommitRequestPartition(
                 partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
                 committed_metadata=metadata))
-        req = R.new(transactional_id=self.transactional_id, group_id=meta.group_id, producer_id=s.producer_id,
-                    producer_epoch=s.producer_epoch, generation_id=meta.generation_id, member_id=meta.member_id,
-                    group_instance_id=meta.group_instance_id,
-                    topics=[R.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        req = R.new(
+            transactional_id=self.transactional_id,
+            group_id=meta.group_id,
+            producer_id=s.producer_id,
+            producer_epoch=s.producer_epoch,
+            generation_id=meta.generation_id,
+            member_id=meta.member_id,
+            group_instance_id=meta.group_instance_id,
+            topics=[R.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
         cluster = self.p._cluster
         group_node: int | None = None
         while True:
@@ -383,9 +411,15 @@ class TransactionManager:
         if self.added or self.offsets_added:
             resp = await self._coordinator_call(
                 _END_TXN,
-                lambda v: m.EndTxnRequest.new(transactional_id=self.transactional_id, producer_id=s.producer_id,
-                                              producer_epoch=s.producer_epoch, committed=commit),
-                deadline, "EndTxn")
+                lambda v: m.EndTxnRequest.new(
+                    transactional_id=self.transactional_id,
+                    producer_id=s.producer_id,
+                    producer_epoch=s.producer_epoch,
+                    committed=commit,
+                ),
+                deadline,
+                "EndTxn",
+            )
             if resp.error_code:
                 err = self._txn_error(resp.error_code, "EndTxn(commit)" if commit else "EndTxn(abort)")
                 raise err
@@ -447,10 +481,15 @@ class TransactionManager:
         try:
             resp = await self._coordinator_call(
                 _ADD_PARTITIONS,
-                lambda v: R.new(v3_and_below_transactional_id=self.transactional_id,
-                                v3_and_below_producer_id=s.producer_id, v3_and_below_producer_epoch=s.producer_epoch,
-                                v3_and_below_topics=topics),
-                deadline, "AddPartitionsToTxn")
+                lambda v: R.new(
+                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_producer_id=s.producer_id,
+                    v3_and_below_producer_epoch=s.producer_epoch,
+                    v3_and_below_topics=topics,
+                ),
+                deadline,
+                "AddPartitionsToTxn",
+            )
         except (KafkaTimeoutError, ClientError) as exc:
             self.batch_failed(exc)
             return
@@ -487,7 +526,9 @@ class TransactionManager:
             self.error = exc
         if self.state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING):
             self.state = TransactionState.ABORTABLE_ERROR
-        log.warning("transactional producer %s: the transaction must be aborted: %s", self.transactional_id, exc)
+        log.warning(
+            "transactional producer %s: the transaction must be aborted: %s", self.transactional_id, exc
+        )
 
 
 def _error_of(resp: Any) -> int:

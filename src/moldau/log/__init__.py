@@ -1,5 +1,6 @@
-"""moldau's storage engine: Kafka's on-disk log layout (segments, indexes, checkpoints), append/read by offset,
-recovery, retention, idempotent-producer and transaction state. Contract: docs/architecture.md, "moldau.log".
+"""moldau's storage engine: Kafka's on-disk log layout (segments, indexes, checkpoints), append/read by
+offset, recovery, retention, idempotent-producer and transaction state. Contract: docs/architecture.md,
+"moldau.log".
 
 API summary::
 
@@ -28,16 +29,16 @@ Errors are ``LogError`` subclasses (``moldau.protocol.errors.KafkaError``s) carr
 
 from .config import LogConfig
 from .errors import (
-    LogError,
-    OffsetOutOfRangeError,
     CorruptRecordError,
-    MessageTooLargeError,
-    RecordListTooLargeError,
+    InvalidConfigError,
+    InvalidProducerEpochError,
     InvalidTimestampError,
     InvalidTopicError,
-    InvalidConfigError,
+    LogError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
-    InvalidProducerEpochError,
+    RecordListTooLargeError,
     StorageError,
 )
 from .manager import LogManager

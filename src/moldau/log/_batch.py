@@ -14,21 +14,33 @@ from typing import Any
 from moldau.protocol.records import CODEC_NAMES, decode_batch
 from moldau.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK as ATTR_COMPRESSION_MASK,
     CONTROL_ABORT,
     CONTROL_COMMIT,
-    CONTROL_FLAG as ATTR_CONTROL,
     CRC_OFFSET,
-    DELETE_HORIZON_FLAG as ATTR_DELETE_HORIZON,
     HEADER_SIZE,
-    HEADER_STRUCT as HEADER,
     LOG_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH,
-    TIMESTAMP_TYPE_FLAG as ATTR_LOG_APPEND_TIME,
-    TRANSACTIONAL_FLAG as ATTR_TRANSACTIONAL,
     decode_varint,
     set_log_append_time,
+)
+from moldau.protocol.records.batch import (
+    COMPRESSION_MASK as ATTR_COMPRESSION_MASK,
+)
+from moldau.protocol.records.batch import (
+    CONTROL_FLAG as ATTR_CONTROL,
+)
+from moldau.protocol.records.batch import (
+    DELETE_HORIZON_FLAG as ATTR_DELETE_HORIZON,
+)
+from moldau.protocol.records.batch import (
+    HEADER_STRUCT as HEADER,
+)
+from moldau.protocol.records.batch import (
+    TIMESTAMP_TYPE_FLAG as ATTR_LOG_APPEND_TIME,
+)
+from moldau.protocol.records.batch import (
+    TRANSACTIONAL_FLAG as ATTR_TRANSACTIONAL,
 )
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Kafka's small text files in log directories.
 
 * offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-  ``replication-offset-checkpoint``): a version line ``0``, a count line, then ``<topic> <partition> <offset>``
-  lines;
+  ``replication-offset-checkpoint``): a version line ``0``, a count line, then ``<topic> <partition>
+  <offset>`` lines;
 * ``leader-epoch-checkpoint`` (per partition): version ``0``, count, ``<epoch> <start offset>`` lines;
 * ``partition.metadata`` (per partition): ``version: 0`` / ``topic_id: <base64url UUID>``;
 * ``meta.properties`` (per log dir): Java properties with ``version=1``, ``cluster.id``, ``node.id``,
@@ -123,7 +123,9 @@ def _read_rows(path: str, width: int) -> list[list[str]]:
     return rows
 
 
-def write_offset_checkpoint(path: str, entries: Mapping[tuple[str, int], int] | Iterable[tuple[str, int, int]]) -> None:
+def write_offset_checkpoint(
+    path: str, entries: Mapping[tuple[str, int], int] | Iterable[tuple[str, int, int]]
+) -> None:
     items = (
         [(t, p, o) for (t, p), o in entries.items()] if isinstance(entries, Mapping) else list(entries)
     )

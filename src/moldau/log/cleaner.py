@@ -91,7 +91,7 @@ from bisect import bisect_right
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 from crc32c import crc32c
 
@@ -137,9 +137,48 @@ from .index import TxnIndex
 from .segment import segment_file_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .manager import LogManager
-    from .partition_log import PartitionLog
+    from .config import LogConfig
+    from .producer_state import ProducerStateManager
     from .segment import Segment
+
+
+class PartitionLog(Protocol):
+    """What the cleaner uses of a ``partition_log.PartitionLog`` (a Protocol: the partition log imports the
+    cleaner, so the cleaner does not import it back)."""
+
+    topic: str
+    partition: int
+    dir: str
+    config: LogConfig
+    producer_state: ProducerStateManager
+    _aborted: list[tuple[int, int, int, int]]
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def segments(self) -> Sequence[Segment]: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def replace_segments(
+        self, old: Sequence[Segment], sizes: Sequence[int], aborted: list[tuple[int, int, int, int]]
+    ) -> Segment | None: ...
+
+
+class LogManager(Protocol):
+    """What the cleaner uses of its ``manager.LogManager`` (which imports the cleaner)."""
+
+    log_dirs: list[str]
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None: ...
+    def logs(self) -> Iterator[PartitionLog]: ...
+    def dir_of(self, topic: str, partition: int) -> str | None: ...
+    def _submit(self, fn: Any) -> None: ...
+    def _now_ms(self) -> int: ...
 
 log = logging.getLogger(__name__)
 
@@ -552,6 +591,7 @@ def _build_offset_map(task: _Task, stats: CleanerStats) -> tuple[dict[bytes, int
                 continue
             if f[F_RECORDS_COUNT] == 0:
                 continue
+            assert view is not None  # full=True: every batch is read whole
             for r in decode_batch(view, 0):
                 if r.key is not None:
                     omap[_map_key(r.key)] = r.offset
@@ -795,8 +835,8 @@ def run_pass(task: _Task) -> _Result:
         stats.end_offset = end
         stats.segments = len(segs)
         txn = _TxnState(task.aborted)
-        for g in _group_segments(segs, task.segment_bytes):
-            groups.append(_clean_group(task, g, omap, txn, stats))
+        for group_segs in _group_segments(segs, task.segment_bytes):
+            groups.append(_clean_group(task, group_segs, omap, txn, stats))
     except BaseException:
         for g in groups:
             discard_cleaned(task.directory, g.base)
@@ -1028,9 +1068,10 @@ class LogCleaner:
                 if all(i is None for i in idx) and segs[0].base_offset >= g.end:
                     discard_cleaned(task.directory, g.base)  # deleted by retention meanwhile
                     continue
+                first = idx[0]
                 ok = (
-                    None not in idx
-                    and idx == list(range(idx[0], idx[0] + len(idx)))  # type: ignore[operator]
+                    first is not None
+                    and idx == list(range(first, first + len(idx)))
                     and all(not s.seg.active and s.seg.size == s.size for s in g.segs)
                 )
                 if not ok:

@@ -2,8 +2,9 @@
 synonyms) and ``LogConfig``, the storage engine's view of it.
 
 Facts (names, types, defaults, ranges, synonym order) follow Kafka 4.1's ``LogConfig`` /
-``ServerTopicConfigSynonyms``; the documentation strings are moldau's own words. ``moldau.broker.topic_config``
-builds on this table (config sources, dynamic broker configs, DescribeConfigs, AlterConfigs).
+``ServerTopicConfigSynonyms``; the documentation strings are moldau's own words.
+``moldau.broker.topic_config`` builds on this table (config sources, dynamic broker configs, DescribeConfigs,
+AlterConfigs).
 
 Topic keys map to ``LogConfig`` attributes (``TopicConfigDef.log_field``); Kafka's broker keys supply the
 defaults (``TopicConfigDef.broker_synonyms``, most precise first, with a unit multiplier)::
@@ -15,8 +16,8 @@ defaults (``TopicConfigDef.broker_synonyms``, most precise first, with a unit mu
     max.message.bytes        max_message_bytes          message.max.bytes
     ...
 
-Two ``LogConfig`` fields have a broker key only (``BROKER_ONLY_LOG_FIELDS``): ``producer.id.expiration.ms`` and
-``log.message.timestamp.difference.max.ms``.
+Two ``LogConfig`` fields have a broker key only (``BROKER_ONLY_LOG_FIELDS``): ``producer.id.expiration.ms``
+and ``log.message.timestamp.difference.max.ms``.
 
 ``LogConfig.from_props({"segment.bytes": "1048576"})`` validates exactly as the broker validates topic
 overrides (``validate_topic_config``) and raises ``InvalidConfigError`` (a KafkaError, INVALID_CONFIG) naming
@@ -191,7 +192,9 @@ def list_of(*allowed: str) -> Validator:
             return
         for item in value:
             if item not in allowed:
-                raise invalid_value(name, to_kafka_string(value), f"String must be one of: {', '.join(allowed)}")
+                raise invalid_value(
+                    name, to_kafka_string(value), f"String must be one of: {', '.join(allowed)}"
+                )
         if len(set(value)) != len(value):
             raise invalid_value(name, to_kafka_string(value), "Values must not be duplicated")
     check.__doc__ = "[" + ", ".join(allowed) + "]"
@@ -305,7 +308,8 @@ def _build() -> dict[str, TopicConfigDef]:
             "compression.lz4.level", T.INT, 9, _s("compression.lz4.level"), level_or_default(1, 17, 9),
             "Level used when compression.type is lz4.", log_field="compression_lz4_level"),
         TopicConfigDef(
-            "compression.zstd.level", T.INT, 3, _s("compression.zstd.level"), level_or_default(-131072, 22, 3),
+            "compression.zstd.level", T.INT, 3, _s("compression.zstd.level"),
+            level_or_default(-131072, 22, 3),
             "Level used when compression.type is zstd.", log_field="compression_zstd_level"),
         TopicConfigDef(
             "delete.retention.ms", T.LONG, _ONE_DAY_MS, _s("log.cleaner.delete.retention.ms"), at_least(0),
@@ -467,7 +471,8 @@ def _broker_only_default(log_field: str) -> Any:
 
 
 def validate_topic_config(name: str, value: object) -> Any:
-    """Check one topic config override; return its parsed value. Raises InvalidConfigError (INVALID_CONFIG)."""
+    """Check one topic config override; return its parsed value. Raises InvalidConfigError
+    (INVALID_CONFIG)."""
     d = TOPIC_CONFIGS.get(name)
     if d is None:
         raise InvalidConfigError(f"Unknown topic config name: {name}", key=name)
@@ -574,9 +579,10 @@ class LogConfig:
     @classmethod
     def from_broker_props(cls, props: Mapping[str, Any]) -> LogConfig:
         """Broker-level defaults from server.properties keys (``log.segment.bytes``, ``log.roll.hours``,
-        ``log.retention.hours`` ...), each parsed by its type (InvalidConfigError naming the broker key when it
-        does not parse; ranges are the broker config's business). Keys that are not log settings are ignored.
-        The more precise unit wins, as in Kafka (``log.retention.ms`` over ``.minutes`` over ``.hours``)."""
+        ``log.retention.hours`` ...), each parsed by its type (InvalidConfigError naming the broker key when
+        it does not parse; ranges are the broker config's business). Keys that are not log settings are
+        ignored. The more precise unit wins, as in Kafka (``log.retention.ms`` over ``.minutes`` over
+        ``.hours``)."""
         changes: dict[str, Any] = {}
         for d in TOPIC_CONFIGS.values():
             if d.log_field is None:
@@ -602,7 +608,8 @@ class LogConfig:
         return {d.name: to_kafka_string(getattr(self, d.log_field)) or "" for d in _WITH_FIELD}
 
     def diff_props(self, base: LogConfig | None = None) -> dict[str, str]:
-        """Only the keys whose values differ from ``base`` (default: Kafka's defaults) - the topic overrides."""
+        """Only the keys whose values differ from ``base`` (default: Kafka's defaults) - the topic
+        overrides."""
         base = base or LogConfig()
         return {
             d.name: to_kafka_string(getattr(self, d.log_field)) or ""

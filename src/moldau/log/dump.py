@@ -111,7 +111,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
         blen = f_[1]
         size = blen + LOG_OVERHEAD
         if blen < MIN_BATCH_LENGTH or f_[3] != 2 or pos + size > n:
-            msg = f"Found invalid bytes at position {pos} of {os.path.basename(path)} (length {blen}, magic {f_[3]})"
+            msg = (f"Found invalid bytes at position {pos} of {os.path.basename(path)} "
+                   f"(length {blen}, magic {f_[3]})")
             yield {"error": msg, "position": pos} if as_json else msg
             return
         batch = memoryview(data)[pos : pos + size]
@@ -168,9 +169,9 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                 rec_error = f"cannot decode records: {e}"
         if as_json:
             if deep:
-                for r in records:
-                    r.pop("raw_key", None)
-                    r.pop("raw_value", None)
+                for rec in records:
+                    rec.pop("raw_key", None)
+                    rec.pop("raw_value", None)
                 info["records"] = records
                 if rec_error:
                     info["recordsError"] = rec_error
@@ -184,23 +185,24 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                 f"isControl: {_bool(bool(attrs & ATTR_CONTROL))} position: {pos} {ts_type}: {f_[8]} "
                 f"size: {size} magic: 2 compresscodec: {codec} crc: {f_[4]} isvalid: {_bool(valid)}"
             )
-            for r in records:
-                seq = base_seq + (r["offset"] - base_offset) if base_seq >= 0 else -1
+            for rec in records:
+                seq = base_seq + (rec["offset"] - base_offset) if base_seq >= 0 else -1
                 line = (
-                    f"| offset: {r['offset']} {ts_type}: {r['timestamp']} keySize: {r['keySize']} "
-                    f"valueSize: {r['valueSize']} sequence: {seq} headerKeys: [{','.join(r['headerKeys'])}]"
+                    f"| offset: {rec['offset']} {ts_type}: {rec['timestamp']} keySize: {rec['keySize']} "
+                    f"valueSize: {rec['valueSize']} sequence: {seq} headerKeys: "
+                    f"[{','.join(rec['headerKeys'])}]"
                 )
-                if attrs & ATTR_CONTROL and r["raw_key"] is not None and len(r["raw_key"]) >= 4:
-                    _v, ctype = struct.unpack_from(">hh", r["raw_key"], 0)
+                if attrs & ATTR_CONTROL and rec["raw_key"] is not None and len(rec["raw_key"]) >= 4:
+                    _v, ctype = struct.unpack_from(">hh", rec["raw_key"], 0)
                     line += f" endTxnMarker: {_CONTROL_NAMES.get(ctype, ctype)}"
-                    raw_value = r["raw_value"]
+                    raw_value = rec["raw_value"]
                     if raw_value is not None and len(raw_value) >= 6:
                         line += f" coordinatorEpoch: {struct.unpack_from('>i', raw_value, 2)[0]}"
                 else:
-                    if r["key"] is not None:
-                        line += f" key: {r['key']}"
-                    if r["payload"] is not None:
-                        line += f" payload: {r['payload']}"
+                    if rec["key"] is not None:
+                        line += f" key: {rec['key']}"
+                    if rec["payload"] is not None:
+                        line += f" payload: {rec['payload']}"
                 yield line
             if rec_error:
                 yield f"| {rec_error}"
@@ -217,7 +219,11 @@ def _dump_index(path: str, as_json: bool) -> Iterator[Any]:
     for rel, position in _OFFSET_ENTRY.iter_unpack(data[:usable]):
         if rel == 0 and position == 0 and base != 0:  # zero-filled preallocated tail (Kafka's active index)
             break
-        yield {"offset": base + rel, "position": position} if as_json else f"offset: {base + rel} position: {position}"
+        yield (
+            {"offset": base + rel, "position": position}
+            if as_json
+            else f"offset: {base + rel} position: {position}"
+        )
 
 
 def _dump_timeindex(path: str, as_json: bool) -> Iterator[Any]:
@@ -261,7 +267,13 @@ def _dump_txnindex(path: str, as_json: bool) -> Iterator[Any]:
     if not as_json:
         yield f"Dumping {path}"
     for pid, first, last, lso in TxnIndex.read(path):
-        d = {"version": 0, "producerId": pid, "firstOffset": first, "lastOffset": last, "lastStableOffset": lso}
+        d = {
+            "version": 0,
+            "producerId": pid,
+            "firstOffset": first,
+            "lastOffset": last,
+            "lastStableOffset": lso,
+        }
         yield d if as_json else " ".join(f"{k}: {v}" for k, v in d.items())
 
 

@@ -1,13 +1,13 @@
 """Exceptions raised by the storage engine: ``moldau.protocol.errors.KafkaError`` subclasses.
 
-Each class derives from ``LogError`` and from the protocol's per-code class (``OffsetOutOfRangeError`` is also a
-``moldau.protocol.errors.OffsetOutOfRangeError``), so ``except LogError``, ``except KafkaError`` and ``except``
-on the per-code class all work. ``.code`` is the ``ErrorCode`` (an int, ``OFFSET_OUT_OF_RANGE`` == 1), ``.name``
-its Kafka name and ``.retriable`` Kafka's retriable flag, all from the protocol's error table; a handler maps
-any of them straight to a partition error: ``except LogError as e: error_code = e.code``.
+Each class derives from ``LogError`` and from the protocol's per-code class (``OffsetOutOfRangeError`` is also
+a ``moldau.protocol.errors.OffsetOutOfRangeError``), so ``except LogError``, ``except KafkaError`` and
+``except`` on the per-code class all work. ``.code`` is the ``ErrorCode`` (an int, ``OFFSET_OUT_OF_RANGE`` ==
+1), ``.name`` its Kafka name and ``.retriable`` Kafka's retriable flag, all from the protocol's error table; a
+handler maps any of them straight to a partition error: ``except LogError as e: error_code = e.code``.
 
-Unlike a plain KafkaError, ``str()`` of a LogError is its message alone (no ``[NAME (code)]`` prefix): the broker
-answers it as the partition's ``error_message``.
+Unlike a plain KafkaError, ``str()`` of a LogError is its message alone (no ``[NAME (code)]`` prefix): the
+broker answers it as the partition's ``error_message``.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class LogError(KafkaError):
 # The per-code protocol classes are generated at import time, hence the type: ignore on each base.
 
 
-class OffsetOutOfRangeError(LogError, _perr.OffsetOutOfRangeError):  # type: ignore[misc,name-defined]
+class OffsetOutOfRangeError(LogError, _perr.OffsetOutOfRangeError):  # type: ignore[name-defined]
     """OFFSET_OUT_OF_RANGE (1)."""
 
 
@@ -84,43 +84,43 @@ class CorruptRecordError(LogError, _RecordsCorruptRecordError):
     """CORRUPT_MESSAGE (2), retriable; also the record format's ``CorruptRecordError``."""
 
 
-class MessageTooLargeError(LogError, _perr.MessageTooLargeError):  # type: ignore[misc,name-defined]
+class MessageTooLargeError(LogError, _perr.MessageTooLargeError):  # type: ignore[name-defined]
     """MESSAGE_TOO_LARGE (10): a batch above max.message.bytes."""
 
 
-class RecordListTooLargeError(LogError, _perr.RecordListTooLargeError):  # type: ignore[misc,name-defined]
+class RecordListTooLargeError(LogError, _perr.RecordListTooLargeError):  # type: ignore[name-defined]
     """RECORD_LIST_TOO_LARGE (18): an append larger than segment.bytes."""
 
 
-class InvalidTimestampError(LogError, _perr.InvalidTimestampError):  # type: ignore[misc,name-defined]
+class InvalidTimestampError(LogError, _perr.InvalidTimestampError):  # type: ignore[name-defined]
     """INVALID_TIMESTAMP (32)."""
 
 
-class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ignore[misc,name-defined]
+class InvalidTopicError(LogError, _perr.InvalidTopicExceptionError):  # type: ignore[name-defined]
     """INVALID_TOPIC_EXCEPTION (17)."""
 
 
-class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[misc,name-defined]
-    """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka config
-    key."""
+class InvalidConfigError(LogError, _perr.InvalidConfigError, ValueError):  # type: ignore[name-defined]
+    """INVALID_CONFIG (40): a topic/log configuration value is invalid; ``key`` names the offending Kafka
+    config key."""
 
     def __init__(self, message: str = "", *, key: str | None = None) -> None:
         super().__init__(message)
         self.key = key
 
 
-class OutOfOrderSequenceError(LogError, _perr.OutOfOrderSequenceNumberError):  # type: ignore[misc,name-defined]
+class OutOfOrderSequenceError(LogError, _perr.OutOfOrderSequenceNumberError):  # type: ignore[name-defined]
     """OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
 
 
-class InvalidProducerEpochError(LogError, _perr.InvalidProducerEpochError):  # type: ignore[misc,name-defined]
+class InvalidProducerEpochError(LogError, _perr.InvalidProducerEpochError):  # type: ignore[name-defined]
     """INVALID_PRODUCER_EPOCH (47)."""
 
 
-class StorageError(LogError, _perr.KafkaStorageErrorError):  # type: ignore[misc,name-defined]
+class StorageError(LogError, _perr.KafkaStorageErrorError):  # type: ignore[name-defined]
     """KAFKA_STORAGE_ERROR (56), retriable: an I/O error on the log directory."""
 
 
-class UnexpectedAppendOffsetError(LogError, _perr.UnknownServerErrorError):  # type: ignore[misc,name-defined]
+class UnexpectedAppendOffsetError(LogError, _perr.UnknownServerErrorError):  # type: ignore[name-defined]
     """A follower-style append (assign_offsets=False) whose offsets go backwards (Kafka's
     UnexpectedAppendOffsetException, reported as UNKNOWN_SERVER_ERROR)."""

@@ -12,8 +12,8 @@ moldau's choice: index files are *appended*, never preallocated to ``segment.ind
 and mmaps them, then trims to the used size on roll/close; the files end up identical once the segment is
 inactive). Entries live in memory (``array``) and are written to the file in batches by ``persist()`` (on
 flush, roll, close and checkpoint), so appends cost no extra system call. After a crash, missing entries are
-rebuilt by recovery (segments past the recovery point) or by the load-time sanity check. ``segment.index.bytes``
-still bounds the entry count: a full index rolls the segment, as in Kafka.
+rebuilt by recovery (segments past the recovery point) or by the load-time sanity check.
+``segment.index.bytes`` still bounds the entry count: a full index rolls the segment, as in Kafka.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _fsync_path(path: str) -> None:
 
 
 class _WriteBehindIndex:
-    """What both indexes share: entries held in memory (arrays in the subclass), written to ``path`` in batches
-    by ``persist()``; ``_written`` entries are known to be in the file, which holds ``_file_entries`` (more
-    after a truncation, until the next persist cuts them)."""
+    """What both indexes share: entries held in memory (arrays in the subclass), written to ``path`` in
+    batches by ``persist()``; ``_written`` entries are known to be in the file, which holds ``_file_entries``
+    (more after a truncation, until the next persist cuts them)."""
 
     __slots__ = ("path", "base_offset", "max_entries", "_written", "_file_entries", "_unsynced")
 
@@ -344,7 +344,9 @@ class TxnIndex:
         return out
 
     @staticmethod
-    def append(path: str, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+    def append(
+        path: str, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int
+    ) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, _TXN_ENTRY.pack(0, producer_id, first_offset, last_offset, last_stable_offset))

@@ -11,8 +11,8 @@ Per log directory (Kafka's files)::
     <topic>-<partition>/               one PartitionLog each
 
 At start (``load``): when ``.kafka_cleanshutdown`` is absent every partition is recovered from its recovery
-point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close`` flushes
-every partition, writes the checkpoints and the marker.
+point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close``
+flushes every partition, writes the checkpoints and the marker.
 
 ``tick(now_ms)`` (the broker calls it about every second, on its event loop) rolls segments older than
 ``segment.ms``, applies retention every ``log.retention.check.interval.ms``, flushes partitions due by
@@ -69,11 +69,15 @@ def validate_topic_name(topic: str | None) -> None:
     if topic in (".", ".."):
         raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
     if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, "
-                                f"topic name: {topic}")
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_LENGTH} characters, "
+            f"topic name: {topic}"
+        )
     if not _LEGAL_TOPIC.fullmatch(topic):
-        raise InvalidTopicError(f"Topic name \"{topic}\" is illegal, it contains a character other than ASCII "
-                                "alphanumerics, '.', '_' and '-'")
+        raise InvalidTopicError(
+            f"Topic name \"{topic}\" is illegal, it contains a character other than ASCII "
+            "alphanumerics, '.', '_' and '-'"
+        )
 
 
 def _log_failure(fut: Future) -> None:
@@ -250,7 +254,9 @@ class LogManager:
             if parsed is None:
                 continue
             if not warned:
-                log.warning("%s: no clean shutdown marker; recovering partitions from their recovery points", d)
+                log.warning(
+                    "%s: no clean shutdown marker; recovering partitions from their recovery points", d
+                )
                 warned = True
             if parsed in self._logs:
                 raise StorageError(f"partition {name} exists in both {self._dir_of[parsed]} and {d}")
@@ -272,7 +278,8 @@ class LogManager:
             self._logs[parsed] = plog
             self._dir_of[parsed] = d
 
-    # ================================================================================================ partitions
+    # ================================================================================================
+    # partitions
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
@@ -352,7 +359,8 @@ class LogManager:
             if t == topic:
                 plog.update_config(config)
 
-    # ================================================================================================ background
+    # ================================================================================================
+    # background
     def tick(self, now_ms: int | None = None) -> None:
         """Periodic work: time-based roll, retention, flushes due, checkpoints."""
         if self._closed:
@@ -412,19 +420,23 @@ class LogManager:
             logs = [(k, self._logs[k]) for k in keys if k in self._logs]
             try:
                 write_offset_checkpoint(
-                    os.path.join(d, RECOVERY_POINT_CHECKPOINT), [(t, p, lg.recovery_point) for (t, p), lg in logs]
+                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                    [(t, p, lg.recovery_point) for (t, p), lg in logs],
                 )
                 write_offset_checkpoint(
-                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT), [(t, p, lg.log_start_offset) for (t, p), lg in logs]
+                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                    [(t, p, lg.log_start_offset) for (t, p), lg in logs],
                 )
                 write_offset_checkpoint(
-                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), [(t, p, lg.high_watermark) for (t, p), lg in logs]
+                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                    [(t, p, lg.high_watermark) for (t, p), lg in logs],
                 )
             except OSError as e:
                 log.error("cannot write checkpoints in %s: %s", d, e)
 
     def close(self) -> None:
-        """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown marker."""
+        """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown
+        marker."""
         self.cleaner.shutdown()
         self.drain()
         if self._own_executor and self.flush_executor is not None:

@@ -28,18 +28,17 @@ from typing import Any, Callable, Sequence
 
 from . import _batch
 from . import cleaner as _cleaner
-from .cleaner import recover_interrupted_swaps
 from ._batch import (
-    CONTROL_ABORT,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
+    CONTROL_ABORT,
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_MAX_TIMESTAMP,
     I32,
     I64,
-    increment_sequence,
     control_type,
+    increment_sequence,
     set_log_append_time,
 )
 from .checkpoint import (
@@ -51,6 +50,7 @@ from .checkpoint import (
     write_epoch_checkpoint,
     write_partition_metadata,
 )
+from .cleaner import recover_interrupted_swaps
 from .config import LONG_MAX, LogConfig
 from .errors import (
     InvalidTimestampError,
@@ -153,7 +153,9 @@ class PartitionLog:
         return int(self._clock.time() * 1000)
 
     # ================================================================================================ load
-    def _load(self, clean: bool, recovery_point: int, log_start_offset: int, high_watermark: int | None) -> None:
+    def _load(
+        self, clean: bool, recovery_point: int, log_start_offset: int, high_watermark: int | None
+    ) -> None:
         cfg = self.config
         interval = cfg.index_interval_bytes
         now = self._now_ms()
@@ -177,21 +179,32 @@ class PartitionLog:
                     self._unlink(os.path.join(self.dir, name))
         recovered = False
         if not bases:
-            seg = Segment.create(self.dir, max(log_start_offset, 0), cfg.segment_index_bytes, self._cache, now)
+            seg = Segment.create(
+                self.dir, max(log_start_offset, 0), cfg.segment_index_bytes, self._cache, now
+            )
             seg.active = True
             segs = [seg]
         else:
-            segs = [Segment.open_existing(self.dir, b, cfg.segment_index_bytes, self._cache, now) for b in bases]
+            segs = [
+                Segment.open_existing(self.dir, b, cfg.segment_index_bytes, self._cache, now) for b in bases
+            ]
             segs[-1].active = True
             if not clean:
                 recovered = True
                 first = max(0, bisect_right(bases, recovery_point) - 1)
-                log.info("%s: unclean shutdown, recovering from offset %d (segment %d)", self.dir, recovery_point, bases[first])
+                log.info(
+                    "%s: unclean shutdown, recovering from offset %d (segment %d)",
+                    self.dir,
+                    recovery_point,
+                    bases[first],
+                )
                 for j in range(first, len(segs)):
                     truncated = segs[j].recover(interval, cfg.max_message_bytes)
                     if truncated and j + 1 < len(segs):
                         for later in segs[j + 1 :]:
-                            log.warning("%s: deleting segment %s after a corrupt batch", self.dir, later.log_path)
+                            log.warning(
+                                "%s: deleting segment %s after a corrupt batch", self.dir, later.log_path
+                            )
                             later.delete_files()
                         del segs[j + 1 :]
                         segs[-1].active = True
@@ -205,7 +218,9 @@ class PartitionLog:
         leo = self.log_end_offset
         ls = max(log_start_offset, segs[0].base_offset)
         if ls > leo:
-            log.warning("%s: log start offset %d beyond log end %d; starting the log at %d", self.dir, ls, leo, ls)
+            log.warning(
+                "%s: log start offset %d beyond log end %d; starting the log at %d", self.dir, ls, leo, ls
+            )
             self._truncate_fully_locked(ls, now)
             leo = ls
         self.log_start_offset = ls
@@ -238,7 +253,8 @@ class PartitionLog:
         self._aborted = out
 
     def _drop_aborted_from(self, offset: int) -> None:
-        """Forget aborted transactions whose marker is at or after ``offset`` (and rewrite their .txnindex)."""
+        """Forget aborted transactions whose marker is at or after ``offset`` (and rewrite their
+        .txnindex)."""
         i = bisect_left(self._aborted, (offset,))
         if i == len(self._aborted):
             return
@@ -263,12 +279,17 @@ class PartitionLog:
         ]
         TxnIndex.rewrite(seg.txnindex_path, entries)
 
-    def _on_marker(self, pid: int, epoch: int, ts: int, offset: int, ctype: int, persist: bool = True) -> None:
-        """A COMMIT/ABORT marker at ``offset``: record an aborted transaction, end the producer's transaction."""
+    def _on_marker(
+        self, pid: int, epoch: int, ts: int, offset: int, ctype: int, persist: bool = True
+    ) -> None:
+        """A COMMIT/ABORT marker at ``offset``: record an aborted transaction, end the producer's
+        transaction."""
         ps = self.producer_state
         if ctype == CONTROL_ABORT:
             e = ps.get(pid)
-            first = e.current_txn_first_offset if e is not None and e.current_txn_first_offset >= 0 else offset
+            first = (
+                e.current_txn_first_offset if e is not None and e.current_txn_first_offset >= 0 else offset
+            )
             others = [
                 x.current_txn_first_offset
                 for x in ps.producers.values()
@@ -345,7 +366,9 @@ class PartitionLog:
                     if f[9] >= 0:
                         if f[5] & ATTR_CONTROL:
                             head = os.pread(seg.fd(), min(f[1] + 12, 512), p)
-                            self._on_marker(f[9], f[10], f[8], f[F_BASE_OFFSET], control_type(head), persist=False)
+                            self._on_marker(
+                                f[9], f[10], f[8], f[F_BASE_OFFSET], control_type(head), persist=False
+                            )
                         else:
                             ps.update_from_header(f, f[F_BASE_OFFSET])
             except CorruptBatch as e:
@@ -446,7 +469,8 @@ class PartitionLog:
             size = h.batch_length + 12
             if size > max_msg:
                 raise MessageTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes={max_msg} for {self.topic}-{self.partition}"
+                    f"batch of {size} bytes exceeds max.message.bytes={max_msg} for "
+                    f"{self.topic}-{self.partition}"
                 )
             if pos != end:
                 contiguous = False
@@ -574,8 +598,8 @@ class PartitionLog:
                 or ts - now_ms > cfg.message_timestamp_after_max_ms
             ):
                 raise InvalidTimestampError(
-                    f"timestamp {ts} of a batch for {self.topic}-{self.partition} is out of the accepted range "
-                    f"around {now_ms}"
+                    f"timestamp {ts} of a batch for {self.topic}-{self.partition} is out of the accepted "
+                    f"range around {now_ms}"
                 )
 
     def _time_to_roll(self, seg: Segment, append_max_ts: int, now_ms: int) -> bool:
@@ -598,7 +622,8 @@ class PartitionLog:
 
     def assign_leader_epoch(self, epoch: int) -> None:
         """A new leader's epoch starts at the log end offset (Kafka's Partition.makeLeader): recorded in
-        leader-epoch-checkpoint at once, so followers truncating with OffsetForLeaderEpoch find where it starts
+        leader-epoch-checkpoint at once, so followers truncating with OffsetForLeaderEpoch find where it
+        starts
         before anything is appended in it."""
         with self._lock:
             if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1][0]):
@@ -683,7 +708,9 @@ class PartitionLog:
         while i < n:
             seg = segs[i]
             remaining = max_bytes - total
-            data, f_off, l_excl, complete = seg.read(target, remaining, max_offset, min_one and total == 0, interval)
+            data, f_off, l_excl, complete = seg.read(
+                target, remaining, max_offset, min_one and total == 0, interval
+            )
             if data:
                 if not chunks:
                     first = f_off
@@ -697,8 +724,11 @@ class PartitionLog:
         aborted = self.aborted_transactions(first, last_excl) if self._aborted and total else None
         return ReadResult(chunks, first, last_excl, total, aborted or None)
 
-    # ================================================================================================ timestamps
-    def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int] | None:
+    # ================================================================================================
+    # timestamps
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp`` (at or after the log
         start offset), or None (ListOffsets then answers -1). Only real timestamps: the broker maps
         EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3)."""
@@ -770,7 +800,8 @@ class PartitionLog:
             return max(f[F_BASE_OFFSET], ls), best_ts
         return None
 
-    # ================================================================================================ deletion
+    # ================================================================================================
+    # deletion
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset to ``offset`` (<= high watermark) and delete the
         segments wholly below it. Returns the new log start offset."""
@@ -788,7 +819,9 @@ class PartitionLog:
 
     def _delete_log_start_breached(self) -> int:
         ls = self.log_start_offset
-        return self._delete_old_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= ls, "log start offset")
+        return self._delete_old_segments(
+            lambda s, nxt: nxt is not None and nxt.base_offset <= ls, "log start offset"
+        )
 
     def _delete_old_segments(self, predicate: Callable[[Segment, Segment | None], bool], reason: str) -> int:
         """Kafka's deletableSegments + deleteSegments: oldest first, stop at the first segment that must stay,
@@ -866,12 +899,15 @@ class PartitionLog:
                                 return True
                             return False
 
-                        deleted += self._delete_old_segments(by_size, f"retention.bytes={cfg.retention_bytes}")
+                        deleted += self._delete_old_segments(
+                            by_size, f"retention.bytes={cfg.retention_bytes}"
+                        )
             deleted += self._delete_log_start_breached()
             self.producer_state.remove_expired(now_ms)
         return deleted
 
-    # ================================================================================================ compaction
+    # ================================================================================================
+    # compaction
     def replace_segments(
         self, old: Sequence[Segment], sizes: Sequence[int], aborted: list[tuple[int, int, int, int]]
     ) -> Segment | None:
@@ -889,7 +925,9 @@ class PartitionLog:
                 self._closed
                 or i < 0
                 or i + n >= len(segs)  # the active segment is never replaced
-                or any(segs[i + j] is not old[j] or old[j].active or old[j].size != sizes[j] for j in range(n))
+                or any(
+                    segs[i + j] is not old[j] or old[j].active or old[j].size != sizes[j] for j in range(n)
+                )
             ):
                 _cleaner.discard_cleaned(self.dir, base)
                 return None
@@ -899,7 +937,9 @@ class PartitionLog:
                 s.delete_files()
             fsync_dir(self.dir)
             _cleaner.finish_swap(self.dir, base)
-            new = Segment.open_existing(self.dir, base, self.config.segment_index_bytes, self._cache, self._now_ms())
+            new = Segment.open_existing(
+                self.dir, base, self.config.segment_index_bytes, self._cache, self._now_ms()
+            )
             segs[i : i + n] = [new]
             self._bases[i : i + n] = [base]
             lo = bisect_left(self._aborted, (base,))
@@ -907,7 +947,8 @@ class PartitionLog:
             self._aborted[lo:hi] = sorted((last, pid, first, lso) for pid, first, last, lso in aborted)
             return new
 
-    # ================================================================================================ truncation
+    # ================================================================================================
+    # truncation
     def truncate_to(self, offset: int) -> int:
         """Remove every batch at or after ``offset`` (a batch containing ``offset`` goes as a whole). Returns
         the new log end offset."""
@@ -960,7 +1001,8 @@ class PartitionLog:
             self._epochs = []
             write_epoch_checkpoint(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT), [])
 
-    # ================================================================================================ leader epochs
+    # ================================================================================================ leader
+    # epochs
     @property
     def leader_epochs(self) -> list[tuple[int, int]]:
         """(leader epoch, start offset) entries of leader-epoch-checkpoint."""
@@ -981,7 +1023,8 @@ class PartitionLog:
             return epoch, eps[0][1]
         return eps[higher - 1][0], eps[higher][1]
 
-    # ================================================================================================ flush / close
+    # ================================================================================================ flush /
+    # close
     def flush(self) -> int:
         """fsync every segment written since the last flush (data and index files) and advance the recovery
         point to the log end offset seen at the start. Safe to call from a worker thread while the event loop

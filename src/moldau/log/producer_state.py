@@ -13,8 +13,8 @@ Append rules (``check``), for a batch with producer_id >= 0 and base_sequence >=
 * unknown producer id -> accepted whatever the sequence (Kafka >= 2.x after KIP-360: a producer whose state
   was lost with retention or expiry continues; UNKNOWN_PRODUCER_ID is no longer raised).
 
-Producers are forgotten after ``producer.id.expiration.ms`` without a write (unless in a transaction), not when
-the log start offset passes them (as in Kafka 3.x).
+Producers are forgotten after ``producer.id.expiration.ms`` without a write (unless in a transaction), not
+when the log start offset passes them (as in Kafka 3.x).
 
 Snapshot files ``<20-digit offset>.snapshot`` use Kafka's version-1 layout: int16 version, uint32 CRC-32C of
 everything after the CRC field, int32 entry count, entries of (producer_id int64, epoch int16, last_sequence
@@ -70,7 +70,14 @@ class BatchMetadata:
 
 
 class ProducerEntry:
-    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "current_txn_first_offset", "last_timestamp")
+    __slots__ = (
+        "producer_id",
+        "epoch",
+        "batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "last_timestamp",
+    )
 
     def __init__(self, producer_id: int, epoch: int) -> None:
         self.producer_id = producer_id
@@ -156,7 +163,8 @@ class ProducerStateManager:
                 )
         elif not (first_seq == cur_last + 1 or (first_seq == 0 and cur_last == INT_MAX)):
             raise OutOfOrderSequenceError(
-                f"producer {producer_id}: out of order sequence {first_seq} (epoch {epoch}), expected {cur_last + 1}"
+                f"producer {producer_id}: out of order sequence {first_seq} (epoch {epoch}), expected "
+                f"{cur_last + 1}"
             )
         pending[producer_id] = (epoch, last_seq)
         return None
@@ -211,7 +219,9 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest ongoing transaction (the LSO bound), None when there is none."""
-        offsets = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        offsets = [
+            e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0
+        ]
         return min(offsets) if offsets else None
 
     # ------------------------------------------------------------------------------------------ expiry
@@ -246,7 +256,18 @@ class ProducerStateManager:
                         )
                     )
             else:
-                parts.append(pack(pid, e.epoch, -1, -1, 0, e.last_timestamp, e.coordinator_epoch, e.current_txn_first_offset))
+                parts.append(
+                    pack(
+                        pid,
+                        e.epoch,
+                        -1,
+                        -1,
+                        0,
+                        e.last_timestamp,
+                        e.coordinator_epoch,
+                        e.current_txn_first_offset,
+                    )
+                )
         body = _COUNT.pack(len(parts)) + b"".join(parts)
         return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
@@ -275,7 +296,9 @@ class ProducerStateManager:
         self.producers.clear()
         self.load_entries(entries, now_ms)
 
-    def load_entries(self, entries: Iterable[tuple[int, int, int, int, int, int, int, int]], now_ms: int | None) -> None:
+    def load_entries(
+        self, entries: Iterable[tuple[int, int, int, int, int, int, int, int]], now_ms: int | None
+    ) -> None:
         for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first in entries:
             e = self.producers.get(pid)
             if e is None:
@@ -287,7 +310,9 @@ class ProducerStateManager:
             e.last_timestamp = ts
             if last_offset >= 0 and last_seq >= 0:
                 e.batches.append(
-                    BatchMetadata(_decrease_sequence(last_seq, delta), last_seq, last_offset - delta, last_offset, ts)
+                    BatchMetadata(
+                        _decrease_sequence(last_seq, delta), last_seq, last_offset - delta, last_offset, ts
+                    )
                 )
         if now_ms is not None:
             self.remove_expired(now_ms)

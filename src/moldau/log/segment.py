@@ -5,8 +5,8 @@ File handles are opened lazily and bounded by a ``SegmentCache`` (an LRU shared 
 writes ``os.pwrite`` at the tracked size: no shared file position, so a worker thread may ``fsync`` (on a
 ``dup`` of the descriptor) while the event loop keeps appending and reading.
 
-Threading: every method is meant for one thread (the broker's event loop), except ``sync_handles`` whose result
-(duplicated descriptors, index files) is fsynced in a worker thread.
+Threading: every method is meant for one thread (the broker's event loop), except ``sync_handles`` whose
+result (duplicated descriptors, index files) is fsynced in a worker thread.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ class Segment:
         "__weakref__",
     )
 
-    def __init__(self, directory: str, base_offset: int, max_index_bytes: int, cache: SegmentCache, now_ms: int) -> None:
+    def __init__(
+        self, directory: str, base_offset: int, max_index_bytes: int, cache: SegmentCache, now_ms: int
+    ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
@@ -214,7 +216,7 @@ class Segment:
         if fd is not None:
             os.close(fd)
 
-    def sync_handles(self) -> tuple[int | None, list]:
+    def sync_handles(self) -> tuple[int, list]:
         """For a flush: (a dup of the log descriptor or a fresh one, index objects whose files need fsync).
         Persists pending index entries first. The caller fsyncs and closes the descriptor."""
         self.persist_indexes()
@@ -258,7 +260,13 @@ class Segment:
         self._reset_tail_state()
         try:
             for pos, f, _ in self.scan(0):
-                self._index_batch(pos, f[F_BASE_OFFSET] + f[F_LAST_OFFSET_DELTA], f[F_MAX_TIMESTAMP], f[1] + LOG_OVERHEAD, interval)
+                self._index_batch(
+                    pos,
+                    f[F_BASE_OFFSET] + f[F_LAST_OFFSET_DELTA],
+                    f[F_MAX_TIMESTAMP],
+                    f[1] + LOG_OVERHEAD,
+                    interval,
+                )
         except CorruptBatch as e:
             log.warning("%s: %s (index rebuilt up to there)", self.log_path, e)
         self._final_time_entry_if_inactive()
@@ -303,7 +311,9 @@ class Segment:
         self.persist_indexes()
 
     # ------------------------------------------------------------------------------------------ scanning
-    def scan(self, start: int, *, full: bool = False, end: int | None = None) -> Iterator[tuple[int, tuple, memoryview | None]]:
+    def scan(
+        self, start: int, *, full: bool = False, end: int | None = None
+    ) -> Iterator[tuple[int, tuple, memoryview | None]]:
         """Yield (position, header tuple, whole-batch memoryview if ``full`` else None) for each batch from
         ``start`` to ``end`` (default: the segment size), reading in 1 MiB blocks. Raises ``CorruptBatch`` at
         a batch that is torn or does not frame (length < 49, magic != 2). CRCs are not checked here."""
@@ -364,7 +374,9 @@ class Segment:
                 base = f[F_BASE_OFFSET]
                 lod = f[F_LAST_OFFSET_DELTA]
                 if base < expected or lod < 0 or base + lod - self.base_offset > INT_MAX:
-                    raise CorruptBatch(pos, f"invalid offsets base={base} last_delta={lod} (expected >= {expected})")
+                    raise CorruptBatch(
+                        pos, f"invalid offsets base={base} last_delta={lod} (expected >= {expected})"
+                    )
                 size = f[F_BATCH_LENGTH] + LOG_OVERHEAD
                 self._index_batch(pos, base + lod, f[F_MAX_TIMESTAMP], size, interval)
                 expected = base + lod + 1

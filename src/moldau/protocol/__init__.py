@@ -1,7 +1,7 @@
 """moldau.protocol: the sans-I/O Kafka protocol codec.
 
-    from moldau.protocol import messages as m       # declarations: m.REQUESTS / m.RESPONSES / m.ProduceRequest
-    from moldau.protocol import frame               # headers and framing
+    from moldau.protocol import messages as m       # declarations: m.REQUESTS / m.RESPONSES /
+    m.ProduceRequest from moldau.protocol import frame               # headers and framing
     from moldau.protocol.errors import ErrorCode, KafkaError, ProtocolDecodeError
 """
 

@@ -29,7 +29,6 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-
 KEY_LEGACY_OFFSET_COMMIT = 0
 KEY_OFFSET_COMMIT = 1
 KEY_GROUP_METADATA = 2

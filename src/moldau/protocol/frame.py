@@ -71,7 +71,9 @@ def decode_request_header(buf: Any, offset: int = 0) -> tuple[Any, int]:
     return hdr_msg.decode(buf, hv, offset)
 
 
-def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+def encode_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None
+) -> bytes:
     hv = request_header_version(api_key, api_version)
     h = m.RequestHeader.new(request_api_key=api_key, request_api_version=api_version,
                             correlation_id=correlation_id, client_id=client_id)

@@ -356,7 +356,9 @@ def read_compact_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple
     return items, pos
 
 
-def write_array(out: bytearray, items: list[Any] | None, write_item: Callable[[bytearray, Any], None]) -> None:
+def write_array(
+    out: bytearray, items: list[Any] | None, write_item: Callable[[bytearray, Any], None]
+) -> None:
     if items is None:
         out += b"\xff\xff\xff\xff"
         return
@@ -398,7 +400,9 @@ def read_tagged_fields(buf: Any, pos: int) -> tuple[dict[int, bytes] | None, int
     return fields, pos
 
 
-def write_tagged_fields(out: bytearray, fields: dict[int, bytes] | Iterable[tuple[int, bytes]] | None) -> None:
+def write_tagged_fields(
+    out: bytearray, fields: dict[int, bytes] | Iterable[tuple[int, bytes]] | None
+) -> None:
     if not fields:
         out.append(0)
         return

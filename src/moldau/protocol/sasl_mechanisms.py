@@ -7,7 +7,8 @@ out; no sockets, no clocks. Randomness (client nonces) is injectable.
 Kafka's choices, followed here:
 
 * Passwords are used as their UTF-8 bytes (Kafka's ``ScramFormatter.normalize`` does no SASLprep).
-* Channel binding is never used: the GS2 header is ``n,,`` or ``n,a=<authzid>,``; ``y`` and ``p=`` are refused.
+* Channel binding is never used: the GS2 header is ``n,,`` or ``n,a=<authzid>,``; ``y`` and ``p=`` are
+refused.
   The authorization id, when given, must equal the user name.
 * User names are escaped in SCRAM messages as ``saslname`` (``=`` -> ``=3D``, ``,`` -> ``=2C``).
 * Iterations: at least 4096 (RFC 7677 and Kafka's minimum), at most 16384 (Kafka's maximum).
@@ -34,7 +35,8 @@ from typing import Callable
 __all__ = [
     "SaslError", "SCRAM_MECHANISMS", "MECHANISMS", "MIN_ITERATIONS", "MAX_ITERATIONS", "DEFAULT_ITERATIONS",
     "ScramCredential", "ScramMechanism", "scram_mechanism", "salted_password", "credential_from_salted",
-    "new_credential", "escape_saslname", "unescape_saslname", "parse_attributes", "ClientFirst", "ServerFirst",
+    "new_credential", "escape_saslname", "unescape_saslname", "parse_attributes", "ClientFirst",
+    "ServerFirst",
     "ClientFinal", "parse_client_first", "parse_server_first", "parse_client_final", "parse_server_final",
     "plain_message", "parse_plain", "PlainClient", "ScramClient", "client_mechanism",
     "SCRAM_MECHANISM_CODES", "scram_mechanism_code", "scram_mechanism_name",
@@ -104,7 +106,9 @@ def salted_password(mech: ScramMechanism, password: str | bytes, salt: bytes, it
     return hashlib.pbkdf2_hmac(mech.hash_name, pw, salt, iterations, mech.digest_size)
 
 
-def credential_from_salted(mech: ScramMechanism, salted: bytes, salt: bytes, iterations: int) -> ScramCredential:
+def credential_from_salted(
+    mech: ScramMechanism, salted: bytes, salt: bytes, iterations: int
+) -> ScramCredential:
     client_key = mech.hmac(salted, b"Client Key")
     return ScramCredential(salt, iterations, mech.h(client_key), mech.hmac(salted, b"Server Key"))
 
@@ -294,7 +298,9 @@ def client_proof(mech: ScramMechanism, salted: bytes, auth_message: bytes) -> tu
     return _xor(client_key, signature), mech.hmac(server_key, auth_message)
 
 
-def verify_client_proof(mech: ScramMechanism, cred: ScramCredential, auth_message: bytes, proof: bytes) -> bool:
+def verify_client_proof(
+    mech: ScramMechanism, cred: ScramCredential, auth_message: bytes, proof: bytes
+) -> bool:
     if len(proof) != mech.digest_size:
         return False
     signature = mech.hmac(cred.stored_key, auth_message)

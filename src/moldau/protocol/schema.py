@@ -75,7 +75,8 @@ _SNAKE_2 = re.compile(r"([a-z0-9])([A-Z])")
 
 
 def snake_case(name: str) -> str:
-    """``ThrottleTimeMs`` -> ``throttle_time_ms``, ``TopicID`` -> ``topic_id``, ``ISRNodes`` -> ``isr_nodes``."""
+    """``ThrottleTimeMs`` -> ``throttle_time_ms``, ``TopicID`` -> ``topic_id``,
+    ``ISRNodes`` -> ``isr_nodes``."""
     s = _SNAKE_2.sub(r"\1_\2", _SNAKE_1.sub(r"\1_\2", name)).lower()
     if keyword.iskeyword(s):
         s += "_"
@@ -333,7 +334,7 @@ class _VersionCompiler:
 
     def compact(self, f: Field) -> bool:
         if f.flexible is not _UNSET:
-            return _in(f.flexible, self.version)  # type: ignore[arg-type]
+            return _in(f.flexible, self.version)
         return self.flexible
 
     # -- decode -------------------------------------------------------------------------------------------
@@ -533,7 +534,7 @@ class _VersionCompiler:
         cls = msg._class_var[name]
         present = [f for f in fields if f.present(v)]
         regular = [f for f in present if not (self.flexible and f.is_tagged(v))]
-        tagged = sorted((f for f in present if self.flexible and f.is_tagged(v)), key=lambda f: f.tag)
+        tagged = sorted((f for f in present if self.flexible and f.is_tagged(v)), key=lambda f: f.tag or 0)
         # Decode ------------------------------------------------------------------------------------------
         s = _Src()
         s(0, f"def d_{name}(buf, pos, blen):")
@@ -604,7 +605,8 @@ class _VersionCompiler:
                 continue
             fmt = "".join(_FIXED[g.elem][0] for g in group)
             c = self.struct_const(fmt)
-            args = ", ".join(f"(o.{g.attr} or _Z).bytes" if g.elem == "uuid" else f"o.{g.attr}" for g in group)
+            args = ", ".join(f"(o.{g.attr} or _Z).bytes" if g.elem == "uuid" else f"o.{g.attr}"
+                             for g in group)
             s(1, f"b += {c}.pack({args})")
         if self.flexible:
             if not tagged:
@@ -834,6 +836,14 @@ class Message:
 
     def new(self, **fields: Any) -> Any:
         return self.cls(**fields)
+
+    # The declaration stands for its root class (the generated type stubs declare the message as that class):
+    # ``ProduceRequest(acks=1)`` builds an instance, ``isinstance(obj, ProduceRequest)`` tests for one.
+    def __call__(self, **fields: Any) -> Any:
+        return self.cls(**fields)
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return isinstance(obj, self.cls)
 
     # -- versions -----------------------------------------------------------------------------------------
     def is_flexible(self, version: int) -> bool:

@@ -292,7 +292,8 @@ class ColumnBuilder:
             _cut(buf, kstart, klen, pa.binary()),
             _cut(buf, vstart, vlen, pa.binary()),
             pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(
-                np.arange(0, (n + 1) * len(tb), len(tb), dtype=np.int32) if tb else np.zeros(n + 1, np.int32)),
+                np.arange(0, (n + 1) * len(tb), len(tb), dtype=np.int32) if tb
+                else np.zeros(n + 1, np.int32)),
                 pa.py_buffer(tb * n)]),
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, self.partition, np.int32))]),
             pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.ascontiguousarray(offsets))]),
@@ -303,7 +304,9 @@ class ColumnBuilder:
             cols_out.append(self._headers(joined, d, hdr_pos, ends, n))
         return pa.RecordBatch.from_arrays(cols_out, schema=self.schema)
 
-    def _headers(self, joined: bytearray, d: np.ndarray, hpos: np.ndarray, ends: np.ndarray, n: int) -> pa.Array:
+    def _headers(
+        self, joined: bytearray, d: np.ndarray, hpos: np.ndarray, ends: np.ndarray, n: int
+    ) -> pa.Array:
         hcount, after = _varints(d, hpos)
         if (hcount < 0).any():
             raise InvalidRecordError("negative header count")
@@ -315,7 +318,9 @@ class ColumnBuilder:
                 raise InvalidRecordError("record length mismatch")
             empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
                                                fields=list(HEADER_STRUCT))
-            return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[empty])
+            return pa.Array.from_buffers(
+                HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[empty]
+            )
         ks = np.empty(h_total, dtype=np.int64)
         kl = np.empty(h_total, dtype=np.int64)
         vs = np.empty(h_total, dtype=np.int64)
@@ -363,7 +368,15 @@ def rows_from_batch(buf: Any, pos: int, h: BatchHeader, lo: int, hi: int, topic:
     out = []
     for r in decode_batch(buf, pos, header=h):
         if lo <= r.offset < hi:
-            row: tuple = (r.key, r.value, topic, partition, r.offset, _EPOCH + td(milliseconds=r.timestamp), ts_type)
+            row: tuple = (
+                r.key,
+                r.value,
+                topic,
+                partition,
+                r.offset,
+                _EPOCH + td(milliseconds=r.timestamp),
+                ts_type,
+            )
             if include_headers:
                 row += (list(r.headers),)
             out.append(row)

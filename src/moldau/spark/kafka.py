@@ -166,7 +166,8 @@ def resolve_offsets(spec: OffsetSpec, tps: list[TP], client: OffsetClient, *, st
         if given != set(tps):
             raise OptionError(
                 f"option '{option}' names specific offsets, so it must name every partition of the query "
-                f"(use -1 for latest, -2 for earliest). Named: {_fmt(given)}; the query has: {_fmt(set(tps))}")
+                f"(use -1 for latest, -2 for earliest). Named: {_fmt(given)}; the query has: {_fmt(set(tps))}"
+            )
         out = dict(spec.offsets)
         need_e = [tp for tp, o in out.items() if o == EARLIEST]
         need_l = [tp for tp, o in out.items() if o == LATEST]
@@ -188,8 +189,10 @@ def resolve_offsets(spec: OffsetSpec, tps: list[TP], client: OffsetClient, *, st
     if missing:
         if starting and spec.strategy == "error":
             raise OptionError(
-                f"option '{option}': no offset has a timestamp at or after the given time in {_fmt(set(missing))} "
-                "(set startingOffsetsByTimestampStrategy=latest to start at the end of those partitions)")
+                f"option '{option}': no offset has a timestamp at or after the given time in "
+                f"{_fmt(set(missing))} "
+                "(set startingOffsetsByTimestampStrategy=latest to start at the end of those partitions)"
+            )
         out2.update(client.latest(missing))
     return {tp: out2[tp] for tp in tps}
 
@@ -314,7 +317,11 @@ class _Session:
                 resp = await c.send(node, _LIST_OFFSETS, req)
                 p = resp.topics[0].partitions[0]
                 if p.error_code == 0:
-                    return int(p.old_style_offsets[0]) if getattr(p, "old_style_offsets", None) else int(p.offset)
+                    return (
+                        int(p.old_style_offsets[0])
+                        if getattr(p, "old_style_offsets", None)
+                        else int(p.offset)
+                    )
                 err: Any = broker_error(p.error_code, f"ListOffsets {topic}-{partition}")
                 if not getattr(err, "retriable", False) and p.error_code not in _RETRIABLE_FETCH:
                     raise err
@@ -377,8 +384,11 @@ def fetch_range(client: dict[str, str], topic: str, partition: int, start: int, 
             earliest = lt.run(s.list_offset(topic, partition, EARLIEST, isolation, timeout_ms))
             latest = lt.run(s.list_offset(topic, partition, LATEST, isolation, timeout_ms))
             if offset < earliest:
-                data_loss(fail_on_data_loss, f"offsets [{offset}, {min(earliest, end)}) of {topic}-{partition} "
-                          f"were deleted (the log now starts at {earliest})")
+                data_loss(
+                    fail_on_data_loss,
+                    f"offsets [{offset}, {min(earliest, end)}) of {topic}-{partition} "
+                    f"were deleted (the log now starts at {earliest})",
+                )
                 offset = earliest
             elif offset >= latest:
                 data_loss(fail_on_data_loss, f"{topic}-{partition} now ends at offset {latest}, before the "
@@ -419,12 +429,18 @@ def fetch_range(client: dict[str, str], topic: str, partition: int, start: int, 
         last = batches[-1][1]
         first_offset = batches[0][1].base_offset
         if first_offset > offset and pd.log_start_offset > offset:
-            data_loss(fail_on_data_loss, f"offsets [{offset}, {min(first_offset, end)}) of {topic}-{partition} "
-                      f"were deleted (the log now starts at {pd.log_start_offset})")
+            data_loss(
+                fail_on_data_loss,
+                f"offsets [{offset}, {min(first_offset, end)}) of {topic}-{partition} "
+                f"were deleted (the log now starts at {pd.log_start_offset})",
+            )
         nxt = last.base_offset + last.last_offset_delta + 1
         if nxt <= offset:
-            raise broker_error(Codes.CORRUPT_MESSAGE, f"fetch of {topic}-{partition} at offset {offset} returned "
-                               f"only batches before it (up to {nxt - 1})")
+            raise broker_error(
+                Codes.CORRUPT_MESSAGE,
+                f"fetch of {topic}-{partition} at offset {offset} returned "
+                f"only batches before it (up to {nxt - 1})",
+            )
         lo = offset
         offset = nxt
         if offset < end:

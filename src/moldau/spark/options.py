@@ -42,7 +42,8 @@ _SOURCE_OPTIONS = [
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
     "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
+    "maxRecordsPerPartition",
     "groupIdPrefix", "includeHeaders",
     # moldau's own
     "moldau.arrow",
@@ -66,8 +67,8 @@ _REFUSED_SINK_KAFKA = {
     "key.serializer": "keys are written as bytes (cast or serialize the key column)",
     "value.serializer": "values are written as bytes (cast or serialize the value column)",
     "interceptor.classes": "producer interceptors are not supported",
-    "transactional.id": "the sink derives a transactional id per query and task itself (exactly-once streaming "
-                        "writes); set the option 'transactionalIdPrefix' to choose its prefix",
+    "transactional.id": "the sink derives a transactional id per query and task itself (exactly-once "
+    "streaming writes); set the option 'transactionalIdPrefix' to choose its prefix",
 }
 _CLIENT_DEFAULTS_SOURCE: dict[str, str] = {}
 
@@ -113,7 +114,9 @@ def _long(opts: dict[str, str], name: str, default: int | None, minimum: int | N
     return n
 
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(
+    r"^\s*(\d+)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)?\s*$", re.IGNORECASE
+)
 _UNIT_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "sec": 1000, "second": 1000,
             "seconds": 1000, "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
             "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000,
@@ -145,8 +148,14 @@ class OffsetSpec:
     strategy: str = "error"  # for timestamps: what to do when no offset has a time >= the given one
 
     def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
-                           "timestamp": self.timestamp, "strategy": self.strategy})
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "offsets": [[t, p, o] for (t, p), o in sorted(self.offsets.items())],
+                "timestamp": self.timestamp,
+                "strategy": self.strategy,
+            }
+        )
 
 
 def _partition_json(name: str, text: str) -> dict[tuple[str, int], int]:
@@ -155,16 +164,22 @@ def _partition_json(name: str, text: str) -> dict[tuple[str, int], int]:
     except json.JSONDecodeError as exc:
         raise OptionError(f"option '{name}' is not valid JSON ({exc.msg}): {text!r}") from None
     if not isinstance(data, dict):
-        raise OptionError(f"option '{name}' must be a JSON object like {{\"topic\":{{\"0\":23}}}}, got {text!r}")
+        raise OptionError(
+            f"option '{name}' must be a JSON object like {{\"topic\":{{\"0\":23}}}}, got {text!r}"
+        )
     out: dict[tuple[str, int], int] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict):
-            raise OptionError(f"option '{name}': the value for topic {topic!r} must be an object of partition -> number")
+            raise OptionError(
+                f"option '{name}': the value for topic {topic!r} must be an object of partition -> number"
+            )
         for p, v in parts.items():
             try:
                 pn = int(p)
             except (TypeError, ValueError):
-                raise OptionError(f"option '{name}': partition {p!r} of topic {topic!r} is not a number") from None
+                raise OptionError(
+                    f"option '{name}': partition {p!r} of topic {topic!r} is not a number"
+                ) from None
             if isinstance(v, bool) or not isinstance(v, int):
                 raise OptionError(f"option '{name}': the value for {topic}-{p} must be an integer, got {v!r}")
             out[(topic, pn)] = v
@@ -186,7 +201,9 @@ def _offset_spec(opts: dict[str, str], prefix: str, *, streaming: bool, default:
         tss = _partition_json(f"{prefix}OffsetsByTimestamp", bt)
         for tp, t in tss.items():
             if t < 0:
-                raise OptionError(f"option '{prefix}OffsetsByTimestamp': timestamp for {tp[0]}-{tp[1]} must be >= 0")
+                raise OptionError(
+                    f"option '{prefix}OffsetsByTimestamp': timestamp for {tp[0]}-{tp[1]} must be >= 0"
+                )
         return OffsetSpec("timestamps", offsets=tss, strategy=strategy)
     text = opts.get(f"{prefix}offsets")
     name = f"{prefix}Offsets"
@@ -198,7 +215,9 @@ def _offset_spec(opts: dict[str, str], prefix: str, *, streaming: bool, default:
     offsets = _partition_json(name, s)
     for (t, p), o in offsets.items():
         if o < -2:
-            raise OptionError(f"option '{name}': offset {o} for {t}-{p} is not valid (use -2 earliest, -1 latest)")
+            raise OptionError(
+                f"option '{name}': offset {o} for {t}-{p} is not valid (use -2 earliest, -1 latest)"
+            )
     return OffsetSpec("offsets", offsets=offsets)
 
 
@@ -245,14 +264,18 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     client = client_config(opts, _REFUSED_SOURCE_KAFKA, "source")
     iso = client.pop("isolation.level", "read_uncommitted").strip().lower()
     if iso not in ("read_committed", "read_uncommitted"):
-        raise OptionError(f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {iso!r}")
+        raise OptionError(
+            f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {iso!r}"
+        )
     client.pop("group.id", None)  # the source reads by offsets, without a consumer group
 
     given = [n for n in ("assign", "subscribe", "subscribepattern") if n in opts]
     if len(given) != 1:
         raise OptionError("exactly one of the options 'assign', 'subscribe' or 'subscribePattern' must be "
                           f"specified, got {len(given)}")
-    strategy = {"assign": "assign", "subscribe": "subscribe", "subscribepattern": "subscribePattern"}[given[0]]
+    strategy = {"assign": "assign", "subscribe": "subscribe", "subscribepattern": "subscribePattern"}[
+        given[0]
+    ]
     assign: dict[str, list[int]] = {}
     topics: list[str] = []
     pattern: str | None = None
@@ -261,10 +284,18 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
-            raise OptionError(f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, got {text!r}") from None
-        if not isinstance(data, dict) or not data or not all(
-                isinstance(v, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in v)
-                for v in data.values()):
+            raise OptionError(
+                f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, got {text!r}"
+            ) from None
+        if (
+            not isinstance(data, dict)
+            or not data
+            or not all(
+                isinstance(v, list)
+                and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in v)
+                for v in data.values()
+            )
+        ):
             raise OptionError(f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, got {text!r}")
         assign = {t: sorted(set(v)) for t, v in data.items()}
     elif strategy == "subscribe":
@@ -280,13 +311,17 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         except re.error as exc:
             raise OptionError(f"option 'subscribePattern' is not a valid regular expression: {exc}") from None
 
-    starting = _offset_spec(opts, "starting", streaming=streaming, default="latest" if streaming else "earliest")
+    starting = _offset_spec(
+        opts, "starting", streaming=streaming, default="latest" if streaming else "earliest"
+    )
     ending: OffsetSpec | None = None
     has_ending = any(k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"))
     if streaming:
         if has_ending:
-            raise OptionError("options 'endingOffsets', 'endingTimestamp' and 'endingOffsetsByTimestamp' are not "
-                              "valid in streaming queries")
+            raise OptionError(
+                "options 'endingOffsets', 'endingTimestamp' and 'endingOffsetsByTimestamp' are not "
+                "valid in streaming queries"
+            )
     else:
         ending = _offset_spec(opts, "ending", streaming=False, default="latest")
         if starting.kind == "latest":
@@ -304,7 +339,9 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     max_opt = _long(opts, "maxOffsetsPerTrigger", None, 1)
     min_opt = _long(opts, "minOffsetsPerTrigger", None, 1)
     if max_opt is not None and min_opt is not None and min_opt > max_opt:
-        raise OptionError(f"option 'minOffsetsPerTrigger' ({min_opt}) must not exceed 'maxOffsetsPerTrigger' ({max_opt})")
+        raise OptionError(
+            f"option 'minOffsetsPerTrigger' ({min_opt}) must not exceed 'maxOffsetsPerTrigger' ({max_opt})"
+        )
     return SourceOptions(
         client=client,
         strategy=strategy,
@@ -352,7 +389,9 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -
     if given is not None:
         delivery = given.strip().lower().replace("_", "-")
         if delivery not in (EXACTLY_ONCE, AT_LEAST_ONCE):
-            raise OptionError(f"option 'deliveryGuarantee' must be '{EXACTLY_ONCE}' or '{AT_LEAST_ONCE}', got {given!r}")
+            raise OptionError(
+                f"option 'deliveryGuarantee' must be '{EXACTLY_ONCE}' or '{AT_LEAST_ONCE}', got {given!r}"
+            )
     prefix = opts.get("transactionalidprefix")
     if prefix is not None:
         prefix = prefix.strip()
@@ -360,9 +399,11 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -
             raise OptionError("option 'transactionalIdPrefix' must not be empty")
     if not streaming:
         if delivery == EXACTLY_ONCE:
-            raise OptionError("deliveryGuarantee 'exactly-once' applies to streaming writes (per micro-batch); "
-                              "batch writes are at least once (a failed job can be run again only by "
-                              "writing its rows again)")
+            raise OptionError(
+                "deliveryGuarantee 'exactly-once' applies to streaming writes (per micro-batch); "
+                "batch writes are at least once (a failed job can be run again only by "
+                "writing its rows again)"
+            )
         if prefix is not None:
             raise OptionError("option 'transactionalIdPrefix' applies to exactly-once streaming writes only")
         delivery = AT_LEAST_ONCE
@@ -382,5 +423,11 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -
                 raise OptionError(f"deliveryGuarantee 'exactly-once' cannot be used with {why}")
             delivery = AT_LEAST_ONCE
             fallback = why
-    return SinkOptions(client=client, topic=topic.strip() if topic else None, arrow=_bool(opts, "moldau.arrow", True),
-                       delivery=delivery, txn_prefix=prefix, fallback_reason=fallback)
+    return SinkOptions(
+        client=client,
+        topic=topic.strip() if topic else None,
+        arrow=_bool(opts, "moldau.arrow", True),
+        delivery=delivery,
+        txn_prefix=prefix,
+        fallback_reason=fallback,
+    )

@@ -194,8 +194,15 @@ def build_batch(section: bytes, count: int, timestamp: int, codec: int, level: A
 def build_batch_with_headers(keys: list, values: list, headers: list, timestamp: int, codec: int,
                              level: Any = None, producer: ProducerFields | None = None) -> bytearray:
     if producer is not None:
-        b = BatchBuilder(2, codec, producer_id=producer[0], producer_epoch=producer[1], base_sequence=producer[2],
-                         is_transactional=True, compression_level=level)
+        b = BatchBuilder(
+            2,
+            codec,
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=producer[2],
+            is_transactional=True,
+            compression_level=level,
+        )
     else:
         b = BatchBuilder(2, codec, compression_level=level)
     for k, v, h in zip(keys, values, headers):
@@ -267,7 +274,9 @@ class BulkSession:
             done += await self._send_round(rnd, txn)
             k += 1
 
-    async def _send_round(self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None) -> int:
+    async def _send_round(
+        self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None
+    ) -> int:
         c = self.cluster
         tid = txn.transactional_id if txn is not None else None
         deadline = time.monotonic() + self.delivery_timeout
@@ -337,10 +346,14 @@ class BulkSession:
         for tr in resp.responses:
             for pr in tr.partition_responses:
                 codes[(tr.name, pr.index)] = (pr.error_code, getattr(pr, "error_message", None))
-        return [(it, *codes.get((it[0], it[1]), (Codes.UNKNOWN_SERVER_ERROR, "partition missing in response")))
-                for it in items]
+        return [
+            (it, *codes.get((it[0], it[1]), (Codes.UNKNOWN_SERVER_ERROR, "partition missing in response")))
+            for it in items
+        ]
 
-    def send(self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None = None) -> cf.Future:
+    def send(
+        self, batches: list[tuple[str, int, bytearray, int]], txn: TaskTransaction | None = None
+    ) -> cf.Future:
         return self.lt.submit(self._send_all(batches, txn))
 
 
@@ -391,7 +404,9 @@ class TaskTransaction:
     def start(self) -> bool:
         async def go() -> list[BatchMarker]:
             self.producer_id, self.epoch = await self.chan.init(self.timeout_ms)
-            return await committed_markers(self.s.cluster, self.transactional_id, self.call_timeout, self.s.backoff)
+            return await committed_markers(
+                self.s.cluster, self.transactional_id, self.call_timeout, self.s.backoff
+            )
 
         marks = self.s.lt.run(go())
         mine = self.marker
@@ -545,7 +560,9 @@ class ArrowProducer:
             out.append((topic, p, build_batch(sec, b - a, now, self.s.codec, self.s.level, prod), b - a))
         return out
 
-    def _with_headers(self, topic: str, p: int, k: pa.Array | None, v: pa.Array, h: pa.Array, now: int) -> list:
+    def _with_headers(
+        self, topic: str, p: int, k: pa.Array | None, v: pa.Array, h: pa.Array, now: int
+    ) -> list:
         keys = k.to_pylist() if k is not None else [None] * len(v)
         vals = v.to_pylist()
         hs = [[(x["key"], x["value"]) for x in row] if row else None for row in h.to_pylist()]
@@ -555,8 +572,15 @@ class ArrowProducer:
         for a in range(0, len(vals), step):
             cnt = len(vals[a:a + step])
             prod = txn.producer_fields(topic, p, cnt) if txn is not None else None
-            buf = build_batch_with_headers(keys[a:a + step], vals[a:a + step], hs[a:a + step], now, self.s.codec,
-                                           self.s.level, prod)
+            buf = build_batch_with_headers(
+                keys[a : a + step],
+                vals[a : a + step],
+                hs[a : a + step],
+                now,
+                self.s.codec,
+                self.s.level,
+                prod,
+            )
             out.append((topic, p, buf, cnt))
         return out
 

@@ -294,8 +294,11 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             a, b = s[tp], e[tp]
             first = earliest_now.get(tp, a)
             if a < first and a < b:
-                data_loss(o.fail_on_data_loss, f"offsets [{a}, {min(first, b)}) of {tp[0]}-{tp[1]} were deleted "
-                          f"before they were read (the log now starts at {first})")
+                data_loss(
+                    o.fail_on_data_loss,
+                    f"offsets [{a}, {min(first, b)}) of {tp[0]}-{tp[1]} were deleted "
+                    f"before they were read (the log now starts at {first})",
+                )
                 a = min(first, b)
             if b < a:
                 data_loss(o.fail_on_data_loss, f"offset of {tp[0]}-{tp[1]} went back from {a} to {b} "

@@ -57,7 +57,8 @@ TXN_APIS = {_INIT_PRODUCER_ID: "InitProducerId", _ADD_PARTITIONS: "AddPartitions
             _ADD_OFFSETS: "AddOffsetsToTxn", _END_TXN: "EndTxn", _TXN_OFFSET_COMMIT: "TxnOffsetCommit"}
 
 _MOVED = frozenset({Codes.NOT_COORDINATOR, Codes.COORDINATOR_NOT_AVAILABLE})
-_RETRY = frozenset({Codes.CONCURRENT_TRANSACTIONS, Codes.COORDINATOR_LOAD_IN_PROGRESS, Codes.REQUEST_TIMED_OUT,
+_RETRY = frozenset({Codes.CONCURRENT_TRANSACTIONS, Codes.COORDINATOR_LOAD_IN_PROGRESS,
+                    Codes.REQUEST_TIMED_OUT,
                     Codes.NOT_ENOUGH_REPLICAS, Codes.UNKNOWN_TOPIC_OR_PARTITION,
                     Codes.UNSTABLE_OFFSET_COMMIT}) | _MOVED
 _FENCED = frozenset({Codes.PRODUCER_FENCED, Codes.INVALID_PRODUCER_EPOCH, Codes.INVALID_PRODUCER_ID_MAPPING})
@@ -174,7 +175,9 @@ class TxnChannel:
                 if code not in _RETRY:
                     raise TransactionError(str(last), code)
             if time.monotonic() + self.backoff > deadline:
-                raise TransactionError(f"{what} for transactional id {self.transactional_id!r} failed: {last}")
+                raise TransactionError(
+                    f"{what} for transactional id {self.transactional_id!r} failed: {last}"
+                )
             log.debug("%s for %s: %s; retrying", what, self.transactional_id, last)
             await asyncio.sleep(self.backoff)
 
@@ -189,7 +192,9 @@ class TxnChannel:
         by_topic: dict[str, list[int]] = {}
         for t, p in parts:
             by_topic.setdefault(t, []).append(p)
-        topics = [R.AddPartitionsToTxnTopic(name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())]
+        topics = [
+            R.AddPartitionsToTxnTopic(name=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())
+        ]
 
         def error_of(resp: Any) -> int:
             codes = {pr.partition_error_code for t in resp.results_by_topic_v3_and_below
@@ -253,7 +258,9 @@ async def txn_offset_commit(cluster: Cluster, transactional_id: str, group: str,
         await asyncio.sleep(backoff)
 
 
-async def committed_markers(cluster: Cluster, group: str, timeout: float, backoff: float) -> list[BatchMarker]:
+async def committed_markers(
+    cluster: Cluster, group: str, timeout: float, backoff: float
+) -> list[BatchMarker]:
     """The batch markers committed for ``group`` (OffsetFetch of all its offsets; stable offsets only,
     when the broker has OffsetFetch v7)."""
     R = m.OffsetFetchRequest
@@ -264,7 +271,9 @@ async def committed_markers(cluster: Cluster, group: str, timeout: float, backof
         try:
             if node is None:
                 node = await find_coordinator(cluster, group, 0, deadline, backoff)
-            resp = await cluster.send(node, _OFFSET_FETCH, R.new(group_id=group, topics=None, require_stable=True))
+            resp = await cluster.send(
+                node, _OFFSET_FETCH, R.new(group_id=group, topics=None, require_stable=True)
+            )
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
             node = None
             last = exc
@@ -295,7 +304,9 @@ async def end_transactions_async(cluster: Cluster, handles: list[TxnHandle], com
     """EndTxn for every handle, concurrently; returns the failures."""
 
     async def one(h: TxnHandle) -> None:
-        await TxnChannel(cluster, h.transactional_id, timeout, backoff).end(h.producer_id, h.producer_epoch, commit)
+        await TxnChannel(cluster, h.transactional_id, timeout, backoff).end(
+            h.producer_id, h.producer_epoch, commit
+        )
 
     results = await asyncio.gather(*(one(h) for h in handles), return_exceptions=True)
     return [(h, r) for h, r in zip(handles, results) if isinstance(r, BaseException)]

@@ -88,7 +88,9 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     if value is None:
         raise OptionError("required attribute 'value' not found in the data to write")
     if not isinstance(value.dataType, (BinaryType, StringType)):
-        raise OptionError(f"value attribute type must be a string or binary, got {value.dataType.simpleString()}")
+        raise OptionError(
+            f"value attribute type must be a string or binary, got {value.dataType.simpleString()}"
+        )
     key = fields.get("key")
     if key is not None and not isinstance(key.dataType, (BinaryType, StringType)):
         raise OptionError(f"key attribute type must be a string or binary, got {key.dataType.simpleString()}")
@@ -261,8 +263,10 @@ def _eos_client(opts: SinkOptions) -> dict[str, str]:
 def _eos_task(opts: SinkOptions) -> tuple[_TaskInfo, str]:
     info = _task_info()
     if info.batch_id is None or info.query_id is None or info.partition_id < 0:
-        raise RuntimeError("exactly-once write outside a streaming micro-batch task (no streaming.sql.batchId / "
-                           "sql.streaming.queryId in the task context)")
+        raise RuntimeError(
+            "exactly-once write outside a streaming micro-batch task (no streaming.sql.batchId / "
+            "sql.streaming.queryId in the task context)"
+        )
     return info, transactional_id(opts.txn_prefix, info.query_id, info.partition_id)
 
 
@@ -314,10 +318,15 @@ def _write_rows_eos(opts: SinkOptions, rows: Iterator[Any]) -> MoldauCommitMessa
                 producer = Producer(config=cfg)
                 producer.init_transactions()  # fences an earlier attempt, aborting what it left open
                 s = bulk_session(client)
-                marks = s.lt.run(committed_markers(s.cluster, tid, s.config["max.block.ms"] / 1000.0, s.backoff))
+                marks = s.lt.run(
+                    committed_markers(s.cluster, tid, s.config["max.block.ms"] / 1000.0, s.backoff)
+                )
                 if any(mk.query_id == info.query_id and mk.batch_id >= info.batch_id for mk in marks):
-                    log.info("transactional id %s: micro-batch %d is already committed: skipping its rows", tid,
-                             info.batch_id)
+                    log.info(
+                        "transactional id %s: micro-batch %d is already committed: skipping its rows",
+                        tid,
+                        info.batch_id,
+                    )
                     for _ in rows:
                         pass
                     return MoldauCommitMessage(0, info.partition_id, info.batch_id, skipped=True)
@@ -383,8 +392,10 @@ def transactions_unavailable(opts: SinkOptions) -> str | None:
         return s.lt.run(probe_transactions(  # type: ignore[no-any-return]
             s.cluster, probe_id, int(client["transaction.timeout.ms"]), 15.0, s.backoff))
     except TransactionError as exc:
-        raise OptionError(f"kafka.transaction.timeout.ms={client['transaction.timeout.ms']} is refused by the "
-                          f"brokers (above their transaction.max.timeout.ms): {exc}") from None
+        raise OptionError(
+            f"kafka.transaction.timeout.ms={client['transaction.timeout.ms']} is refused by the "
+            f"brokers (above their transaction.max.timeout.ms): {exc}"
+        ) from None
     finally:
         s.close()
 
@@ -434,23 +445,28 @@ class _StreamCommit(_WriterBase):
             detail = "; ".join(f"{h.transactional_id}: {exc}" for h, exc in failures[:5])
             raise RuntimeError(
                 f"micro-batch {batchId}: {len(failures)} of {len(handles)} task transactions could not be "
-                f"committed ({detail}). Their rows are not visible; the others are committed with their batch "
-                "markers. Restart the query: the micro-batch is replayed and only the tasks without a "
-                "committed marker write again.")
+                f"committed ({detail}). Their rows are not visible; the others are committed with their "
+                "batch markers. Restart the query: the micro-batch is replayed and only the tasks without a "
+                "committed marker write again."
+            )
         log.info("micro-batch %d committed: %d rows in %d transactions%s (exactly once)", batchId, rows,
                  len(handles), f", {skipped} task(s) already committed before" if skipped else "")
 
     def abort(self, messages: list, batchId: int) -> None:
         msgs = [m for m in messages if m is not None]
         if not self.exactly_once:
-            log.warning("micro-batch %d aborted: rows already sent stay in the topic (at least once)", batchId)
+            log.warning(
+                "micro-batch %d aborted: rows already sent stay in the topic (at least once)", batchId
+            )
             return
         handles = [h for h in (m.handle() for m in msgs) if h is not None]
         failures = end_transactions(self.opts, handles, False)
         for h, exc in failures:
             log.warning("micro-batch %d: aborting the transaction of %s failed (%s); it is aborted when the "
                         "batch is replayed or when its timeout expires", batchId, h.transactional_id, exc)
-        log.warning("micro-batch %d aborted: %d task transactions aborted", batchId, len(handles) - len(failures))
+        log.warning(
+            "micro-batch %d aborted: %d task transactions aborted", batchId, len(handles) - len(failures)
+        )
 
 
 class MoldauStreamWriter(_StreamCommit, DataSourceStreamWriter):

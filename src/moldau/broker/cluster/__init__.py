@@ -2,7 +2,8 @@
 
 ``ClusterServices`` is what a broker started with ``zookeeper.connect`` adds: the ZooKeeper session, the
 cluster id, the broker's registration under ``/brokers/ids``, the controller (active on one broker) and
-controlled shutdown. The broker builds it, then the ``ZkMetadataStore`` and the ``ClusterReplicaManager`` on it.
+controlled shutdown. The broker builds it, then the ``ZkMetadataStore`` and the ``ClusterReplicaManager`` on
+it.
 """
 
 from __future__ import annotations
@@ -38,14 +39,18 @@ class ClusterServices:
         try:
             import kazoo  # noqa: F401
         except ImportError:
-            raise ClusterError("zookeeper.connect needs the kazoo package: pip install 'moldau[cluster]'") from None
+            raise ClusterError(
+                "zookeeper.connect needs the kazoo package: pip install 'moldau[cluster]'"
+            ) from None
         from .zk import ZkClient, ZkUnavailable
 
         cfg = self.config
         self._refuse_single_node_data()
-        self.zk = ZkClient(str(cfg.get("zookeeper.connect")),
-                           session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
-                           connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"))
+        self.zk = ZkClient(
+            str(cfg.get("zookeeper.connect")),
+            session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
+            connection_timeout_ms=cfg.get("zookeeper.connection.timeout.ms"),
+        )
         try:
             await self.zk.start()
         except ZkUnavailable as e:
@@ -69,8 +74,10 @@ class ClusterServices:
         except (FileNotFoundError, ValueError):
             return
         if topics:
-            raise ClusterError(f"{path} holds the topics of a single-node broker; a broker with zookeeper.connect "
-                               "does not take them over (use another log.dirs, see docs/cluster.md)")
+            raise ClusterError(
+                f"{path} holds the topics of a single-node broker; a broker with zookeeper.connect "
+                "does not take them over (use another log.dirs, see docs/cluster.md)"
+            )
 
     async def register(self) -> None:
         """``/brokers/ids/<id>`` (ephemeral) with the bound listeners, then the controller election."""
@@ -81,13 +88,17 @@ class ClusterServices:
         for lst in broker.listeners:
             adv = broker.advertised_listener(lst.name)
             eps.append(zd.EndPoint(lst.name, adv.host, adv.port, lst.security_protocol))
-        self.listener_name = (self.config.get("inter.broker.listener.name") or broker.listeners[0].name)
+        self.listener_name = self.config.get("inter.broker.listener.name") or broker.listeners[0].name
         info = zd.BrokerInfo(broker.node_id, eps, self.config.get("broker.rack"))
         await self._create_registration(info)
         self._info = info
-        self.controller = Controller(broker.node_id, self.zk, listener_name=self.listener_name,
-                                     unclean=self._unclean_enabled,
-                                     timeout_ms=int(self.config.get("controller.socket.timeout.ms") or 30000))
+        self.controller = Controller(
+            broker.node_id,
+            self.zk,
+            listener_name=self.listener_name,
+            unclean=self._unclean_enabled,
+            timeout_ms=int(self.config.get("controller.socket.timeout.ms") or 30000),
+        )
         self.controller.start()
 
     async def _create_registration(self, info: zd.BrokerInfo) -> None:
@@ -111,7 +122,7 @@ class ClusterServices:
 
     def _unclean_enabled(self, topic: str) -> bool:
         t = self.broker.metadata.get(topic)
-        val = (t.configs.get("unclean.leader.election.enable") if t is not None else None)
+        val = t.configs.get("unclean.leader.election.enable") if t is not None else None
         if val is None:
             return bool(self.config.get("unclean.leader.election.enable"))
         return str(val).lower() == "true"
@@ -155,8 +166,14 @@ class ClusterServices:
                     try:
                         conn = await Connection.open(ep[0], ep[1], client_id=f"broker-{self.broker.node_id}")
                         try:
-                            resp = await conn.send(7, m.ControlledShutdownRequest.new(
-                                broker_id=self.broker.node_id, broker_epoch=-1), version=3, timeout_ms=30000)
+                            resp = await conn.send(
+                                7,
+                                m.ControlledShutdownRequest.new(
+                                    broker_id=self.broker.node_id, broker_epoch=-1
+                                ),
+                                version=3,
+                                timeout_ms=30000,
+                            )
                         finally:
                             conn.close()
                         if resp.error_code == 0 and not resp.remaining_partitions:

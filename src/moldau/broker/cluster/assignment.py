@@ -14,28 +14,39 @@ from collections.abc import Sequence
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 
-def assign_replicas(brokers: Sequence[tuple[int, str | None]], num_partitions: int, replication_factor: int,
-                    *, start_partition: int = 0, rng: random.Random | None = None,
-                    start_index: int = -1) -> dict[int, list[int]]:
+def assign_replicas(
+    brokers: Sequence[tuple[int, str | None]],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_partition: int = 0,
+    rng: random.Random | None = None,
+    start_index: int = -1,
+) -> dict[int, list[int]]:
     """{partition: replicas} for partitions ``start_partition .. start_partition+num_partitions-1``.
     ``brokers``: (broker id, rack or None). Raises INVALID_REPLICATION_FACTOR / INVALID_PARTITIONS."""
     if num_partitions <= 0:
         raise KafkaError.for_code(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
-        raise KafkaError.for_code(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                  "Replication factor must be larger than 0.")
+        raise KafkaError.for_code(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+        )
     if replication_factor > len(brokers):
         raise KafkaError.for_code(
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
-            f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.")
+            f"Unable to replicate the partition {replication_factor} time(s): "
+            f"The target replication factor of "
+            f"{replication_factor} cannot be reached because only {len(brokers)} broker(s) are registered.",
+        )
     rng = rng or random.Random()
     racks = [r for _b, r in brokers]
     if all(r is not None for r in racks) and len(set(racks)) > 1:
         return _rack_aware(brokers, num_partitions, replication_factor, start_partition, rng, start_index)
     if any(r is not None for r in racks) and not all(r is not None for r in racks):
-        raise KafkaError.for_code(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                  "Not all brokers have rack information for replica rack aware assignment.")
+        raise KafkaError.for_code(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Not all brokers have rack information for replica rack aware assignment.",
+        )
     ids = sorted(b for b, _r in brokers)
     return _rack_unaware(ids, num_partitions, replication_factor, start_partition, rng, start_index)
 
@@ -44,8 +55,9 @@ def _shifted(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def _rack_unaware(ids: list[int], num_partitions: int, rf: int, start_partition: int, rng: random.Random,
-                  start_index: int) -> dict[int, list[int]]:
+def _rack_unaware(
+    ids: list[int], num_partitions: int, rf: int, start_partition: int, rng: random.Random, start_index: int
+) -> dict[int, list[int]]:
     n = len(ids)
     start = start_index if start_index >= 0 else rng.randrange(n)
     shift = start_index if start_index >= 0 else rng.randrange(n)
@@ -76,8 +88,14 @@ def _rack_alternated(brokers: Sequence[tuple[int, str | None]]) -> list[int]:
     return out
 
 
-def _rack_aware(brokers: Sequence[tuple[int, str | None]], num_partitions: int, rf: int, start_partition: int,
-                rng: random.Random, start_index: int) -> dict[int, list[int]]:
+def _rack_aware(
+    brokers: Sequence[tuple[int, str | None]],
+    num_partitions: int,
+    rf: int,
+    start_partition: int,
+    rng: random.Random,
+    start_index: int,
+) -> dict[int, list[int]]:
     rack_of = {b: str(r) for b, r in brokers}
     arranged = _rack_alternated(brokers)
     n = len(arranged)

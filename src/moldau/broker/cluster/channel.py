@@ -36,8 +36,13 @@ class BrokerSender:
 
         if self.conn is not None and self.conn.connected:
             return self.conn
-        self.conn = await Connection.open(self.host, self.port, client_id=self.client_id,
-                                          request_timeout_ms=self.timeout_ms, connect_timeout_ms=self.timeout_ms)
+        self.conn = await Connection.open(
+            self.host,
+            self.port,
+            client_id=self.client_id,
+            request_timeout_ms=self.timeout_ms,
+            connect_timeout_ms=self.timeout_ms,
+        )
         return self.conn
 
     async def _run(self) -> None:
@@ -86,8 +91,9 @@ class ControllerChannel:
             return
         if s is not None:
             asyncio.get_running_loop().create_task(s.close())
-        self.senders[broker_id] = BrokerSender(broker_id, host, port, client_id=self.client_id,
-                                               timeout_ms=self.timeout_ms)
+        self.senders[broker_id] = BrokerSender(
+            broker_id, host, port, client_id=self.client_id, timeout_ms=self.timeout_ms
+        )
 
     async def remove_broker(self, broker_id: int) -> None:
         s = self.senders.pop(broker_id, None)

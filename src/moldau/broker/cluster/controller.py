@@ -32,12 +32,19 @@ TP = tuple[str, int]
 
 
 class Controller:
-    def __init__(self, broker_id: int, zk: Any, *, listener_name: str, unclean: Callable[[str], bool],
-                 timeout_ms: int = 30000) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: Any,
+        *,
+        listener_name: str,
+        unclean: Callable[[str], bool],
+        timeout_ms: int = 30000,
+    ) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.listener_name = listener_name  # the inter-broker listener
-        self.unclean = unclean              # topic -> unclean.leader.election.enable
+        self.unclean = unclean  # topic -> unclean.leader.election.enable
         self.timeout_ms = timeout_ms
         self.active = False
         self.epoch = 0
@@ -263,7 +270,8 @@ class Controller:
         return None
 
     async def _elect_offline(self, dead: set[int]) -> list[TP]:
-        """New leaders for partitions whose leader is gone (or in ``dead``); ``dead`` brokers leave the ISRs."""
+        """New leaders for partitions whose leader is gone (or in ``dead``); ``dead`` brokers leave the
+        ISRs."""
         changed: list[TP] = []
         for tp, st in list(self.states.items()):
             if tp[0] not in self.assignments:
@@ -278,16 +286,26 @@ class Controller:
                     if st.leader == zd.NO_LEADER:
                         continue
                     # keep the ISR (the last leader comes back first); no leader meanwhile
-                    new = zd.LeaderAndIsr(zd.NO_LEADER, st.leader_epoch + 1, st.isr, self.epoch, st.zk_version)
+                    new = zd.LeaderAndIsr(
+                        zd.NO_LEADER, st.leader_epoch + 1, st.isr, self.epoch, st.zk_version
+                    )
                 else:
-                    new = zd.LeaderAndIsr(choice[0], st.leader_epoch + 1, choice[1], self.epoch, st.zk_version)
+                    new = zd.LeaderAndIsr(
+                        choice[0], st.leader_epoch + 1, choice[1], self.epoch, st.zk_version
+                    )
             else:
                 isr = [b for b in st.isr if b not in dead] or st.isr
                 new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, self.epoch, st.zk_version)
             if await self._write_state(tp, new):
                 changed.append(tp)
-                log.info("partition %s-%d: leader %d epoch %d isr %s", tp[0], tp[1], new.leader,
-                         new.leader_epoch, new.isr)
+                log.info(
+                    "partition %s-%d: leader %d epoch %d isr %s",
+                    tp[0],
+                    tp[1],
+                    new.leader,
+                    new.leader_epoch,
+                    new.isr,
+                )
         return changed
 
     # ------------------------------------------------------------------------------------------ events
@@ -367,10 +385,22 @@ class Controller:
                     for b in replicas:
                         by_broker.setdefault(b, []).append(p)
                 for b, ps in by_broker.items():
-                    self._send(b, 5, STOP_REPLICA_VERSION, m.StopReplicaRequest.new(
-                        controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=-1,
-                        delete_partitions=True,
-                        topics=[m.StopReplicaRequest.StopReplicaTopic(name=topic, partition_indexes=sorted(ps))]))
+                    self._send(
+                        b,
+                        5,
+                        STOP_REPLICA_VERSION,
+                        m.StopReplicaRequest.new(
+                            controller_id=self.broker_id,
+                            controller_epoch=self.epoch,
+                            broker_epoch=-1,
+                            delete_partitions=True,
+                            topics=[
+                                m.StopReplicaRequest.StopReplicaTopic(
+                                    name=topic, partition_indexes=sorted(ps)
+                                )
+                            ],
+                        ),
+                    )
             for tp in parts:
                 del self.states[tp]
             self.assignments.pop(topic, None)
@@ -396,7 +426,8 @@ class Controller:
         if changed:
             self._send_update_metadata(list(self.live), changed)
 
-    # ------------------------------------------------------------------------------------------ controlled shutdown
+    # ------------------------------------------------------------------------------------------ controlled
+    # shutdown
     async def controlled_shutdown(self, broker_id: int) -> tuple[int, list[TP]]:
         """Move every leadership away from ``broker_id`` and drop it from the ISRs. (error, remaining)."""
         if not self.active or self._closed:
@@ -429,7 +460,9 @@ class Controller:
         remaining: list[TP] = []
         changed: list[TP] = []
         for tp, st in list(self.states.items()):
-            if tp[0] not in self.assignments or broker_id not in self.assignments[tp[0]].partitions.get(tp[1], []):
+            if tp[0] not in self.assignments or broker_id not in self.assignments[tp[0]].partitions.get(
+                tp[1], []
+            ):
                 continue
             if st.leader == broker_id:
                 choice = self._choose_leader(tp, st, {broker_id})
@@ -438,8 +471,13 @@ class Controller:
                     continue
                 new = zd.LeaderAndIsr(choice[0], st.leader_epoch + 1, choice[1], self.epoch, st.zk_version)
             elif broker_id in st.isr and len(st.isr) > 1:
-                new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, [b for b in st.isr if b != broker_id],
-                                      self.epoch, st.zk_version)
+                new = zd.LeaderAndIsr(
+                    st.leader,
+                    st.leader_epoch + 1,
+                    [b for b in st.isr if b != broker_id],
+                    self.epoch,
+                    st.zk_version,
+                )
             else:
                 continue
             if await self._write_state(tp, new):
@@ -450,8 +488,12 @@ class Controller:
         waits = [f for tp in changed for f in self._send_leader_and_isr(tp)]
         if waits:
             await asyncio.wait(waits, timeout=self.timeout_ms / 1000.0)
-        log.info("controller: controlled shutdown of broker %d moved %d partitions, %d remain", broker_id,
-                 len(changed), len(remaining))
+        log.info(
+            "controller: controlled shutdown of broker %d moved %d partitions, %d remain",
+            broker_id,
+            len(changed),
+            len(remaining),
+        )
         return remaining
 
     # ------------------------------------------------------------------------------------------ requests
@@ -468,19 +510,32 @@ class Controller:
         replicas = a.partitions.get(tp[1], [])
         Req = m.LeaderAndIsrRequest
         ps = Req.LeaderAndIsrPartitionState(
-            partition_index=tp[1], controller_epoch=st.controller_epoch, leader=st.leader,
-            leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas),
-            adding_replicas=[], removing_replicas=[], is_new=False)
+            partition_index=tp[1],
+            controller_epoch=st.controller_epoch,
+            leader=st.leader,
+            leader_epoch=st.leader_epoch,
+            isr=list(st.isr),
+            zk_version=st.zk_version,
+            replicas=list(replicas),
+            adding_replicas=[],
+            removing_replicas=[],
+            is_new=False,
+        )
         leaders = []
         if st.leader in self.live:
             ep = self.live[st.leader].endpoint(self.listener_name) or self.live[st.leader].endpoints[0]
             leaders.append(Req.LeaderAndIsrLiveLeader(broker_id=st.leader, host_name=ep.host, port=ep.port))
-        req = Req.new(controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=-1,
-                      max_broker_epoch=-1, ungrouped_partition_states=[],
-                      topic_states=[Req.LeaderAndIsrTopicState(topic_name=tp[0], partition_states=[ps])],
-                      live_leaders=leaders)
+        req = Req.new(
+            controller_id=self.broker_id,
+            controller_epoch=self.epoch,
+            broker_epoch=-1,
+            max_broker_epoch=-1,
+            ungrouped_partition_states=[],
+            topic_states=[Req.LeaderAndIsrTopicState(topic_name=tp[0], partition_states=[ps])],
+            live_leaders=leaders,
+        )
         futs = []
-        for b in (only if only is not None else replicas):
+        for b in only if only is not None else replicas:
             if b in self.live:
                 f = self._send(b, 4, LEADER_AND_ISR_VERSION, req)
                 if f is not None:
@@ -496,22 +551,49 @@ class Controller:
             if st is None or a is None:
                 continue
             replicas = a.partitions.get(tp[1], [])
-            by_topic.setdefault(tp[0], []).append(Req.UpdateMetadataPartitionState(
-                partition_index=tp[1], controller_epoch=st.controller_epoch, leader=st.leader,
-                leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas),
-                offline_replicas=[r for r in replicas if r not in self.live]))
+            by_topic.setdefault(tp[0], []).append(
+                Req.UpdateMetadataPartitionState(
+                    partition_index=tp[1],
+                    controller_epoch=st.controller_epoch,
+                    leader=st.leader,
+                    leader_epoch=st.leader_epoch,
+                    isr=list(st.isr),
+                    zk_version=st.zk_version,
+                    replicas=list(replicas),
+                    offline_replicas=[r for r in replicas if r not in self.live],
+                )
+            )
         live = []
         for info in sorted(self.live.values(), key=lambda i: i.broker_id):
-            live.append(Req.UpdateMetadataBroker(
-                id=info.broker_id, v0_host="", v0_port=0, rack=info.rack,
-                endpoints=[Req.UpdateMetadataEndpoint(
-                    port=ep.port, host=ep.host, listener=ep.listener,
-                    security_protocol=SECURITY_PROTOCOLS.get(ep.security_protocol, 0)) for ep in info.endpoints]))
-        req = Req.new(controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=-1,
-                      max_broker_epoch=-1, ungrouped_partition_states=[],
-                      topic_states=[Req.UpdateMetadataTopicState(topic_name=t, partition_states=ps)
-                                    for t, ps in sorted(by_topic.items())],
-                      live_brokers=live)
+            live.append(
+                Req.UpdateMetadataBroker(
+                    id=info.broker_id,
+                    v0_host="",
+                    v0_port=0,
+                    rack=info.rack,
+                    endpoints=[
+                        Req.UpdateMetadataEndpoint(
+                            port=ep.port,
+                            host=ep.host,
+                            listener=ep.listener,
+                            security_protocol=SECURITY_PROTOCOLS.get(ep.security_protocol, 0),
+                        )
+                        for ep in info.endpoints
+                    ],
+                )
+            )
+        req = Req.new(
+            controller_id=self.broker_id,
+            controller_epoch=self.epoch,
+            broker_epoch=-1,
+            max_broker_epoch=-1,
+            ungrouped_partition_states=[],
+            topic_states=[
+                Req.UpdateMetadataTopicState(topic_name=t, partition_states=ps)
+                for t, ps in sorted(by_topic.items())
+            ],
+            live_brokers=live,
+        )
         for b in brokers:
             self._send(b, 6, UPDATE_METADATA_VERSION, req)
 

@@ -46,24 +46,43 @@ class LocalZooKeeper:
 
     def start(self, timeout: float = 30.0) -> None:
         if not zookeeper_installed():
-            raise ZooKeeperUnavailable("ZooKeeper is not installed (Debian: apt-get install zookeeper; "
-                                       "scripts/setup.sh --test installs it)")
+            raise ZooKeeperUnavailable(
+                "ZooKeeper is not installed (Debian: apt-get install zookeeper; "
+                "scripts/setup.sh --test installs it)"
+            )
         data = os.path.join(self.folder, "data")
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.folder, "zoo.cfg")
         with open(cfg, "w", encoding="ascii") as f:
-            f.write(f"tickTime=500\ndataDir={data}\nclientPort={self.port}\nclientPortAddress={self.host}\n"
-                    "maxSessionTimeout=60000\nadmin.enableServer=false\n"
-                    "4lw.commands.whitelist=ruok,srvr,stat\n")
+            f.write(
+                f"tickTime=500\ndataDir={data}\nclientPort={self.port}\nclientPortAddress={self.host}\n"
+                "maxSessionTimeout=60000\nadmin.enableServer=false\n"
+                "4lw.commands.whitelist=ruok,srvr,stat\n"
+            )
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.log.dir=" + self.folder,
-                 "-Dzookeeper.root.logger=INFO,CONSOLE", "-cp", ZK_CLASSPATH, ZK_MAIN, cfg],
-                stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                [
+                    "java",
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    "-Dzookeeper.log.dir=" + self.folder,
+                    "-Dzookeeper.root.logger=INFO,CONSOLE",
+                    "-cp",
+                    ZK_CLASSPATH,
+                    ZK_MAIN,
+                    cfg,
+                ],
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ZooKeeperUnavailable(f"ZooKeeper exited with {self.proc.returncode} (see {self.log_path})")
+                raise ZooKeeperUnavailable(
+                    f"ZooKeeper exited with {self.proc.returncode} (see {self.log_path})"
+                )
             if self._ruok():
                 return
             time.sleep(0.1)
@@ -116,26 +135,42 @@ class LocalBroker:
 
     def start(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [*moldau_command(), "broker", "--host", "127.0.0.1", "--port", str(self.port),
-               "--data-dir", self.data_dir, "--set", f"node.id={self.node_id}",
-               "--set", f"zookeeper.connect={self.zk_connect}"]
+        cmd = [
+            *moldau_command(),
+            "broker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            self.data_dir,
+            "--set",
+            f"node.id={self.node_id}",
+            "--set",
+            f"zookeeper.connect={self.zk_connect}",
+        ]
         for kv in self.extra:
             cmd += ["--set", kv]
         with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
 
     def wait_listening(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.node_id} exited with {self.proc.returncode} (see {self.log_path})")
+                raise RuntimeError(
+                    f"broker {self.node_id} exited with {self.proc.returncode} (see {self.log_path})"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError(f"broker {self.node_id} did not listen within {timeout:.0f} s (see {self.log_path})")
+        raise RuntimeError(
+            f"broker {self.node_id} did not listen within {timeout:.0f} s (see {self.log_path})"
+        )
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -171,13 +206,28 @@ class LocalBroker:
 class LocalCluster:
     """ZooKeeper and ``brokers`` moldau brokers (ids 1..N) under ``folder``."""
 
-    def __init__(self, folder: str, brokers: int = 3, *, broker_configs: Sequence[str] = (),
-                 zk_port: int = 0, first_port: int = 0) -> None:
+    def __init__(
+        self,
+        folder: str,
+        brokers: int = 3,
+        *,
+        broker_configs: Sequence[str] = (),
+        zk_port: int = 0,
+        first_port: int = 0,
+    ) -> None:
         self.folder = os.path.abspath(folder)
         os.makedirs(self.folder, exist_ok=True)
         self.zk = LocalZooKeeper(os.path.join(self.folder, "zookeeper"), port=zk_port)
-        self.brokers = [LocalBroker(i + 1, self.folder, first_port + i if first_port else free_port(),
-                                    self.zk.connect, broker_configs) for i in range(brokers)]
+        self.brokers = [
+            LocalBroker(
+                i + 1,
+                self.folder,
+                first_port + i if first_port else free_port(),
+                self.zk.connect,
+                broker_configs,
+            )
+            for i in range(brokers)
+        ]
 
     @property
     def bootstrap(self) -> str:

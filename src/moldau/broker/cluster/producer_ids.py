@@ -42,8 +42,9 @@ class ZkProducerIdManager:
                 cur, version = None, -1
             start = int(cur["block_end"]) + 1 if cur else 0
             end = start + BLOCK_SIZE - 1
-            doc = json.dumps({"version": 1, "broker": self.broker_id, "block_start": str(start),
-                              "block_end": str(end)}).encode()
+            doc = json.dumps(
+                {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
+            ).encode()
             try:
                 if version < 0:
                     kz.create(PRODUCER_ID_BLOCK_PATH, doc)

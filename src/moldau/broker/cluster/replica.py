@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12            # replica_id field, topics by name
+FETCH_VERSION = 12  # replica_id field, topics by name
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 NO_LEADER = -1
 
@@ -69,10 +69,12 @@ class ClusterPartition(Partition):
 
 
 class ClusterReplicaManager(ReplicaManager):
-    def __init__(self, broker: Any, zk: Any) -> None:
-        super().__init__(broker)
+    def __init__(self, services: Any, zk: Any) -> None:
+        """``services``: the broker's services (``services.BrokerServices``): what ``ReplicaDeps`` lists, plus
+        group_coordinator, transaction_coordinator and cluster (read on use)."""
+        super().__init__(services)
         self.zk = zk
-        cfg = broker.config
+        cfg = services.config
         self.lag_max_ms = int(cfg.get("replica.lag.time.max.ms"))
         self.fetch_wait_ms = int(cfg.get("replica.fetch.wait.max.ms"))
         self.fetch_max_bytes = int(cfg.get("replica.fetch.max.bytes"))
@@ -88,25 +90,27 @@ class ClusterReplicaManager(ReplicaManager):
     def load(self) -> None:
         """Partitions come from the controller's LeaderAndIsr; logs of topics ZooKeeper no longer knows are
         deleted (the topic was deleted while this broker was down)."""
-        lm = self.broker.log_manager
-        store = self.broker.metadata
+        lm = self.services.log_manager
+        store = self.services.metadata
         for tname in sorted({t for t, _i in lm.partitions()}):
             if tname not in store.topics:
                 log.warning("deleting the log of topic %s: not in ZooKeeper any more", tname)
                 lm.delete_topic(tname)
 
     def start(self) -> None:
-        gc = self.broker.group_coordinator
+        gc = self.services.group_coordinator
         if gc is not None:
             gc.owned = set()  # groups are served by the leader of their __consumer_offsets partition
-        tc = self.broker.transaction_coordinator
+        tc = self.services.transaction_coordinator
         if tc is not None:
             from .txn_markers import MarkerSender
 
             tc.owned = set()  # transactional ids: by the leader of their __transaction_state partition
-            tc.markers = MarkerSender(self.broker).write  # markers to other leaders with WriteTxnMarkers
+            tc.markers = MarkerSender(self.services).write  # markers to other leaders with WriteTxnMarkers
         super().start()
-        self._isr_task = asyncio.get_running_loop().create_task(self._isr_maintenance(), name="isr-expiration")
+        self._isr_task = asyncio.get_running_loop().create_task(
+            self._isr_maintenance(), name="isr-expiration"
+        )
         self._tasks.append(self._isr_task)
 
     async def stop(self) -> None:
@@ -148,7 +152,7 @@ class ClusterReplicaManager(ReplicaManager):
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
-        t = self.broker.metadata.get(topic)
+        t = self.services.metadata.get(topic)
         if t is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if self.node_id not in ps.replicas:
@@ -175,15 +179,22 @@ class ClusterReplicaManager(ReplicaManager):
 
     def _become_leader(self, p: ClusterPartition, ps: Any) -> None:
         self._remove_follower((p.topic, p.index))
-        now = self.broker.clock.time_ms()
+        now = self.services.clock.time_ms()
         p.leader_id = self.node_id
         p.leader_epoch = ps.leader_epoch
         p.isr = list(ps.isr)
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
-        log.info("%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)", p.topic, p.index, p.leader_epoch, p.isr,
-                 p.high_watermark, p.log_end_offset)
+        log.info(
+            "%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)",
+            p.topic,
+            p.index,
+            p.leader_epoch,
+            p.isr,
+            p.high_watermark,
+            p.log_end_offset,
+        )
         self._maybe_advance_hw(p)
         p.wake()
         self._coordinator_leadership(p, True)
@@ -194,9 +205,9 @@ class ClusterReplicaManager(ReplicaManager):
         from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
         if p.topic == OFFSETS_TOPIC:
-            gc = self.broker.group_coordinator
+            gc = self.services.group_coordinator
         elif p.topic == TRANSACTION_STATE_TOPIC:
-            gc = self.broker.transaction_coordinator
+            gc = self.services.transaction_coordinator
         else:
             return
         if gc is None:
@@ -224,7 +235,7 @@ class ClusterReplicaManager(ReplicaManager):
         log.info("%s-%d: follower of %d (epoch %d)", p.topic, p.index, ps.leader, ps.leader_epoch)
         if ps.leader == NO_LEADER:
             return
-        ep = self.broker.metadata.live.get(ps.leader)
+        ep = self.services.metadata.live.get(ps.leader)
         addr = self._leader_address(ps.leader)
         if addr is None and ep is None:
             log.warning("%s-%d: leader %d has no known endpoint yet", p.topic, p.index, ps.leader)
@@ -237,11 +248,11 @@ class ClusterReplicaManager(ReplicaManager):
         f.add(p)
 
     def _leader_address(self, broker_id: int) -> tuple[str, int] | None:
-        store = self.broker.metadata
+        store = self.services.metadata
         b = store.live.get(broker_id)
         if b is None:
             return self._pending_leaders.get(broker_id)
-        name = self.broker.cluster.listener_name
+        name = self.services.cluster.listener_name
         ep = b.endpoints.get(name) or next(iter(b.endpoints.values()), None)
         return ep
 
@@ -265,13 +276,24 @@ class ClusterReplicaManager(ReplicaManager):
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------------------------------ append
-    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None,
-               verify_txn: Any = None, required_acks: int = -1) -> AppendResult:
+    def append(
+        self,
+        p: Partition,
+        records: Any,
+        *,
+        internal: bool = False,
+        now_ms: int | None = None,
+        verify_txn: Any = None,
+        required_acks: int = -1,
+    ) -> AppendResult:
         if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id):
-            return AppendResult(error=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                error_message=f"This server is not the leader for {p.topic}-{p.index}")
-        return super().append(p, records, internal=internal, now_ms=now_ms, verify_txn=verify_txn,
-                              required_acks=required_acks)
+            return AppendResult(
+                error=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                error_message=f"This server is not the leader for {p.topic}-{p.index}",
+            )
+        return super().append(
+            p, records, internal=internal, now_ms=now_ms, verify_txn=verify_txn, required_acks=required_acks
+        )
 
     def _after_append(self, p: Partition, res: AppendResult, required_acks: int) -> None:
         assert isinstance(p, ClusterPartition)
@@ -295,8 +317,16 @@ class ClusterReplicaManager(ReplicaManager):
             await res.flush
 
     # ------------------------------------------------------------------------------------------ read
-    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
-             replica_id: int = -1) -> ReadInfo:
+    def read(
+        self,
+        p: Partition,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool,
+        isolation_level: int = 0,
+        replica_id: int = -1,
+    ) -> ReadInfo:
         if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id):
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if replica_id < 0:
@@ -305,8 +335,9 @@ class ClusterReplicaManager(ReplicaManager):
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._update_follower(p, replica_id, offset)
         plog = p.log
-        info = ReadInfo(ErrorCode.NONE, None, 0, plog.high_watermark, plog.last_stable_offset,
-                        plog.log_start_offset)
+        info = ReadInfo(
+            ErrorCode.NONE, None, 0, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
+        )
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             info.error = ErrorCode.OFFSET_OUT_OF_RANGE
             return info
@@ -319,7 +350,7 @@ class ClusterReplicaManager(ReplicaManager):
 
     # ------------------------------------------------------------------------------------------ ISR, HW
     def _update_follower(self, p: ClusterPartition, replica_id: int, leo: int) -> None:
-        now = self.broker.clock.time_ms()
+        now = self.services.clock.time_ms()
         p.follower_leo[replica_id] = leo
         if leo >= p.log_end_offset:
             p.caught_up_ms[replica_id] = now
@@ -358,9 +389,12 @@ class ClusterReplicaManager(ReplicaManager):
                 if enough:
                     fut.set_result(None)
                 else:
-                    fut.set_exception(KafkaError.for_code(
-                        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                        f"{p.topic}-{p.index}: the ISR {p.isr} shrank below min.insync.replicas"))
+                    fut.set_exception(
+                        KafkaError.for_code(
+                            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                            f"{p.topic}-{p.index}: the ISR {p.isr} shrank below min.insync.replicas",
+                        )
+                    )
             else:
                 keep.append((off, fut))
         p.produce_waiters = keep
@@ -376,11 +410,13 @@ class ClusterReplicaManager(ReplicaManager):
 
     def shrink_isrs(self) -> None:
         """Followers that have not caught up for replica.lag.time.max.ms leave the ISR."""
-        now = self.broker.clock.time_ms()
+        now = self.services.clock.time_ms()
         for p in list(self.partitions.values()):
             if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id):
                 continue
-            out = [r for r in p.isr if r != self.node_id and now - p.caught_up_ms.get(r, now) > self.lag_max_ms]
+            out = [
+                r for r in p.isr if r != self.node_id and now - p.caught_up_ms.get(r, now) > self.lag_max_ms
+            ]
             if out:
                 self._change_isr(p, [r for r in p.isr if r not in out], f"{out} lagging")
 
@@ -404,8 +440,13 @@ class ClusterReplicaManager(ReplicaManager):
             try:
                 stat = await self.zk.set(zd.partition_state_path(p.topic, p.index), st.encode(), p.zk_version)
             except (BadVersionError, NoNodeError):
-                log.info("%s-%d: ISR change to %s refused (stale zkVersion %d); waiting for the controller",
-                         p.topic, p.index, new_isr, p.zk_version)
+                log.info(
+                    "%s-%d: ISR change to %s refused (stale zkVersion %d); waiting for the controller",
+                    p.topic,
+                    p.index,
+                    new_isr,
+                    p.zk_version,
+                )
                 return
             if p.leader_epoch != epoch:
                 return
@@ -413,11 +454,12 @@ class ClusterReplicaManager(ReplicaManager):
             p.isr = new_isr
             p.zk_version = stat.version
             log.info("%s-%d: ISR %s -> %s (%s)", p.topic, p.index, old, new_isr, why)
-            metrics = self.broker.metrics
+            metrics = self.services.metrics
             if metrics is not None and hasattr(metrics, "record_isr_change"):
                 metrics.record_isr_change(len(new_isr) > len(old))
-            await self.zk.create(f"{zd.ISR_CHANGES}/{zd.ISR_CHANGE_PREFIX}",
-                                 zd.encode_isr_change([key]), sequence=True)
+            await self.zk.create(
+                f"{zd.ISR_CHANGES}/{zd.ISR_CHANGE_PREFIX}", zd.encode_isr_change([key]), sequence=True
+            )
             self._maybe_advance_hw(p)
             self._complete_produces(p)
         except Exception:
@@ -432,12 +474,15 @@ class ClusterReplicaManager(ReplicaManager):
         n = 0
         if data is not None and len(data):
             buf = bytearray(data)
-            batches = [(pos, h) for pos, h in split_batches(buf, allow_truncated=True)
-                       if h.last_offset >= plog.log_end_offset]
+            batches = [
+                (pos, h)
+                for pos, h in split_batches(buf, allow_truncated=True)
+                if h.last_offset >= plog.log_end_offset
+            ]
             if batches:
                 for pos, h in batches:
                     check_crc(buf, pos, h)
-                plog.append(buf, batches, self.broker.clock.time_ms(), assign_offsets=False)
+                plog.append(buf, batches, self.services.clock.time_ms(), assign_offsets=False)
                 n = len(batches)
         new_hw = min(leader_hw, plog.log_end_offset)
         plog.high_watermark = max(plog.high_watermark, new_hw)
@@ -492,8 +537,13 @@ class ReplicaFetcher:
             if addr is None:
                 raise ConnectionError(f"no endpoint for broker {self.leader_id}")
             self.host, self.port = addr
-        self.conn = await Connection.open(self.host, self.port, client_id=f"replica-fetcher-{self.rm.node_id}",
-                                          request_timeout_ms=30000, connect_timeout_ms=10000)
+        self.conn = await Connection.open(
+            self.host,
+            self.port,
+            client_id=f"replica-fetcher-{self.rm.node_id}",
+            request_timeout_ms=30000,
+            connect_timeout_ms=10000,
+        )
         return self.conn
 
     async def _run(self) -> None:
@@ -526,10 +576,15 @@ class ReplicaFetcher:
             p = self.partitions[key]
             eps = p.log.leader_epochs
             last_epoch = eps[-1][0] if eps else -1
-            by_topic.setdefault(key[0], []).append(Req.OffsetForLeaderPartition(
-                partition=key[1], current_leader_epoch=p.leader_epoch, leader_epoch=last_epoch))
-        req = Req.new(replica_id=self.rm.node_id, topics=[
-            Req.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+            by_topic.setdefault(key[0], []).append(
+                Req.OffsetForLeaderPartition(
+                    partition=key[1], current_leader_epoch=p.leader_epoch, leader_epoch=last_epoch
+                )
+            )
+        req = Req.new(
+            replica_id=self.rm.node_id,
+            topics=[Req.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        )
         resp = await conn.send(23, req, version=OFFSET_FOR_LEADER_EPOCH_VERSION)
         for t in resp.topics:
             for pr in t.partitions:
@@ -538,8 +593,13 @@ class ReplicaFetcher:
                 if p is None or key not in self.truncating:
                     continue
                 if pr.error_code != 0:
-                    log.info("%s-%d: OffsetForLeaderEpoch from %d: error %d", key[0], key[1], self.leader_id,
-                             pr.error_code)
+                    log.info(
+                        "%s-%d: OffsetForLeaderEpoch from %d: error %d",
+                        key[0],
+                        key[1],
+                        self.leader_id,
+                        pr.error_code,
+                    )
                     continue
                 plog = p.log
                 if pr.leader_epoch < 0 or pr.end_offset < 0:
@@ -548,8 +608,16 @@ class ReplicaFetcher:
                     _ep, local_end = plog.end_offset_for_epoch(pr.leader_epoch)
                     target = min(pr.end_offset, local_end if local_end >= 0 else plog.log_end_offset)
                 if target < plog.log_end_offset:
-                    log.info("%s-%d: truncating from %d to %d (leader %d epoch %d ends at %d)", key[0], key[1],
-                             plog.log_end_offset, target, self.leader_id, pr.leader_epoch, pr.end_offset)
+                    log.info(
+                        "%s-%d: truncating from %d to %d (leader %d epoch %d ends at %d)",
+                        key[0],
+                        key[1],
+                        plog.log_end_offset,
+                        target,
+                        self.leader_id,
+                        pr.leader_epoch,
+                        pr.end_offset,
+                    )
                     plog.truncate_to(target)
                 self.truncating.discard(key)
 
@@ -561,17 +629,30 @@ class ReplicaFetcher:
             return
         by_topic: dict[str, list[Any]] = {}
         for (t, i), p in ready.items():
-            by_topic.setdefault(t, []).append(Req.FetchPartition(
-                partition=i, current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
-                partition_max_bytes=self.rm.fetch_max_bytes))
-        req = Req.new(cluster_id=None, replica_id=self.rm.node_id, max_wait_ms=self.rm.fetch_wait_ms,
-                      min_bytes=1, max_bytes=self.rm.fetch_response_max_bytes, isolation_level=0,
-                      session_id=0, session_epoch=-1,
-                      topics=[Req.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                      forgotten_topics_data=[], rack_id="")
-        resp = await conn.send(1, req, version=FETCH_VERSION,
-                               timeout_ms=self.rm.fetch_wait_ms + 30000)
+            by_topic.setdefault(t, []).append(
+                Req.FetchPartition(
+                    partition=i,
+                    current_leader_epoch=p.leader_epoch,
+                    fetch_offset=p.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=self.rm.fetch_max_bytes,
+                )
+            )
+        req = Req.new(
+            cluster_id=None,
+            replica_id=self.rm.node_id,
+            max_wait_ms=self.rm.fetch_wait_ms,
+            min_bytes=1,
+            max_bytes=self.rm.fetch_response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[Req.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        resp = await conn.send(1, req, version=FETCH_VERSION, timeout_ms=self.rm.fetch_wait_ms + 30000)
         if resp.error_code:
             raise ConnectionError(f"fetch error {resp.error_code}")
         errors = 0

@@ -4,8 +4,10 @@
 * Topics (name, id, partition count, replication factor, configs) follow ``/brokers/topics`` and
   ``/config/topics`` through watches; listeners (the replica manager) hear of configs changes and deletions.
 * Mutations from admin requests on any broker write ZooKeeper as Kafka's ZooKeeper-mode admin path did: the
-  topic's config znode then its assignment znode (replicas assigned here, Kafka's round-robin); deletion removes
-  the topic's znodes (the controller also serves markers under ``/admin/delete_topics``, written by other tools);
+  topic's config znode then its assignment znode (replicas assigned here, Kafka's round-robin); deletion
+  removes
+  the topic's znodes (the controller also serves markers under ``/admin/delete_topics``, written by other
+  tools);
   the controller and the brokers act on the watches. These writes are synchronous kazoo calls
   (one loopback round trip each) because the store's interface is synchronous.
 * The cluster view (live brokers, controller, every partition's leader / replicas / ISR) comes from the
@@ -56,8 +58,14 @@ class LiveBroker:
 
 
 class ZkMetadataStore:
-    def __init__(self, zk: Any, *, node_id: int, broker_config: Any = None,
-                 config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
+    def __init__(
+        self,
+        zk: Any,
+        *,
+        node_id: int,
+        broker_config: Any = None,
+        config_validator: Callable[[dict[str, str | None]], None] | None = None,
+    ) -> None:
         self.zk = zk
         self.node_id = node_id
         self.broker_config = broker_config
@@ -83,8 +91,12 @@ class ZkMetadataStore:
             if got is None:
                 continue
             cfg = await self.zk.get(zd.topic_config_path(name))
-            self._apply_topic(name, zd.TopicAssignment.decode(got[0]), zd.decode_topic_config(cfg[0] if cfg else None),
-                              notify=False)
+            self._apply_topic(
+                name,
+                zd.TopicAssignment.decode(got[0]),
+                zd.decode_topic_config(cfg[0] if cfg else None),
+                notify=False,
+            )
         self.zk.watch_children(zd.BROKER_TOPICS, self._on_topics)
 
     def _on_topics(self, names: list[str]) -> None:
@@ -123,8 +135,9 @@ class ZkMetadataStore:
         self.zk.watch_data(zd.topic_path(name), on_assignment)
         self.zk.watch_data(zd.topic_config_path(name), on_config)
 
-    def _apply_topic(self, name: str, a: zd.TopicAssignment, configs: dict[str, str] | None, *,
-                     notify: bool) -> None:
+    def _apply_topic(
+        self, name: str, a: zd.TopicAssignment, configs: dict[str, str] | None, *, notify: bool
+    ) -> None:
         parts = a.partitions
         if not parts:
             return
@@ -134,8 +147,14 @@ class ZkMetadataStore:
         if configs is None:
             configs = self._pending_configs.pop(name, None) or {}
         if t is None:
-            t = TopicInfo(name, a.topic_id or _new_topic_id(self.by_id), len(parts), dict(configs),
-                          name in INTERNAL_TOPICS, rf)
+            t = TopicInfo(
+                name,
+                a.topic_id or _new_topic_id(self.by_id),
+                len(parts),
+                dict(configs),
+                name in INTERNAL_TOPICS,
+                rf,
+            )
             self._index(t)
             log.info("topic %s: %d partitions, replication factor %d", name, len(parts), rf)
             return
@@ -186,8 +205,9 @@ class ZkMetadataStore:
         """(node id, host, port, rack) of every live broker that has the listener ``listener_name``."""
         out = []
         for b in sorted(self.live.values(), key=lambda b: b.node_id):
-            ep = b.endpoints.get(listener_name or "") or (next(iter(b.endpoints.values()))
-                                                          if b.endpoints and listener_name is None else None)
+            ep = b.endpoints.get(listener_name or "") or (
+                next(iter(b.endpoints.values())) if b.endpoints and listener_name is None else None
+            )
             if ep is not None:
                 out.append((b.node_id, ep[0], ep[1], b.rack))
         return out
@@ -206,8 +226,13 @@ class ZkMetadataStore:
         return list(self.assignments.get(topic, {}).get(partition, []))
 
     # ----------------------------------------------------------------------------------- UpdateMetadata
-    def update_metadata(self, controller_id: int, controller_epoch: int, brokers: list[LiveBroker],
-                        states: list[tuple[str, int, PartitionView]]) -> bool:
+    def update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        brokers: list[LiveBroker],
+        states: list[tuple[str, int, PartitionView]],
+    ) -> bool:
         """Apply an UpdateMetadata; False (STALE_CONTROLLER_EPOCH) when the controller epoch is older."""
         if controller_epoch < self.controller_epoch:
             return False
@@ -236,17 +261,26 @@ class ZkMetadataStore:
             out.append((info.broker_id, info.rack))
         return out
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
-                     topic_id: uuid.UUID | None = None,
-                     assignment: dict[int, list[int]] | None = None) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+        topic_id: uuid.UUID | None = None,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicInfo:
         validate_topic_name(name)
         kz = self.zk.sync
         if name in self.topics or kz.exists(zd.topic_path(name)):
             raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
         other = self._collisions.get(_collision_key(name))
         if other is not None:
-            raise kafka_error("INVALID_TOPIC_EXCEPTION", f"Topic '{name}' collides with existing topic: {other}")
+            raise kafka_error(
+                "INVALID_TOPIC_EXCEPTION", f"Topic '{name}' collides with existing topic: {other}"
+            )
         if num_partitions == -1:
             num_partitions = self._default("num.partitions", 1)
         if replication_factor == -1:
@@ -261,8 +295,14 @@ class ZkMetadataStore:
         if self.config_validator is not None:
             self.config_validator(cfg)
         clean = {k: v for k, v in cfg.items() if v is not None}
-        t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), len(assignment), clean,
-                      name in INTERNAL_TOPICS, len(next(iter(assignment.values()))))
+        t = TopicInfo(
+            name,
+            topic_id or _new_topic_id(self.by_id),
+            len(assignment),
+            clean,
+            name in INTERNAL_TOPICS,
+            len(next(iter(assignment.values()))),
+        )
         if validate_only:
             return t
         from kazoo.exceptions import NodeExistsError
@@ -278,12 +318,18 @@ class ZkMetadataStore:
             raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.") from None
         self.assignments[name] = {p: list(r) for p, r in assignment.items()}
         self._index(t)
-        log.info("created topic %s (%d partitions, replication factor %d, id %s)", name, t.num_partitions,
-                 t.replication_factor, t.topic_id)
+        log.info(
+            "created topic %s (%d partitions, replication factor %d, id %s)",
+            name,
+            t.num_partitions,
+            t.replication_factor,
+            t.topic_id,
+        )
         return t
 
-    def ensure_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict[str, str | None]) -> TopicInfo:
+    def ensure_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
+    ) -> TopicInfo:
         t = self.topics.get(name)
         if t is None:
             try:
@@ -318,16 +364,22 @@ class ZkMetadataStore:
         if t is None:
             raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
         if new_total < t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS",
-                              f"Topic currently has {t.num_partitions} partitions, which is higher than the "
-                              f"requested {new_total}.")
+            raise kafka_error(
+                "INVALID_PARTITIONS",
+                f"Topic currently has {t.num_partitions} partitions, which is higher than the "
+                f"requested {new_total}.",
+            )
         if new_total == t.num_partitions:
             raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
         kz = self.zk.sync
         data, stat = kz.get(zd.topic_path(name))
         a = zd.TopicAssignment.decode(data)
-        added = assign_replicas(self._registered_brokers(), new_total - len(a.partitions), t.replication_factor,
-                                start_partition=len(a.partitions))
+        added = assign_replicas(
+            self._registered_brokers(),
+            new_total - len(a.partitions),
+            t.replication_factor,
+            start_partition=len(a.partitions),
+        )
         if validate_only:
             return t
         a.partitions.update(added)
@@ -338,8 +390,9 @@ class ZkMetadataStore:
         log.info("topic %s: partitions %d -> %d", name, old, new_total)
         return t
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str | None], *, replace: bool = False,
-                            validate_only: bool = False) -> TopicInfo:
+    def alter_topic_configs(
+        self, name: str, configs: dict[str, str | None], *, replace: bool = False, validate_only: bool = False
+    ) -> TopicInfo:
         t = self.topics.get(name)
         if t is None:
             raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
@@ -355,13 +408,19 @@ class ZkMetadataStore:
             return t
         kz = self.zk.sync
         kz.set(zd.topic_config_path(name), zd.encode_topic_config(new))
-        kz.create(zd.CONFIG_CHANGES + "/config_change_", zd.encode_config_change(f"topics/{name}"),
-                  sequence=True, makepath=True)
+        kz.create(
+            zd.CONFIG_CHANGES + "/config_change_",
+            zd.encode_config_change(f"topics/{name}"),
+            sequence=True,
+            makepath=True,
+        )
         t.configs = new
         for lst in self.listeners:
             lst.on_topic_configs_changed(t)
         return t
 
     def adopt(self, name: str, num_partitions: int, topic_id: uuid.UUID | None) -> TopicInfo:
-        raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION",
-                          f"topic {name} is on disk but not in ZooKeeper; a cluster broker does not adopt it")
+        raise kafka_error(
+            "UNKNOWN_TOPIC_OR_PARTITION",
+            f"topic {name} is on disk but not in ZooKeeper; a cluster broker does not adopt it",
+        )

@@ -28,8 +28,14 @@ def split_connect(connect: str) -> tuple[str, str]:
 
 
 class ZkClient:
-    def __init__(self, connect: str, *, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         from kazoo.client import KazooClient
 
         self.connect_string = connect
@@ -130,11 +136,19 @@ class ZkClient:
         except NoNodeError:
             return []
 
-    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
-                     makepath: bool = True) -> str:
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = True,
+    ) -> str:
         """Raises kazoo's NodeExistsError when the znode exists."""
-        return await self._call(self._kz.create, path, data, ephemeral=ephemeral, sequence=sequence,
-                                makepath=makepath)  # type: ignore[no-any-return]
+        return await self._call(
+            self._kz.create, path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+        )  # type: ignore[no-any-return]
 
     async def set(self, path: str, data: bytes, version: int = -1) -> Any:
         """Raises kazoo's BadVersionError when ``version`` is not the znode's version."""

@@ -25,9 +25,22 @@ DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 
-# persistent paths every cluster has (created by the first broker, as Kafka's KafkaZkClient.createTopLevelPaths)
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_BROKERS, CONFIG_CHANGES, DELETE_TOPICS,
-                    ISR_CHANGES, "/config/clients", "/config/users", "/admin", "/cluster", BROKER_SEQID)
+# persistent paths every cluster has (created by the first broker, as Kafka's
+# KafkaZkClient.createTopLevelPaths)
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_BROKERS,
+    CONFIG_CHANGES,
+    DELETE_TOPICS,
+    ISR_CHANGES,
+    "/config/clients",
+    "/config/users",
+    "/admin",
+    "/cluster",
+    BROKER_SEQID,
+)
 
 
 def broker_path(broker_id: int) -> str:
@@ -66,6 +79,7 @@ def _loads(data: bytes | None) -> Any:
 
 # ------------------------------------------------------------------------------------------------ cluster id
 
+
 def encode_cluster_id(cluster_id: str) -> bytes:
     return _dumps({"version": "1", "id": cluster_id})
 
@@ -75,6 +89,7 @@ def decode_cluster_id(data: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ brokers
+
 
 @dataclass(slots=True)
 class EndPoint:
@@ -101,17 +116,21 @@ class BrokerInfo:
 
     def encode(self) -> bytes:
         first = self.endpoints[0] if self.endpoints else None
-        return _dumps({
-            "version": 5,
-            "host": first.host if first else None,
-            "port": first.port if first else -1,
-            "jmx_port": -1,
-            "endpoints": [f"{ep.listener}://{ep.host}:{ep.port}" for ep in self.endpoints],
-            "listener_security_protocol_map": {ep.listener: ep.security_protocol for ep in self.endpoints},
-            "rack": self.rack,
-            "features": {},
-            "timestamp": str(self.timestamp or int(time.time() * 1000)),
-        })
+        return _dumps(
+            {
+                "version": 5,
+                "host": first.host if first else None,
+                "port": first.port if first else -1,
+                "jmx_port": -1,
+                "endpoints": [f"{ep.listener}://{ep.host}:{ep.port}" for ep in self.endpoints],
+                "listener_security_protocol_map": {
+                    ep.listener: ep.security_protocol for ep in self.endpoints
+                },
+                "rack": self.rack,
+                "features": {},
+                "timestamp": str(self.timestamp or int(time.time() * 1000)),
+            }
+        )
 
     @classmethod
     def decode(cls, broker_id: int, data: bytes) -> BrokerInfo:
@@ -127,6 +146,7 @@ class BrokerInfo:
 
 
 # ------------------------------------------------------------------------------------------------ topics
+
 
 def topic_id_to_zk(topic_id: uuid.UUID) -> str:
     """Kafka writes topic ids as url-safe base64 without padding (Uuid.toString)."""
@@ -148,10 +168,12 @@ class TopicAssignment:
     removing: dict[int, list[int]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        d: dict[str, Any] = {"version": 3,
-                             "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
-                             "adding_replicas": {str(p): r for p, r in sorted(self.adding.items())},
-                             "removing_replicas": {str(p): r for p, r in sorted(self.removing.items())}}
+        d: dict[str, Any] = {
+            "version": 3,
+            "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
+            "adding_replicas": {str(p): r for p, r in sorted(self.adding.items())},
+            "removing_replicas": {str(p): r for p, r in sorted(self.removing.items())},
+        }
         if self.topic_id is not None:
             d["topic_id"] = topic_id_to_zk(self.topic_id)
         return _dumps(d)
@@ -160,10 +182,12 @@ class TopicAssignment:
     def decode(cls, data: bytes) -> TopicAssignment:
         d = _loads(data) or {}
         tid = d.get("topic_id")
-        return cls(topic_id_from_zk(tid) if tid else None,
-                   {int(p): [int(b) for b in r] for p, r in (d.get("partitions") or {}).items()},
-                   {int(p): [int(b) for b in r] for p, r in (d.get("adding_replicas") or {}).items()},
-                   {int(p): [int(b) for b in r] for p, r in (d.get("removing_replicas") or {}).items()})
+        return cls(
+            topic_id_from_zk(tid) if tid else None,
+            {int(p): [int(b) for b in r] for p, r in (d.get("partitions") or {}).items()},
+            {int(p): [int(b) for b in r] for p, r in (d.get("adding_replicas") or {}).items()},
+            {int(p): [int(b) for b in r] for p, r in (d.get("removing_replicas") or {}).items()},
+        )
 
 
 def encode_topic_config(configs: dict[str, str]) -> bytes:
@@ -179,14 +203,16 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
 
 
-# ------------------------------------------------------------------------------------------------ partition state
+# ------------------------------------------------------------------------------------------------ partition
+# state
 
 NO_LEADER = -1
 
 
 @dataclass(slots=True)
 class LeaderAndIsr:
-    """``/brokers/topics/<t>/partitions/<p>/state``; ``zk_version`` is the znode's version (not in the JSON)."""
+    """``/brokers/topics/<t>/partitions/<p>/state``; ``zk_version`` is the znode's version (not in the
+    JSON)."""
 
     leader: int
     leader_epoch: int
@@ -195,17 +221,30 @@ class LeaderAndIsr:
     zk_version: int = 0
 
     def encode(self) -> bytes:
-        return _dumps({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
-                       "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+        return _dumps(
+            {
+                "controller_epoch": self.controller_epoch,
+                "leader": self.leader,
+                "version": 1,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+            }
+        )
 
     @classmethod
     def decode(cls, data: bytes, zk_version: int = 0) -> LeaderAndIsr:
         d = _loads(data) or {}
-        return cls(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]],
-                   int(d["controller_epoch"]), zk_version)
+        return cls(
+            int(d["leader"]),
+            int(d["leader_epoch"]),
+            [int(b) for b in d["isr"]],
+            int(d["controller_epoch"]),
+            zk_version,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ controller
+
 
 def encode_controller(broker_id: int) -> bytes:
     return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))})

@@ -3,18 +3,21 @@
 from moldau.broker.groups import GroupCoordinator, GroupConfig
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from .group import ClassicGroupState, CommittedOffset, JoinResult, SyncResult
 from .timer import AsyncioTimer, ManualTimer
 
+if TYPE_CHECKING:
+    from .broker_storage import GroupDeps
 
-def create_group_coordinator(broker: Any) -> GroupCoordinator:
+
+def create_group_coordinator(services: "GroupDeps") -> GroupCoordinator:
     """The broker's hook (Broker._start_optional_components): a loaded, started coordinator."""
     from .broker_storage import create_group_coordinator as create
 
-    return create(broker)
+    return create(services)
 
 
 __all__ = [

@@ -2,50 +2,62 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from moldau.protocol.errors import ErrorCode
+from .broker_storage import LogOffsetsStorage
+
+if TYPE_CHECKING:
+    from ..context import RequestContext
+    from .coordinator import GroupCoordinator
 
 # AclOperations of a group: READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11)
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def group_authorized_operations(ctx: Any, group_id: str, requested: bool) -> int:
+def group_authorized_operations(ctx: RequestContext, group_id: str, requested: bool) -> int:
     """The authorized_operations field of a described group: INT32_MIN unless requested; every group operation
     when no authorizer is configured; else what the authorizer allows the caller on the group."""
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return GROUP_AUTHORIZED_OPERATIONS
     from ..security.authorizer import GROUP, authorized_operations
 
     return authorized_operations(ctx, GROUP, group_id)
 
 
-def coordinator_of(ctx: Any) -> Any:
+def coordinator_of(ctx: RequestContext) -> GroupCoordinator | None:
     """The broker's group coordinator, or None when it is not running (answer COORDINATOR_NOT_AVAILABLE)."""
-    return getattr(ctx.broker, "group_coordinator", None)
+    return ctx.services.group_coordinator
 
 
-def client_host(ctx: Any) -> str:
+def ensure_offsets_topic(gc: GroupCoordinator) -> None:
+    """Create ``__consumer_offsets`` when missing; raises when the metadata store refuses (or the coordinator
+    keeps no log storage), which the caller answers as COORDINATOR_NOT_AVAILABLE."""
+    storage = gc.storage
+    if not isinstance(storage, LogOffsetsStorage):
+        raise RuntimeError("the group coordinator keeps no offsets topic")
+    storage.ensure_topic()
+
+
+def client_host(ctx: RequestContext) -> str:
     """Kafka reports the client address as InetAddress.toString(): "/127.0.0.1"."""
     peer = getattr(ctx.connection, "peer", None)
     host = peer[0] if peer else ""
     return f"/{host}"
 
 
-def client_id(ctx: Any) -> str:
+def client_id(ctx: RequestContext) -> str:
     return ctx.client_id or ""
 
 
-def topic_partitions(ctx: Any, topic: str) -> int | None:
-    t = ctx.broker.metadata.get(topic)
+def topic_partitions(ctx: RequestContext, topic: str) -> int | None:
+    t = ctx.services.metadata.get(topic)
     return None if t is None else int(t.num_partitions)
 
 
-def topic_by_id(ctx: Any, topic_id: Any) -> Any:
-    return ctx.broker.metadata.get_by_id(topic_id)
+def topic_by_id(ctx: RequestContext, topic_id: Any) -> Any:
+    return ctx.services.metadata.get_by_id(topic_id)
 
 
-COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -25,7 +25,7 @@ import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 
@@ -34,7 +34,7 @@ from .group import GroupBase, TopicPartition
 from .timer import TimerHandle
 
 if TYPE_CHECKING:
-    from .coordinator import GroupCoordinator
+    from .timer import Timer
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +128,20 @@ class HeartbeatResult:
     assignment: Assignment | None = None  # topic name -> partitions; None = unchanged
 
 
+class CoordinatorView(Protocol):
+    """What the consumer-group manager uses of its ``coordinator.GroupCoordinator`` (which creates it, so it
+    does not import the coordinator back): config (a ``GroupConfig``), timer, topic lookup, groups, clock."""
+
+    config: Any
+    timer: Timer
+    topics: Any
+    groups: dict[str, GroupBase]
+
+    def now(self) -> int: ...
+
+
 class ConsumerGroupManager:
-    def __init__(self, coordinator: "GroupCoordinator") -> None:
+    def __init__(self, coordinator: CoordinatorView) -> None:
         self.coordinator = coordinator
         self._regex_cache: dict[str, re.Pattern[str] | None] = {}
 

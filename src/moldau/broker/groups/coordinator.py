@@ -233,7 +233,8 @@ class GroupCoordinator:
         return fmt.partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def owns(self, group_id: str) -> bool:
-        """Whether this coordinator serves ``group_id`` (else NOT_COORDINATOR: the client looks it up again)."""
+        """Whether this coordinator serves ``group_id`` (else NOT_COORDINATOR: the client looks it up
+        again)."""
         return self.owned is None or self.partition_for(group_id) in self.owned
 
     def spawn(self, coro: Awaitable[Any]) -> None:
@@ -1464,7 +1465,8 @@ class GroupCoordinator:
 
     # ================================================================================== loading
     def load_partition(self, partition: int) -> None:
-        """This broker became the leader of ``__consumer_offsets-<partition>``: serve its groups, replayed from
+        """This broker became the leader of ``__consumer_offsets-<partition>``: serve its groups, replayed
+        from
         the log (what an earlier load of it left in memory is dropped first)."""
         self.unload_partition(partition)
         if self.owned is not None:
@@ -1537,7 +1539,8 @@ class GroupCoordinator:
         pending_of = getattr(self.storage, "pending_transactional", None)
         if pending_of is None:
             return
-        for partition in range(self.config.offsets_topic_num_partitions) if partitions is None else partitions:
+        which = range(self.config.offsets_topic_num_partitions) if partitions is None else partitions
+        for partition in which:
             for producer_id, records in pending_of(partition).items():
                 for key, value in records:
                     try:
@@ -1546,7 +1549,8 @@ class GroupCoordinator:
                             continue
                         v = fmt.decode_offset_commit_value(value)
                     except fmt.RecordFormatError as exc:
-                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition,
+                                    exc)
                         continue
                     group = self.groups.get(k.group) or self._create_classic_group(k.group)
                     group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = (

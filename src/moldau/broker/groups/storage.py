@@ -28,7 +28,8 @@ class MemoryOffsetsStorage:
         self.transactional: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.fail_next: Exception | None = None  # tests: make the next append fail
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *,
+                     producer_id: int = -1,
                      producer_epoch: int = -1, transactional: bool = False) -> None:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None

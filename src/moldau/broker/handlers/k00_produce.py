@@ -16,9 +16,9 @@
 * log_append_time_ms (v2+) is the broker time for LogAppendTime topics, else -1; log_start_offset (v5+).
 * Transactional batches (v3+) are checked by the transaction coordinator before the append
   (``transaction.partition.verification.enable``, KIP-890 part 1): the partition must be in the producer's
-  ongoing transaction (INVALID_TXN_STATE), with the current producer id (INVALID_PRODUCER_ID_MAPPING) and epoch
-  (INVALID_PRODUCER_EPOCH); while the transaction completes, NOT_ENOUGH_REPLICAS (retriable), as Kafka maps
-  CONCURRENT_TRANSACTIONS for produce.
+  ongoing transaction (INVALID_TXN_STATE), with the current producer id (INVALID_PRODUCER_ID_MAPPING) and
+  epoch (INVALID_PRODUCER_EPOCH); while the transaction completes, NOT_ENOUGH_REPLICAS (retriable), as Kafka
+  maps CONCURRENT_TRANSACTIONS for produce.
 """
 
 from __future__ import annotations
@@ -28,58 +28,53 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 
+from ..context import RequestContext
 from ..registry import handler
 from ..replica_manager import AppendResult
 from ..security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE, allowed
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUIRED_ACKS = 21
-TOPIC_AUTHORIZATION_FAILED = 29
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-UNKNOWN_TOPIC_ID = 100
 
 
 @handler(api_key=0, min_version=0, max_version=13)
-async def produce(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
-    store = broker.metadata
+async def produce(ctx: RequestContext, req: m.ProduceRequest) -> m.ProduceResponse | None:
+    svc = ctx.services
+    rm = svc.replica_manager
+    store = svc.metadata
     version = ctx.version
     acks = req.acks
     msg = m.ProduceResponse
     PartResp = msg.PartitionProduceResponse
-    now = broker.clock.time_ms()
+    now = svc.clock.time_ms()
     by_id = version >= 13
 
     topics_out = []
     flushes: list[tuple[Any, asyncio.Future[None]]] = []
     any_error = False
     txn_id = req.transactional_id if version >= 3 else None
-    txn_denied = bool(txn_id) and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
-    txn_coordinator = broker.transaction_coordinator
+    txn_denied = txn_id is not None and txn_id != "" and not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id)
+    txn_coordinator = svc.transaction_coordinator
     for td in req.topic_data:
         parts_out = []
         if by_id:
             topic = store.get_by_id(td.topic_id)
-            missing_error = UNKNOWN_TOPIC_ID
+            missing_error = ErrorCode.UNKNOWN_TOPIC_ID
         else:
             topic = store.get(td.name)
-            missing_error = UNKNOWN_TOPIC_OR_PARTITION
+            missing_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = td.name if not by_id else (topic.name if topic is not None else None)
-        denied = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else TOPIC_AUTHORIZATION_FAILED
+        denied = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied
+                  else ErrorCode.TOPIC_AUTHORIZATION_FAILED
                   if name is not None and not allowed(ctx, WRITE, TOPIC, name) else 0)  # before existence
         for pd in td.partition_data:
             pr = PartResp(index=pd.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                           log_start_offset=-1, record_errors=[], error_message=None)
             parts_out.append(pr)
             if acks not in (0, 1, -1):
-                pr.error_code = INVALID_REQUIRED_ACKS
+                pr.error_code = ErrorCode.INVALID_REQUIRED_ACKS
                 any_error = True
                 continue
             if denied:
@@ -91,13 +86,13 @@ async def produce(ctx: Any, req: Any) -> Any:
                 any_error = True
                 continue
             if topic.is_internal:
-                pr.error_code = INVALID_TOPIC_EXCEPTION
+                pr.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 pr.error_message = f"Cannot append to internal topic {topic.name}"
                 any_error = True
                 continue
             p = rm.get_partition(topic.name, pd.index)
             if p is None:
-                pr.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 any_error = True
                 continue
             verify = None
@@ -109,9 +104,11 @@ async def produce(ctx: Any, req: Any) -> Any:
                 pr.error_code = res.error
                 pr.error_message = res.error_message
                 if res.record_errors:
-                    pr.record_errors = [msg.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=t)
+                    pr.record_errors = [msg.BatchIndexAndErrorMessage(batch_index=i,
+                                                                      batch_index_error_message=t)
                                         for i, t in res.record_errors]
-                pr.log_start_offset = p.log_start_offset if res.error != UNKNOWN_TOPIC_OR_PARTITION else -1
+                missing = res.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pr.log_start_offset = -1 if missing else p.log_start_offset
                 continue
             pr.base_offset = res.base_offset
             pr.log_append_time_ms = res.log_append_time
@@ -127,7 +124,8 @@ async def produce(ctx: Any, req: Any) -> Any:
 
     if acks == 0:
         if any_error:
-            log.info("closing connection from %s:%d after an acks=0 produce with errors", *ctx.connection.peer)
+            log.info("closing connection from %s:%d after an acks=0 produce with errors",
+                     *ctx.connection.peer)
             ctx.connection.close()
         return None
 
@@ -137,12 +135,12 @@ async def produce(ctx: Any, req: Any) -> Any:
         done, _pending = await asyncio.wait(futs, timeout=timeout)  # never cancels the shared futures
         for pr, f in flushes:
             if f not in done:
-                pr.error_code = REQUEST_TIMED_OUT
-            elif isinstance(f.exception(), KafkaError):  # acks=-1 in a cluster: e.g. NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                pr.error_code = error_code_of(f.exception())
+                pr.error_code = ErrorCode.REQUEST_TIMED_OUT
+            elif isinstance(exc := f.exception(), KafkaError):  # cluster: NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                pr.error_code = error_code_of(exc)
             elif f.exception() is not None:
                 log.error("fsync of %s failed: %s", pr.index, f.exception())
-                pr.error_code = 56  # KAFKA_STORAGE_ERROR
+                pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
     return msg.new(responses=topics_out, throttle_time_ms=0)
 
 

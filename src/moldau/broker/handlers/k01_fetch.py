@@ -34,9 +34,10 @@ import time
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
-from ..security.authorizer import READ, TOPIC, allowed
 from ..replica_manager import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -45,17 +46,10 @@ from ..replica_manager import (
     Partition,
     ReadInfo,
 )
+from ..security.authorizer import READ, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNSUPPORTED_VERSION = 35
-TOPIC_AUTHORIZATION_FAILED = 29
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-UNKNOWN_TOPIC_ID = 100
-FETCH_SESSION_TOPIC_ID_ERROR = 106
 INT_MAX = 2147483647
 
 
@@ -74,39 +68,40 @@ class _Item:
         self.max_bytes = max_bytes
         self.leader_epoch = leader_epoch
         self.partition: Partition | None = None
-        self.error = NONE
+        self.error = ErrorCode.NONE
         self.cached = cached
         self.info: ReadInfo | None = None
 
 
-def _resolve(ctx: Any, items: list[_Item], by_id: bool) -> None:
-    store = ctx.broker.metadata
-    rm = ctx.broker.replica_manager
+def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
+    store = ctx.services.metadata
+    rm = ctx.services.replica_manager
     for it in items:
         if by_id:
             t = store.get_by_id(it.topic_id)
             if t is None:
-                it.error = UNKNOWN_TOPIC_ID
+                it.error = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
             it.topic = t.name
             if not allowed(ctx, READ, TOPIC, t.name):
-                it.error = TOPIC_AUTHORIZATION_FAILED
+                it.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
         else:
             if it.topic is not None and not allowed(ctx, READ, TOPIC, it.topic):
-                it.error = TOPIC_AUTHORIZATION_FAILED  # checked before existence, as Kafka
+                it.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # checked before existence, as Kafka
                 continue
             t = store.get(it.topic) if it.topic is not None else None
             if t is None:
-                it.error = UNKNOWN_TOPIC_OR_PARTITION
+                it.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             it.topic_id = t.topic_id
         p = rm.get_partition(t.name, it.index)
         if p is None:
-            it.error = UNKNOWN_TOPIC_OR_PARTITION
+            it.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         if it.leader_epoch >= 0 and it.leader_epoch != p.leader_epoch:
-            it.error = FENCED_LEADER_EPOCH if it.leader_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+            it.error = (ErrorCode.FENCED_LEADER_EPOCH if it.leader_epoch < p.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
             continue
         it.partition = p
 
@@ -121,7 +116,7 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, repli
         p = it.partition
         if p is None or p.deleted:
             if p is not None:
-                it.error = UNKNOWN_TOPIC_OR_PARTITION
+                it.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             it.info = None
             has_error = True
             continue
@@ -139,9 +134,9 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, repli
 
 
 @handler(api_key=1, min_version=0, max_version=18)
-async def fetch(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
+async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
+    svc = ctx.services
+    rm = svc.replica_manager
     v = ctx.version
     msg = m.FetchResponse
     by_id = v >= 13
@@ -168,7 +163,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
             try:
                 session = cache.get(sid, epoch)
                 if session.uses_topic_ids != by_id:
-                    raise FetchSessionError(FETCH_SESSION_TOPIC_ID_ERROR)
+                    raise FetchSessionError(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
             except FetchSessionError as e:
                 return msg.new(throttle_time_ms=0, error_code=e.code, session_id=0, responses=[])
             incremental = True
@@ -240,10 +235,12 @@ async def fetch(ctx: Any, req: Any) -> Any:
     current_key: Any = object()
     for it in items:
         info = it.info
-        error = it.error if it.error else (info.error if info is not None else UNKNOWN_TOPIC_OR_PARTITION)
+        error = it.error if it.error else (info.error if info is not None
+                                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if error:
             hw = lso = lstart = -1
-            if info is not None and error not in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID):
+            if info is not None and error not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  ErrorCode.UNKNOWN_TOPIC_ID):
                 hw, lso, lstart = info.high_watermark, info.last_stable_offset, info.log_start_offset
             records: Any = b""
             aborted = None
@@ -258,7 +255,7 @@ async def fetch(ctx: Any, req: Any) -> Any:
             if magic < 2 and info.size:
                 p = it.partition
                 if p is not None and not p.config.message_downconversion_enable:
-                    error = UNSUPPORTED_VERSION  # Kafka: message.downconversion.enable=false
+                    error = ErrorCode.UNSUPPORTED_VERSION  # Kafka: message.downconversion.enable=false
                     records = b""
                 else:
                     records = _down_convert(records, magic)
@@ -269,15 +266,16 @@ async def fetch(ctx: Any, req: Any) -> Any:
         pd = PD(partition_index=it.index, error_code=error, high_watermark=hw, last_stable_offset=lso,
                 log_start_offset=lstart, aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records)
-        key = it.topic_id if by_id else it.topic
-        if current is None or key != current_key:
+        topic_key = it.topic_id if by_id else it.topic
+        if current is None or topic_key != current_key:
             current = msg.FetchableTopicResponse(partitions=[])
             if by_id:
                 current.topic_id = it.topic_id
             else:
+                assert it.topic is not None  # requests by name carry names
                 current.topic = it.topic
             topics_out.append(current)
-            current_key = key
+            current_key = topic_key
         current.partitions.append(pd)
 
     if session is not None:
@@ -286,9 +284,9 @@ async def fetch(ctx: Any, req: Any) -> Any:
         parts = session.partitions
         for it in items:
             if it.cached is not None and it.info is not None and it.info.size:
-                key = (it.topic_id if by_id else it.topic, it.index)
-                if key in parts:
-                    parts.move_to_end(key)
+                session_key = (it.topic_id if by_id else it.topic, it.index)
+                if session_key in parts:
+                    parts.move_to_end(session_key)
 
     return msg.new(throttle_time_ms=0, error_code=0, session_id=session_id_out, responses=topics_out)
 

@@ -19,17 +19,14 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import error_code_of
+from moldau.protocol.errors import ErrorCode, error_code_of
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-TOPIC_AUTHORIZATION_FAILED = 29
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_SERVER_ERROR = -1
 
 LATEST = -1
@@ -80,31 +77,33 @@ def _old_style(p: Any, ts: int, max_num: int, rm: Any) -> list[int]:
 
 
 @handler(api_key=2, min_version=0, max_version=11)
-async def list_offsets(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
+async def list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+    svc = ctx.services
+    rm = svc.replica_manager
     v = ctx.version
     msg = m.ListOffsetsResponse
     isolation = req.isolation_level if v >= 2 else 0
     topics_out = []
     for t in req.topics:
         parts_out = []
-        topic = broker.metadata.get(t.name)
+        topic = svc.metadata.get(t.name)
         denied = not allowed(ctx, DESCRIBE, TOPIC, t.name)
         for q in t.partitions:
             pr = msg.ListOffsetsPartitionResponse(partition_index=q.partition_index, error_code=0,
-                                                  old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1)
+                                                  old_style_offsets=[], timestamp=-1, offset=-1,
+                                                  leader_epoch=-1)
             parts_out.append(pr)
             if denied:
-                pr.error_code = TOPIC_AUTHORIZATION_FAILED
+                pr.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             p = rm.get_partition(topic.name, q.partition_index) if topic is not None else None
             if p is None:
-                pr.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             cle = q.current_leader_epoch if v >= 4 else -1
             if cle >= 0 and cle != p.leader_epoch:
-                pr.error_code = FENCED_LEADER_EPOCH if cle < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                pr.error_code = (ErrorCode.FENCED_LEADER_EPOCH if cle < p.leader_epoch
+                                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 continue
             try:
                 if v == 0:

@@ -27,8 +27,9 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
-from moldau.protocol.errors import KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError
 
+from ..context import RequestContext
 from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
 from ..registry import handler
 from ..security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE, TOPIC, allowed, allowed_create_topic
@@ -36,12 +37,6 @@ from ..security.authorizer import authorized_operations as _authorized_ops
 
 log = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-INVALID_TOPIC_EXCEPTION = 17
-UNKNOWN_TOPIC_ID = 100
-TOPIC_AUTHORIZATION_FAILED = 29
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -55,89 +50,92 @@ def _code(exc: BaseException) -> int:
     return int(code) if code is not None else -1
 
 
-def broker_entries(ctx: Any, msg: Any) -> list[Any]:
+def broker_entries(ctx: RequestContext, msg: Any) -> list[Any]:
     """Every live broker with its endpoint on the listener the request came in on (the metadata store's
     cluster view: this node alone without a cluster)."""
     return [msg.MetadataResponseBroker(node_id=nid, host=host, port=port, rack=rack)
-            for nid, host, port, rack in ctx.broker.metadata.live_brokers(ctx.connection.listener_name)]
+            for nid, host, port, rack in ctx.services.metadata.live_brokers(ctx.connection.listener_name)]
 
 
-def _auto_create(ctx: Any, name: str) -> Any:
-    broker = ctx.broker
-    cfg = broker.config
+def _auto_create(ctx: RequestContext, name: str) -> Any:
+    svc = ctx.services
+    cfg = svc.config
     if name == OFFSETS_TOPIC:
-        return broker.metadata.create_topic(name, int(cfg.get("offsets.topic.num.partitions")),
+        return svc.metadata.create_topic(name, int(cfg.get("offsets.topic.num.partitions")),
                                             int(cfg.get("offsets.topic.replication.factor")),
                                             {"cleanup.policy": "compact", "compression.type": "producer",
                                              "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))})
     if name == TRANSACTION_STATE_TOPIC:
-        return broker.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
-                                            int(cfg.get("transaction.state.log.replication.factor")),
-                                            {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                                             "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
-                                             "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))})
-    return broker.metadata.create_topic(name, -1, -1, {})
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes")),
+                   "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr"))}
+        return svc.metadata.create_topic(name, int(cfg.get("transaction.state.log.num.partitions")),
+                                         int(cfg.get("transaction.state.log.replication.factor")), configs)
+    return svc.metadata.create_topic(name, -1, -1, {})
 
 
-def topic_entry(ctx: Any, msg: Any, topic: Any, include_ops: bool) -> Any:
-    broker = ctx.broker
-    node = broker.node_id
-    rm = broker.replica_manager
+def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) -> Any:
+    svc = ctx.services
+    node = svc.node_id
+    rm = svc.replica_manager
     parts = []
-    store = broker.metadata
+    store = svc.metadata
     for i in range(topic.num_partitions):
         view = store.partition_state(topic.name, i)
         if view is not None:  # a cluster: the controller's view (UpdateMetadata)
             parts.append(msg.MetadataResponsePartition(
-                error_code=LEADER_NOT_AVAILABLE if view.leader < 0 else NONE, partition_index=i,
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if view.leader < 0 else ErrorCode.NONE,
+                partition_index=i,
                 leader_id=view.leader, leader_epoch=view.leader_epoch, replica_nodes=list(view.replicas),
                 isr_nodes=list(view.isr), offline_replicas=list(view.offline)))
             continue
         p = rm.get_partition(topic.name, i)
         if p is None:
-            parts.append(msg.MetadataResponsePartition(error_code=LEADER_NOT_AVAILABLE, partition_index=i,
-                                                       leader_id=-1, leader_epoch=-1,
-                                                       replica_nodes=store.replicas_of(topic.name, i) or [node],
+            replicas = store.replicas_of(topic.name, i) or [node]
+            parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                                                       partition_index=i, leader_id=-1, leader_epoch=-1,
+                                                       replica_nodes=replicas,
                                                        isr_nodes=[],
                                                        offline_replicas=[]))
             continue
         parts.append(msg.MetadataResponsePartition(
-            error_code=NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+            error_code=ErrorCode.NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
     return msg.MetadataResponseTopic(
-        error_code=NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=parts,
         topic_authorized_operations=(_ops(ctx, TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
                                      else AUTHORIZED_OPERATIONS_OMITTED))
 
 
-def _ops(ctx: Any, resource_type: int, name: str, everything: int) -> int:
-    return everything if ctx.broker.authorizer is None else _authorized_ops(ctx, resource_type, name)
+def _ops(ctx: RequestContext, resource_type: int, name: str, everything: int) -> int:
+    return everything if ctx.services.authorizer is None else _authorized_ops(ctx, resource_type, name)
 
 
-def _denied(ctx: Any, msg: Any, name: str | None, topic_id: Any = None) -> Any:
-    return msg.MetadataResponseTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=name, is_internal=False,
+def _denied(ctx: RequestContext, msg: Any, name: str | None, topic_id: Any = None) -> Any:
+    return msg.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                     is_internal=False,
                                      partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                                      **({"topic_id": topic_id} if topic_id is not None else {}))
 
 
 @handler(api_key=3, min_version=0, max_version=13)
-async def metadata(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataResponse:
+    svc = ctx.services
     msg = m.MetadataResponse
     v = ctx.version
     include_topic_ops = bool(v >= 8 and req.include_topic_authorized_operations)
     include_cluster_ops = bool(8 <= v <= 10 and req.include_cluster_authorized_operations)
-    store = broker.metadata
+    store = svc.metadata
     topics_out: list[Any] = []
 
     requested = req.topics
     if requested is None or (v == 0 and not requested):
-        for t in sorted(store.topics.values(), key=lambda t: t.name):
-            if allowed(ctx, DESCRIBE, TOPIC, t.name):  # hidden when not describable
-                topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
+        for info in sorted(store.topics.values(), key=lambda t: t.name):
+            if allowed(ctx, DESCRIBE, TOPIC, info.name):  # hidden when not describable
+                topics_out.append(topic_entry(ctx, msg, info, include_topic_ops))
     else:
-        allow_auto = bool(broker.config.get("auto.create.topics.enable")) and (
+        allow_auto = bool(svc.config.get("auto.create.topics.enable")) and (
             v < 4 or bool(req.allow_auto_topic_creation))
         seen: set[Any] = set()
         for rt in requested:
@@ -150,13 +148,15 @@ async def metadata(ctx: Any, req: Any) -> Any:
                 t = store.get_by_id(tid)
                 if t is None:
                     topics_out.append(msg.MetadataResponseTopic(
-                        error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False, partitions=[],
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid, is_internal=False,
+                        partitions=[],
                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
                 elif not allowed(ctx, DESCRIBE, TOPIC, t.name):
                     topics_out.append(_denied(ctx, msg, None, tid))
                 else:
                     topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
                 continue
+            assert name is not None  # names are not nullable below v10
             if name in seen:
                 continue
             seen.add(name)
@@ -165,18 +165,18 @@ async def metadata(ctx: Any, req: Any) -> Any:
                 continue
             t = store.get(name)
             if t is None:
-                error = UNKNOWN_TOPIC_OR_PARTITION
+                error: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if allow_auto and not allowed_create_topic(ctx, name):
-                    error = TOPIC_AUTHORIZATION_FAILED
+                    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif allow_auto:
                     try:
                         t = _auto_create(ctx, name)
                     except KafkaError as e:
                         error = _code(e)
-                        if error == 36:  # created concurrently
+                        if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # created concurrently
                             t = store.get(name)
                 elif not is_valid_topic_name(name):
-                    error = INVALID_TOPIC_EXCEPTION
+                    error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 if t is None:
                     topics_out.append(msg.MetadataResponseTopic(
                         error_code=error, name=name, is_internal=False, partitions=[],
@@ -187,10 +187,11 @@ async def metadata(ctx: Any, req: Any) -> Any:
     return msg.new(
         throttle_time_ms=0,
         brokers=broker_entries(ctx, msg),
-        cluster_id=broker.cluster_id,
-        controller_id=store.controller_id(),
+        cluster_id=svc.cluster_id,
+        controller_id=svc.metadata.controller_id(),
         topics=topics_out,
-        cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if include_cluster_ops
+        cluster_authorized_operations=(_ops(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+                                       if include_cluster_ops
                                        else AUTHORIZED_OPERATIONS_OMITTED),
         error_code=0,
     )

@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..cluster.replica import ClusterReplicaManager
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
 
@@ -22,21 +22,20 @@ RESP = m.LeaderAndIsrResponse
 
 
 @handler(api_key=4, min_version=2, max_version=5)
-async def leader_and_isr(ctx: Any, req: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    apply = getattr(rm, "leader_and_isr", None) if ctx.broker.cluster is not None else None
+async def leader_and_isr(ctx: RequestContext, req: m.LeaderAndIsrRequest) -> m.LeaderAndIsrResponse:
+    rm = ctx.services.replica_manager
     errors = []
-    top = ErrorCode.NONE
     if not allowed_cluster(ctx, CLUSTER_ACTION):
-        top = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    elif apply is None:
-        top = ErrorCode.STALE_CONTROLLER_EPOCH
-    if top:
-        return RESP.new(error_code=int(top), partition_errors=[])
+        return RESP.new(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), partition_errors=[])
+    if not isinstance(rm, ClusterReplicaManager):  # no cluster, no controller
+        return RESP.new(error_code=int(ErrorCode.STALE_CONTROLLER_EPOCH), partition_errors=[])
     rm.note_live_leaders(req.live_leaders)
     for ts in req.topic_states:
         for ps in ts.partition_states:
-            code = apply(req.controller_id, req.controller_epoch, ts.topic_name, ps)
-            errors.append(RESP.LeaderAndIsrPartitionError(topic_name=ts.topic_name,
-                                                          partition_index=ps.partition_index, error_code=int(code)))
+            code = rm.leader_and_isr(req.controller_id, req.controller_epoch, ts.topic_name, ps)
+            errors.append(
+                RESP.LeaderAndIsrPartitionError(
+                    topic_name=ts.topic_name, partition_index=ps.partition_index, error_code=int(code)
+                )
+            )
     return RESP.new(error_code=0, partition_errors=errors)

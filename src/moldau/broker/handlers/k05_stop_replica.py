@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..cluster.replica import ClusterReplicaManager
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
 
@@ -19,17 +19,17 @@ RESP = m.StopReplicaResponse
 
 
 @handler(api_key=5, min_version=1, max_version=3)
-async def stop_replica(ctx: Any, req: Any) -> Any:
-    rm = ctx.broker.replica_manager
-    stop = getattr(rm, "stop_replica", None) if ctx.broker.cluster is not None else None
+async def stop_replica(ctx: RequestContext, req: m.StopReplicaRequest) -> m.StopReplicaResponse:
+    rm = ctx.services.replica_manager
     if not allowed_cluster(ctx, CLUSTER_ACTION):
         return RESP.new(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), partition_errors=[])
-    if stop is None:
+    if not isinstance(rm, ClusterReplicaManager):  # no cluster, no controller
         return RESP.new(error_code=int(ErrorCode.STALE_CONTROLLER_EPOCH), partition_errors=[])
     errors = []
     for t in req.topics:
         for idx in t.partition_indexes:
-            code = stop(t.name, idx, bool(req.delete_partitions))
-            errors.append(RESP.StopReplicaPartitionError(topic_name=t.name, partition_index=idx,
-                                                         error_code=int(code)))
+            code = rm.stop_replica(t.name, idx, bool(req.delete_partitions))
+            errors.append(
+                RESP.StopReplicaPartitionError(topic_name=t.name, partition_index=idx, error_code=int(code))
+            )
     return RESP.new(error_code=0, partition_errors=errors)

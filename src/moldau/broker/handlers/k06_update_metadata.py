@@ -2,18 +2,18 @@
 racks, each partition's leader, leader epoch, replicas, ISR, offline replicas), kept by the metadata store and
 answered by Metadata / DescribeCluster.
 
-* ClusterAction on the cluster; no cluster: STALE_CONTROLLER_EPOCH (see k04); an older controller epoch than the
+* ClusterAction on the cluster; no cluster: STALE_CONTROLLER_EPOCH (see k04); an older controller epoch than
+the
   last one seen: STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
-from ..cluster.store import LiveBroker, PartitionView
+from ..cluster.store import LiveBroker, PartitionView, ZkMetadataStore
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
 
@@ -21,20 +21,32 @@ RESP = m.UpdateMetadataResponse
 
 
 @handler(api_key=6, min_version=5, max_version=7)
-async def update_metadata(ctx: Any, req: Any) -> Any:
-    store = ctx.broker.metadata
-    apply = getattr(store, "update_metadata", None) if ctx.broker.cluster is not None else None
+async def update_metadata(ctx: RequestContext, req: m.UpdateMetadataRequest) -> m.UpdateMetadataResponse:
+    store = ctx.services.metadata
     if not allowed_cluster(ctx, CLUSTER_ACTION):
         return RESP.new(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
-    if apply is None:
+    if not isinstance(store, ZkMetadataStore):  # no cluster, no controller
         return RESP.new(error_code=int(ErrorCode.STALE_CONTROLLER_EPOCH))
-    brokers = [LiveBroker(b.id, {ep.listener: (ep.host, ep.port) for ep in b.endpoints}, b.rack)
-               for b in req.live_brokers]
+    brokers = [
+        LiveBroker(b.id, {ep.listener: (ep.host, ep.port) for ep in b.endpoints}, b.rack)
+        for b in req.live_brokers
+    ]
     states = []
     for ts in req.topic_states:
         for ps in ts.partition_states:
-            states.append((ts.topic_name, ps.partition_index,
-                           PartitionView(ps.leader, ps.leader_epoch, list(ps.replicas), list(ps.isr),
-                                         list(ps.offline_replicas or []), ps.zk_version)))
-    ok = apply(req.controller_id, req.controller_epoch, brokers, states)
+            states.append(
+                (
+                    ts.topic_name,
+                    ps.partition_index,
+                    PartitionView(
+                        ps.leader,
+                        ps.leader_epoch,
+                        list(ps.replicas),
+                        list(ps.isr),
+                        list(ps.offline_replicas or []),
+                        ps.zk_version,
+                    ),
+                )
+            )
+    ok = store.update_metadata(req.controller_id, req.controller_epoch, brokers, states)
     return RESP.new(error_code=0 if ok else int(ErrorCode.STALE_CONTROLLER_EPOCH))

@@ -7,11 +7,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
 
@@ -19,13 +18,17 @@ RESP = m.ControlledShutdownResponse
 
 
 @handler(api_key=7, min_version=1, max_version=3)
-async def controlled_shutdown(ctx: Any, req: Any) -> Any:
+async def controlled_shutdown(
+    ctx: RequestContext, req: m.ControlledShutdownRequest
+) -> m.ControlledShutdownResponse:
     if not allowed_cluster(ctx, CLUSTER_ACTION):
         return RESP.new(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), remaining_partitions=[])
-    cluster = ctx.broker.cluster
+    cluster = ctx.services.cluster
     controller = cluster.controller if cluster is not None else None
     if controller is None or not controller.active:
         return RESP.new(error_code=int(ErrorCode.NOT_CONTROLLER), remaining_partitions=[])
     code, remaining = await controller.controlled_shutdown(req.broker_id)
-    return RESP.new(error_code=int(code), remaining_partitions=[
-        RESP.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])
+    return RESP.new(
+        error_code=int(code),
+        remaining_partitions=[RESP.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining],
+    )

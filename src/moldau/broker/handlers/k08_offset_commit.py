@@ -20,6 +20,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_by_id, topic_partitions
 from ..groups.group import CommittedOffset
 from ..registry import handler
@@ -27,11 +28,11 @@ from ..security.authorizer import GROUP, READ, TOPIC, allowed
 
 
 @handler(api_key=8, min_version=0, max_version=10)
-async def offset_commit(ctx: Any, req: Any) -> Any:
+async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
     msg = m.OffsetCommitResponse
     v = ctx.version
     gc = coordinator_of(ctx)
-    now = ctx.broker.clock.time_ms()
+    now = ctx.services.clock.time_ms()
     generation = req.generation_id_or_member_epoch if v >= 1 else -1
     member_id = req.member_id if v >= 1 else ""
     instance_id = req.group_instance_id if v >= 7 else None
@@ -85,6 +86,7 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
             offsets[(name, p.partition_index)] = co
         plan.append((name, t.topic_id if v >= 10 else None, entries))
 
+    results: dict[tuple[str, int], int]
     if gc is None:
         results = {tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets}
     elif offsets:
@@ -99,9 +101,8 @@ async def offset_commit(ctx: Any, req: Any) -> Any:
             if error is None:
                 error = results.get((name, index), E.NONE)  # type: ignore[arg-type]
             parts.append(msg.OffsetCommitResponsePartition(partition_index=index, error_code=error))
-        topics_out.append(
-            msg.OffsetCommitResponseTopic(
-                name=t.name if v < 10 else None, topic_id=topic_id, partitions=parts
-            )
-        )
+        topic = msg.OffsetCommitResponseTopic(topic_id=topic_id, partitions=parts)
+        if v < 10:  # the name up to v9, the topic id from v10
+            topic.name = t.name
+        topics_out.append(topic)
     return msg.new(throttle_time_ms=0, topics=topics_out)

@@ -16,6 +16,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_by_id
 from ..groups.coordinator import PartitionOffset
 from ..registry import handler
@@ -23,7 +24,7 @@ from ..security.authorizer import DESCRIBE, GROUP, TOPIC, allowed
 
 
 def _fetch(
-    ctx: Any,
+    ctx: RequestContext,
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     require_stable: bool,
@@ -38,7 +39,7 @@ def _fetch(
     partitions = None if topics is None else [(t, p) for t, ps in topics for p in ps]
     error, results = gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
     if (
-        ctx.broker.authorizer is not None
+        ctx.services.authorizer is not None
     ):  # topics the principal may not Describe: named -> error, all -> left out
         results = [
             r
@@ -67,7 +68,7 @@ def _partitions(cls: Any, results: list[PartitionOffset]) -> list[Any]:
 
 
 @handler(api_key=9, min_version=0, max_version=10)
-async def offset_fetch(ctx: Any, req: Any) -> Any:
+async def offset_fetch(ctx: RequestContext, req: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
     msg = m.OffsetFetchResponse
     v = ctx.version
     require_stable = bool(req.require_stable) if v >= 7 else False
@@ -112,27 +113,24 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
             g.member_id if v >= 9 else None,
             g.member_epoch if v >= 9 else -1,
         )
-        topics_out = []
+        group_topics: list[m.OffsetFetchResponse.OffsetFetchResponseTopics] = []
         for name, rs in _group_by_topic(results).items():
-            tid = None
-            if v >= 10:
+            parts_out = _partitions(msg.OffsetFetchResponsePartitions, rs)
+            topic = msg.OffsetFetchResponseTopics(partitions=parts_out)
+            if v >= 10:  # the topic id from v10, the name before
                 tid = topic_ids.get(name)
                 if tid is None:
-                    info = ctx.broker.metadata.get(name)
+                    info = ctx.services.metadata.get(name)
                     if info is None:
                         continue  # the topic is gone: it has no id to answer with
                     tid = info.topic_id
-            topics_out.append(
-                msg.OffsetFetchResponseTopics(
-                    name=name if v < 10 else None,
-                    topic_id=tid,
-                    partitions=_partitions(msg.OffsetFetchResponsePartitions, rs),
-                )
-            )
+                topic.topic_id = tid
+            else:
+                topic.name = name
+            group_topics.append(topic)
         for tid, parts in unknown_ids:
-            topics_out.append(
+            group_topics.append(
                 msg.OffsetFetchResponseTopics(
-                    name=None,
                     topic_id=tid,
                     partitions=[
                         msg.OffsetFetchResponsePartitions(
@@ -147,6 +145,6 @@ async def offset_fetch(ctx: Any, req: Any) -> Any:
                 )
             )
         groups_out.append(
-            msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics_out, error_code=error)
+            msg.OffsetFetchResponseGroup(group_id=g.group_id, topics=group_topics, error_code=error)
         )
     return msg.new(throttle_time_ms=0, groups=groups_out)

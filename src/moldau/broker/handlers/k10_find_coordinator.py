@@ -16,12 +16,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
-from ..groups.api import coordinator_of
+from ..context import RequestContext
+from ..groups.api import coordinator_of, ensure_offsets_topic
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
 from ..security.authorizer import GROUP as ACL_GROUP
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 GROUP, TRANSACTION = 0, 1
 
 
-def _node_of(ctx: Any, key: str, key_type: int) -> tuple[int, str, int] | None:
+def _node_of(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str, int] | None:
     """(node id, host, port) of the coordinator of ``key``: the leader of its partition of the internal topic
     (the metadata store's partition state, in a cluster); this broker when the store has no partition state
     (one node). None while that partition has no leader."""
@@ -39,21 +39,21 @@ def _node_of(ctx: Any, key: str, key_type: int) -> tuple[int, str, int] | None:
 
     from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
-    broker = ctx.broker
-    store = broker.metadata
+    svc = ctx.services
+    store = svc.metadata
     topic = OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC
     t = store.get(topic)
     view = store.partition_state(topic, partition_for(key, t.num_partitions)) if t is not None else None
     if view is None:
-        lst = broker.advertised_listener(ctx.connection.listener_name)
-        return broker.node_id, lst.host, lst.port
+        lst = svc.advertised_listener(ctx.connection.listener_name)
+        return svc.node_id, lst.host, lst.port
     for node_id, host, port, _rack in store.live_brokers(ctx.connection.listener_name):
         if node_id == view.leader:
             return node_id, host, port
     return None
 
 
-def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None]:
     if key_type == GROUP and not allowed(ctx, DESCRIBE, ACL_GROUP, key):
         return E.GROUP_AUTHORIZATION_FAILED, None
     if key_type == TRANSACTION and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
@@ -63,13 +63,13 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
         if gc is None:
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         try:
-            gc.storage.ensure_topic()
+            ensure_offsets_topic(gc)
         except Exception as exc:  # pragma: no cover - metadata store refused
             log.warning("cannot create __consumer_offsets: %s", exc)
             return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     if key_type == TRANSACTION:
-        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        tc = ctx.services.transaction_coordinator
         if tc is not None:
             try:
                 tc.storage.ensure_topic()  # Kafka creates __transaction_state on first lookup too
@@ -81,7 +81,7 @@ def _lookup(ctx: Any, key: str, key_type: int) -> tuple[int, str | None]:
 
 
 @handler(api_key=10, min_version=0, max_version=6)
-async def find_coordinator(ctx: Any, req: Any) -> Any:
+async def find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     msg = m.FindCoordinatorResponse
     key_type = req.key_type if ctx.version >= 1 else GROUP
     if ctx.version < 4:
@@ -110,7 +110,7 @@ async def find_coordinator(ctx: Any, req: Any) -> Any:
     return msg.new(throttle_time_ms=0, coordinators=coordinators)
 
 
-def _find(ctx: Any, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
     error, message = _lookup(ctx, key, key_type)
     node = _node_of(ctx, key, key_type) if error == E.NONE else None
     if error == E.NONE and node is None:

@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import client_host, client_id, coordinator_of
 from ..groups.coordinator import JoinRequest
 from ..registry import handler
@@ -23,7 +22,7 @@ from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=11, min_version=0, max_version=9)
-async def join_group(ctx: Any, req: Any) -> Any:
+async def join_group(ctx: RequestContext, req: m.JoinGroupRequest) -> m.JoinGroupResponse:
     require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.JoinGroupResponse
     v = ctx.version

@@ -8,18 +8,17 @@ restarts the member's session timeout.
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=12, min_version=0, max_version=4)
-async def heartbeat(ctx: Any, req: Any) -> Any:
+async def heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.HeartbeatResponse:
     require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     gc = coordinator_of(ctx)
     if gc is None:

@@ -9,22 +9,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=13, min_version=0, max_version=5)
-async def leave_group(ctx: Any, req: Any) -> Any:
+async def leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
     require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.LeaveGroupResponse
     v = ctx.version
     gc = coordinator_of(ctx)
+    members: list[tuple[str, str | None, str | None]]
+    top: int
+    errors: list[int]
     if v <= 2:
         members = [(req.member_id, None, None)]
     else:

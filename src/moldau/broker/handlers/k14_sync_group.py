@@ -8,18 +8,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, require
 
 
 @handler(api_key=14, min_version=0, max_version=5)
-async def sync_group(ctx: Any, req: Any) -> Any:
+async def sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.SyncGroupResponse:
     require(ctx, READ, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.SyncGroupResponse
     v = ctx.version

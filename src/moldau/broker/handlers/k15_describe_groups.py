@@ -15,13 +15,14 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import AUTHORIZED_OPERATIONS_OMITTED, coordinator_of, group_authorized_operations
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, allowed
 
 
 @handler(api_key=15, min_version=0, max_version=6)
-async def describe_groups(ctx: Any, req: Any) -> Any:
+async def describe_groups(ctx: RequestContext, req: m.DescribeGroupsRequest) -> m.DescribeGroupsResponse:
     msg = m.DescribeGroupsResponse
     v = ctx.version
     gc = coordinator_of(ctx)

@@ -7,18 +7,17 @@ KIP-848 consumer groups). v4+: group_state and states_filter (case-insensitive);
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, allowed, allowed_cluster
 
 
 @handler(api_key=16, min_version=0, max_version=5)
-async def list_groups(ctx: Any, req: Any) -> Any:
+async def list_groups(ctx: RequestContext, req: m.ListGroupsRequest) -> m.ListGroupsResponse:
     msg = m.ListGroupsResponse
     gc = coordinator_of(ctx)
     if gc is None:
@@ -27,7 +26,7 @@ async def list_groups(ctx: Any, req: Any) -> Any:
     listed = gc.list_groups(
         list(req.states_filter) if v >= 4 else None, list(req.types_filter) if v >= 5 else None
     )
-    if ctx.broker.authorizer is not None and not allowed_cluster(ctx, DESCRIBE):
+    if ctx.services.authorizer is not None and not allowed_cluster(ctx, DESCRIBE):
         listed = [g for g in listed if allowed(ctx, DESCRIBE, GROUP, g.group_id)]  # only describable groups
     return msg.new(
         throttle_time_ms=0,

@@ -15,14 +15,14 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.sasl import FAILED, close_soon
 
 log = logging.getLogger(__name__)
 
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_SASL_MECHANISM = 33
 
 
 def _close_after_answer(conn: Any) -> None:
@@ -32,14 +32,14 @@ def _close_after_answer(conn: Any) -> None:
 
 
 @handler(api_key=17, min_version=0, max_version=1)
-async def sasl_handshake(ctx: Any, req: Any) -> Any:
+async def sasl_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest) -> m.SaslHandshakeResponse:
     conn = ctx.connection
     auth = getattr(conn, "auth", None)
     if auth is None:
-        return m.SaslHandshakeResponse.new(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+        return m.SaslHandshakeResponse.new(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     mechanism = req.mechanism or ""
     error = auth.handshake(mechanism, ctx.version)
-    if error == UNSUPPORTED_SASL_MECHANISM:
+    if error == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
         log.warning("closing connection from %s:%d (%s): SASL mechanism %r is not enabled (enabled: %s)",
                     conn.peer[0], conn.peer[1], conn.listener_name, mechanism, ", ".join(auth.mechanisms))
         _close_after_answer(conn)

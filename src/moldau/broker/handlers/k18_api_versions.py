@@ -15,12 +15,13 @@ import re
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import HANDLERS, handler
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 _cache: tuple[int, list[Any]] | None = None
-INVALID_REQUEST = 42
 
 
 def _api_keys() -> list[Any]:
@@ -35,13 +36,14 @@ def _api_keys() -> list[Any]:
 
 
 @handler(api_key=18, min_version=0, max_version=4)
-async def api_versions(ctx: Any, req: Any) -> Any:
+async def api_versions(ctx: RequestContext, req: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
     error = 0
     if ctx.version >= 3:
         name = req.client_software_name or ""
         version = req.client_software_version or ""
         if not (_SOFTWARE.match(name) and _SOFTWARE.match(version)):
-            error = INVALID_REQUEST
+            error = ErrorCode.INVALID_REQUEST
         else:
             ctx.connection.client_software = (name, version)
-    return m.ApiVersionsResponse.new(error_code=error, api_keys=[] if error else _api_keys(), throttle_time_ms=0)
+    return m.ApiVersionsResponse.new(error_code=error, api_keys=[] if error else _api_keys(),
+                                     throttle_time_ms=0)

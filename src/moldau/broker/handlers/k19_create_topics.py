@@ -19,6 +19,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import allowed_create_topic
 from ._common import attempt, split_duplicates
@@ -31,17 +32,17 @@ RESP = m.CreateTopicsResponse
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _live_broker_ids(ctx: Any) -> set[int]:
+def _live_broker_ids(ctx: RequestContext) -> set[int]:
     """The registered brokers (the metadata store's view: this node alone without a cluster)."""
-    return {b[0] for b in ctx.broker.metadata.live_brokers(getattr(ctx.connection, "listener_name", None))} \
-        or {ctx.broker.node_id}
+    live = ctx.services.metadata.live_brokers(getattr(ctx.connection, "listener_name", None))
+    return {b[0] for b in live} or {ctx.services.node_id}
 
 
-def _broker_count(ctx: Any) -> int:
+def _broker_count(ctx: RequestContext) -> int:
     return len(_live_broker_ids(ctx))
 
 
-def _check_assignments(ctx: Any, topic: Any) -> tuple[int, int]:
+def _check_assignments(ctx: RequestContext, topic: Any) -> tuple[int, int]:
     """Validate manual replica assignments; return (num_partitions, replication_factor) they imply."""
     if topic.replication_factor != -1:
         raise _err(ErrorCode.INVALID_REQUEST,
@@ -74,8 +75,9 @@ def _check_assignments(ctx: Any, topic: Any) -> tuple[int, int]:
             rf = len(brokers)
         elif rf != len(brokers):
             raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                       f"The manual partition assignment includes a partition with {len(brokers)} replica(s), "
-                       f"but this is not consistent with previous partitions, which have {rf} replica(s).")
+                       f"The manual partition assignment includes a partition with {len(brokers)} "
+                       f"replica(s), but this is not consistent with previous partitions, which have {rf} "
+                       "replica(s).")
     return len(indexes), rf or 1
 
 
@@ -86,10 +88,10 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return out
 
 
-def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
+def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     from ..metadata import validate_topic_name
 
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     name = topic.name
     if not allowed_create_topic(ctx, name):  # Create on the cluster or the topic
         raise _err(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -107,14 +109,14 @@ def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
             raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
                        "Replication factor must be larger than 0, or -1 to use the default value.")
     if replication_factor == -1:
-        replication_factor = int(ctx.broker.config.get("default.replication.factor"))
+        replication_factor = int(ctx.services.config.get("default.replication.factor"))
     if replication_factor > _broker_count(ctx):
         raise _err(ErrorCode.INVALID_REPLICATION_FACTOR,
                    f"Unable to replicate the partition {replication_factor} time(s): The target replication "
                    f"factor of {replication_factor} cannot be reached because only {_broker_count(ctx)} "
                    "broker(s) are registered.")
     configs = tc.normalize_topic_configs(_configs_of(topic))
-    tc.broker_dynamic_configs(ctx.broker)
+    tc.broker_dynamic_configs(ctx.services)
     manual = ({a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments
               else None)
     info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only,
@@ -122,13 +124,13 @@ def _create_one(ctx: Any, topic: Any, validate_only: bool) -> Any:
     return info, configs
 
 
-def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | None = None,
+def _result(ctx: RequestContext, name: str, info: Any = None, configs: dict[str, str] | None = None,
             exc: BaseException | None = None) -> Any:
     if exc is not None:
         return RESP.CreatableTopicResult(
             name=name, topic_id=ZERO_UUID, error_code=tc.error_code_of(exc),
             error_message=tc.error_message_of(exc), num_partitions=-1, replication_factor=-1, configs=[])
-    entries = tc.describe_topic_configs(configs or {}, ctx.broker.config, include_synonyms=False,
+    entries = tc.describe_topic_configs(configs or {}, ctx.services.config, include_synonyms=False,
                                        include_documentation=False)
     return RESP.CreatableTopicResult(
         name=name, topic_id=info.topic_id, error_code=0, error_message=None,
@@ -139,7 +141,7 @@ def _result(ctx: Any, name: str, info: Any = None, configs: dict[str, str] | Non
 
 
 @handler(19, REQ.min_version, REQ.max_version)
-async def create_topics(ctx: Any, req: Any) -> Any:
+async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
     validate_only = bool(getattr(req, "validate_only", False))
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []

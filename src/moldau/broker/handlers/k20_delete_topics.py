@@ -20,6 +20,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DELETE, TOPIC, allowed
 from ._common import attempt
@@ -36,16 +37,16 @@ def _result(name: str | None, topic_id: uuid.UUID | None, code: int, message: st
                                      error_message=message)
 
 
-def _delete_one(ctx: Any, info: Any) -> None:
+def _delete_one(ctx: RequestContext, info: Any) -> None:
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_REQUEST),
                                   f"Topic {info.name} is an internal topic and cannot be deleted.")
-    ctx.broker.metadata.delete_topic(info.name)
+    ctx.services.metadata.delete_topic(info.name)
 
 
 @handler(20, REQ.min_version, REQ.max_version)
-async def delete_topics(ctx: Any, req: Any) -> Any:
-    md = ctx.broker.metadata
+async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+    md = ctx.services.metadata
     results: list[Any] = []
     names: list[str] = list(req.topic_names or []) if ctx.version <= 5 else []
     ids: list[uuid.UUID] = []
@@ -64,7 +65,7 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
             else:
                 names.append(t.name)
 
-    if not ctx.broker.config.get("delete.topic.enable"):
+    if not ctx.services.config.get("delete.topic.enable"):
         code = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.version >= 3 else ErrorCode.INVALID_REQUEST)
         msg = "Topic deletion is disabled."
         results.extend(_result(n, None, code, msg) for n in names)
@@ -73,10 +74,11 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
 
     dup_names = {n for n in names if names.count(n) > 1}
     dup_ids = {i for i in ids if ids.count(i) > 1}
-    results.extend(_result(n, None, int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.") for n in dup_names)
+    results.extend(_result(n, None, int(ErrorCode.INVALID_REQUEST), "Duplicate topic name.")
+                   for n in dup_names)
     results.extend(_result(None, i, int(ErrorCode.INVALID_REQUEST), "Duplicate topic id.") for i in dup_ids)
 
-    targets: list[tuple[str | None, uuid.UUID | None, Any]] = []
+    targets: list[tuple[str, uuid.UUID | None, Any]] = []
     for tid in dict.fromkeys(i for i in ids if i not in dup_ids):
         info = md.get_by_id(tid) if hasattr(md, "get_by_id") else md.by_id.get(tid)
         if info is None:
@@ -88,7 +90,8 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
     for name in dict.fromkeys(n for n in names if n not in dup_names):
         info = md.topics.get(name)
         if info is None and not allowed(ctx, DELETE, TOPIC, name):
-            results.append(_result(name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+            results.append(_result(name, None, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "Authorization failed."))
         elif info is None:
             results.append(_result(name, None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                    "This server does not host this topic-partition."))
@@ -98,14 +101,15 @@ async def delete_topics(ctx: Any, req: Any) -> Any:
         else:
             targets.append((name, info.topic_id, info))
 
-    for name, tid, info in targets:
+    for name, target_id, info in targets:
         if not allowed(ctx, DELETE, TOPIC, name):
-            results.append(_result(name, tid, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."))
+            results.append(_result(name, target_id, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "Authorization failed."))
             continue
         _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
         if exc is not None:
-            results.append(_result(name, tid, tc.error_code_of(exc), tc.error_message_of(exc)))
+            results.append(_result(name, target_id, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue
-        log.info("deleted topic %s (id %s)", name, tid)
-        results.append(_result(name, tid, 0, None))
+        log.info("deleted topic %s (id %s)", name, target_id)
+        results.append(_result(name, target_id, 0, None))
     return RESP.new(throttle_time_ms=0, responses=results)

@@ -11,12 +11,12 @@ log start offset (unchanged when ``offset`` is below it).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DELETE, TOPIC, require
 
@@ -28,13 +28,13 @@ RESP = m.DeleteRecordsResponse
 HIGH_WATERMARK = -1
 
 
-def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
+def delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> int:
     """Advance the log start offset of ``topic``-``index``; return the new low watermark."""
     require(ctx, DELETE, TOPIC, topic)
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     info = md.topics.get(topic)
-    p = ctx.broker.replica_manager.get_partition(topic, index) if info is not None else None
-    if p is None:
+    p = ctx.services.replica_manager.get_partition(topic, index) if info is not None else None
+    if p is None or info is None:
         raise KafkaError.for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_TOPIC_EXCEPTION),
@@ -56,7 +56,7 @@ def delete_records(ctx: Any, topic: str, index: int, offset: int) -> int:
 
 
 @handler(21, REQ.min_version, REQ.max_version)
-async def delete_records_handler(ctx: Any, req: Any) -> Any:
+async def delete_records_handler(ctx: RequestContext, req: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
     topics = []
     for t in req.topics:
         parts = []

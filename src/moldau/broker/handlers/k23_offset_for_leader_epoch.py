@@ -20,6 +20,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, allowed
 
@@ -47,29 +48,34 @@ def end_offset_for(p: Any, requested: int) -> tuple[int, int]:
     return requested, int(p.log_end_offset)
 
 
-def _answer(ctx: Any, topic: str, part: Any) -> Any:
+def _answer(ctx: RequestContext, topic: str, part: Any) -> Any:
     if not allowed(ctx, DESCRIBE, TOPIC, topic):
-        return RESP.EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), partition=part.partition,
+        return RESP.EpochEndOffset(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
-    p = ctx.broker.replica_manager.get_partition(topic, part.partition)
+    p = ctx.services.replica_manager.get_partition(topic, part.partition)
     if p is None:
-        return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), partition=part.partition,
+        return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                   partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
     current = int(getattr(p, "leader_epoch", 0))
     checked = getattr(part, "current_leader_epoch", -1) if ctx.version >= 2 else -1
     if checked is not None and checked != -1:
         if checked < current:
-            return RESP.EpochEndOffset(error_code=int(ErrorCode.FENCED_LEADER_EPOCH), partition=part.partition,
+            return RESP.EpochEndOffset(error_code=int(ErrorCode.FENCED_LEADER_EPOCH),
+                                       partition=part.partition,
                                        leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
         if checked > current:
-            return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_LEADER_EPOCH), partition=part.partition,
+            return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_LEADER_EPOCH),
+                                       partition=part.partition,
                                        leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
     epoch, end = end_offset_for(p, part.leader_epoch)
     return RESP.EpochEndOffset(error_code=0, partition=part.partition, leader_epoch=epoch, end_offset=end)
 
 
 @handler(23, REQ.min_version, REQ.max_version)
-async def offset_for_leader_epoch(ctx: Any, req: Any) -> Any:
+async def offset_for_leader_epoch(ctx: RequestContext,
+                                  req: m.OffsetForLeaderEpochRequest) -> m.OffsetForLeaderEpochResponse:
     topics = []
     for t in req.topics:
         topics.append(RESP.OffsetForLeaderTopicResult(

@@ -2,9 +2,10 @@
 
 * v0-3 (clients): one transaction (``v3_and_below_*`` fields). Per-partition errors, Kafka's order: Write on
   the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere); Write on each topic
-  (TOPIC_AUTHORIZATION_FAILED) and unknown topics/partitions (UNKNOWN_TOPIC_OR_PARTITION), the other partitions
-  then OPERATION_NOT_ATTEMPTED; otherwise the coordinator's answer for all of them (INVALID_PRODUCER_ID_MAPPING,
-  PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, ...). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2 (KIP-588).
+  (TOPIC_AUTHORIZATION_FAILED) and unknown topics/partitions (UNKNOWN_TOPIC_OR_PARTITION), the other
+  partitions then OPERATION_NOT_ATTEMPTED; otherwise the coordinator's answer for all of them
+  (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, ...). PRODUCER_FENCED is
+  INVALID_PRODUCER_EPOCH below v2 (KIP-588).
 * v4+ (the batched form brokers use, KIP-890): ClusterAction on the cluster, else a top-level
   CLUSTER_AUTHORIZATION_FAILED. Each transaction either adds its partitions or, with ``verify_only``, reports
   per partition whether it is already in the ongoing transaction (NONE / TRANSACTION_ABORTABLE); an error of
@@ -19,6 +20,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import (
     CLUSTER,
@@ -45,11 +47,11 @@ def _results(msg: Any, errors: dict[tuple[str, int], int]) -> list[Any]:
     return [msg.AddPartitionsToTxnTopicResult(name=t, results_by_partition=rs) for t, rs in by_topic.items()]
 
 
-async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, parts: list[tuple[str, int]]
-                       ) -> dict[tuple[str, int], int]:
+async def _client_form(ctx: RequestContext, tc: Any, txn_id: str, pid: int, epoch: int,
+                       parts: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, txn_id):
         return {tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in parts}
-    store = ctx.broker.metadata
+    store = ctx.services.metadata
     bad: dict[tuple[str, int], int] = {}
     for topic, p in parts:
         if not allowed(ctx, WRITE, TOPIC, topic):
@@ -69,9 +71,10 @@ async def _client_form(ctx: Any, tc: Any, txn_id: str, pid: int, epoch: int, par
 
 
 @handler(api_key=24, min_version=0, max_version=5)
-async def add_partitions_to_txn(ctx: Any, req: Any) -> Any:
+async def add_partitions_to_txn(ctx: RequestContext,
+                                req: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
     msg = m.AddPartitionsToTxnResponse
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if ctx.version < 4:
         parts = _partitions(req.v3_and_below_topics)
         errors = await _client_form(ctx, tc, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
@@ -79,7 +82,8 @@ async def add_partitions_to_txn(ctx: Any, req: Any) -> Any:
         log.debug("AddPartitionsToTxn v%d %s: %s", ctx.version, req.v3_and_below_transactional_id, errors)
         return msg.new(throttle_time_ms=0, results_by_topic_v3_and_below=_results(msg, errors))
     if not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
-        return msg.new(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
+        return msg.new(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+                       results_by_transaction=[])
     out = []
     for txn in req.transactions:
         parts = _partitions(txn.topics)
@@ -91,7 +95,8 @@ async def add_partitions_to_txn(ctx: Any, req: Any) -> Any:
             top, per = tc.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, parts)
             errors = per if top == E.NONE else {tp: top for tp in parts}
         else:
-            top = await tc.handle_add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, parts)
+            top = await tc.handle_add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                 parts)
             errors = {tp: top for tp in parts}
         out.append(msg.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
                                                 topic_results=_results(msg, errors)))

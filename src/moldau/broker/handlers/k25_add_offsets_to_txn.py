@@ -11,11 +11,12 @@ below v2, KIP-588).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
+from ..groups.api import ensure_offsets_topic
 from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, TRANSACTIONAL_ID, WRITE, allowed
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=25, min_version=0, max_version=4)
-async def add_offsets_to_txn(ctx: Any, req: Any) -> Any:
+async def add_offsets_to_txn(ctx: RequestContext, req: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
     resp = m.AddOffsetsToTxnResponse.new(throttle_time_ms=0, error_code=0)
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
         resp.error_code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -32,13 +33,13 @@ async def add_offsets_to_txn(ctx: Any, req: Any) -> Any:
     if not allowed(ctx, READ, GROUP, req.group_id):
         resp.error_code = E.GROUP_AUTHORIZATION_FAILED
         return resp
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
-    gc = getattr(ctx.broker, "group_coordinator", None)
+    tc = ctx.services.transaction_coordinator
+    gc = ctx.services.group_coordinator
     if tc is None or gc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp
     try:
-        gc.storage.ensure_topic()
+        ensure_offsets_topic(gc)
     except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE

@@ -1,25 +1,26 @@
 """EndTxn (key 26), v0-5.
 
-Commits or aborts the producer's transaction: PrepareCommit/PrepareAbort in ``__transaction_state``, COMMIT/ABORT
-markers on every partition of the transaction (and its transactional offset commits), CompleteCommit /
-CompleteAbort; moldau answers once all of that is written (see moldau.broker.txn.coordinator).
+Commits or aborts the producer's transaction: PrepareCommit/PrepareAbort in ``__transaction_state``,
+COMMIT/ABORT markers on every partition of the transaction (and its transactional offset commits),
+CompleteCommit / CompleteAbort; moldau answers once all of that is written (see
+moldau.broker.txn.coordinator).
 
 * Errors: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Write on the transactional id), INVALID_PRODUCER_ID_MAPPING,
   PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2, KIP-588), INVALID_TXN_STATE (e.g. commit after an abort,
   or no transaction), CONCURRENT_TRANSACTIONS (markers of the previous transaction still being retried). A
   retried commit of a completed commit (or abort of an abort) answers NONE.
-* v5 is transactions V2 (KIP-890 part 2, as Kafka decides by the version): the epoch is bumped by every end and
-  the response carries the producer id and epoch to continue with; below v5 those fields are absent.
+* v5 is transactions V2 (KIP-890 part 2, as Kafka decides by the version): the epoch is bumped by every end
+  and the response carries the producer id and epoch to continue with; below v5 those fields are absent.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import TRANSACTIONAL_ID, WRITE, allowed
 
@@ -27,12 +28,12 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=26, min_version=0, max_version=5)
-async def end_txn(ctx: Any, req: Any) -> Any:
+async def end_txn(ctx: RequestContext, req: m.EndTxnRequest) -> m.EndTxnResponse:
     resp = m.EndTxnResponse.new(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1)
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
         resp.error_code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return resp
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

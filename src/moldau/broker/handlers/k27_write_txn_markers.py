@@ -19,6 +19,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, allowed
 from ..txn.markers import write_markers
@@ -27,16 +28,17 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=27, min_version=0, max_version=2)
-async def write_txn_markers(ctx: Any, req: Any) -> Any:
+async def write_txn_markers(ctx: RequestContext, req: m.WriteTxnMarkersRequest) -> m.WriteTxnMarkersResponse:
     msg = m.WriteTxnMarkersResponse
     authorized = allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     out = []
     for marker in req.markers:
         parts = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        errors: dict[tuple[str, int], int]
         if not authorized:
             errors = {tp: E.CLUSTER_AUTHORIZATION_FAILED for tp in parts}
         else:
-            errors = await write_markers(ctx.broker, marker.producer_id, marker.producer_epoch,
+            errors = await write_markers(ctx.services, marker.producer_id, marker.producer_epoch,
                                          bool(marker.transaction_result), parts, marker.coordinator_epoch,
                                          check_epochs=True)
         by_topic: dict[str, list[Any]] = {}

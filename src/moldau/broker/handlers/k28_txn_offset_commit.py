@@ -22,7 +22,8 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
-from ..groups.api import coordinator_of, topic_partitions
+from ..context import RequestContext
+from ..groups.api import coordinator_of, ensure_offsets_topic, topic_partitions
 from ..groups.group import CommittedOffset
 from ..metadata import OFFSETS_TOPIC
 from ..registry import handler
@@ -32,12 +33,12 @@ log = logging.getLogger(__name__)
 
 
 @handler(api_key=28, min_version=0, max_version=5)
-async def txn_offset_commit(ctx: Any, req: Any) -> Any:
+async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) -> m.TxnOffsetCommitResponse:
     msg = m.TxnOffsetCommitResponse
     v = ctx.version
-    now = ctx.broker.clock.time_ms()
+    now = ctx.services.clock.time_ms()
     gc = coordinator_of(ctx)
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
 
     top_error = E.NONE
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
@@ -69,6 +70,7 @@ async def txn_offset_commit(ctx: Any, req: Any) -> Any:
                 )
 
     if offsets:
+        assert gc is not None and tc is not None  # offsets are collected only when both coordinators run
         error = await _check_transaction(ctx, gc, tc, req, v)
         if error != E.NONE:
             errors.update({tp: error for tp in offsets})
@@ -92,15 +94,16 @@ async def txn_offset_commit(ctx: Any, req: Any) -> Any:
     return msg.new(throttle_time_ms=0, topics=topics_out)
 
 
-async def _check_transaction(ctx: Any, gc: Any, tc: Any, req: Any, v: int) -> int:
+async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v: int) -> int:
     try:
-        gc.storage.ensure_topic()
+        ensure_offsets_topic(gc)
     except Exception as exc:  # noqa: BLE001  # pragma: no cover - metadata store refused
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return E.COORDINATOR_NOT_AVAILABLE
     part = (OFFSETS_TOPIC, gc.partition_for(req.group_id))
     if v >= 5:  # transactions V2: the offsets partition joins the transaction implicitly
-        error = await tc.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, [part])
+        error = await tc.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
+                                               [part])
     else:
         error = tc.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch, part)
     if error == E.PRODUCER_FENCED and v < 3:

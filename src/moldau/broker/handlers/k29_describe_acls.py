@@ -13,21 +13,18 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, LITERAL, AclFilter, allowed_cluster
 
-SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
-
-def acl_refusal(ctx: Any, op: int) -> tuple[int, str | None] | None:
+def acl_refusal(ctx: RequestContext, op: int) -> tuple[int, str | None] | None:
     """(error code, message) when the ACL APIs are refused: SECURITY_DISABLED without an authorizer,
     CLUSTER_AUTHORIZATION_FAILED without ``op`` on the cluster; None when allowed."""
-    if ctx.broker.authorizer is None:
-        return SECURITY_DISABLED, "No Authorizer is configured."
+    if ctx.services.authorizer is None:
+        return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured."
     if not allowed_cluster(ctx, op):
-        return CLUSTER_AUTHORIZATION_FAILED, None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
     return None
 
 
@@ -39,17 +36,18 @@ def request_filter(f: Any, version: int) -> AclFilter:
 
 
 @handler(api_key=29, min_version=0, max_version=3)
-async def describe_acls(ctx: Any, req: Any) -> Any:
+async def describe_acls(ctx: RequestContext, req: m.DescribeAclsRequest) -> m.DescribeAclsResponse:
     msg = m.DescribeAclsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, resources=[])
     refused = acl_refusal(ctx, DESCRIBE)
     if refused is not None:
         resp.error_code, resp.error_message = refused
         return resp
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
+    assert authz is not None  # acl_refusal answered SECURITY_DISABLED without an authorizer
     flt = request_filter(req, ctx.version)
     if flt.resource_type == 0 or flt.pattern_type == 0 or flt.operation == 0 or flt.permission == 0:
-        resp.error_code = INVALID_REQUEST
+        resp.error_code = ErrorCode.INVALID_REQUEST
         resp.error_message = "The filter has an UNKNOWN field"
         return resp
     groups: dict[tuple[int, str, int], list[Any]] = {}
@@ -59,7 +57,8 @@ async def describe_acls(ctx: Any, req: Any) -> Any:
         groups.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
             msg.AclDescription(principal=b.principal, host=b.host, operation=b.operation,
                                permission_type=b.permission))
-    resp.resources = [msg.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt, acls=acls)
+    resp.resources = [msg.DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt,
+                                               acls=acls)
                       for (rt, name, pt), acls in groups.items()]
     return resp
 

@@ -3,38 +3,38 @@
 * Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per creation); without an authorizer
   SECURITY_DISABLED per creation.
 * Each creation is validated (concrete resource type, LITERAL/PREFIXED pattern, concrete operation and
-  permission, Type:name principal, non-empty host, CLUSTER named kafka-cluster): INVALID_REQUEST with a message.
+  permission, Type:name principal, non-empty host, CLUSTER named kafka-cluster): INVALID_REQUEST with
+  a message.
 * Creating an existing binding succeeds (idempotent). Bindings are persisted before the answer.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER, LITERAL, AclBinding
 from .k29_describe_acls import acl_refusal
 
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-
 
 @handler(api_key=30, min_version=0, max_version=3)
-async def create_acls(ctx: Any, req: Any) -> Any:
+async def create_acls(ctx: RequestContext, req: m.CreateAclsRequest) -> m.CreateAclsResponse:
     msg = m.CreateAclsResponse
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     creations = req.creations or []
     refused = acl_refusal(ctx, ALTER)
     if refused is not None:
         code, text = refused
         return msg.new(throttle_time_ms=0, results=[msg.AclCreationResult(error_code=code, error_message=text)
                                                     for _ in creations])
+    assert authz is not None  # acl_refusal answered SECURITY_DISABLED without an authorizer
     bindings = [AclBinding(resource_type=c.resource_type, name=c.resource_name or "",
                            pattern_type=c.resource_pattern_type if ctx.version >= 1 else LITERAL,
                            principal=c.principal or "", host=c.host or "", operation=c.operation,
                            permission=c.permission_type) for c in creations]
     errors = authz.create(bindings)
     return msg.new(throttle_time_ms=0, results=[
-        msg.AclCreationResult(error_code=INVALID_REQUEST if e else 0, error_message=e) for e in errors])
+        msg.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if e else 0,
+                              error_message=e) for e in errors])

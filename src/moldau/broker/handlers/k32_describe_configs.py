@@ -23,6 +23,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE_CONFIGS, require_config_resource
 from ._common import attempt
@@ -49,7 +50,7 @@ def log4j_level_name(level: int) -> str:
     return "OFF"
 
 
-def check_broker_resource(ctx: Any, name: str, *, allow_empty: bool = True) -> bool:
+def check_broker_resource(ctx: RequestContext, name: str, *, allow_empty: bool = True) -> bool:
     """True when ``name`` is "" (cluster default), False for this broker's id; INVALID_REQUEST otherwise."""
     if name is None or name == "":
         if not allow_empty:
@@ -59,9 +60,10 @@ def check_broker_resource(ctx: Any, name: str, *, allow_empty: bool = True) -> b
         node = int(name)
     except ValueError:
         raise _err(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-    if node != ctx.broker.node_id:
+    if node != ctx.services.node_id:
         raise _err(ErrorCode.INVALID_REQUEST,
-                   f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+                   f"Unexpected broker id, expected {ctx.services.node_id} or empty string, "
+                   f"but received {name}")
     return False
 
 
@@ -86,41 +88,46 @@ def _entries_to_wire(entries: list[tc.ConfigEntry], version: int, include_synony
     return out
 
 
-def _describe(ctx: Any, res: Any, include_synonyms: bool, include_docs: bool) -> list[tc.ConfigEntry]:
+def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
+              include_docs: bool) -> list[tc.ConfigEntry]:
     require_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     keys = res.configuration_keys
     if res.resource_type == TOPIC:
         from ..metadata import validate_topic_name
 
         validate_topic_name(res.resource_name)
-        info = ctx.broker.metadata.topics.get(res.resource_name)
+        info = ctx.services.metadata.topics.get(res.resource_name)
         if info is None:
-            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{res.resource_name}' does not exist.")
-        tc.broker_dynamic_configs(ctx.broker)
-        return tc.describe_topic_configs(info.configs, ctx.broker.config, keys,
-                                         include_synonyms=include_synonyms, include_documentation=include_docs)
+            raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       f"The topic '{res.resource_name}' does not exist.")
+        tc.broker_dynamic_configs(ctx.services)
+        return tc.describe_topic_configs(info.configs, ctx.services.config, keys,
+                                         include_synonyms=include_synonyms,
+                                         include_documentation=include_docs)
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
-        tc.broker_dynamic_configs(ctx.broker)
-        return tc.describe_broker_configs(ctx.broker.config, keys, include_synonyms=include_synonyms,
+        tc.broker_dynamic_configs(ctx.services)
+        return tc.describe_broker_configs(ctx.services.config, keys, include_synonyms=include_synonyms,
                                           include_documentation=include_docs,
                                           cluster_default_only=cluster_default)
     if res.resource_type == BROKER_LOGGER:
         check_broker_resource(ctx, res.resource_name, allow_empty=False)
         levels = python_logger_levels()
         names = list(levels) if keys is None else [k for k in keys if k in levels]
-        return [tc.ConfigEntry(n, levels[n], tc.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False, False,
+        return [tc.ConfigEntry(n, levels[n], tc.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False,
+                               False,
                                [], int(tc.ConfigType.STRING), None) for n in names]
     raise _err(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 
 @handler(32, REQ.min_version, REQ.max_version)
-async def describe_configs(ctx: Any, req: Any) -> Any:
+async def describe_configs(ctx: RequestContext, req: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
     include_synonyms = bool(getattr(req, "include_synonyms", False)) and ctx.version >= 1
     include_docs = bool(getattr(req, "include_documentation", False)) and ctx.version >= 3
     results = []
     for res in req.resources:
-        entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}", _describe,
+        entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}",
+                               _describe,
                                ctx, res, include_synonyms, include_docs, log_refusal=False)
         if exc is not None:
             results.append(RESP.DescribeConfigsResult(
@@ -129,6 +136,7 @@ async def describe_configs(ctx: Any, req: Any) -> Any:
             continue
         assert entries is not None
         results.append(RESP.DescribeConfigsResult(
-            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name,
+            error_code=0, error_message=None, resource_type=res.resource_type,
+            resource_name=res.resource_name,
             configs=_entries_to_wire(entries, ctx.version, include_synonyms)))
     return RESP.new(throttle_time_ms=0, results=results)

@@ -21,6 +21,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import attempt
@@ -35,17 +36,18 @@ RESP = m.AlterConfigsResponse
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
 
 
-def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     configs = {c.name: c.value for c in res.configs or []}
     if len(configs) != len(res.configs or []):
         raise _err(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     if res.resource_type == TOPIC:
-        tc.broker_dynamic_configs(ctx.broker)
-        tc.topic_for_alter(ctx.broker, res.resource_name)
+        tc.broker_dynamic_configs(ctx.services)
+        tc.topic_for_alter(ctx.services, res.resource_name)
         new = tc.replace_configs(configs)
-        tc.alter_topic_configs(ctx.broker, res.resource_name, new, validate_only=validate_only)
-        log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only, new)
+        tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
+        log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only,
+                 new)
         return
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
@@ -54,7 +56,7 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
             tc.validate_broker_config(key, value)
             new_level[key] = tc.to_kafka_string(tc.parse_value(tc.broker_key_type(key), key, value)) or ""
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.broker, cluster_default=cluster_default, configs=new_level)
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
             log.info("dynamic broker configs (%s) replaced: %s",
                      "cluster default" if cluster_default else "this broker", new_level)
         return
@@ -63,7 +65,7 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
     raise _err(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}.")
 
 
-def answer_resources(ctx: Any, req: Any, resp_msg: Any, alter: Callable[[Any, Any, bool], None],
+def answer_resources(ctx: RequestContext, req: Any, resp_msg: Any, alter: Callable[[Any, Any, bool], None],
                      logger: logging.Logger, what: str, *, log_refusal: bool) -> Any:
     """The AlterConfigs / IncrementalAlterConfigs response: ``alter(ctx, resource, validate_only)`` for each
     resource, its KafkaError (or UNKNOWN_SERVER_ERROR for anything else) answered in that resource's result;
@@ -85,5 +87,5 @@ def answer_resources(ctx: Any, req: Any, resp_msg: Any, alter: Callable[[Any, An
 
 
 @handler(33, REQ.min_version, REQ.max_version)
-async def alter_configs(ctx: Any, req: Any) -> Any:
+async def alter_configs(ctx: RequestContext, req: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
     return answer_resources(ctx, req, RESP, _alter, log, "alter configs", log_refusal=False)

@@ -17,6 +17,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, allowed_cluster
 
@@ -66,17 +67,18 @@ def _wanted(req: Any) -> dict[str, set[int]] | None:
     return out
 
 
-def _log_dirs(ctx: Any) -> list[str]:
-    dirs = getattr(ctx.broker.config, "log_dirs", None) or [getattr(ctx.broker, "data_dir", ".")]
+def _log_dirs(ctx: RequestContext) -> list[str]:
+    dirs = ctx.services.config.log_dirs or [ctx.services.data_dir]
     return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
 
 
 @handler(35, REQ.min_version, REQ.max_version)
-async def describe_log_dirs(ctx: Any, req: Any) -> Any:
+async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
     if not allowed_cluster(ctx, DESCRIBE):
-        return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), results=[])
+        return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        results=[])
     wanted = _wanted(req)
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     partitions = sorted(rm.partitions.values(), key=lambda p: (p.topic, p.index))
     results = []
     for log_dir in _log_dirs(ctx):
@@ -101,6 +103,7 @@ async def describe_log_dirs(ctx: Any, req: Any) -> Any:
                     is_future_key=False))
         results.append(RESP.DescribeLogDirsResult(
             error_code=error, log_dir=log_dir,
-            topics=[RESP.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+            topics=[RESP.DescribeLogDirsTopic(name=name, partitions=parts) for name,
+                    parts in by_topic.items()],
             total_bytes=total, usable_bytes=usable, is_cordoned=False))
     return RESP.new(throttle_time_ms=0, error_code=0, results=results)

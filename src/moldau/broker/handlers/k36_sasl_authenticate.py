@@ -13,27 +13,28 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import SaslError
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.sasl import FAILED, SaslAuthenticationFailed, close_soon
 
 log = logging.getLogger(__name__)
 
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
 
 
 @handler(api_key=36, min_version=0, max_version=2)
-async def sasl_authenticate(ctx: Any, req: Any) -> Any:
+async def sasl_authenticate(ctx: RequestContext,
+                            req: m.SaslAuthenticateRequest) -> m.SaslAuthenticateResponse:
     conn = ctx.connection
     auth = getattr(conn, "auth", None)
-    resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0)
+    resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"",
+                                          session_lifetime_ms=0)
     if auth is None:
-        resp.error_code = ILLEGAL_SASL_STATE
+        resp.error_code = ErrorCode.ILLEGAL_SASL_STATE
         resp.error_message = "SaslAuthenticate request received on a listener without SASL"
         close_soon(conn)
         return resp
@@ -42,15 +43,16 @@ async def sasl_authenticate(ctx: Any, req: Any) -> Any:
     except SaslAuthenticationFailed as e:
         auth.log_failure(conn, e)
         await auth.failure_delay()
-        resp.error_code = SASL_AUTHENTICATION_FAILED
+        resp.error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
         resp.error_message = str(e)
         # close a little after the answer, so that it is read before the end of the stream (as Kafka, which
         # delays the close); requests arriving meanwhile are dropped (the session is FAILED)
         auth.close_later(conn)
         return resp
     except SaslError as e:
-        log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name, e)
-        resp.error_code = ILLEGAL_SASL_STATE
+        log.warning("closing connection from %s:%d (%s): %s", conn.peer[0], conn.peer[1], conn.listener_name,
+                    e)
+        resp.error_code = ErrorCode.ILLEGAL_SASL_STATE
         resp.error_message = str(e)
         auth.state = FAILED
         close_soon(conn)

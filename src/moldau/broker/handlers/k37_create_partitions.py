@@ -17,6 +17,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER, TOPIC, require
 from ._common import attempt, split_duplicates
@@ -28,9 +29,9 @@ REQ = m.CreatePartitionsRequest
 RESP = m.CreatePartitionsResponse
 
 
-def _check(ctx: Any, topic: Any) -> Any:
+def _check(ctx: RequestContext, topic: Any) -> Any:
     require(ctx, ALTER, TOPIC, topic.name)
-    md = ctx.broker.metadata
+    md = ctx.services.metadata
     info = md.topics.get(topic.name)
     if info is None:
         raise _err(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist.")
@@ -48,7 +49,7 @@ def _check(ctx: Any, topic: Any) -> Any:
                        f"Attempted to add {added} additional partition(s), but only "
                        f"{len(topic.assignments)} assignment(s) were specified.")
         rf = getattr(info, "replication_factor", 1) or 1
-        node_id = ctx.broker.node_id
+        node_id = ctx.services.node_id
         for a in topic.assignments:
             brokers = list(a.broker_ids or [])
             if not brokers:
@@ -70,13 +71,14 @@ def _check(ctx: Any, topic: Any) -> Any:
     return info
 
 
-def _grow(ctx: Any, topic: Any, validate_only: bool) -> None:
+def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     _check(ctx, topic)
-    ctx.broker.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only)
+    ctx.services.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only)
 
 
 @handler(37, REQ.min_version, REQ.max_version)
-async def create_partitions(ctx: Any, req: Any) -> Any:
+async def create_partitions(ctx: RequestContext,
+                            req: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
     validate_only = bool(req.validate_only)
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []

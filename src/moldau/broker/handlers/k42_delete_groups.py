@@ -7,23 +7,23 @@ INVALID_GROUP_ID for an empty id.
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of
 from ..registry import handler
 from ..security.authorizer import DELETE, GROUP, allowed
 
 
 @handler(api_key=42, min_version=0, max_version=2)
-async def delete_groups(ctx: Any, req: Any) -> Any:
+async def delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
     msg = m.DeleteGroupsResponse
     gc = coordinator_of(ctx)
     names = list(req.groups_names)
     denied = {g: E.GROUP_AUTHORIZATION_FAILED for g in names if not allowed(ctx, DELETE, GROUP, g)}
     names_ok = [g for g in names if g not in denied]
+    results: dict[str, int]
     if gc is None:
         results = {g: E.COORDINATOR_NOT_AVAILABLE for g in names}
     else:

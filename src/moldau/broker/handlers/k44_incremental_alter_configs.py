@@ -26,6 +26,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import err as _err
@@ -40,7 +41,7 @@ RESP = m.IncrementalAlterConfigsResponse
 KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
 
 
-def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter_loggers(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     check_broker_resource(ctx, res.resource_name, allow_empty=False)
     changes: list[tuple[logging.Logger, int]] = []
     seen: set[str] = set()
@@ -60,12 +61,14 @@ def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
             level = LOG4J_LEVELS.get(c.value or "")
             if level is None:
                 raise _err(ErrorCode.INVALID_CONFIG,
-                           f"Cannot set the log level of {c.name} to {c.value} as it is not a supported log level. "
+                           f"Cannot set the log level of {c.name} to {c.value} as it is not a supported "
+                           "log level. "
                            f"Valid log4j levels are {', '.join(LOG4J_LEVELS)}")
             changes.append((logger, level))
         elif op == tc.AlterConfigOp.DELETE:
             if c.name == "root":
-                raise _err(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+                raise _err(ErrorCode.INVALID_REQUEST,
+                           "Removing the log level of the root logger is not allowed")
             changes.append((logger, logging.NOTSET))
         elif op in (tc.AlterConfigOp.APPEND, tc.AlterConfigOp.SUBTRACT):
             raise _err(ErrorCode.INVALID_REQUEST,
@@ -78,24 +81,25 @@ def _alter_loggers(ctx: Any, res: Any, validate_only: bool) -> None:
             log.info("logger %s level set to %s", logger.name or "root", logging.getLevelName(level))
 
 
-def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     ops = [(c.name, c.config_operation, c.value) for c in res.configs or []]
     if res.resource_type == TOPIC:
-        tc.broker_dynamic_configs(ctx.broker)
-        info = tc.topic_for_alter(ctx.broker, res.resource_name)
-        new = tc.apply_incremental_ops(info.configs, ops, ctx.broker.config)
-        tc.alter_topic_configs(ctx.broker, res.resource_name, new, validate_only=validate_only)
+        tc.broker_dynamic_configs(ctx.services)
+        info = tc.topic_for_alter(ctx.services, res.resource_name)
+        new = tc.apply_incremental_ops(info.configs, ops, ctx.services.config)
+        tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
         log.info("topic %s configs%s: %s", res.resource_name, " (validate only)" * validate_only, new)
         return
     if res.resource_type == BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
-        dyn = tc.broker_dynamic_configs(ctx.broker)
+        dyn = tc.broker_dynamic_configs(ctx.services)
         current = dyn.cluster_default if cluster_default else dyn.per_broker
-        new_level = tc.apply_broker_ops(current, ops, ctx.broker.config)
+        new_level = tc.apply_broker_ops(current, ops, ctx.services.config)
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.broker, cluster_default=cluster_default, configs=new_level)
-            log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default else "this broker",
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
+            log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default
+                     else "this broker",
                      new_level)
         return
     if res.resource_type == BROKER_LOGGER:
@@ -107,5 +111,6 @@ def _alter(ctx: Any, res: Any, validate_only: bool) -> None:
 
 
 @handler(44, REQ.min_version, REQ.max_version)
-async def incremental_alter_configs(ctx: Any, req: Any) -> Any:
+async def incremental_alter_configs(ctx: RequestContext, req: m.IncrementalAlterConfigsRequest
+                                    ) -> m.IncrementalAlterConfigsResponse:
     return answer_resources(ctx, req, RESP, _alter, log, "incremental alter configs", log_refusal=True)

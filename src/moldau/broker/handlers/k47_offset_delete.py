@@ -8,18 +8,17 @@ UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_partitions
 from ..registry import handler
 from ..security.authorizer import DELETE, GROUP, READ, TOPIC, allowed, require
 
 
 @handler(api_key=47, min_version=0, max_version=0)
-async def offset_delete(ctx: Any, req: Any) -> Any:
+async def offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
     require(ctx, DELETE, GROUP, req.group_id)  # GROUP_AUTHORIZATION_FAILED (top-level)
     msg = m.OffsetDeleteResponse
     gc = coordinator_of(ctx)

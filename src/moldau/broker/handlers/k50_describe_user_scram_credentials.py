@@ -15,24 +15,23 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import SCRAM_MECHANISMS
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import DESCRIBE, allowed_cluster
 
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
-DUPLICATE_RESOURCE = ErrorCode.DUPLICATE_RESOURCE
-
 
 @handler(api_key=50, min_version=0, max_version=0)
-async def describe_user_scram_credentials(ctx: Any, req: Any) -> Any:
+async def describe_user_scram_credentials(ctx: RequestContext, req: m.DescribeUserScramCredentialsRequest
+                                          ) -> m.DescribeUserScramCredentialsResponse:
     msg = m.DescribeUserScramCredentialsResponse
     resp = msg.new(throttle_time_ms=0, error_code=0, error_message=None, results=[])
     if not allowed_cluster(ctx, DESCRIBE):
-        resp.error_code = CLUSTER_AUTHORIZATION_FAILED
+        resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return resp
-    users = ensure_security(ctx.broker).credentials.users()
-    scram = {u: {mech: it for mech, it in creds.items() if mech in SCRAM_MECHANISMS} for u, creds in users.items()}
+    users = ensure_security(ctx.services).credentials.users()
+    scram = {u: {mech: it for mech, it in creds.items() if mech in SCRAM_MECHANISMS} for u,
+             creds in users.items()}
     scram = {u: c for u, c in scram.items() if c}
 
     def infos(name: str) -> list[Any]:
@@ -51,12 +50,12 @@ async def describe_user_scram_credentials(ctx: Any, req: Any) -> Any:
         seen.add(name)
         if names.count(name) > 1:
             resp.results.append(msg.DescribeUserScramCredentialsResult(
-                user=name, error_code=DUPLICATE_RESOURCE, credential_infos=[],
-                error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: "
-                              f"{name}"))
+                user=name, error_code=ErrorCode.DUPLICATE_RESOURCE, credential_infos=[],
+                error_message="Cannot describe SCRAM credentials for the same user twice in a single "
+                              f"request: {name}"))
         elif name not in scram:
             resp.results.append(msg.DescribeUserScramCredentialsResult(
-                user=name, error_code=RESOURCE_NOT_FOUND, credential_infos=[],
+                user=name, error_code=ErrorCode.RESOURCE_NOT_FOUND, credential_infos=[],
                 error_message=f"Attempt to describe a user credential that does not exist: {name}"))
         else:
             resp.results.append(msg.DescribeUserScramCredentialsResult(

@@ -18,28 +18,25 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import MAX_ITERATIONS, MIN_ITERATIONS, scram_mechanism_name
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security import ensure_security
 from ..security.authorizer import ALTER, allowed_cluster
 
-UNSUPPORTED_SASL_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
-CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
-DUPLICATE_RESOURCE = ErrorCode.DUPLICATE_RESOURCE
-UNACCEPTABLE_CREDENTIAL = ErrorCode.UNACCEPTABLE_CREDENTIAL
-
 
 @handler(api_key=51, min_version=0, max_version=0)
-async def alter_user_scram_credentials(ctx: Any, req: Any) -> Any:
+async def alter_user_scram_credentials(ctx: RequestContext, req: m.AlterUserScramCredentialsRequest
+                                       ) -> m.AlterUserScramCredentialsResponse:
     msg = m.AlterUserScramCredentialsResponse
     deletions = req.deletions or []
     upsertions = req.upsertions or []
     users = list(dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions]))
     if not allowed_cluster(ctx, ALTER):
         return msg.new(throttle_time_ms=0, results=[
-            msg.AlterUserScramCredentialsResult(user=u, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+            msg.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                error_message=None)
             for u in users])
-    store = ensure_security(ctx.broker).credentials
+    store = ensure_security(ctx.services).credentials
     existing = store.users()
     errors: dict[str, tuple[int, str]] = {}
     seen: set[tuple[str, int]] = set()
@@ -50,28 +47,33 @@ async def alter_user_scram_credentials(ctx: Any, req: Any) -> Any:
     for d in deletions:
         mech = scram_mechanism_name(d.mechanism)
         if not d.name:
-            fail(d.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            fail(d.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         elif mech is None:
-            fail(d.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            fail(d.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif (d.name, d.mechanism) in seen:
-            fail(d.name, DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            fail(d.name, ErrorCode.DUPLICATE_RESOURCE,
+                 "A user credential cannot be altered twice in the same request")
         elif mech not in existing.get(d.name, {}):
-            fail(d.name, RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+            fail(d.name, ErrorCode.RESOURCE_NOT_FOUND,
+                 "Attempt to delete a user credential that does not exist")
         seen.add((d.name, d.mechanism))
     for u in upsertions:
         mech = scram_mechanism_name(u.mechanism)
         if not u.name:
-            fail(u.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         elif mech is None:
-            fail(u.name, UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
+            fail(u.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif (u.name, u.mechanism) in seen:
-            fail(u.name, DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            fail(u.name, ErrorCode.DUPLICATE_RESOURCE,
+                 "A user credential cannot be altered twice in the same request")
         elif u.iterations < MIN_ITERATIONS:
-            fail(u.name, UNACCEPTABLE_CREDENTIAL, f"Too few iterations: {u.iterations} < {MIN_ITERATIONS}")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                 f"Too few iterations: {u.iterations} < {MIN_ITERATIONS}")
         elif u.iterations > MAX_ITERATIONS:
-            fail(u.name, UNACCEPTABLE_CREDENTIAL, f"Too many iterations: {u.iterations} > {MAX_ITERATIONS}")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                 f"Too many iterations: {u.iterations} > {MAX_ITERATIONS}")
         elif not u.salt or not u.salted_password:
-            fail(u.name, UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
+            fail(u.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         seen.add((u.name, u.mechanism))
     changes: list[tuple[str, str, Any]] = []
     for d in deletions:

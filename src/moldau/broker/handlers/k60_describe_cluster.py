@@ -12,13 +12,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER, CLUSTER_NAME, authorized_operations
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,23 +45,15 @@ def cluster_authorized_operations() -> int:
     return bits
 
 
-def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
+def advertised_endpoint(ctx: RequestContext) -> tuple[str, int, str | None]:
     """(host, port, rack) this broker advertises on the request's listener."""
-    broker = ctx.broker
-    listener = getattr(ctx.connection, "listener_name", None)
-    fn = getattr(broker, "advertised_listener", None)
-    if callable(fn):
-        ep = fn(listener)
-        if ep is not None and getattr(ep, "port", 0):
-            return str(ep.host), int(ep.port), _rack(broker)
-    candidates = []
-    for attr in ("advertised_listeners", "listeners"):
-        value = getattr(broker, attr, None)
-        if value:
-            candidates = list(value)
-            break
-    if not candidates:
-        candidates = list(broker.config.advertised_listeners)
+    svc = ctx.services
+    listener = ctx.connection.listener_name
+    rack = _rack(svc.config)
+    ep = svc.advertised_listener(listener)
+    if ep is not None and ep.port:
+        return str(ep.host), int(ep.port), rack
+    candidates = list(svc.config.advertised_listeners)
     chosen = next((c for c in candidates if getattr(c, "name", None) == listener), candidates[0])
     host, port = chosen.host, chosen.port
     if port == 0 or not host or host == "0.0.0.0":
@@ -66,22 +62,22 @@ def advertised_endpoint(ctx: Any) -> tuple[str, int, str | None]:
         if local:
             host = host if host and host != "0.0.0.0" else local[0]
             port = port or local[1]
-    return str(host), int(port), _rack(broker)
+    return str(host), int(port), rack
 
 
-def _rack(broker: Any) -> str | None:
+def _rack(config: BrokerConfig) -> str | None:
     try:
-        rack = broker.config.get("broker.rack")
+        rack = config.get("broker.rack")
     except Exception:  # noqa: BLE001
         return None
     return rack or None
 
 
 @handler(60, REQ.min_version, REQ.max_version)
-async def describe_cluster(ctx: Any, req: Any) -> Any:
+async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
     endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKER) if ctx.version >= 1 else ENDPOINT_BROKER
-    cluster_id = str(ctx.broker.cluster_id)
-    node_id = ctx.broker.node_id
+    cluster_id = str(ctx.services.cluster_id)
+    node_id = ctx.services.node_id
     if endpoint_type != ENDPOINT_BROKER:
         return RESP.new(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
@@ -92,13 +88,14 @@ async def describe_cluster(ctx: Any, req: Any) -> Any:
     host, port, rack = advertised_endpoint(ctx)
     ops = cluster_authorized_operations() if req.include_cluster_authorized_operations \
         else AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.broker.authorizer is not None and req.include_cluster_authorized_operations:
+    if ctx.services.authorizer is not None and req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
-    store = ctx.broker.metadata
+    store = ctx.services.metadata
     live = store.live_brokers(getattr(ctx.connection, "listener_name", None))
     brokers = [RESP.DescribeClusterBroker(broker_id=nid, host=h, port=pt, rack=r, is_fenced=False)
                for nid, h, pt, r in live if nid != node_id]
-    brokers.append(RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False))
+    brokers.append(RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack,
+                                              is_fenced=False))
     brokers.sort(key=lambda b: b.broker_id)
     return RESP.new(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,

@@ -10,25 +10,26 @@ Errors per partition: TOPIC_AUTHORIZATION_FAILED (Read on the topic), UNKNOWN_TO
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import READ, TOPIC, allowed
 
 
 @handler(api_key=61, min_version=0, max_version=0)
-async def describe_producers(ctx: Any, req: Any) -> Any:
+async def describe_producers(ctx: RequestContext,
+                             req: m.DescribeProducersRequest) -> m.DescribeProducersResponse:
     msg = m.DescribeProducersResponse
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics_out = []
     for t in req.topics:
         ok = allowed(ctx, READ, TOPIC, t.name)
         parts = []
         for index in t.partition_indexes:
-            pr = msg.PartitionResponse(partition_index=index, error_code=0, error_message=None, active_producers=[])
+            pr = msg.PartitionResponse(partition_index=index, error_code=0, error_message=None,
+                                       active_producers=[])
             p = rm.get_partition(t.name, index) if ok else None
             if not ok:
                 pr.error_code = E.TOPIC_AUTHORIZATION_FAILED

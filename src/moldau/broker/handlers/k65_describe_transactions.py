@@ -8,19 +8,19 @@ TRANSACTIONAL_ID_NOT_FOUND, COORDINATOR_NOT_AVAILABLE without a transaction coor
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TOPIC, TRANSACTIONAL_ID, allowed
 
 
 @handler(api_key=65, min_version=0, max_version=0)
-async def describe_transactions(ctx: Any, req: Any) -> Any:
+async def describe_transactions(ctx: RequestContext,
+                                req: m.DescribeTransactionsRequest) -> m.DescribeTransactionsResponse:
     msg = m.DescribeTransactionsResponse
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     out = []
     for txn_id in req.transactional_ids:
         st = msg.TransactionState(error_code=0, transactional_id=txn_id, transaction_state="",

@@ -9,21 +9,22 @@ whole transactional id must match (INVALID_REGULAR_EXPRESSION when it does not c
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
 
 
 @handler(api_key=66, min_version=0, max_version=2)
-async def list_transactions(ctx: Any, req: Any) -> Any:
+async def list_transactions(ctx: RequestContext,
+                            req: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
     msg = m.ListTransactionsResponse
     v = ctx.version
     resp = msg.new(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         resp.error_code = E.COORDINATOR_NOT_AVAILABLE
         return resp

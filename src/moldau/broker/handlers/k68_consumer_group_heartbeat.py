@@ -13,18 +13,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import client_host, client_id, coordinator_of
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, allowed
 
 
 @handler(api_key=68, min_version=0, max_version=1)
-async def consumer_group_heartbeat(ctx: Any, req: Any) -> Any:
+async def consumer_group_heartbeat(ctx: RequestContext,
+                                   req: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
     msg = m.ConsumerGroupHeartbeatResponse
     gc = coordinator_of(ctx)
     if gc is None:

@@ -14,6 +14,7 @@ from typing import Any
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
+from ..context import RequestContext
 from ..groups.api import coordinator_of, group_authorized_operations
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, allowed
@@ -29,7 +30,8 @@ def _assignment(msg: Any, gc: Any, a: dict[str, set[int]]) -> Any:
 
 
 @handler(api_key=69, min_version=0, max_version=1)
-async def consumer_group_describe(ctx: Any, req: Any) -> Any:
+async def consumer_group_describe(ctx: RequestContext,
+                                  req: m.ConsumerGroupDescribeRequest) -> m.ConsumerGroupDescribeResponse:
     msg = m.ConsumerGroupDescribeResponse
     gc = coordinator_of(ctx)
     out = []

@@ -113,12 +113,12 @@ def _get(cfg: Any, key: str, default: Any) -> Any:
     return default if v is None else v
 
 
-def ensure_security(broker: Any) -> SecurityManager:
-    """The broker's SecurityManager, created on first use (sets ``broker.security`` and
-    ``broker.authorizer``)."""
-    sec = getattr(broker, "security", None)
+def ensure_security(services: Any) -> SecurityManager:
+    """The broker's SecurityManager, created on first use from ``services.config`` and ``services.data_dir``
+    (sets ``services.security`` and ``services.authorizer``; ``services`` is a ``BrokerServices``)."""
+    sec: SecurityManager | None = services.security
     if sec is None:
-        sec = SecurityManager(broker)
-        broker.security = sec
-        broker.authorizer = sec.authorizer
+        sec = SecurityManager(services)
+        services.security = sec
+        services.authorizer = sec.authorizer
     return sec

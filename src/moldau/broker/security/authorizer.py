@@ -77,7 +77,8 @@ SUPPORTED_OPERATIONS = {
 }
 
 # an ALLOW of any of these implies the key
-_IMPLIED_BY = {DESCRIBE: (DESCRIBE, READ, WRITE, DELETE, ALTER), DESCRIBE_CONFIGS: (DESCRIBE_CONFIGS, ALTER_CONFIGS)}
+_IMPLIED_BY = {DESCRIBE: (DESCRIBE, READ, WRITE, DELETE, ALTER), DESCRIBE_CONFIGS: (DESCRIBE_CONFIGS,
+                                                                                    ALTER_CONFIGS)}
 
 
 class AclError(ValueError):
@@ -95,7 +96,8 @@ class AclBinding:
     permission: int
 
     def __str__(self) -> str:
-        return (f"(principal={self.principal}, host={self.host}, operation={NAMES_OPERATION.get(self.operation)}, "
+        return (f"(principal={self.principal}, host={self.host}, "
+                f"operation={NAMES_OPERATION.get(self.operation)}, "
                 f"permissionType={NAMES_PERMISSION.get(self.permission)}) on "
                 f"{NAMES_RESOURCE.get(self.resource_type)}:{NAMES_PATTERN.get(self.pattern_type)}:{self.name}")
 
@@ -356,7 +358,7 @@ def _resource_matches(a: AclBinding, name: str) -> bool:
 
 def allowed(ctx: Any, operation: int, resource_type: int, name: str) -> bool:
     """Whether the request's principal may do ``operation`` on the resource (True without an authorizer)."""
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     if authz is None:
         return True
     conn = ctx.connection
@@ -372,7 +374,7 @@ def allowed_cluster(ctx: Any, operation: int) -> bool:
 
 
 def allowed_any(ctx: Any, operation: int, resource_type: int) -> bool:
-    authz = ctx.broker.authorizer
+    authz = ctx.services.authorizer
     if authz is None:
         return True
     conn = ctx.connection

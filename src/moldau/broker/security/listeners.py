@@ -8,7 +8,8 @@ themselves, so a listener called ``SASL_SSL`` needs no map entry while ``CLIENT:
 published in Metadata; a client is always told the advertised endpoint of the listener it came in on.
 
 Per-listener settings: ``listener.name.<name lower-cased>.<key>`` overrides ``<key>`` for that listener
-(``listener.name.external.ssl.client.auth=required``, ``listener.name.internal.sasl.enabled.mechanisms=PLAIN``),
+(``listener.name.external.ssl.client.auth=required``,
+``listener.name.internal.sasl.enabled.mechanisms=PLAIN``),
 as in Kafka.
 """
 
@@ -53,7 +54,8 @@ def listener_getter(config: Any, listener_name: str) -> Callable[[str], Any]:
 
 def validate_listeners(config: Any) -> None:
     """Every listener has a known security protocol; listener names are unique per port."""
-    for key, listeners in (("listeners", config.listeners), ("advertised.listeners", config.advertised_listeners)):
+    for key, listeners in (("listeners", config.listeners), ("advertised.listeners",
+                                                             config.advertised_listeners)):
         for lst in listeners:
             if lst.security_protocol not in SECURITY_PROTOCOLS:
                 raise ListenerConfigError(

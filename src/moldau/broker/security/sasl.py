@@ -33,6 +33,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import (
     SCRAM_MECHANISMS,
     SaslError,
@@ -114,7 +115,8 @@ class ScramServer:
 
     def _fake_credential(self, username: str) -> ScramCredential:
         # a stable salt per unknown user, and keys that match no password
-        salt = hmac.digest(self._secret, b"salt:" + username.encode("utf-8"), "sha256")[:self.mech.digest_size]
+        salt = hmac.digest(self._secret, b"salt:" + username.encode("utf-8"),
+                           "sha256")[:self.mech.digest_size]
         junk = hmac.digest(self._secret, b"key:" + username.encode("utf-8"), self.mech.hash_name)
         return credential_from_salted(self.mech, junk, salt, 4096)
 
@@ -128,7 +130,8 @@ class ScramServer:
                         "Authentication failed: Client requested an authorization id that is different from "
                         "username")
                 if first.extensions.get("tokenauth", "").lower() == "true":
-                    raise SaslAuthenticationFailed("Authentication failed: delegation tokens are not supported")
+                    raise SaslAuthenticationFailed(
+                        "Authentication failed: delegation tokens are not supported")
                 cred = self.store.scram(first.username, self.name)
                 if cred is None:
                     log.debug("SCRAM: unknown user %r (answering with a decoy salt)", first.username)
@@ -145,11 +148,12 @@ class ScramServer:
                 final = parse_client_final(data)
                 # Kafka checks endsWith, not equality: librdkafka before 2.1 sends client nonce + server's r=
                 if not final.nonce.endswith(self._nonce):
-                    log.debug("SCRAM: nonce %r in the client's final message, expected %r", final.nonce, self._nonce)
+                    log.debug("SCRAM: nonce %r in the client's final message, expected %r", final.nonce,
+                              self._nonce)
                     raise SaslAuthenticationFailed("Authentication failed: invalid nonce")
                 if final.channel_binding != self._first.gs2_header.encode("utf-8"):
                     raise SaslAuthenticationFailed("Authentication failed: invalid channel binding")
-                auth_message = f"{self._first.bare},{self._server_first},{final.without_proof}".encode("utf-8")
+                auth_message = f"{self._first.bare},{self._server_first},{final.without_proof}".encode()
                 cred = self._cred
                 if cred is None or not verify_client_proof(self.mech, cred, auth_message, final.proof):
                     raise self._fail()
@@ -180,7 +184,8 @@ def server_mechanism(name: str, store: "CredentialStore", secret: bytes) -> Plai
 
 # ------------------------------------------------------------------------------------------- session
 
-INITIAL, AUTHENTICATE, RAW, AUTHENTICATED, FAILED = "initial", "authenticate", "raw", "authenticated", "failed"
+INITIAL, AUTHENTICATE, RAW = "initial", "authenticate", "raw"
+AUTHENTICATED, FAILED = "authenticated", "failed"
 
 
 class AuthSession:
@@ -241,13 +246,13 @@ class AuthSession:
         if self.state == AUTHENTICATED:
             # KIP-368 re-authentication: v1 only, same mechanism
             if version < 1 or mechanism != self.mechanism:
-                return 34
+                return ErrorCode.ILLEGAL_SASL_STATE
             self.reauthenticating = True
         elif self.state != INITIAL:
-            return 34
+            return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in self.mechanisms:
             self.state = FAILED
-            return 33
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
         self.mechanism = mechanism
         self.handshake_version = version
         self.server = server_mechanism(mechanism, self.manager.credentials, self.manager.secret)
@@ -286,7 +291,8 @@ class AuthSession:
         if self.reauthenticating:
             log.debug("%s re-authenticated with %s from %s:%d", principal, self.mechanism, *conn.peer)
         else:
-            log.info("%s authenticated with SASL/%s from %s:%d on %s", principal, self.mechanism, conn.peer[0],
+            log.info("%s authenticated with SASL/%s from %s:%d on %s", principal, self.mechanism,
+                     conn.peer[0],
                      conn.peer[1], self.listener_name)
         self.authenticated_once = True
         self.reauthenticating = False

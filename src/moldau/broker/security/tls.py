@@ -106,7 +106,8 @@ def server_context(get: Callable[[str], Any], listener_name: str = "") -> ssl.SS
             if ts_inline:
                 ctx.load_verify_locations(cadata=ts_inline)
         except (OSError, ssl.SSLError) as e:
-            raise TlsConfigError("ssl.ca.location", f"cannot load the CA certificates {ca}{where}: {e}") from None
+            raise TlsConfigError("ssl.ca.location",
+                                 f"cannot load the CA certificates {ca}{where}: {e}") from None
     if mode in ("required", "requested"):
         if not (ca or ts_inline):
             raise TlsConfigError("ssl.ca.location",
@@ -310,11 +311,13 @@ class _OpenSSLBackend:
             ext = os.path.join(tmp, "ext.cnf")
             self._run("req", "-new", "-key", str(key), "-out", csr, "-subj", "/CN=" + cn.replace("/", "\\/"))
             dns, ips = _sans(hostnames)
-            lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
+            lines = ["basicConstraints=critical,CA:FALSE",
+                     "keyUsage=critical,digitalSignature,keyEncipherment",
                      "extendedKeyUsage=" + ("serverAuth,clientAuth" if server else "clientAuth"),
                      "authorityKeyIdentifier=keyid", "subjectKeyIdentifier=hash"]
             if dns or ips:
-                lines.append("subjectAltName=" + ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips]))
+                lines.append("subjectAltName=" + ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}"
+                                                                                       for i in ips]))
             with open(ext, "w") as f:
                 f.write("\n".join(lines) + "\n")
             serial = str(int.from_bytes(os.urandom(15), "big"))
@@ -349,11 +352,14 @@ class _CryptographyBackend:
         now = datetime.datetime.now(datetime.timezone.utc)
         c = (x.CertificateBuilder().subject_name(self._name(name)).issuer_name(self._name(name))
              .public_key(k.public_key()).serial_number(x.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=days))
              .add_extension(x.BasicConstraints(ca=True, path_length=None), critical=True)
-             .add_extension(x.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+             .add_extension(x.KeyUsage(digital_signature=False, content_commitment=False,
+                                       key_encipherment=False,
                                        data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+                                       crl_sign=True, encipher_only=False, decipher_only=False),
+                            critical=True)
              .add_extension(x.SubjectKeyIdentifier.from_public_key(k.public_key()), critical=False)
              .sign(k, self.hashes.SHA256()))
         cert.write_bytes(c.public_bytes(self.serialization.Encoding.PEM))
@@ -369,18 +375,23 @@ class _CryptographyBackend:
         now = datetime.datetime.now(datetime.timezone.utc)
         b = (x.CertificateBuilder().subject_name(self._name(cn)).issuer_name(ca.subject)
              .public_key(k.public_key()).serial_number(x.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=days))
              .add_extension(x.BasicConstraints(ca=False, path_length=None), critical=True)
-             .add_extension(x.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+             .add_extension(x.KeyUsage(digital_signature=True, content_commitment=False,
+                                       key_encipherment=True,
                                        data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                       crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+                                       crl_sign=False, encipher_only=False, decipher_only=False),
+                            critical=True)
              .add_extension(x.ExtendedKeyUsage([self.EKU.SERVER_AUTH, self.EKU.CLIENT_AUTH] if server
                                                else [self.EKU.CLIENT_AUTH]), critical=False)
-             .add_extension(x.AuthorityKeyIdentifier.from_issuer_public_key(cak.public_key()), critical=False))
+             .add_extension(x.AuthorityKeyIdentifier.from_issuer_public_key(cak.public_key()),
+                            critical=False))
         dns, ips = _sans(hostnames)
         if dns or ips:
             b = b.add_extension(x.SubjectAlternativeName([x.DNSName(d) for d in dns]
-                                                         + [x.IPAddress(ipaddress.ip_address(i)) for i in ips]),
+                                                         + [x.IPAddress(ipaddress.ip_address(i))
+                                                            for i in ips]),
                                 critical=False)
         c = b.sign(cak, self.hashes.SHA256())
         cert.write_bytes(c.public_bytes(self.serialization.Encoding.PEM))

@@ -1,9 +1,9 @@
 """The transaction coordinator (Kafka's TransactionCoordinator + TransactionStateManager, one node).
 
-    coordinator = create_transaction_coordinator(broker)      # Broker.start: loads __transaction_state
-    await coordinator.handle_init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch) -> (err, pid, epoch)
+    coordinator = create_transaction_coordinator(services)    # Broker.start: loads __transaction_state
+    await coordinator.handle_init_producer_id(txn_id, timeout_ms, pid, epoch) -> (err, pid, epoch)
     await coordinator.handle_add_partitions(txn_id, pid, epoch, {(topic, p), ...}) -> err
-    coordinator.verify_partitions(txn_id, pid, epoch, partitions) -> (err, {tp: err})   # AddPartitionsToTxn v4+
+    coordinator.verify_partitions(txn_id, pid, epoch, partitions) -> (err, {tp: err})  # AddPartitionsToTxn v4
     coordinator.verify_produce(txn_id, topic, partition, pid, epoch) -> err             # KIP-890 part 1
     coordinator.check_txn_offset_commit(txn_id, pid, epoch, offsets_partition) -> err
     await coordinator.handle_end_txn(txn_id, pid, epoch, commit, tv2=False) -> (err, pid, epoch)
@@ -46,6 +46,8 @@ from typing import Any, Protocol
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import error_code_of
 
+from ..groups.broker_storage import GroupDeps
+from .markers import MarkerDeps, write_markers
 from .state import (
     COMPLETED,
     NO_PRODUCER_EPOCH,
@@ -109,6 +111,19 @@ class TxnConfig:
 # ------------------------------------------------------------------------------------------------ storage
 
 
+class _ProducerIds(Protocol):
+    def next_id(self) -> int: ...
+
+
+class TxnDeps(GroupDeps, MarkerDeps, Protocol):
+    """The broker services the transaction coordinator uses (``services.BrokerServices`` is one): what its
+    storage needs (as the group coordinator's, ``GroupDeps``), what writing markers needs (``MarkerDeps``),
+    and producer ids."""
+
+    @property
+    def producer_ids(self) -> _ProducerIds: ...
+
+
 class TxnStorage(Protocol):
     def topic_exists(self) -> bool: ...
 
@@ -155,16 +170,16 @@ class MemoryTxnStorage:
 class LogTxnStorage:
     """``__transaction_state`` as real log partitions, written through the replica manager."""
 
-    def __init__(self, broker: Any, config: TxnConfig) -> None:
-        self.broker = broker
+    def __init__(self, services: TxnDeps, config: TxnConfig) -> None:
+        self.services = services
         self.config = config
 
     def topic_exists(self) -> bool:
-        return TRANSACTION_STATE_TOPIC in self.broker.metadata.topics
+        return TRANSACTION_STATE_TOPIC in self.services.metadata.topics
 
     def ensure_topic(self) -> None:
         """Created on first use with Kafka's settings: compacted, internal, the configured partitions."""
-        self.broker.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
+        self.services.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
                                           self.config.replication_factor, {
                                               "cleanup.policy": "compact",
                                               "compression.type": "uncompressed",
@@ -177,7 +192,7 @@ class LogTxnStorage:
         from moldau.protocol.errors import KafkaError
 
         self.ensure_topic()
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             raise KafkaError.for_code(E.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_STATE_TOPIC}-{partition}")
         return p
@@ -186,10 +201,10 @@ class LogTxnStorage:
         from moldau.protocol.records import BatchBuilder
 
         p = self._partition(partition)
-        now = self.broker.clock.time_ms()
+        now = self.services.clock.time_ms()
         builder = BatchBuilder(magic=2)
         builder.append(now, key, value)
-        await self.broker.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
+        await self.services.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         from moldau.protocol.records import decode_batch
@@ -198,7 +213,7 @@ class LogTxnStorage:
 
         if not self.topic_exists():
             return
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         if p is None:
             return
         start = p.log.log_start_offset
@@ -210,13 +225,14 @@ class LogTxnStorage:
                     yield rec.key, rec.value
 
     def coordinator_epoch(self, partition: int) -> int:
-        p = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
         return int(p.leader_epoch) if p is not None else 0
 
 
 # ------------------------------------------------------------------------------------------------ markers
 
-MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaitable[dict[tuple[str, int], int]]]
+MarkerWriter = Callable[[int, int, bool, Iterable[tuple[str, int]], int], Awaitable[dict[tuple[str, int],
+                                                                                         int]]]
 
 
 def _append_error(exc: BaseException) -> int:
@@ -282,7 +298,8 @@ class TransactionCoordinator:
     async def _write(self, md: TxnMetadata, t: TxnTransit) -> int:
         """Persist ``t`` (the record the metadata moves to); an error code, 0 when durable."""
         try:
-            await self.storage.append(self.partition_for(md.transactional_id), encode_key(md.transactional_id),
+            await self.storage.append(self.partition_for(md.transactional_id),
+                                      encode_key(md.transactional_id),
                                       encode_value(t.to_value()))
         except Exception as exc:  # noqa: BLE001 - every append failure maps to an error code
             code = _append_error(exc)
@@ -338,7 +355,8 @@ class TransactionCoordinator:
                     else:
                         self.txns[txn_id] = TxnMetadata.from_value(txn_id, decode_value(value))
                 except RecordFormatError as exc:
-                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC, partition,
+                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC,
+                                partition,
                                 exc)
         for txn_id, md in list(self.txns.items()):
             if md.state == S.DEAD:
@@ -575,7 +593,8 @@ class TransactionCoordinator:
             now = self.now_ms()
             if tv2:
                 t = md.prepare_abort_or_commit(target, now, producer_epoch=md.producer_epoch + 1,
-                                               last_producer_epoch=md.producer_epoch, client_transaction_version=2)
+                                               last_producer_epoch=md.producer_epoch,
+                                               client_transaction_version=2)
                 if md.epoch_exhausted:
                     t.next_producer_id = self.next_producer_id()
             else:
@@ -602,7 +621,8 @@ class TransactionCoordinator:
         The lock is held. Returns an error when the PrepareAbort record could not be written."""
         fence = md.prepare_fence_epoch()
         log.info("transactional id %s: aborting the ongoing transaction of producer id %d epoch %d (%s); "
-                 "epoch now %d", md.transactional_id, md.producer_id, md.producer_epoch, why, fence.producer_epoch)
+                 "epoch now %d", md.transactional_id, md.producer_id, md.producer_epoch, why,
+                 fence.producer_epoch)
         md.pending_state = S.PREPARE_EPOCH_FENCE
         t = md.prepare_abort_or_commit(S.PREPARE_ABORT, self.now_ms(), producer_epoch=fence.producer_epoch,
                                        last_producer_epoch=NO_PRODUCER_EPOCH)
@@ -637,7 +657,8 @@ class TransactionCoordinator:
             failed = set()
             for tp, code in results.items():
                 if code == E.UNKNOWN_TOPIC_OR_PARTITION:
-                    log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id, *tp)
+                    log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id,
+                             *tp)
                 elif code != E.NONE:
                     failed.add(tp)
             if failed:
@@ -695,7 +716,8 @@ class TransactionCoordinator:
         now = self.now_ms()
         n = 0
         for txn_id, md in list(self.txns.items()):
-            if md.state in COMPLETED and not md.pending and md.txn_last_update_ms + self.config.expiration_ms <= now:
+            expired = md.txn_last_update_ms + self.config.expiration_ms <= now
+            if md.state in COMPLETED and not md.pending and expired:
                 async with self._lock(md):
                     if self.txns.get(txn_id) is not md or md.state not in COMPLETED:
                         continue
@@ -754,24 +776,22 @@ def _ending(md: TxnMetadata) -> bool:
 # ------------------------------------------------------------------------------------------------ broker hook
 
 
-def create_transaction_coordinator(broker: Any) -> TransactionCoordinator:
+def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
     """Broker._start_optional_components: a loaded coordinator writing through the replica manager."""
-    from .markers import write_markers
-
-    config = TxnConfig.from_broker_config(broker.config)
-    existing = broker.metadata.get(TRANSACTION_STATE_TOPIC)
+    config = TxnConfig.from_broker_config(services.config)
+    existing = services.metadata.get(TRANSACTION_STATE_TOPIC)
     if existing is not None and int(existing.num_partitions) != config.num_partitions:
         log.warning("%s has %d partitions, transaction.state.log.num.partitions is %d: using %d",
                     TRANSACTION_STATE_TOPIC, existing.num_partitions, config.num_partitions,
                     existing.num_partitions)
         config.num_partitions = int(existing.num_partitions)
-    clock = broker.clock
+    clock = services.clock
 
     async def markers(pid: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]],
                       coordinator_epoch: int) -> dict[tuple[str, int], int]:
-        return await write_markers(broker, pid, epoch, commit, partitions, coordinator_epoch)
+        return await write_markers(services, pid, epoch, commit, partitions, coordinator_epoch)
 
-    coordinator = TransactionCoordinator(config, LogTxnStorage(broker, config), markers,
-                                         broker.producer_ids.next_id, clock.time_ms)
+    coordinator = TransactionCoordinator(config, LogTxnStorage(services, config), markers,
+                                         services.producer_ids.next_id, clock.time_ms)
     coordinator.load()
     return coordinator

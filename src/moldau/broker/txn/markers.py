@@ -22,20 +22,37 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import build_control_batch
 
 from ..metadata import OFFSETS_TOPIC
 
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..groups.coordinator import GroupCoordinator
+    from ..replica_manager import ReplicaManager
+
 log = logging.getLogger(__name__)
 
 
-def write_marker(broker: Any, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+class MarkerDeps(Protocol):
+    """The broker services writing markers uses (``services.BrokerServices`` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+
+
+def write_marker(services: MarkerDeps, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                 commit: bool,
                  coordinator_epoch: int, *, check_epochs: bool = False) -> int:
     """Append one COMMIT/ABORT marker to ``topic``-``partition``; returns an error code (0 = written)."""
-    rm = broker.replica_manager
+    rm = services.replica_manager
     p = rm.get_partition(topic, partition)
     if p is None:
         return E.UNKNOWN_TOPIC_OR_PARTITION
@@ -46,7 +63,7 @@ def write_marker(broker: Any, topic: str, partition: int, producer_id: int, prod
                 return E.INVALID_PRODUCER_EPOCH
             if 0 <= coordinator_epoch < entry.coordinator_epoch:
                 return E.TRANSACTION_COORDINATOR_FENCED
-    now = broker.clock.time_ms()
+    now = services.clock.time_ms()
     buf = bytearray(build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                         timestamp=now, coordinator_epoch=coordinator_epoch,
                                         partition_leader_epoch=p.leader_epoch))
@@ -62,7 +79,7 @@ def write_marker(broker: Any, topic: str, partition: int, producer_id: int, prod
     return E.NONE
 
 
-async def write_markers(broker: Any, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers(services: MarkerDeps, producer_id: int, producer_epoch: int, commit: bool,
                         partitions: Iterable[tuple[str, int]], coordinator_epoch: int, *,
                         check_epochs: bool = False) -> dict[tuple[str, int], int]:
     """Markers on every partition in ``partitions``; group offsets of ``__consumer_offsets`` partitions are
@@ -70,19 +87,21 @@ async def write_markers(broker: Any, producer_id: int, producer_epoch: int, comm
     results: dict[tuple[str, int], int] = {}
     offsets_partitions: list[int] = []
     for topic, partition in sorted(set(partitions)):
-        code = write_marker(broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+        code = write_marker(services, topic, partition, producer_id, producer_epoch, commit,
+                            coordinator_epoch,
                             check_epochs=check_epochs)
         results[(topic, partition)] = code
         if code == E.NONE and topic == OFFSETS_TOPIC:
             offsets_partitions.append(partition)
     if offsets_partitions:
-        await complete_group_offsets(broker, producer_id, commit, offsets_partitions)
+        await complete_group_offsets(services, producer_id, commit, offsets_partitions)
     return results
 
 
-async def complete_group_offsets(broker: Any, producer_id: int, commit: bool, partitions: list[int]) -> None:
-    gc = getattr(broker, "group_coordinator", None)
-    if gc is None or not hasattr(gc, "complete_transaction"):
+async def complete_group_offsets(services: MarkerDeps, producer_id: int, commit: bool,
+                                 partitions: list[int]) -> None:
+    gc = services.group_coordinator
+    if gc is None:
         return
     wanted = set(partitions)
     groups = [g for g in list(gc.groups) if gc.partition_for(g) in wanted]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.primitives import (
     read_tagged_fields,
     read_uvarint,
@@ -367,7 +368,8 @@ class TxnMetadata:
         self.lock: Any = None             # asyncio.Lock, made by the coordinator
 
     def __repr__(self) -> str:
-        return (f"TxnMetadata({self.transactional_id!r}, pid={self.producer_id}, epoch={self.producer_epoch}, "
+        return (f"TxnMetadata({self.transactional_id!r}, pid={self.producer_id}, "
+                f"epoch={self.producer_epoch}, "
                 f"state={self.state.display_name}, partitions={sorted(self.partitions)})")
 
     # -------------------------------------------------------------------------------------- queries
@@ -380,7 +382,8 @@ class TxnMetadata:
         return self.pending_state is not None
 
     # -------------------------------------------------------------------------------------- transitions
-    def _transit(self, state: TxnState, *, producer_id: int | None = None, last_producer_id: int | None = None,
+    def _transit(self, state: TxnState, *, producer_id: int | None = None,
+                 last_producer_id: int | None = None,
                  producer_epoch: int | None = None, last_producer_epoch: int | None = None,
                  txn_timeout_ms: int | None = None, partitions: Iterable[tuple[str, int]] | None = None,
                  txn_start_ms: int | None = None, now_ms: int | None = None,
@@ -393,7 +396,8 @@ class TxnMetadata:
             last_producer_id=self.last_producer_id if last_producer_id is None else last_producer_id,
             next_producer_id=self.next_producer_id,
             producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
-            last_producer_epoch=self.last_producer_epoch if last_producer_epoch is None else last_producer_epoch,
+            last_producer_epoch=(self.last_producer_epoch if last_producer_epoch is None
+                                 else last_producer_epoch),
             txn_timeout_ms=self.txn_timeout_ms if txn_timeout_ms is None else txn_timeout_ms,
             state=state,
             partitions=frozenset(self.partitions if partitions is None else partitions),
@@ -417,7 +421,7 @@ class TxnMetadata:
         elif expected_epoch == self.last_producer_epoch:
             nxt, last = self.producer_epoch, self.last_producer_epoch  # retry of a bump that succeeded
         else:
-            return 90  # PRODUCER_FENCED
+            return ErrorCode.PRODUCER_FENCED
         return self._transit(TxnState.EMPTY, producer_epoch=nxt, last_producer_epoch=last,
                              txn_timeout_ms=timeout_ms, partitions=(), txn_start_ms=-1, now_ms=now_ms)
 
@@ -426,7 +430,8 @@ class TxnMetadata:
         """The epoch is exhausted: a new producer id, epoch 0."""
         return self._transit(TxnState.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
                              producer_epoch=0,
-                             last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+                             last_producer_epoch=(self.producer_epoch if record_last_epoch
+                                                  else NO_PRODUCER_EPOCH),
                              txn_timeout_ms=timeout_ms, partitions=(), txn_start_ms=-1, now_ms=now_ms)
 
     def prepare_fence_epoch(self) -> TxnTransit:
@@ -445,13 +450,14 @@ class TxnMetadata:
                              client_transaction_version=client_transaction_version)
 
     def prepare_abort_or_commit(self, state: TxnState, now_ms: int, *, producer_epoch: int | None = None,
-                                last_producer_epoch: int | None = None, client_transaction_version: int | None = None,
-                                ) -> TxnTransit:
+                                last_producer_epoch: int | None = None,
+                                client_transaction_version: int | None = None) -> TxnTransit:
         return self._transit(state, producer_epoch=producer_epoch, last_producer_epoch=last_producer_epoch,
                              now_ms=now_ms, client_transaction_version=client_transaction_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
-        target = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        committing = self.state == TxnState.PREPARE_COMMIT
+        target = TxnState.COMPLETE_COMMIT if committing else TxnState.COMPLETE_ABORT
         return self._transit(target, partitions=(), now_ms=now_ms)
 
     def complete_transition(self, t: TxnTransit) -> None:
@@ -459,7 +465,8 @@ class TxnMetadata:
         if self.state not in VALID_PREVIOUS[t.state] and not (
                 t.state == TxnState.PREPARE_ABORT and self.state == TxnState.PREPARE_EPOCH_FENCE):
             raise IllegalTransitionError(
-                f"{self.transactional_id}: cannot complete {self.state.display_name} -> {t.state.display_name}")
+                f"{self.transactional_id}: cannot complete {self.state.display_name} -> "
+                f"{t.state.display_name}")
         self.producer_id = t.producer_id
         self.last_producer_id = t.last_producer_id
         self.next_producer_id = t.next_producer_id
@@ -480,9 +487,11 @@ class TxnMetadata:
         try:
             state = TxnState(v.transaction_status)
         except ValueError as exc:
-            raise RecordFormatError(f"{transactional_id}: unknown transaction status {v.transaction_status}") from exc
+            raise RecordFormatError(
+                f"{transactional_id}: unknown transaction status {v.transaction_status}") from exc
         parts = [(t, p) for t, ps in (v.transaction_partitions or []) for p in ps]
-        md = cls(transactional_id, v.producer_id, v.transaction_timeout_ms, v.transaction_last_update_timestamp_ms,
+        md = cls(transactional_id, v.producer_id, v.transaction_timeout_ms,
+                 v.transaction_last_update_timestamp_ms,
                  last_producer_id=v.previous_producer_id, producer_epoch=v.producer_epoch, state=state,
                  partitions=parts, txn_start_ms=v.transaction_start_timestamp_ms,
                  client_transaction_version=v.client_transaction_version)

@@ -48,8 +48,8 @@ from .codecs import (
     compress,
     decompress,
 )
-from .legacy import LegacyBuilder, LegacyRecord, decode_message_set, legacy_to_v2, v2_to_legacy
 from .exceptions import CorruptRecordError, InvalidRecordError, RecordError, UnsupportedCompressionError
+from .legacy import LegacyBuilder, LegacyRecord, decode_message_set, legacy_to_v2, v2_to_legacy
 
 __all__ = [
     # errors

@@ -74,11 +74,13 @@ __all__ = [
     "CONTROL_COMMIT",
 ]
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # layout constants
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_STRUCT = _HEADER  # the header as one struct (fields in the order of BatchHeader), for header-only scans
+HEADER_STRUCT = (
+    _HEADER  # the header as one struct (fields in the order of BatchHeader), for header-only scans
+)
 HEADER_SIZE = _HEADER.size  # 61
 assert HEADER_SIZE == 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: bytes not counted by batch_length
@@ -114,7 +116,7 @@ _CONTROL_VALUE = struct.Struct(">hi")
 _Buf = bytes | bytearray | memoryview
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # header
 
 
@@ -255,7 +257,9 @@ def split_batches(buf: _Buf, *, allow_truncated: bool = False) -> list[tuple[int
                 f"{remaining - LOG_OVERHEAD} bytes remain"
             )
         if fields[12] < 0:
-            raise CorruptRecordError(f"record batch at position {pos} has negative records count {fields[12]}")
+            raise CorruptRecordError(
+                f"record batch at position {pos} has negative records count {fields[12]}"
+            )
         out.append((pos, BatchHeader(*fields)))
         pos += batch_length + LOG_OVERHEAD
     return out
@@ -286,11 +290,13 @@ def crc_ok(buf: _Buf, pos: int, header: BatchHeader) -> bool:
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]) == header.crc
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # in-place patching (broker side)
 
 
-def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int, header: BatchHeader | None = None) -> None:
+def set_base_offset(
+    buf: bytearray | memoryview, pos: int, base_offset: int, header: BatchHeader | None = None
+) -> None:
     """Write base_offset into the first 8 bytes of the batch at ``pos`` (outside the CRC)."""
     _I64.pack_into(buf, pos, base_offset)
     if header is not None:
@@ -356,7 +362,7 @@ def set_producer_state(
     return crc
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # varints
 
 
@@ -423,7 +429,7 @@ def _decode_varint_slow(buf: _Buf, pos: int, max_bytes: int) -> tuple[int, int]:
     return (u >> 1) ^ -(u & 1), pos
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # records
 
 
@@ -571,7 +577,7 @@ class _NoHeaders(list):
         raise TypeError("a consumed record's empty headers list is read-only; copy it first: "
                         "list(record.headers)")
 
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -706,7 +712,7 @@ def {name}(data, pos, m, out, base_offset, base_timestamp, log_append_time{param
 
 def _compile_section_loop(
     name: str, params: str, emit: str, empty_headers: str = "[]"
-) -> Callable[..., list]:
+) -> Callable[..., int]:
     ns: dict[str, object] = {
         "InvalidRecordError": InvalidRecordError,
         "_Fallback": _Fallback,
@@ -793,7 +799,7 @@ def _first_mismatch(got: bytes, want: bytes) -> int:
     return len(got) - 1 - (x.bit_length() - 1) // 8
 
 
-def _varint_width(data: bytes, p: int) -> tuple[int, int]:
+def _varint_width(data: bytes | memoryview, p: int) -> tuple[int, int]:
     """(value, width) of a 1- or 2-byte non-negative varint at p; (-1, 0) otherwise."""
     b = data[p]
     if b < 0x80:
@@ -805,7 +811,8 @@ def _varint_width(data: bytes, p: int) -> tuple[int, int]:
     return (-1, 0) if u & 1 else (u >> 1, 2)
 
 
-def _run_at(data: bytes, mv: memoryview, pos: int, i: int, count: int, out: list, base_offset: int,
+def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list,
+            base_offset: int,
             base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
             topic: str, partition: int, timestamp_type: int,
             leader_epoch: int) -> tuple[int, int, list | None]:
@@ -1111,7 +1118,7 @@ def decode_records(
     return out
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # control records (transaction markers)
 
 
@@ -1157,7 +1164,7 @@ def build_control_batch(
     return builder.build(base_offset)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # builder
 
 

@@ -77,11 +77,13 @@ def codec_id(name: str | int | None) -> int:
         raise UnsupportedCompressionError(f"unknown compression codec {name!r}") from None
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # public entry points
 
 
-def compress(codec: int, data: _Buf, *, level: int | None = None, magic: int = 2, xerial: bool = False) -> bytes:
+def compress(
+    codec: int, data: _Buf, *, level: int | None = None, magic: int = 2, xerial: bool = False
+) -> bytes:
     """Compress ``data`` with ``codec``. ``magic`` only matters for lz4 (0 -> legacy broken HC)."""
     if codec == NONE:
         return bytes(data)
@@ -119,7 +121,7 @@ def _too_big(size: int, max_bytes: int) -> InvalidRecordError:
     return InvalidRecordError(f"decompressed size {size} exceeds limit {max_bytes} bytes")
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # gzip
 
 
@@ -144,7 +146,7 @@ def gzip_decompress(data: _Buf, max_bytes: int = DEFAULT_MAX_DECOMPRESSED) -> by
     return bytes(out)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # snappy
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -205,7 +207,7 @@ def snappy_xerial_compress(data: _Buf, block_size: int = _XERIAL_BLOCK) -> bytes
     return bytes(out)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # lz4 frame
 
 LZ4_MAGIC = 0x184D2204
@@ -219,7 +221,9 @@ def _lz4_hc(descriptor: _Buf) -> int:
     return (xxh32(descriptor) >> 8) & 0xFF
 
 
-def lz4_frame_compress(data: _Buf, *, legacy_checksum: bool = False, block_size_id: int = _LZ4_BLOCK_64K) -> bytes:
+def lz4_frame_compress(
+    data: _Buf, *, legacy_checksum: bool = False, block_size_id: int = _LZ4_BLOCK_64K
+) -> bytes:
     """One LZ4 frame with independent blocks and no checksums, as Kafka's Java client writes it.
 
     ``legacy_checksum`` writes the broken header checksum of Kafka < 0.10 (required for magic 0).
@@ -265,7 +269,9 @@ def _frame_magic(mv: memoryview, pos: int, codec: str) -> tuple[int, int | None]
     return magic, end
 
 
-def _lz4_frame_bound(mv: memoryview, pos: int, ignore_hc: bool, fixes: list[tuple[int, int]]) -> tuple[int, int]:
+def _lz4_frame_bound(
+    mv: memoryview, pos: int, ignore_hc: bool, fixes: list[tuple[int, int]]
+) -> tuple[int, int]:
     """Walk one LZ4 frame (or skippable frame) at ``pos``: returns (upper bound of output, end position).
 
     Records header-checksum corrections to apply in ``fixes`` as (position, correct HC).
@@ -358,7 +364,7 @@ def lz4_frame_decompress(
     return out
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # zstd
 
 ZSTD_MAGIC = 0xFD2FB528

@@ -25,19 +25,19 @@ class RecordError(KafkaError, ValueError):
     code = ErrorCode.CORRUPT_MESSAGE
 
 
-class CorruptRecordError(RecordError, _errors.CorruptMessageError):  # type: ignore[misc,name-defined]
+class CorruptRecordError(RecordError, _errors.CorruptMessageError):  # type: ignore[name-defined]
     """CORRUPT_MESSAGE (2): the bytes do not frame / checksum / decompress correctly. Retriable."""
 
     code = ErrorCode.CORRUPT_MESSAGE
 
 
-class InvalidRecordError(RecordError, _errors.InvalidRecordError):  # type: ignore[misc,name-defined]
+class InvalidRecordError(RecordError, _errors.InvalidRecordError):  # type: ignore[name-defined]
     """INVALID_RECORD (87): well-framed, but the contents break the format's rules."""
 
     code = ErrorCode.INVALID_RECORD
 
 
-class UnsupportedCompressionError(RecordError, _errors.UnsupportedCompressionTypeError):  # type: ignore[misc,name-defined]
+class UnsupportedCompressionError(RecordError, _errors.UnsupportedCompressionTypeError):  # type: ignore[name-defined]
     """UNSUPPORTED_COMPRESSION_TYPE (76): unknown codec id, or a codec the message format cannot carry."""
 
     code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE

@@ -119,7 +119,9 @@ def _iter_entries(buf: _Buf, *, allow_truncated: bool, verify_crc: bool, what: s
         if end > n:
             if allow_truncated:
                 return
-            raise CorruptRecordError(f"message at position {pos} has size {size} but only {remaining - 12} bytes remain")
+            raise CorruptRecordError(
+                f"message at position {pos} has size {size} but only {remaining - 12} bytes remain"
+            )
         (crc,) = _U32.unpack_from(mv, pos + _CRC_AT)
         if verify_crc:
             computed = crc32(mv[pos + _MAGIC_AT : end])
@@ -175,7 +177,9 @@ def _expand(entry: _Entry, *, verify_crc: bool, max_decompressed: int) -> list[L
     if value is None:
         raise InvalidRecordError(f"compressed message at offset {entry.offset} has a null value")
     inner_buf = decompress(codec, value, max_bytes=max_decompressed, magic=entry.magic)
-    inner = list(_iter_entries(inner_buf, allow_truncated=False, verify_crc=verify_crc, what="compressed message set"))
+    inner = list(
+        _iter_entries(inner_buf, allow_truncated=False, verify_crc=verify_crc, what="compressed message set")
+    )
     if not inner:
         raise InvalidRecordError(f"compressed message at offset {entry.offset} holds no messages")
     out: list[LegacyRecord] = []
@@ -236,7 +240,8 @@ def legacy_to_v2(
     producer_epoch: int = -1,
     base_sequence: int = -1,
 ) -> list[bytes]:
-    """Convert a magic 0/1 produce payload into v2 batch(es) (what Kafka's LogValidator does on up-conversion).
+    """Convert a magic 0/1 produce payload into v2 batch(es) (what Kafka's LogValidator does on
+    up-conversion).
 
     Keys, values and timestamps are kept (magic 0 -> NO_TIMESTAMP -1; a LogAppendTime magic-1 wrapper gives
     its timestamp to every inner message). All messages go into one v2 batch, compressed with ``compression``
@@ -360,7 +365,13 @@ class LegacyBuilder:
 
     __slots__ = ("magic", "compression", "timestamp_type", "compression_level", "_buf", "_count", "_max_ts")
 
-    def __init__(self, magic: int, compression: int = NONE, timestamp_type: int = 0, compression_level: int | None = None):
+    def __init__(
+        self,
+        magic: int,
+        compression: int = NONE,
+        timestamp_type: int = 0,
+        compression_level: int | None = None,
+    ):
         if magic not in (0, 1):
             raise ValueError(f"LegacyBuilder: magic must be 0 or 1, not {magic}")
         if compression not in (0, 1, 2, 3):

@@ -1,4 +1,4 @@
-"""Test support for the group coordinator (used by tests/unit/test_groups_*.py): a ManualTimer, in-memory
+"""Test harness for the group coordinator (used by tests/unit/test_groups_*.py): a ManualTimer, in-memory
 storage and helpers that send JoinGroup/SyncGroup like a client would and collect the answers."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from moldau.broker.groups.coordinator import GroupConfig, GroupCoordinator, Join
 from moldau.broker.groups.group import JoinResult, encode_assignment, encode_subscription
 from moldau.broker.groups.storage import MemoryOffsetsStorage
 from moldau.broker.groups.timer import ManualTimer
+from moldau.protocol.errors import ErrorCode
 
 SUB_T = encode_subscription(["t"])
 
@@ -105,7 +106,7 @@ class Harness:
     def join_new(self, group: str = "g", **kw: Any) -> tuple[str, Box]:
         """First join (MEMBER_ID_REQUIRED) then the join with the given id; returns (member id, box)."""
         first = self.join(group, **kw).result
-        assert first.error == 79, first
+        assert first.error == ErrorCode.MEMBER_ID_REQUIRED, first
         return first.member_id, self.join(group, first.member_id, **kw)
 
     def sync(
