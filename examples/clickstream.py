@@ -304,7 +304,13 @@ def main(argv: list[str] | None = None) -> int:
             n = generate(bootstrap, args.events, args.seed)
             log.info("wrote %d click events to %s in %.1f s", n, CLICKS, time.monotonic() - t)
         if args.cmd in ("demo", "job", "verify"):
-            spark = spark_session(master)
+            from moldau.spark import WorkerPythonError
+
+            try:
+                spark = spark_session(master)
+            except WorkerPythonError as exc:  # the interpreter set for PySpark's workers lacks moldau
+                print(f"clickstream: {exc}", file=sys.stderr)
+                return 2
             if args.cmd in ("demo", "job"):
                 t = time.monotonic()
                 q = start_job(spark, bootstrap, out, checkpoint, args.trigger)

@@ -37,6 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from moldau.broker.kafka_config_names import is_kafka_broker_config_name
 from moldau.log.checkpoint import atomic_write
 from moldau.log.config import (  # noqa: F401  (re-exported: the table and its helpers)
     BROKER_ONLY_LOG_FIELDS,
@@ -180,9 +181,28 @@ BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {
 
 
 def broker_key_type(key: str) -> ConfigType:
-    """Type of a broker synonym key (the ``*.hours`` / ``*.minutes`` keys are INT in Kafka)."""
-    d, mult = BROKER_KEY_TO_TOPIC[key]
+    """Type of a broker synonym key (the ``*.hours`` / ``*.minutes`` keys are INT in Kafka); STRING for a
+    Kafka broker key moldau only stores (:func:`is_stored_only_broker_key`)."""
+    entry = BROKER_KEY_TO_TOPIC.get(key)
+    if entry is None:
+        return ConfigType.STRING
+    d, mult = entry
     return d.synonym_type(key, mult)
+
+
+#: DescribeConfigs' documentation of the Kafka broker keys moldau stores without acting on them.
+STORED_ONLY_DOC = ("A Kafka broker config moldau does not implement: accepted by AlterConfigs and "
+                   "IncrementalAlterConfigs, stored and described, no effect in moldau.")
+
+_SENSITIVE_MARKERS = ("password", "secret", "sasl.jaas.config", "ssl.keystore.key", "master.key",
+                      "ssl.keystore.certificate.chain", "ssl.truststore.certificates")
+
+
+def is_stored_only_broker_key(key: str) -> bool:
+    """A Kafka broker config name (kafka_config_names) that moldau neither applies nor defines: AlterConfigs
+    stores it as a string so that clients written against Kafka can set it; it changes nothing."""
+    return (key not in BROKER_KEY_TO_TOPIC and key not in _broker_defs()
+            and is_kafka_broker_config_name(key))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -384,9 +404,12 @@ def validate_broker_config(key: str, value: object) -> Any:
         if key in _broker_defs() or key in BROKER_KEY_TO_TOPIC:
             raise config_error(f"Cannot update these configs dynamically: Set({key})",
                                ErrorCode.INVALID_REQUEST)
-        raise config_error(f"Unknown broker config name: {key}")
+        if not is_kafka_broker_config_name(key):
+            raise config_error(f"Unknown broker config name: {key}")
     if value is None:
         raise config_error(f"Null value not supported for broker config: {key}")
+    if key not in DYNAMIC_BROKER_KEYS:  # a Kafka key moldau only stores
+        return str(value)
     d, mult = BROKER_KEY_TO_TOPIC[key]
     parsed = parse_value(broker_key_type(key), key, value)
     if mult == 1:
@@ -655,6 +678,9 @@ def _broker_key_meta(key: str) -> tuple[ConfigType, bool, bool, str]:
     if key in BROKER_KEY_TO_TOPIC:
         d = BROKER_KEY_TO_TOPIC[key][0]
         return broker_key_type(key), key in DYNAMIC_BROKER_KEYS, False, d.doc
+    if is_kafka_broker_config_name(key):
+        sensitive = any(m in key for m in _SENSITIVE_MARKERS)
+        return ConfigType.PASSWORD if sensitive else ConfigType.STRING, True, sensitive, STORED_ONLY_DOC
     return ConfigType.UNKNOWN, False, False, ""
 
 
@@ -685,8 +711,12 @@ def describe_broker_configs(broker_config: Any, names: Iterable[str] | None = No
                                    sensitive, syn if include_synonyms else [], int(ctype),
                                    doc if include_documentation else None))
         return out
-    all_keys = broker_config_keys(broker_config)
-    selected = all_keys if names is None else [n for n in dict.fromkeys(names) if n in set(all_keys)]
+    # plus the stored-only Kafka keys that are set, and any Kafka key asked for by name
+    stored = [k for k in {**dyn.cluster_default, **dyn.per_broker} if is_stored_only_broker_key(k)]
+    all_keys = sorted(set(broker_config_keys(broker_config)) | set(stored))
+    known = set(all_keys)
+    selected = all_keys if names is None else [
+        n for n in dict.fromkeys(names) if n in known or is_stored_only_broker_key(n)]
     out = []
     for key in selected:
         ctype, dynamic, sensitive, doc = _broker_key_meta(key)

@@ -10,16 +10,32 @@
 
 Every write goes to ``<file>.tmp``, is fsynced, renamed over the old file, and the directory is fsynced, so a
 crash leaves either the old or the new file.
+
+On the broker's event loop those fsyncs would stall every connection (on a busy ext4 disk one fsync can wait
+for all of the disk's dirty data, seconds). Code that runs on the loop can collect its writes instead::
+
+    with deferred_writes() as batch:
+        metadata.create_topic(...)     # atomic_write() calls are queued, not performed
+    await batch.flush()                # performed in order in one writer thread, then answer the client
+
+A queued write is performed exactly as ``atomic_write`` performs it, in the order the writes were made (one
+writer thread for the process); a write of the same path made later (queued or not) supersedes it, so a
+stale queued content never lands over a newer one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import contextvars
 import logging
 import os
+import threading
 import time
 import uuid
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +59,8 @@ __all__ = [
     "base64_to_uuid",
     "new_kafka_uuid",
     "CorruptCheckpointError",
+    "DeferredWrites",
+    "deferred_writes",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -84,15 +102,111 @@ def write_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, *, sync_dir: bool = True, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` atomically: ``<path>.tmp`` written and fsynced, renamed over ``path``,
-    then (``sync_dir``) the directory fsynced so the rename survives a crash. ``mode``: the permissions of
-    the new file (0o600 for secrets)."""
+def _atomic_write_now(path: str, data: bytes, sync_dir: bool, mode: int) -> None:
     tmp = path + ".tmp"
     write_file(tmp, data, mode=mode)
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(os.path.dirname(path) or ".")
+
+
+# Per path: the generation of its latest write (queued or done) and a lock held while it is written, so that
+# a queued write that a later one superseded is skipped, and a write never interleaves with another of the
+# same path. Entries are dropped when no newer write is pending.
+_paths_lock = threading.Lock()
+_generation: dict[str, int] = {}
+_locks: dict[str, threading.Lock] = {}
+_writer: ThreadPoolExecutor | None = None
+
+
+def _claim(path: str) -> tuple[threading.Lock, int]:
+    with _paths_lock:
+        gen = _generation.get(path, 0) + 1
+        _generation[path] = gen
+        lock = _locks.setdefault(path, threading.Lock())
+    return lock, gen
+
+
+def _release(path: str, gen: int) -> None:
+    with _paths_lock:
+        if _generation.get(path) == gen:  # nothing newer claimed the path: forget it
+            del _generation[path]
+            _locks.pop(path, None)
+
+
+def _write_claimed(path: str, data: bytes, sync_dir: bool, mode: int, lock: threading.Lock, gen: int) -> None:
+    with lock:
+        with _paths_lock:
+            superseded = _generation.get(path) != gen
+        if not superseded:
+            _atomic_write_now(path, data, sync_dir, mode)
+    if not superseded:
+        _release(path, gen)
+
+
+class DeferredWrites:
+    """The ``atomic_write`` calls made inside a :func:`deferred_writes` block, performed by :meth:`flush`."""
+
+    __slots__ = ("_jobs", "closed")
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[str, bytes, bool, int, threading.Lock, int]] = []
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def add(self, path: str, data: bytes, sync_dir: bool, mode: int) -> None:
+        lock, gen = _claim(path)
+        self._jobs.append((path, bytes(data), sync_dir, mode, lock, gen))
+
+    def run(self) -> None:
+        """Perform the queued writes in order (in the calling thread)."""
+        jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            _write_claimed(*job)
+
+    async def flush(self) -> None:
+        """Perform the queued writes in the writer thread; returns once they are durable."""
+        if not self._jobs:
+            return
+        global _writer
+        if _writer is None:
+            _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moldau-checkpoint-writer")
+        await asyncio.get_running_loop().run_in_executor(_writer, self.run)
+
+
+_deferred: contextvars.ContextVar[DeferredWrites | None] = contextvars.ContextVar(
+    "moldau_deferred_writes", default=None)
+
+
+@contextlib.contextmanager
+def deferred_writes() -> Iterator[DeferredWrites]:
+    """Queue the ``atomic_write`` calls of this block (this task only) instead of performing them.
+
+    The caller must ``await batch.flush()`` afterwards (before answering a client: the writes are durable
+    only then). Tasks created inside the block inherit the context but not the deferral: once the block is
+    left, their writes are performed at once.
+    """
+    batch = DeferredWrites()
+    token = _deferred.set(batch)
+    try:
+        yield batch
+    finally:
+        batch.closed = True
+        _deferred.reset(token)
+
+
+def atomic_write(path: str, data: bytes, *, sync_dir: bool = True, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically: ``<path>.tmp`` written and fsynced, renamed over ``path``,
+    then (``sync_dir``) the directory fsynced so the rename survives a crash. ``mode``: the permissions of
+    the new file (0o600 for secrets). Inside :func:`deferred_writes` the write is queued instead."""
+    batch = _deferred.get()
+    if batch is not None and not batch.closed:
+        batch.add(path, data, sync_dir, mode)
+        return
+    lock, gen = _claim(path)
+    _write_claimed(path, data, sync_dir, mode, lock, gen)
 
 
 def _write_lines(path: str, rows: list[str]) -> None:

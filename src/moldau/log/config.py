@@ -16,8 +16,9 @@ defaults (``TopicConfigDef.broker_synonyms``, most precise first, with a unit mu
     max.message.bytes        max_message_bytes          message.max.bytes
     ...
 
-Two ``LogConfig`` fields have a broker key only (``BROKER_ONLY_LOG_FIELDS``): ``producer.id.expiration.ms``
-and ``log.message.timestamp.difference.max.ms``.
+One ``LogConfig`` field has a broker key only (``BROKER_ONLY_LOG_FIELDS``): ``producer.id.expiration.ms``.
+``message.timestamp.difference.max.ms`` is Kafka 3.x's topic config (synonym
+``log.message.timestamp.difference.max.ms``), kept although Kafka 4.0 removed it.
 
 ``LogConfig.from_props({"segment.bytes": "1048576"})`` validates exactly as the broker validates topic
 overrides (``validate_topic_config``) and raises ``InvalidConfigError`` (a KafkaError, INVALID_CONFIG) naming
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -230,6 +232,15 @@ def _no_remote_storage(name: str, value: Any) -> None:
                        "Topic cannot be configured with remote log storage.")
 
 
+_MESSAGE_FORMAT_VERSION = re.compile(r"^(0\.(8|9|10|11)(\.\d+){1,2}|[123](\.\d+){1,2})(-IV\d+)?$")
+
+
+def _message_format_version(name: str, value: Any) -> None:
+    """Kafka 3.x accepts any valid version string (0.8.0 ... 3.9-IV0) and ignores it (KIP-724)."""
+    if value is not None and not _MESSAGE_FORMAT_VERSION.match(value):
+        raise invalid_value(name, value, f"Version `{value}` is not a valid version")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the table
 
@@ -367,6 +378,16 @@ def _build() -> dict[str, TopicConfigDef]:
             "How far in the past a CreateTime record timestamp may be relative to the broker clock.",
             log_field="message_timestamp_before_max_ms"),
         TopicConfigDef(
+            "message.format.version", T.STRING, "3.0-IV1", (), _message_format_version,
+            "Kafka 3.x (deprecated, removed in 4.0): ignored when the inter-broker protocol is 3.0 or newer "
+            "(KIP-724). moldau always writes message format v2: accepted, stored and described, no effect.",
+            honoured=False),
+        TopicConfigDef(
+            "message.timestamp.difference.max.ms", T.LONG, LONG_MAX,
+            _s("log.message.timestamp.difference.max.ms"), at_least(0),
+            "Kafka 3.x (removed in 4.0): largest difference between a CreateTime record timestamp and the "
+            "broker clock.", log_field="message_timestamp_difference_max_ms"),
+        TopicConfigDef(
             "message.timestamp.type", T.STRING, CREATE_TIME, _s("log.message.timestamp.type"),
             one_of(CREATE_TIME, LOG_APPEND_TIME),
             "Whether record timestamps are the producer's (CreateTime) or the broker's (LogAppendTime).",
@@ -452,8 +473,6 @@ class BrokerOnlyField:
 
 BROKER_ONLY_LOG_FIELDS: tuple[BrokerOnlyField, ...] = (
     BrokerOnlyField("producer_id_expiration_ms", "producer.id.expiration.ms", ConfigType.INT, 86_400_000),
-    BrokerOnlyField("message_timestamp_difference_max_ms", "log.message.timestamp.difference.max.ms",
-                    ConfigType.LONG, LONG_MAX),
 )
 
 
@@ -515,7 +534,7 @@ class LogConfig:
     flush_interval_messages: int = _default("flush.messages")
     flush_interval_ms: int = _default("flush.ms")
     message_timestamp_type: str = _default("message.timestamp.type")
-    message_timestamp_difference_max_ms: int = _broker_only_default("message_timestamp_difference_max_ms")
+    message_timestamp_difference_max_ms: int = _default("message.timestamp.difference.max.ms")
     message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
     message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     max_message_bytes: int = _default("max.message.bytes")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -170,7 +171,9 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                     error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif allow_auto:
                     try:
-                        t = _auto_create(ctx, name)
+                        with deferred_writes() as batch:  # fsynced in the writer thread, not on the loop
+                            t = _auto_create(ctx, name)
+                        await batch.flush()
                     except KafkaError as e:
                         error = _code(e)
                         if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # created concurrently

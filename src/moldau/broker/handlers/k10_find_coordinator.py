@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
 
@@ -82,6 +83,15 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
 
 @handler(api_key=10, min_version=0, max_version=6)
 async def find_coordinator(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
+    # the first lookup creates __consumer_offsets / __transaction_state (50 partitions): their files are
+    # fsynced in the writer thread, not on the event loop (deferred_writes, moldau.log.checkpoint)
+    with deferred_writes() as batch:
+        resp = _answer(ctx, req)
+    await batch.flush()
+    return resp
+
+
+def _answer(ctx: RequestContext, req: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     msg = m.FindCoordinatorResponse
     key_type = req.key_type if ctx.version >= 1 else GROUP
     if ctx.version < 4:

@@ -15,6 +15,7 @@ import logging
 import uuid
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
@@ -146,7 +147,11 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
     for t in topics:
-        created, exc = attempt(log, f"create topic {t.name}", _create_one, ctx, t, validate_only)
+        # the topic's files (metadata, partition.metadata ...) are fsynced in the writer thread, not on the
+        # event loop: other connections go on meanwhile (deferred_writes, moldau.log.checkpoint)
+        with deferred_writes() as batch:
+            created, exc = attempt(log, f"create topic {t.name}", _create_one, ctx, t, validate_only)
+        await batch.flush()
         if created is None:
             results.append(_result(ctx, t.name, exc=exc))
             continue

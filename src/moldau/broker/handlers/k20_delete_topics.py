@@ -16,6 +16,7 @@ import logging
 import uuid
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -106,7 +107,9 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
             results.append(_result(name, target_id, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                                    "Authorization failed."))
             continue
-        _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+        with deferred_writes() as batch:  # the metadata file is rewritten in the writer thread
+            _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+        await batch.flush()
         if exc is not None:
             results.append(_result(name, target_id, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue

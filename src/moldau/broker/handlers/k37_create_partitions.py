@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
@@ -83,7 +84,9 @@ async def create_partitions(ctx: RequestContext,
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
     for t in topics:
-        _, exc = attempt(log, f"create partitions for {t.name}", _grow, ctx, t, validate_only)
+        with deferred_writes() as batch:  # the new partitions' files are fsynced in the writer thread
+            _, exc = attempt(log, f"create partitions for {t.name}", _grow, ctx, t, validate_only)
+        await batch.flush()
         results.append(RESP.CreatePartitionsTopicResult(
             name=t.name, error_code=0 if exc is None else tc.error_code_of(exc),
             error_message=None if exc is None else tc.error_message_of(exc)))
