@@ -26,10 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.faults", description="moldau's fault-injection bench")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cluster", help="ZooKeeper + brokers under the nemesis")
-    c.add_argument("--faults", default=",".join(EVERY_FAULT),
-                   help=f"comma-separated, in order (default: every fault). Known: {', '.join(FAULTS)}")
-    c.add_argument("--duration", type=float, default=0.0,
-                   help="seconds: cycle through the faults until this much time has passed (0: each once)")
+    c.add_argument(
+        "--faults",
+        default=",".join(EVERY_FAULT),
+        help=f"comma-separated, in order (default: every fault). Known: {', '.join(FAULTS)}",
+    )
+    c.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        help="seconds: cycle through the faults until this much time has passed (0: each once)",
+    )
     c.add_argument("--brokers", type=int, default=3)
     c.add_argument("--min-insync", type=int, default=2)
     c.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
@@ -45,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--json", default="", help="write the result as JSON to this file")
         p.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     folder = args.folder or tempfile.mkdtemp(prefix="moldau-faults-")
     result: Result
     if args.cmd == "cluster":
@@ -56,12 +65,21 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)}")
         min_isr = args.min_insync
         if "unclean-loss" in faults and args.min_insync == 2 and args.unclean:
-            min_isr = 1   # the leader must acknowledge alone for unclean election to lose anything
-        name = args.name or (f"{args.brokers} brokers, {'unclean' if args.unclean else 'clean'} election, "
-                             f"min.insync {min_isr}")
-        plan = Plan(name, faults, duration_s=args.duration, rest_s=args.rest, brokers=args.brokers,
-                    min_insync=min_isr, unclean=args.unclean, rate=args.rate,
-                    netns=False if args.no_netns else None)
+            min_isr = 1  # the leader must acknowledge alone for unclean election to lose anything
+        name = args.name or (
+            f"{args.brokers} brokers, {'unclean' if args.unclean else 'clean'} election, min.insync {min_isr}"
+        )
+        plan = Plan(
+            name,
+            faults,
+            duration_s=args.duration,
+            rest_s=args.rest,
+            brokers=args.brokers,
+            min_insync=min_isr,
+            unclean=args.unclean,
+            rate=args.rate,
+            netns=False if args.no_netns else None,
+        )
         result = run(plan, folder, Timing())
     else:
         result = kill_cycles(folder, cycles=args.cycles, fsync=not args.no_fsync)

@@ -9,8 +9,8 @@ Per run it reports:
 * ``out_of_order`` - records of one producer out of their send order within a partition;
 * ``aborted_read`` - records of aborted transactions seen by a read_committed reader (during the run or at the
   end); ``txn_lost`` - records of committed transactions missing at the end;
-* ``eos_duplicates`` / ``eos_missing`` / ``eos_uncommitted`` - the consume-transform-produce output against its
-  input up to the processor's committed offsets: each input exactly once;
+* ``eos_duplicates`` / ``eos_missing`` / ``eos_uncommitted`` - the consume-transform-produce output against
+  its input up to the processor's committed offsets: each input exactly once;
 * ``offsets_backwards`` - a group's committed offset that went down;
 * ``unavailable_s`` - whole seconds of the run in which no acks=all produce was acknowledged.
 """
@@ -60,9 +60,19 @@ class Result:
     @property
     def ok(self) -> bool:
         """Nothing acknowledged lost, nothing duplicated, no offset moved or reused, exactly once kept."""
-        return not (self.lost or self.duplicates or self.moved or self.reused or self.out_of_order
-                    or self.aborted_read or self.txn_lost or self.eos_duplicates or self.eos_missing
-                    or self.eos_uncommitted or self.offsets_backwards)
+        return not (
+            self.lost
+            or self.duplicates
+            or self.moved
+            or self.reused
+            or self.out_of_order
+            or self.aborted_read
+            or self.txn_lost
+            or self.eos_duplicates
+            or self.eos_missing
+            or self.eos_uncommitted
+            or self.offsets_backwards
+        )
 
     def example(self, kind: str, text: str) -> None:
         ex = self.examples.setdefault(kind, [])
@@ -75,16 +85,34 @@ class Result:
         return json.dumps(d, indent=1, sort_keys=True)
 
 
-COLUMNS = [("lost", "lost"), ("duplicates", "dup"), ("moved", "moved"), ("reused", "reused"),
-           ("out_of_order", "order"), ("aborted_read", "aborted read"), ("eos_duplicates", "eos dup"),
-           ("eos_missing", "eos miss"), ("offsets_backwards", "offs back"), ("unavailable_s", "unavail s")]
+COLUMNS = [
+    ("lost", "lost"),
+    ("duplicates", "dup"),
+    ("moved", "moved"),
+    ("reused", "reused"),
+    ("out_of_order", "order"),
+    ("aborted_read", "aborted read"),
+    ("eos_duplicates", "eos dup"),
+    ("eos_missing", "eos miss"),
+    ("offsets_backwards", "offs back"),
+    ("unavailable_s", "unavail s"),
+]
 
 
 def table(results: list[Result]) -> str:
     """A markdown table, one row per run."""
     head = ["run", "s", "acked", "failed", *[c[1] for c in COLUMNS], "ok"]
-    rows = [[r.name, f"{r.seconds:.0f}", str(r.acked), str(r.failed), *[str(getattr(r, c[0])) for c in COLUMNS],
-             "yes" if r.ok else "NO"] for r in results]
+    rows = [
+        [
+            r.name,
+            f"{r.seconds:.0f}",
+            str(r.acked),
+            str(r.failed),
+            *[str(getattr(r, c[0])) for c in COLUMNS],
+            "yes" if r.ok else "NO",
+        ]
+        for r in results
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     fmt = "| " + " | ".join(f"{{:{w}}}" for w in widths) + " |"
     lines = [fmt.format(*head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
@@ -93,7 +121,9 @@ def table(results: list[Result]) -> str:
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 2})
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 2}
+    )
     try:
         tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
     finally:
@@ -101,8 +131,17 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     return {tp.partition: max(tp.offset, 0) for tp in tps}
 
 
-def check(name: str, bootstrap: str, w: Workloads, *, topic: str, out_topic: str, partitions: int,
-          seconds: float, faults: list[str]) -> Result:
+def check(
+    name: str,
+    bootstrap: str,
+    w: Workloads,
+    *,
+    topic: str,
+    out_topic: str,
+    partitions: int,
+    seconds: float,
+    faults: list[str],
+) -> Result:
     r = Result(name, seconds=seconds, faults=list(faults))
     for worker in w.all():
         if worker.failure is not None:
@@ -128,11 +167,15 @@ def check(name: str, bootstrap: str, w: Workloads, *, topic: str, out_topic: str
             r.example("lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}")
         elif (a.partition, a.offset) not in places:
             r.moved += 1
-            r.example("moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}")
+            r.example(
+                "moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}"
+            )
         held = at.get((a.partition, a.offset))
         if held is not None and held != a.value:
             r.reused += 1
-            r.example("reused", f"{a.partition}@{a.offset} acknowledged {a.value.decode()}, holds {held.decode()}")
+            r.example(
+                "reused", f"{a.partition}@{a.offset} acknowledged {a.value.decode()}, holds {held.decode()}"
+            )
     for p, recs in log_.items():
         last: dict[int, int] = {}
         for off, v in recs:
@@ -150,8 +193,11 @@ def check(name: str, bootstrap: str, w: Workloads, *, topic: str, out_topic: str
         held = at.get((p, off))
         if held != v:
             r.reused += 1
-            r.example("reused", f"group read {v.decode()} at {p}@{off}; the log holds "
-                                f"{held.decode() if held is not None else 'nothing'} there")
+            r.example(
+                "reused",
+                f"group read {v.decode()} at {p}@{off}; the log holds "
+                f"{held.decode() if held is not None else 'nothing'} there",
+            )
     for p, off, old, new in w.group.conflicts:
         r.reused += 1
         r.example("reused", f"group read {p}@{off} as {old.decode()} and as {new.decode()}")
@@ -185,7 +231,9 @@ def check(name: str, bootstrap: str, w: Workloads, *, topic: str, out_topic: str
                     r.example("eos_missing", f"{v.decode()} at {p}@{off} (committed offset {upto})")
             elif n:
                 r.eos_uncommitted += 1
-                r.example("eos_uncommitted", f"x:{v.decode()} in the output, input {p}@{off} >= committed {upto}")
+                r.example(
+                    "eos_uncommitted", f"x:{v.decode()} in the output, input {p}@{off} >= committed {upto}"
+                )
             if n > 1:
                 r.eos_duplicates += n - 1
                 r.example("eos_duplicates", f"x:{v.decode()} {n} times")

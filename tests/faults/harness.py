@@ -44,8 +44,13 @@ class Proc:
             logf.write(f"=== start {time.strftime('%H:%M:%S')} ===\n".encode())
             logf.flush()
             # ip netns exec execs the command: the pid is the server's own, for kill -9 and SIGSTOP
-            self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.paused = False
 
     def listening(self) -> bool:
@@ -110,10 +115,19 @@ class FaultCluster:
     """ZooKeeper (``zk``) and brokers 1..N (``brokers[i]``), in namespaces when ``netns`` (default: when
     possible)."""
 
-    def __init__(self, folder: str, brokers: int = 3, *, configs: Sequence[str] = (), netns: bool | None = None,
-                 zk_session_ms: int = 6000) -> None:
+    def __init__(
+        self,
+        folder: str,
+        brokers: int = 3,
+        *,
+        configs: Sequence[str] = (),
+        netns: bool | None = None,
+        zk_session_ms: int = 6000,
+    ) -> None:
         if not zookeeper_installed():
-            raise RuntimeError("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
+            raise RuntimeError(
+                "ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)"
+            )
         self.folder = os.path.abspath(folder)
         os.makedirs(self.folder, exist_ok=True)
         self.n = brokers
@@ -122,7 +136,9 @@ class FaultCluster:
             raise NetnsUnavailable(reason)
         self.fallback_reason = reason
         if reason:
-            log.warning("network namespaces unavailable (%s): process faults only, no network partitions", reason)
+            log.warning(
+                "network namespaces unavailable (%s): process faults only, no network partitions", reason
+            )
         hosts = ["zk"] + [f"b{i}" for i in range(1, brokers + 1)]
         self.net: Network | None = None if reason else Network(hosts, "zk")
         self.configs = list(configs)
@@ -149,12 +165,28 @@ class FaultCluster:
             os.makedirs(os.path.join(zdir, "data"), exist_ok=True)
             cfg = os.path.join(zdir, "zoo.cfg")
             with open(cfg, "w", encoding="ascii") as f:
-                f.write(f"tickTime=500\ndataDir={zdir}/data\nclientPort={zk_port}\nclientPortAddress={host}\n"
-                        "maxSessionTimeout=60000\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n")
-            self.zk = Proc("zookeeper", host, zk_port,
-                           [*prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dzookeeper.log.dir={zdir}",
-                            "-Dzookeeper.root.logger=INFO,CONSOLE", "-cp", ZK_CLASSPATH, ZK_MAIN, cfg],
-                           os.path.join(self.folder, "zookeeper.log"))
+                f.write(
+                    f"tickTime=500\ndataDir={zdir}/data\nclientPort={zk_port}\nclientPortAddress={host}\n"
+                    "maxSessionTimeout=60000\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n"
+                )
+            self.zk = Proc(
+                "zookeeper",
+                host,
+                zk_port,
+                [
+                    *prefix,
+                    "java",
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    f"-Dzookeeper.log.dir={zdir}",
+                    "-Dzookeeper.root.logger=INFO,CONSOLE",
+                    "-cp",
+                    ZK_CLASSPATH,
+                    ZK_MAIN,
+                    cfg,
+                ],
+                os.path.join(self.folder, "zookeeper.log"),
+            )
             self.zk.start()
             self.zk.wait_listening(60)
             for i in range(1, self.n + 1):
@@ -162,13 +194,28 @@ class FaultCluster:
                 bport = port or BROKER_PORT
                 data = os.path.join(self.folder, f"broker-{i}")
                 os.makedirs(data, exist_ok=True)
-                cmd = [*prefix, *moldau_command(), "broker", "--host", host, "--port", str(bport),
-                       "--data-dir", data, "--set", f"node.id={i}", "--set", f"zookeeper.connect={self.zk.address}",
-                       "--set", f"zookeeper.session.timeout.ms={self.zk_session_ms}"]
+                cmd = [
+                    *prefix,
+                    *moldau_command(),
+                    "broker",
+                    "--host",
+                    host,
+                    "--port",
+                    str(bport),
+                    "--data-dir",
+                    data,
+                    "--set",
+                    f"node.id={i}",
+                    "--set",
+                    f"zookeeper.connect={self.zk.address}",
+                    "--set",
+                    f"zookeeper.session.timeout.ms={self.zk_session_ms}",
+                ]
                 for kv in self.configs:
                     cmd += ["--set", kv]
-                self.brokers.append(Proc(f"broker {i}", host, bport, cmd,
-                                         os.path.join(self.folder, f"broker-{i}.log")))
+                self.brokers.append(
+                    Proc(f"broker {i}", host, bport, cmd, os.path.join(self.folder, f"broker-{i}.log"))
+                )
             for b in self.brokers:
                 b.start()
             for b in self.brokers:

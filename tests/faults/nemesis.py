@@ -2,17 +2,17 @@
 (also when it fails). Targets are picked from the cluster's own metadata: the leader of partition 0 of the
 bench's topic, one of its followers, the controller.
 
-Faults: ``kill-leader`` / ``kill-controller`` (kill -9, restarted after ``down`` seconds), ``hard-bounce-leader``
-/ ``hard-bounce-controller`` (kill -9 and restarted at once), ``clean-bounce-leader`` /
+Faults: ``kill-leader`` / ``kill-controller`` (kill -9, restarted after ``down`` seconds),
+``hard-bounce-leader`` / ``hard-bounce-controller`` (kill -9 and restarted at once), ``clean-bounce-leader`` /
 ``clean-bounce-controller`` (SIGTERM: controlled shutdown, then restarted), ``pause-follower`` /
 ``pause-leader`` (SIGSTOP longer than the ZooKeeper session timeout, then SIGCONT), ``partition-leader`` /
-``partition-follower`` (the broker's link down: cut off from the others, ZooKeeper and the clients, longer than
-the session timeout), ``partition-zookeeper`` (ZooKeeper cut off from every broker),
+``partition-follower`` (the broker's link down: cut off from the others, ZooKeeper and the clients, longer
+than the session timeout), ``partition-zookeeper`` (ZooKeeper cut off from every broker),
 ``partition-zookeeper-leader`` (ZooKeeper cut off from the leader only, which still reaches the others and the
-clients), ``restart-zookeeper``
-(kill -9 of ZooKeeper, restarted), and ``unclean-loss`` (both followers paused until the leader is alone in the
-ISR, the leader takes writes alone, is killed, the followers come back: with unclean election the old followers
-lead and the leader's last writes are gone; without it the partition waits for the leader).
+clients), ``restart-zookeeper`` (kill -9 of ZooKeeper, restarted), and ``unclean-loss`` (both followers paused
+until the leader is alone in the ISR, the leader takes writes alone, is killed, the followers come back: with
+unclean election the old followers lead and the leader's last writes are gone; without it the partition waits
+for the leader).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Timing:
-    session_s: float = 6.0     # zookeeper.session.timeout.ms of the bench's brokers
-    lag_s: float = 3.0         # replica.lag.time.max.ms
-    down_s: float = 8.0        # how long a killed broker stays down
+    session_s: float = 6.0  # zookeeper.session.timeout.ms of the bench's brokers
+    lag_s: float = 3.0  # replica.lag.time.max.ms
+    down_s: float = 8.0  # how long a killed broker stays down
 
 
 class Nemesis:
@@ -53,8 +53,9 @@ class Nemesis:
                 if not b.running or b.paused or f"b{self.c.brokers.index(b) + 1}" in cut:
                     continue
                 try:
-                    md = AdminClient({"bootstrap.servers": b.address, "log_level": 2}).list_topics(self.topic,
-                                                                                                   timeout=5)
+                    md = AdminClient({"bootstrap.servers": b.address, "log_level": 2}).list_topics(
+                        self.topic, timeout=5
+                    )
                     p0 = md.topics[self.topic].partitions[0]
                     if p0.leader > 0 and md.controller_id > 0:
                         return md.controller_id, p0.leader, list(p0.replicas)
@@ -80,7 +81,8 @@ class Nemesis:
         while time.monotonic() < deadline:
             try:
                 md = AdminClient({"bootstrap.servers": self.c.bootstrap, "log_level": 2}).list_topics(
-                    self.topic, timeout=5)
+                    self.topic, timeout=5
+                )
                 ps = md.topics[self.topic].partitions.values()
                 if ps and all(p.leader > 0 and len(p.isrs) == len(p.replicas) for p in ps):
                     return True
@@ -208,12 +210,12 @@ class Nemesis:
         for f in followers:
             self.c.broker(f).pause()
         try:
-            time.sleep(self.t.lag_s + 4)          # out of the ISR; the leader acknowledges alone (min.insync 1)
+            time.sleep(self.t.lag_s + 4)  # out of the ISR; the leader acknowledges alone (min.insync 1)
             self.c.broker(leader).kill()
         finally:
             for f in followers:
                 self.c.broker(f).resume()
-        time.sleep(self.t.session_s + 6)          # the leader's session expires: a new leader, if unclean allows
+        time.sleep(self.t.session_s + 6)  # the leader's session expires: a new leader, if unclean allows
         self.c.broker(leader).start()
         self.c.broker(leader).wait_listening(90)
         return f"followers {followers} paused, leader {leader} alone in the ISR, then killed"
@@ -239,5 +241,10 @@ FAULTS: dict[str, Callable[[Nemesis], str]] = {
     "restart-zookeeper": Nemesis.restart_zookeeper,
     "unclean-loss": Nemesis.unclean_loss,
 }
-NETWORK_FAULTS = {"partition-leader", "partition-follower", "partition-zookeeper", "partition-zookeeper-leader"}
+NETWORK_FAULTS = {
+    "partition-leader",
+    "partition-follower",
+    "partition-zookeeper",
+    "partition-zookeeper-leader",
+}
 EVERY_FAULT = [f for f in FAULTS if f != "unclean-loss"]

@@ -6,13 +6,13 @@ namespace:
   replication traffic;
 * the coordination bridge joins ZooKeeper and every broker (a second veth per broker): ZooKeeper sessions.
 
-A network partition takes the root side of veths down (``ip link set ... down``): both links of a broker cut it
-off from everyone (``isolate``); ZooKeeper's link cuts it off from every broker; one broker's coordination
-link cuts ZooKeeper off from that broker alone (``cut_coordination``). ``tc netem`` (delays, loss) is not used: kernels without the
-``sch_netem`` module, like the one this bench was written on, refuse it.
+A network partition takes the root side of veths down (``ip link set ... down``): both links of a broker cut
+it off from everyone (``isolate``); ZooKeeper's link cuts it off from every broker; one broker's coordination
+link cuts ZooKeeper off from that broker alone (``cut_coordination``). ``tc netem`` (delays, loss) is not
+used: kernels without the ``sch_netem`` module, like the one this bench was written on, refuse it.
 
-Everything is removed by :meth:`Network.close`, which the harness calls in ``finally`` and at interpreter exit;
-:func:`remove_stale` removes what a killed run of an earlier process left behind (names carry the pid).
+Everything is removed by :meth:`Network.close`, which the harness calls in ``finally`` and at interpreter
+exit; :func:`remove_stale` removes what a killed run of an earlier process left behind (names carry the pid).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import subprocess
 
 log = logging.getLogger(__name__)
 
-PREFIX = "mfl"     # names: mfl<pid>br / mfl<pid>zb (bridges), mfl<pid>v<i> / mfl<pid>z<i> (veths, root side),
-                   # namespaces mfl-<pid>-<host>
+PREFIX = "mfl"  # names: mfl<pid>br / mfl<pid>zb (bridges), mfl<pid>v<i> / mfl<pid>z<i> (veths, root side),
+# namespaces mfl-<pid>-<host>
 
 
 class NetnsUnavailable(RuntimeError):
@@ -156,7 +156,9 @@ class Network:
                     self._link(ns, self.veth(host), self.cbridge, f"{self.address(host)}/24")
                 else:
                     self._link(ns, self.veth(host), self.bridge, f"{self.address(host)}/24")
-                    self._link(ns, self.cveth(host), self.cbridge, f"{self.cbase}.{self.hosts.index(host) + 2}/24")
+                    self._link(
+                        ns, self.cveth(host), self.cbridge, f"{self.cbase}.{self.hosts.index(host) + 2}/24"
+                    )
         except BaseException:
             self.close()
             raise
@@ -188,23 +190,29 @@ class Network:
 
     def heal(self, host: str | None = None) -> None:
         """Every link of ``host`` (of every host when None) up again."""
-        links = sorted(self._down) if host is None else [self.veth(host)] + (
-            [self.cveth(host)] if host != self.coordinator else [])
+        links = (
+            sorted(self._down)
+            if host is None
+            else [self.veth(host)] + ([self.cveth(host)] if host != self.coordinator else [])
+        )
         for link in links:
             self._set(link, True)
 
     @property
     def isolated(self) -> set[str]:
         """Hosts with a link down."""
-        return {h for h in self.hosts if self.veth(h) in self._down
-                or (h != self.coordinator and self.cveth(h) in self._down)}
+        return {
+            h
+            for h in self.hosts
+            if self.veth(h) in self._down or (h != self.coordinator and self.cveth(h) in self._down)
+        }
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         for ns in self._made_ns:
-            _ip("netns", "del", ns, check=False)   # takes the namespace's veth ends (and their peers) along
+            _ip("netns", "del", ns, check=False)  # takes the namespace's veth ends (and their peers) along
         for link in reversed(self._made_links):
             if _ip("link", "show", link, check=False).returncode == 0:
                 _ip("link", "del", link, check=False)

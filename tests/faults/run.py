@@ -1,5 +1,6 @@
 """One bench run: a cluster, the workloads, a list of faults (or faults drawn in turn for a duration), the
-checker. Used by the CI tests (``tests/faults/test_*.py``) and the long-run command (``python -m tests.faults``).
+checker. Used by the CI tests (``tests/faults/test_*.py``) and the long-run command (``python -m
+tests.faults``).
 """
 
 from __future__ import annotations
@@ -34,33 +35,45 @@ PARTITIONS = 3
 class Plan:
     name: str
     faults: list[str]
-    duration_s: float = 0.0          # > 0: cycle through ``faults`` until this much time has passed
-    rest_s: float = 5.0              # quiet time between faults
+    duration_s: float = 0.0  # > 0: cycle through ``faults`` until this much time has passed
+    rest_s: float = 5.0  # quiet time between faults
     brokers: int = 3
     min_insync: int = 2
     unclean: bool = False
-    rate: float = 100.0              # records/s per producer
-    netns: bool | None = None        # None: namespaces where possible
+    rate: float = 100.0  # records/s per producer
+    netns: bool | None = None  # None: namespaces where possible
     extra_configs: list[str] = field(default_factory=list)
 
 
 def broker_configs(plan: Plan, timing: Timing) -> list[str]:
     rf = min(3, plan.brokers)
-    return [f"replica.lag.time.max.ms={int(timing.lag_s * 1000)}", "replica.fetch.wait.max.ms=200",
-            "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=6",
-            "transaction.state.log.num.partitions=6", f"offsets.topic.replication.factor={rf}",
-            f"transaction.state.log.replication.factor={rf}", f"transaction.state.log.min.isr={min(2, rf)}",
-            f"unclean.leader.election.enable={'true' if plan.unclean else 'false'}",
-            "controlled.shutdown.enable=true", *plan.extra_configs]
+    return [
+        f"replica.lag.time.max.ms={int(timing.lag_s * 1000)}",
+        "replica.fetch.wait.max.ms=200",
+        "group.initial.rebalance.delay.ms=0",
+        "offsets.topic.num.partitions=6",
+        "transaction.state.log.num.partitions=6",
+        f"offsets.topic.replication.factor={rf}",
+        f"transaction.state.log.replication.factor={rf}",
+        f"transaction.state.log.min.isr={min(2, rf)}",
+        f"unclean.leader.election.enable={'true' if plan.unclean else 'false'}",
+        "controlled.shutdown.enable=true",
+        *plan.extra_configs,
+    ]
 
 
 def _create_topics(bootstrap: str, plan: Plan) -> None:
     rf = min(3, plan.brokers)
     a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-    cfg = {"min.insync.replicas": str(plan.min_insync),
-           "unclean.leader.election.enable": "true" if plan.unclean else "false"}
-    fs = a.create_topics([NewTopic(t, PARTITIONS, rf, config=cfg) for t in (TOPIC, OUT)], operation_timeout=30,
-                         request_timeout=40)
+    cfg = {
+        "min.insync.replicas": str(plan.min_insync),
+        "unclean.leader.election.enable": "true" if plan.unclean else "false",
+    }
+    fs = a.create_topics(
+        [NewTopic(t, PARTITIONS, rf, config=cfg) for t in (TOPIC, OUT)],
+        operation_timeout=30,
+        request_timeout=40,
+    )
     for f in fs.values():
         f.result(60)
 
@@ -81,8 +94,13 @@ def _wait_formed(bootstrap: str, n: int, timeout: float = 60.0) -> None:
 def run(plan: Plan, folder: str, timing: Timing | None = None) -> Result:
     timing = timing or Timing()
     os.makedirs(folder, exist_ok=True)
-    cluster = FaultCluster(folder, plan.brokers, configs=broker_configs(plan, timing), netns=plan.netns,
-                           zk_session_ms=int(timing.session_s * 1000))
+    cluster = FaultCluster(
+        folder,
+        plan.brokers,
+        configs=broker_configs(plan, timing),
+        netns=plan.netns,
+        zk_session_ms=int(timing.session_s * 1000),
+    )
     notes: list[str] = []
     if cluster.fallback_reason:
         notes.append(f"no network namespaces ({cluster.fallback_reason}): process faults only")
@@ -97,9 +115,14 @@ def run(plan: Plan, folder: str, timing: Timing | None = None) -> Result:
         nem = Nemesis(cluster, TOPIC, timing)
         if not nem.fully_replicated(60):
             raise RuntimeError("the bench topics did not get their full ISR")
-        w = Workloads(Producers(bs, TOPIC, PARTITIONS, rate=plan.rate), GroupConsumer(bs, TOPIC, "bench-group"),
-                      OffsetWatch(bs, TOPIC, PARTITIONS, "bench-group"), Transactions(bs, OUT, PARTITIONS),
-                      Processor(bs, TOPIC, OUT), CommittedReader(bs, OUT, PARTITIONS))
+        w = Workloads(
+            Producers(bs, TOPIC, PARTITIONS, rate=plan.rate),
+            GroupConsumer(bs, TOPIC, "bench-group"),
+            OffsetWatch(bs, TOPIC, PARTITIONS, "bench-group"),
+            Transactions(bs, OUT, PARTITIONS),
+            Processor(bs, TOPIC, OUT),
+            CommittedReader(bs, OUT, PARTITIONS),
+        )
         t0 = time.monotonic()
         w.start()
         time.sleep(5)
@@ -127,8 +150,16 @@ def run(plan: Plan, folder: str, timing: Timing | None = None) -> Result:
         time.sleep(5)
         w.stop()
         seconds = time.monotonic() - t0
-        result = check(plan.name, bs, w, topic=TOPIC, out_topic=OUT, partitions=PARTITIONS, seconds=seconds,
-                       faults=nem.log)
+        result = check(
+            plan.name,
+            bs,
+            w,
+            topic=TOPIC,
+            out_topic=OUT,
+            partitions=PARTITIONS,
+            seconds=seconds,
+            faults=nem.log,
+        )
         result.notes = notes + result.notes
         for wk in w.all():
             if wk.errors:

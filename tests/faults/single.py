@@ -26,8 +26,9 @@ from .workload import Producers, read_all
 log = logging.getLogger(__name__)
 
 
-def kill_cycles(folder: str, *, cycles: int = 20, fsync: bool = True, run_s: float = 1.5,
-                rate: float = 200.0) -> Result:
+def kill_cycles(
+    folder: str, *, cycles: int = 20, fsync: bool = True, run_s: float = 1.5, rate: float = 200.0
+) -> Result:
     os.makedirs(folder, exist_ok=True)
     port = free_port()
     data = os.path.join(folder, "data")
@@ -43,9 +44,8 @@ def kill_cycles(folder: str, *, cycles: int = 20, fsync: bool = True, run_s: flo
         broker.start()
         broker.wait_listening(60)
         bs = broker.address
-        admin = AdminClient({"bootstrap.servers": bs, "log_level": 2})   # alive until the result is in
-        fs = admin.create_topics(
-            [NewTopic("single", 3, 1)], operation_timeout=20, request_timeout=30)
+        admin = AdminClient({"bootstrap.servers": bs, "log_level": 2})  # alive until the result is in
+        fs = admin.create_topics([NewTopic("single", 3, 1)], operation_timeout=20, request_timeout=30)
         fs["single"].result(30)
         prod = Producers(bs, "single", 3, count=1, rate=rate, message_timeout_ms=120000)
         prod.start()
@@ -78,8 +78,9 @@ def kill_cycles(folder: str, *, cycles: int = 20, fsync: bool = True, run_s: flo
                 result.example("lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}")
             elif (a.partition, a.offset) not in places:
                 result.moved += 1
-                result.example("moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, "
-                                        f"found at {places}")
+                result.example(
+                    "moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}"
+                )
         if prod.errors:
             result.notes.append(f"producer: {len(prod.errors)} errors, first: {prod.errors[0]}")
         return result

@@ -23,8 +23,8 @@ def _run(tmp_path: Path, name: str, fault: str) -> None:
     result = run(Plan(name, [fault], rest_s=2.0), str(tmp_path / "bench"))
     print(table([result]))
     print(result.to_json())
-    assert len(result.faults) == 1, result.notes          # the fault was applied
-    assert result.acked > 500, result.notes               # the workload ran through it
+    assert len(result.faults) == 1, result.notes  # the fault was applied
+    assert result.acked > 500, result.notes  # the workload ran through it
     assert result.lost == 0, result.examples
     assert result.duplicates == 0, result.examples
     assert result.moved == 0 and result.reused == 0, result.examples

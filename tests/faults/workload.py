@@ -6,8 +6,8 @@ recording what it was told so the checker can compare it with what the cluster h
 * :class:`GroupConsumer` - a consumer group member (plain, read_uncommitted) reading the produced topic; every
   (partition, offset, value) it saw, and the group's committed offsets as it commits them.
 * :class:`OffsetWatch` - reads a group's committed offsets from the broker once a second (must never go back).
-* :class:`Transactions` - a transactional producer writing batches ``a<n>-<k>`` to the output topic, committing
-  even-numbered transactions and aborting odd ones on purpose; the outcome of each is kept.
+* :class:`Transactions` - a transactional producer writing batches ``a<n>-<k>`` to the output topic,
+  committing even-numbered transactions and aborting odd ones on purpose; the outcome of each is kept.
 * :class:`Processor` - consume-transform-produce with transactions: reads the produced topic (read_committed),
   writes ``x:<value>`` to the output topic and commits its offsets in the same transaction.
 * :class:`CommittedReader` - a read_committed reader of the output topic during the run.
@@ -24,7 +24,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 log = logging.getLogger(__name__)
-
 
 
 def _quiet() -> dict[str, Any]:
@@ -68,8 +67,16 @@ class Ack:
 class Producers(Worker):
     """``count`` idempotent acks=all producers at ``rate`` records/s each (together, one thread)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, *, count: int = 2, rate: float = 100.0,
-                 message_timeout_ms: int = 60000) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        count: int = 2,
+        rate: float = 100.0,
+        message_timeout_ms: int = 60000,
+    ) -> None:
         super().__init__("producers")
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.count, self.rate, self.message_timeout_ms = count, rate, message_timeout_ms
@@ -94,15 +101,19 @@ class Producers(Worker):
                 sent = time.monotonic()
                 try:
                     try:
-                        p.produce(self.topic, value=v, partition=part,
-                                  on_delivery=lambda err, msg, v=v, sent=sent: self._delivered(err, msg, v, sent))
+                        p.produce(
+                            self.topic,
+                            value=v,
+                            partition=part,
+                            on_delivery=lambda err, msg, v=v, sent=sent: self._delivered(err, msg, v, sent),
+                        )
                         self.sent += 1
                     except BufferError:
                         p.poll(0.5)
                     p.poll(0)
                 except KafkaException as e:
                     # a fatal idempotence error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after an unclean election
-                    # lost the producer's state): what is in flight is not acknowledged, a new producer goes on
+                    # lost the producer's state): what is in flight is not acknowledged, a new one goes on
                     self.note(e)
                     ps[w] = p = self._producer()
             nxt += interval
@@ -122,9 +133,18 @@ class Producers(Worker):
                 self.note(f"{left} records still undelivered after flush")
 
     def _producer(self) -> Producer:
-        return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": self.message_timeout_ms, "linger.ms": 5,
-                         "socket.timeout.ms": 10000, "metadata.max.age.ms": 5000, **_quiet()})
+        return Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "message.timeout.ms": self.message_timeout_ms,
+                "linger.ms": 5,
+                "socket.timeout.ms": 10000,
+                "metadata.max.age.ms": 5000,
+                **_quiet(),
+            }
+        )
 
     def _delivered(self, err: Any, msg: Any, value: bytes, sent: float) -> None:
         now = time.monotonic()
@@ -143,12 +163,21 @@ class GroupConsumer(Worker):
         super().__init__(f"group-{group}")
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.seen: dict[tuple[int, int], bytes] = {}
-        self.conflicts: list[tuple[int, int, bytes, bytes]] = []   # an offset read twice with different values
+        self.conflicts: list[tuple[int, int, bytes, bytes]] = []  # an offset read twice with different values
 
     def work(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
-                      "socket.timeout.ms": 10000, **_quiet()})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 1000,
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
         c.subscribe([self.topic])
         try:
             while not self.stop_event.is_set():
@@ -184,8 +213,15 @@ class OffsetWatch(Worker):
         self.samples = 0
 
     def work(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
-                      "socket.timeout.ms": 10000, **_quiet()})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "enable.auto.commit": False,
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
         try:
             while not self.stop_event.wait(1.0):
                 self.sample(c)
@@ -212,17 +248,32 @@ class OffsetWatch(Worker):
 class Transactions(Worker):
     """Transactions of ``size`` records; even ones committed, odd ones aborted on purpose."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, *, size: int = 5, pause: float = 0.2) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, *, size: int = 5, pause: float = 0.2
+    ) -> None:
         super().__init__("transactions")
-        self.bootstrap, self.topic, self.partitions, self.size, self.pause = bootstrap, topic, partitions, size, pause
+        self.bootstrap, self.topic, self.partitions, self.size, self.pause = (
+            bootstrap,
+            topic,
+            partitions,
+            size,
+            pause,
+        )
         self.committed: set[bytes] = set()
         self.aborted: set[bytes] = set()
-        self.unknown: set[bytes] = set()   # a commit that failed without a clear outcome
+        self.unknown: set[bytes] = set()  # a commit that failed without a clear outcome
 
     def _producer(self) -> Producer:
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "bench-txn",
-                      "transaction.timeout.ms": 20000, "message.timeout.ms": 20000, "socket.timeout.ms": 10000,
-                      **_quiet()})
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": "bench-txn",
+                "transaction.timeout.ms": 20000,
+                "message.timeout.ms": 20000,
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
         p.init_transactions(60)
         return p
 
@@ -248,7 +299,7 @@ class Transactions(Worker):
                     p.commit_transaction(30)
                     self.committed.update(values)
                 else:
-                    p.flush(30)    # the records are written before the abort: an aborted read is possible
+                    p.flush(30)  # the records are written before the abort: an aborted read is possible
                     p.abort_transaction(30)
                     self.aborted.update(values)
             except KafkaException as e:
@@ -283,13 +334,29 @@ class Processor(Worker):
                 self.stop_event.wait(1.0)
 
     def _session(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "auto.offset.reset": "earliest",
-                      "enable.auto.commit": False, "isolation.level": "read_committed",
-                      "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "socket.timeout.ms": 10000,
-                      **_quiet()})
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "bench-ctp",
-                      "transaction.timeout.ms": 20000, "message.timeout.ms": 20000, "socket.timeout.ms": 10000,
-                      **_quiet()})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 1000,
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": "bench-ctp",
+                "transaction.timeout.ms": 20000,
+                "message.timeout.ms": 20000,
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
         try:
             p.init_transactions(60)
             c.subscribe([self.source])
@@ -325,8 +392,16 @@ class CommittedReader(Worker):
         self.seen: set[bytes] = set()
 
     def work(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-reader", "enable.auto.commit": False,
-                      "isolation.level": "read_committed", "socket.timeout.ms": 10000, **_quiet()})
+        c = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "bench-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "socket.timeout.ms": 10000,
+                **_quiet(),
+            }
+        )
         try:
             c.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
             while not self.stop_event.is_set():
@@ -337,12 +412,20 @@ class CommittedReader(Worker):
             c.close()
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, *, committed: bool = False,
-             timeout: float = 120.0) -> dict[int, list[tuple[int, bytes]]]:
+def read_all(
+    bootstrap: str, topic: str, partitions: int, *, committed: bool = False, timeout: float = 120.0
+) -> dict[int, list[tuple[int, bytes]]]:
     """Every (offset, value) of every partition up to its high watermark (or last stable offset)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check", "enable.auto.commit": False,
-                  "isolation.level": "read_committed" if committed else "read_uncommitted",
-                  "socket.timeout.ms": 10000, **_quiet()})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-check",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+            "socket.timeout.ms": 10000,
+            **_quiet(),
+        }
+    )
     out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
     try:
         ends = {}
@@ -358,7 +441,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, *, committed: bool = F
                     continue
                 out[m.partition()].append((m.offset(), m.value()))
                 pos[m.partition()] = m.offset() + 1
-            if committed:   # control records and aborted data leave gaps: ask where the reader stands
+            if committed:  # control records and aborted data leave gaps: ask where the reader stands
                 for tp in c.position([TopicPartition(topic, p) for p in range(partitions)]):
                     if tp.offset >= 0:
                         pos[tp.partition] = max(pos[tp.partition], tp.offset)
