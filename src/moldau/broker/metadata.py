@@ -77,6 +77,74 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+# ---------------------------------------------------------------------- checks shared by both stores
+def check_new_topic(name: str, topics: Mapping[str, TopicInfo], collisions: Mapping[str, str]) -> None:
+    """A valid name, not taken, not colliding ('.' vs '_') with an existing topic."""
+    validate_topic_name(name)
+    if name in topics:
+        raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+    other = collisions.get(_collision_key(name))
+    if other is not None:
+        raise kafka_error("INVALID_TOPIC_EXCEPTION", f"Topic '{name}' collides with existing topic: {other}")
+
+
+def topic_counts(num_partitions: int, replication_factor: int, broker_config: Any) -> tuple[int, int]:
+    """(partitions, replication factor) with -1 meaning the broker defaults; both must be positive."""
+    if num_partitions == -1:
+        num_partitions = int(broker_config.get("num.partitions")) if broker_config is not None else 1
+    if replication_factor == -1:
+        replication_factor = (int(broker_config.get("default.replication.factor"))
+                              if broker_config is not None else 1)
+    if num_partitions <= 0:
+        raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+    return num_partitions, replication_factor
+
+
+def clean_topic_configs(configs: Mapping[str, str | None] | None,
+                        validator: Callable[[dict[str, str | None]], None] | None) -> dict[str, str]:
+    cfg = dict(configs or {})
+    if validator is not None:
+        validator(cfg)
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def existing_topic(topics: Mapping[str, TopicInfo], name: str) -> TopicInfo:
+    t = topics.get(name)
+    if t is None:
+        raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
+    return t
+
+
+def check_deletion_enabled(broker_config: Any) -> None:
+    if broker_config is not None and not broker_config.get("delete.topic.enable"):
+        raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+
+
+def check_partition_increase(t: TopicInfo, new_total: int) -> None:
+    if new_total < t.num_partitions:
+        raise kafka_error("INVALID_PARTITIONS",
+                          f"Topic currently has {t.num_partitions} partitions, which is higher than the "
+                          f"requested {new_total}.")
+    if new_total == t.num_partitions:
+        raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+
+
+def merged_topic_configs(t: TopicInfo, changes: Mapping[str, str | None], replace: bool,
+                         validator: Callable[[dict[str, str | None]], None] | None) -> dict[str, str]:
+    """Set (value) or delete (None) topic configs; ``replace`` drops keys not given (AlterConfigs)."""
+    new = {} if replace else dict(t.configs)
+    for k, v in changes.items():
+        if v is None:
+            new.pop(k, None)
+        else:
+            new[k] = v
+    if validator is not None:
+        validator(dict(new))
+    return new
+
+
 class MetadataStore:
     """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
 
@@ -153,42 +221,22 @@ class MetadataStore:
         return name in self.topics
 
     # ----------------------------------------------------------------------------------- mutations
-    def _default(self, key: str, fallback: int) -> int:
-        if self.broker_config is None:
-            return fallback
-        return int(self.broker_config.get(key))
-
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
                      topic_id: uuid.UUID | None = None, assignment: dict[int, list[int]] | None = None
                      ) -> TopicInfo:
         """Create a topic. num_partitions / replication_factor -1 = broker defaults. ``assignment`` (a manual
         replica assignment) can only name this node here, which the caller checked."""
-        validate_topic_name(name)
-        if name in self.topics:
-            raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
-        other = self._collisions.get(_collision_key(name))
-        if other is not None:
-            raise kafka_error("INVALID_TOPIC_EXCEPTION",
-                              f"Topic '{name}' collides with existing topic: {other}")
-        if num_partitions == -1:
-            num_partitions = self._default("num.partitions", 1)
-        if replication_factor == -1:
-            replication_factor = self._default("default.replication.factor", 1)
-        if num_partitions <= 0:
-            raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        check_new_topic(name, self.topics, self._collisions)
+        num_partitions, replication_factor = topic_counts(num_partitions, replication_factor,
+                                                          self.broker_config)
         if replication_factor > 1:
             raise kafka_error("INVALID_REPLICATION_FACTOR",
                               f"Unable to replicate the partition {replication_factor} time(s): "
                               "The target replication factor of "
                               f"{replication_factor} cannot be reached because only 1 broker(s) are "
                               "registered.")
-        cfg = dict(configs or {})
-        if self.config_validator is not None:
-            self.config_validator(cfg)
-        clean = {k: v for k, v in cfg.items() if v is not None}
+        clean = clean_topic_configs(configs, self.config_validator)
         t = TopicInfo(name, topic_id or _new_topic_id(self.by_id), num_partitions, clean,
                       name in INTERNAL_TOPICS, replication_factor)
         if validate_only:
@@ -210,11 +258,8 @@ class MetadataStore:
         return t
 
     def delete_topic(self, name: str) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if self.broker_config is not None and not self.broker_config.get("delete.topic.enable"):
-            raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        t = existing_topic(self.topics, name)
+        check_deletion_enabled(self.broker_config)
         self._unindex(t)
         self.save()
         log.info("deleted topic %s (id %s)", name, t.topic_id)
@@ -223,15 +268,8 @@ class MetadataStore:
         return t
 
     def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if new_total < t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS",
-                              f"Topic currently has {t.num_partitions} partitions, which is higher than the "
-                              f"requested {new_total}.")
-        if new_total == t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+        t = existing_topic(self.topics, name)
+        check_partition_increase(t, new_total)
         if validate_only:
             return t
         old = t.num_partitions
@@ -245,17 +283,8 @@ class MetadataStore:
     def alter_topic_configs(self, name: str, configs: dict[str, str | None], *, replace: bool = False,
                             validate_only: bool = False) -> TopicInfo:
         """Set (value) or delete (None) topic configs; replace=True drops keys not given (AlterConfigs)."""
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        new = {} if replace else dict(t.configs)
-        for k, v in configs.items():
-            if v is None:
-                new.pop(k, None)
-            else:
-                new[k] = v
-        if self.config_validator is not None:
-            self.config_validator(dict(new))
+        t = existing_topic(self.topics, name)
+        new = merged_topic_configs(t, configs, replace, self.config_validator)
         if validate_only:
             return t
         t.configs = new

@@ -9,7 +9,7 @@ whose rack (and broker) the partition does not use yet, while racks remain.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -51,6 +51,20 @@ def assign_replicas(
     return _rack_unaware(ids, num_partitions, replication_factor, start_partition, rng, start_index)
 
 
+def _placements(n: int, num_partitions: int, start_partition: int, rng: random.Random,
+                start_index: int) -> Iterator[tuple[int, int, int]]:
+    """(partition, index of its first replica, follower shift) for each new partition: a random start broker,
+    and the shift grows by one each time the partitions wrap around the ``n`` brokers."""
+    start = start_index if start_index >= 0 else rng.randrange(n)
+    shift = start_index if start_index >= 0 else rng.randrange(n)
+    current = max(start_partition, 0)
+    for _ in range(num_partitions):
+        if current > 0 and current % n == 0:
+            shift += 1
+        yield current, (current + start) % n, shift
+        current += 1
+
+
 def _shifted(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
@@ -59,17 +73,9 @@ def _rack_unaware(
     ids: list[int], num_partitions: int, rf: int, start_partition: int, rng: random.Random, start_index: int
 ) -> dict[int, list[int]]:
     n = len(ids)
-    start = start_index if start_index >= 0 else rng.randrange(n)
-    shift = start_index if start_index >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
-    current = max(start_partition, 0)
-    for _ in range(num_partitions):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start) % n
-        replicas = [ids[first]] + [ids[_shifted(first, shift, j, n)] for j in range(rf - 1)]
-        out[current] = replicas
-        current += 1
+    for current, first, shift in _placements(n, num_partitions, start_partition, rng, start_index):
+        out[current] = [ids[first]] + [ids[_shifted(first, shift, j, n)] for j in range(rf - 1)]
     return out
 
 
@@ -100,14 +106,8 @@ def _rack_aware(
     arranged = _rack_alternated(brokers)
     n = len(arranged)
     num_racks = len(set(rack_of.values()))
-    start = start_index if start_index >= 0 else rng.randrange(n)
-    shift = start_index if start_index >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
-    current = max(start_partition, 0)
-    for _ in range(num_partitions):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start) % n
+    for current, first, shift in _placements(n, num_partitions, start_partition, rng, start_index):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}
@@ -125,5 +125,4 @@ def _rack_aware(
                 racks_used.add(rack)
                 break
         out[current] = replicas
-        current += 1
     return out

@@ -15,6 +15,17 @@ log = logging.getLogger(__name__)
 RETRY_BACKOFF_S = 0.1
 
 
+async def stop_task_and_connection(task: asyncio.Task[Any], conn: Any) -> None:
+    """Cancel a sender's (or a fetcher's) task, wait for it, close its connection."""
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110 - stopping: its end is of no interest
+        pass
+    if conn is not None:
+        conn.close()
+
+
 class BrokerSender:
     def __init__(self, broker_id: int, host: str, port: int, *, client_id: str, timeout_ms: int) -> None:
         self.broker_id = broker_id
@@ -66,13 +77,8 @@ class BrokerSender:
                     await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110
-            pass
-        if self.conn is not None:
-            self.conn.close()
+        await stop_task_and_connection(self.task, self.conn)
+        self.conn = None
         while not self.queue.empty():
             _k, _v, _r, fut = self.queue.get_nowait()
             if not fut.done():

@@ -23,6 +23,7 @@ from moldau.protocol.records import check_crc, split_batches
 
 from ..replica_manager import AppendResult, Partition, ReadInfo, ReplicaManager
 from . import zkdata as zd
+from .channel import stop_task_and_connection
 
 if TYPE_CHECKING:
     from ..metadata import TopicInfo
@@ -518,14 +519,8 @@ class ReplicaFetcher:
         self.truncating.discard(key)
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110
-            pass
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+        await stop_task_and_connection(self.task, self.conn)
+        self.conn = None
 
     async def _connection(self) -> Any:
         from moldau.client.conn import Connection

@@ -22,15 +22,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from moldau.log.manager import validate_topic_name
-
 from ..metadata import (
     INTERNAL_TOPICS,
     MetadataListener,
     TopicInfo,
     _collision_key,
     _new_topic_id,
+    check_deletion_enabled,
+    check_new_topic,
+    check_partition_increase,
+    clean_topic_configs,
+    existing_topic,
     kafka_error,
+    merged_topic_configs,
+    topic_counts,
 )
 from . import zkdata as zd
 from .assignment import assign_replicas
@@ -244,18 +249,15 @@ class ZkMetadataStore:
         return True
 
     # ----------------------------------------------------------------------------------- mutations
-    def _default(self, key: str, fallback: int) -> int:
-        if self.broker_config is None:
-            return fallback
-        return int(self.broker_config.get(key))
-
     def _registered_brokers(self) -> list[tuple[int, str | None]]:
+        from kazoo.exceptions import NoNodeError
+
         kz = self.zk.sync
         out = []
         for child in kz.get_children(zd.BROKER_IDS):
             try:
                 data, _ = kz.get(zd.broker_path(int(child)))
-            except Exception:  # vanished meanwhile  # noqa: BLE001, S112
+            except NoNodeError:  # vanished meanwhile
                 continue
             info = zd.BrokerInfo.decode(int(child), data)
             out.append((info.broker_id, info.rack))
@@ -272,29 +274,15 @@ class ZkMetadataStore:
         topic_id: uuid.UUID | None = None,
         assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
-        validate_topic_name(name)
+        check_new_topic(name, self.topics, self._collisions)
         kz = self.zk.sync
-        if name in self.topics or kz.exists(zd.topic_path(name)):
+        if kz.exists(zd.topic_path(name)):
             raise kafka_error("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
-        other = self._collisions.get(_collision_key(name))
-        if other is not None:
-            raise kafka_error(
-                "INVALID_TOPIC_EXCEPTION", f"Topic '{name}' collides with existing topic: {other}"
-            )
-        if num_partitions == -1:
-            num_partitions = self._default("num.partitions", 1)
-        if replication_factor == -1:
-            replication_factor = self._default("default.replication.factor", 1)
-        if num_partitions <= 0:
-            raise kafka_error("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
-        if replication_factor <= 0:
-            raise kafka_error("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        num_partitions, replication_factor = topic_counts(num_partitions, replication_factor,
+                                                          self.broker_config)
         if assignment is None:
             assignment = assign_replicas(self._registered_brokers(), num_partitions, replication_factor)
-        cfg = dict(configs or {})
-        if self.config_validator is not None:
-            self.config_validator(cfg)
-        clean = {k: v for k, v in cfg.items() if v is not None}
+        clean = clean_topic_configs(configs, self.config_validator)
         t = TopicInfo(
             name,
             topic_id or _new_topic_id(self.by_id),
@@ -341,11 +329,8 @@ class ZkMetadataStore:
         return t
 
     def delete_topic(self, name: str) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if self.broker_config is not None and not self.broker_config.get("delete.topic.enable"):
-            raise kafka_error("TOPIC_DELETION_DISABLED", "Topic deletion is disabled.")
+        t = existing_topic(self.topics, name)
+        check_deletion_enabled(self.broker_config)
         # Kafka's admin path writes /admin/delete_topics/<t> and the controller removes the topic; here the
         # topic's znodes go at once (the answer comes once the topic is gone, as Kafka's DeleteTopics waits),
         # every broker deletes its replicas when the watch fires, and the controller forgets the partitions.
@@ -360,17 +345,8 @@ class ZkMetadataStore:
         return t
 
     def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        if new_total < t.num_partitions:
-            raise kafka_error(
-                "INVALID_PARTITIONS",
-                f"Topic currently has {t.num_partitions} partitions, which is higher than the "
-                f"requested {new_total}.",
-            )
-        if new_total == t.num_partitions:
-            raise kafka_error("INVALID_PARTITIONS", f"Topic already has {t.num_partitions} partitions.")
+        t = existing_topic(self.topics, name)
+        check_partition_increase(t, new_total)
         kz = self.zk.sync
         data, stat = kz.get(zd.topic_path(name))
         a = zd.TopicAssignment.decode(data)
@@ -393,17 +369,8 @@ class ZkMetadataStore:
     def alter_topic_configs(
         self, name: str, configs: dict[str, str | None], *, replace: bool = False, validate_only: bool = False
     ) -> TopicInfo:
-        t = self.topics.get(name)
-        if t is None:
-            raise kafka_error("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")
-        new = {} if replace else dict(t.configs)
-        for k, v in configs.items():
-            if v is None:
-                new.pop(k, None)
-            else:
-                new[k] = v
-        if self.config_validator is not None:
-            self.config_validator(dict(new))
+        t = existing_topic(self.topics, name)
+        new = merged_topic_configs(t, configs, replace, self.config_validator)
         if validate_only:
             return t
         kz = self.zk.sync
