@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -164,7 +165,9 @@ def check(
         places = where.get(a.value)
         if not places:
             r.lost += 1
-            r.example("lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}")
+            r.example(
+                "lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, {_clock(a.acked)}"
+            )
         elif (a.partition, a.offset) not in places:
             r.moved += 1
             r.example(
@@ -239,6 +242,12 @@ def check(
                 r.example("eos_duplicates", f"x:{v.decode()} {n} times")
     r.unavailable_s = unavailable_seconds(w)
     return r
+
+
+def _clock(mono: float) -> str:
+    """A monotonic time as wall-clock time of day (to find it in the server logs)."""
+    t = time.time() - (time.monotonic() - mono)
+    return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
 def unavailable_seconds(w: Workloads) -> int:
