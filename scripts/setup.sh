@@ -85,4 +85,17 @@ if [ "$want_test" = 1 ] && [ ! -f /usr/share/java/zookeeper.jar ]; then
 fi
 # --- end moldau cluster ---
 
+# --- fault bench: `ip` (iproute2) for the network namespaces of tests/faults (docs/faults.md); without it, or
+# without root, the bench falls back to process faults and says so ---
+if [ "$want_test" = 1 ] && ! command -v ip >/dev/null 2>&1; then
+    echo "setup.sh: installing iproute2 (the ip command) for the fault bench's network namespaces"
+    sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq iproute2 >/dev/null
+fi
+# --- end fault bench ---
+
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies, kcat, ZooKeeper'))"
