@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
+from moldau.broker.cluster.local import LocalCluster, free_port, zookeeper_installed
 
 _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
@@ -60,10 +60,14 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
     made: list[LocalCluster] = []
 
-    def make(brokers: int = 3, configs: list[str] | None = None) -> LocalCluster:
+    def make(brokers: int = 3, configs: list[str] | None = None, metrics: bool = False) -> LocalCluster:
         c = LocalCluster(
             str(tmp_path / f"cluster{len(made)}"), brokers, broker_configs=FAST + (configs or [])
         )
+        if metrics:  # each broker's Prometheus endpoint on a port of its own: b.metrics_port
+            for b in c.brokers:
+                b.metrics_port = free_port()
+                b.extra.append(f"metrics.listener=127.0.0.1:{b.metrics_port}")
         made.append(c)
         c.start()
         wait_formed(c)

@@ -150,6 +150,17 @@ def test_kill_leader_while_three_clients_produce_acks_all(cluster):
     b.start()
     b.wait_listening()
     wait_until(lambda: fully_replicated(bs, TOPIC, 3), 40, "the restarted broker back in the ISR")
+    # preferred leader election (ElectLeaders, sent by the admin client to the controller) moves leadership
+    # back to the first replica: the restarted broker
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"logger": QUIET, "bootstrap.servers": bs})
+    res = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(30)
+    assert res[TopicPartition(TOPIC, 0)] is None, res
+    wait_until(lambda: partitions(bs, TOPIC)[0].leader == leader, 20, "the preferred leader back")
+    again = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(30)
+    assert again[TopicPartition(TOPIC, 0)].code() == 84  # ELECTION_NOT_NEEDED
     seg = "00000000000000000000.log"
     wait_until(
         lambda: (

@@ -37,6 +37,17 @@ def _raw_produce(address: str, topic: str, value: bytes, acks: int) -> int:
     return resp.responses[0].partition_responses[0].error_code
 
 
+def _describe_json(bootstrap: str, topic: str, flag: str) -> list:
+    import json
+    import subprocess
+
+    from moldau.broker.cluster.local import moldau_command
+
+    out = subprocess.run([*moldau_command(), "topics", "describe", topic, flag, "--json", "-b", bootstrap],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
 def _controller(bootstrap: str) -> int:
     return admin(bootstrap).list_topics(timeout=5).controller_id
 
@@ -57,7 +68,22 @@ def _produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert p.flush(40) == 0 and not errors, errors
 
 
-def test_sigstop_followers_isr_and_min_insync(cluster):
+def _metrics(port: int) -> dict[str, float]:
+    """The unlabelled samples of a broker's Prometheus endpoint."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_sigstop_followers_isr_and_min_insync(cluster_factory):
+    cluster = cluster_factory(metrics=True)
     bs = cluster.bootstrap
     create_topic(bs, "stall", partitions=1, rf=3, configs={"min.insync.replicas": "2"})
     wait_until(lambda: fully_replicated(bs, "stall", 3), 20, "ISR of 3")
@@ -76,6 +102,18 @@ def test_sigstop_followers_isr_and_min_insync(cluster):
     wait_until(lambda: first not in partitions(leader_addr, "stall")[0].isrs, LAG_MAX_S + 8, "ISR shrink")
     shrink_s = time.monotonic() - t0
     print(f"ISR shrink after {shrink_s:.1f} s (replica.lag.time.max.ms {LAG_MAX_S:.0f} s)")
+    # what operators see: the partition listed as under-replicated, with the stopped follower out of the ISR
+    urp = _describe_json(leader_addr, "stall", "--under-replicated-partitions")
+    assert [p["partition"] for t in urp for p in t["partitions"]] == [0]
+    assert first not in urp[0]["partitions"][0]["isr"]
+    assert _describe_json(leader_addr, "stall", "--unavailable-partitions") == []
+    # and in the leader's metrics; exactly one broker reports itself as the active controller
+    m = _metrics(cluster.broker(leader).metrics_port)
+    assert m["kafka_server_replicamanager_underreplicatedpartitions"] == 1
+    assert m["kafka_server_replicamanager_isrshrinks_total"] >= 1
+    active = [_metrics(b.metrics_port)["kafka_controller_kafkacontroller_activecontrollercount"]
+              for b in cluster.brokers if b.node_id != first]
+    assert active.count(1) <= 1 and (ctl == first or active.count(1) == 1)
     _produce_acks_all(leader_addr, "stall", [b"b-%d" % i for i in range(50)])  # acks=all goes on (ISR 2)
 
     # two stopped: acks=all refused before the append, acks=1 still works

@@ -145,19 +145,48 @@ def merged_topic_configs(t: TopicInfo, changes: Mapping[str, str | None], replac
     return new
 
 
-class MetadataStore:
-    """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
+class TopicIndex:
+    """The topics by name and id, and the names that collide ('.' vs '_'): what both metadata stores (this
+    module's and the cluster's ``ZkMetadataStore``) keep in memory and answer lookups from."""
 
-    def __init__(self, data_dir: str, *, broker_config: Any = None,
+    def __init__(self, broker_config: Any = None,
                  config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
-        self.data_dir = data_dir
-        self.path = os.path.join(data_dir, METADATA_FILE)
         self.broker_config = broker_config
         self.config_validator = config_validator
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
         self.listeners: list[MetadataListener] = []
+
+    def _index(self, t: TopicInfo) -> None:
+        self.topics[t.name] = t
+        self.by_id[t.topic_id] = t
+        self._collisions[_collision_key(t.name)] = t.name
+
+    def _unindex(self, t: TopicInfo) -> None:
+        self.topics.pop(t.name, None)
+        self.by_id.pop(t.topic_id, None)
+        if self._collisions.get(_collision_key(t.name)) == t.name:
+            del self._collisions[_collision_key(t.name)]
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.by_id.get(topic_id)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.topics
+
+
+class MetadataStore(TopicIndex):
+    """Topics of this cluster. Mutating methods raise KafkaError with Kafka's codes."""
+
+    def __init__(self, data_dir: str, *, broker_config: Any = None,
+                 config_validator: Callable[[dict[str, str | None]], None] | None = None) -> None:
+        super().__init__(broker_config, config_validator)
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, METADATA_FILE)
         # this node, the only broker of a single-node cluster: set by the broker once its listeners are bound
         self.node_id = -1
         self.rack: str | None = None
@@ -198,27 +227,6 @@ class MetadataStore:
         doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(),
                                                                     key=lambda t: t.name)]}
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
-
-    def _index(self, t: TopicInfo) -> None:
-        self.topics[t.name] = t
-        self.by_id[t.topic_id] = t
-        self._collisions[_collision_key(t.name)] = t.name
-
-    def _unindex(self, t: TopicInfo) -> None:
-        self.topics.pop(t.name, None)
-        self.by_id.pop(t.topic_id, None)
-        if self._collisions.get(_collision_key(t.name)) == t.name:
-            del self._collisions[_collision_key(t.name)]
-
-    # ----------------------------------------------------------------------------------- queries
-    def get(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self.by_id.get(topic_id)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.topics
 
     # ----------------------------------------------------------------------------------- mutations
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,

@@ -126,6 +126,8 @@ class BrokerMetrics:
         self.bytes_out: dict[str, int] = defaultdict(int)
         self.produce_requests: dict[str, int] = defaultdict(int)
         self.fetch_requests: dict[str, int] = defaultdict(int)
+        self.isr_shrinks = 0  # a cluster's leaders (cluster.replica)
+        self.isr_expands = 0
         self.started = time.time()
         self.server: asyncio.AbstractServer | None = None
         self.address: tuple[str, int] | None = None
@@ -152,6 +154,12 @@ class BrokerMetrics:
         self.produce_requests[topic] += 1
         self.messages_in[topic] += nrecords
         self.bytes_in[topic] += nbytes
+
+    def record_isr_change(self, expanded: bool) -> None:
+        if expanded:
+            self.isr_expands += 1
+        else:
+            self.isr_shrinks += 1
 
     def record_read(self, topic: str, nbytes: int) -> None:
         self.fetch_requests[topic] += 1
@@ -230,11 +238,13 @@ class BrokerMetrics:
         parts = self._partitions()
         w.family("kafka_server_replicamanager_partitioncount", "gauge", "Partitions on this broker.")
         w.sample("kafka_server_replicamanager_partitioncount", [], len(parts))
+        node = getattr(self.broker, "node_id", -1)
+        leaders = [p for p in parts if getattr(p, "leader_id", node) == node]
         w.family("kafka_server_replicamanager_leadercount", "gauge", "Partitions this broker leads.")
-        w.sample("kafka_server_replicamanager_leadercount", [], len(parts))
+        w.sample("kafka_server_replicamanager_leadercount", [], len(leaders))
         under_min = 0
         under_rep = 0
-        for p in parts:
+        for p in leaders:  # as Kafka: counted by the leader
             isr = len(getattr(p, "isr", [1]) or [])
             replicas = len(getattr(p, "replicas", [1]) or [1])
             min_isr = int(getattr(p.config, "min_insync_replicas", 1) or 1)
@@ -246,6 +256,7 @@ class BrokerMetrics:
         w.family("kafka_server_replicamanager_underreplicatedpartitions", "gauge",
                  "Partitions whose ISR is smaller than their replica set.")
         w.sample("kafka_server_replicamanager_underreplicatedpartitions", [], under_rep)
+        self._render_cluster(w, leaders)
         fams = (("kafka_log_log_size", "Bytes of a partition's log segments (Log Size)."),
                 ("kafka_log_log_logendoffset", "Log end offset of a partition (LogEndOffset)."),
                 ("kafka_log_log_logstartoffset", "Log start offset of a partition (LogStartOffset)."),
@@ -265,6 +276,28 @@ class BrokerMetrics:
             w.family(name, "gauge", help_text)
             for labels, values in rows:
                 w.sample(name, labels, values[i])
+
+    def _render_cluster(self, w: _Writer, leaders: list[Any]) -> None:
+        """ISR changes, the active controller and the followers' lag (docs/cluster.md)."""
+        w.family("kafka_server_replicamanager_isrshrinks_total", "counter", "ISR shrinks by this leader.")
+        w.sample("kafka_server_replicamanager_isrshrinks_total", [], self.isr_shrinks)
+        w.family("kafka_server_replicamanager_isrexpands_total", "counter", "ISR expansions by this leader.")
+        w.sample("kafka_server_replicamanager_isrexpands_total", [], self.isr_expands)
+        cluster = getattr(self.broker, "cluster", None)
+        controller = getattr(cluster, "controller", None) if cluster is not None else None
+        active = 1 if cluster is None or (controller is not None and controller.active) else 0
+        w.family("kafka_controller_kafkacontroller_activecontrollercount", "gauge",
+                 "1 on the active controller (a single-node broker is its own controller).")
+        w.sample("kafka_controller_kafkacontroller_activecontrollercount", [], active)
+        lagging = [(p, r, leo) for p in leaders
+                   for r, leo in (getattr(p, "follower_leo", None) or {}).items()]
+        if lagging:
+            w.family("moldau_replica_lag_messages", "gauge",
+                     "Leader's log end offset minus a follower's last fetch offset.")
+            for p, r, leo in lagging:
+                lag = p.log.log_end_offset - leo if leo >= 0 else p.log.log_end_offset
+                w.sample("moldau_replica_lag_messages", [("topic", p.topic), ("partition", p.index),
+                                                         ("replica", r)], lag)
 
     def _render_groups(self, w: _Writer) -> None:
         gc = getattr(self.broker, "group_coordinator", None)

@@ -46,6 +46,10 @@ def register(sub: Any) -> None:
     d.add_argument("--internal", action="store_true", help="with no TOPIC: include internal topics")
     d.add_argument("--no-offsets", action="store_true", help="skip the earliest/latest offsets")
     d.add_argument("--all-configs", action="store_true", help="show every config, not only overrides")
+    d.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replicas (a cluster)")
+    d.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader (a cluster)")
     _common(d)
     d.set_defaults(func=run_command(cmd_describe))
 
@@ -172,7 +176,12 @@ def describe_topics(a: Any, names: list[str], *, offsets: bool = True, all_confi
 def cmd_describe(args: argparse.Namespace) -> int:
     with admin(args) as a:
         names = args.topics or sorted(a.list_topics(include_internal=args.internal))
+        filtered = args.under_replicated_partitions or args.unavailable_partitions
+        if filtered:
+            args.no_offsets = True  # a leaderless partition has no offsets to list
         result = describe_topics(a, names, offsets=not args.no_offsets, all_configs=args.all_configs)
+    if filtered:
+        result = _only_partitions(result, args.under_replicated_partitions, args.unavailable_partitions)
     if args.json:
         print_json(result)
         return 0
@@ -196,6 +205,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
             rows.append(row)
         print_table(headers, rows)
     return 0
+
+
+def _only_partitions(result: list[dict[str, Any]], under_replicated: bool, unavailable: bool
+                     ) -> list[dict[str, Any]]:
+    """kafka-topics' --under-replicated-partitions (ISR smaller than the replicas) and
+    --unavailable-partitions (no leader); topics without such partitions are left out."""
+    out = []
+    for t in result:
+        parts = [p for p in t["partitions"]
+                 if (under_replicated and len(p["isr"]) < len(p["replicas"]))
+                 or (unavailable and p["leader"] < 0)]
+        if parts:
+            out.append({**t, "partitions": parts})
+    return out
 
 
 def cmd_create(args: argparse.Namespace) -> int:

@@ -100,6 +100,9 @@ class ClusterServices:
             timeout_ms=int(self.config.get("controller.socket.timeout.ms") or 30000),
         )
         self.controller.start()
+        if self.config.get("auto.leader.rebalance.enable"):
+            self.controller.start_rebalance(float(self.config.get("leader.imbalance.check.interval.seconds")),
+                                            int(self.config.get("leader.imbalance.per.broker.percentage")))
 
     async def _create_registration(self, info: zd.BrokerInfo) -> None:
         from kazoo.exceptions import NodeExistsError

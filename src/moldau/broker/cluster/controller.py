@@ -59,6 +59,7 @@ class Controller:
         self._watches_set = False
         self._closed = False
         self._waiting: set[asyncio.Future[Any]] = set()
+        self._rebalance: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -67,6 +68,8 @@ class Controller:
 
     async def close(self) -> None:
         self._closed = True
+        if self._rebalance is not None:
+            self._rebalance.cancel()
         for fut in list(self._waiting):  # controlled shutdowns of other brokers: NOT_CONTROLLER, they retry
             fut.cancel()
         await self._resign()
@@ -95,6 +98,8 @@ class Controller:
         if self._closed:
             return False
         if data is None:
+            # no controller: also ours gone (this broker's session expired), so resign before competing again
+            self._enqueue(self._resign)
             self._enqueue(self._elect)
         elif zd.decode_controller(data) != self.broker_id and self.active:
             self._enqueue(self._resign)
@@ -496,31 +501,127 @@ class Controller:
         )
         return remaining
 
+    # ------------------------------------------------------------------------------------------ elections
+    async def elect_leaders(self, unclean: bool, tps: list[TP] | None) -> dict[TP, tuple[int, str | None]]:
+        """ElectLeaders (43): preferred (the first replica, when alive and in the ISR) or unclean (any live
+        replica of a partition without a leader). ``tps`` None: every partition. (error, message) each."""
+        if not self.active or self._closed:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
+        fut: asyncio.Future[dict[TP, tuple[int, str | None]]] = asyncio.get_running_loop().create_future()
+
+        async def work() -> None:
+            try:
+                if not fut.done():
+                    fut.set_result(await self._elect_leaders(unclean, tps))
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                if not fut.done():
+                    fut.set_exception(e)
+
+        self._waiting.add(fut)
+        self._enqueue(work)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.cancelled():
+                return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
+            raise
+        finally:
+            self._waiting.discard(fut)
+
+    async def _elect_leaders(self, unclean: bool, tps: list[TP] | None) -> dict[TP, tuple[int, str | None]]:
+        results: dict[TP, tuple[int, str | None]] = {}
+        changed: list[TP] = []
+        for tp in sorted(self.states) if tps is None else tps:
+            st = self.states.get(tp)
+            a = self.assignments.get(tp[0])
+            replicas = a.partitions.get(tp[1]) if a is not None else None
+            if st is None or not replicas:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            if unclean:
+                if st.leader in self.live:
+                    results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+                    continue
+                live = [r for r in replicas if r in self.live and r not in self.shutting_down]
+                if not live:
+                    results[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica")
+                    continue
+                new = zd.LeaderAndIsr(live[0], st.leader_epoch + 1, [live[0]], self.epoch, st.zk_version)
+            else:
+                preferred = replicas[0]
+                if st.leader == preferred:
+                    results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+                    continue
+                if preferred not in self.live or preferred not in st.isr or preferred in self.shutting_down:
+                    results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                   f"preferred leader {preferred} is not alive or not in the ISR {st.isr}")
+                    continue
+                new = zd.LeaderAndIsr(preferred, st.leader_epoch + 1, list(st.isr), self.epoch, st.zk_version)
+            if await self._write_state(tp, new):
+                changed.append(tp)
+                results[tp] = (ErrorCode.NONE, None)
+            else:
+                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition state changed meanwhile; retry")
+        if changed:
+            log.info("controller: %s election moved %d partitions", "unclean" if unclean else "preferred",
+                     len(changed))
+            self._send_update_metadata(list(self.live), changed)
+            for tp in changed:
+                self._send_leader_and_isr(tp)
+        return results
+
+    async def _rebalance_loop(self, interval_s: float, imbalance_pct: int) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, preferred elections
+        for the brokers whose share of partitions led by someone else passes
+        leader.imbalance.per.broker.percentage."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.active:
+                continue
+            by_preferred: dict[int, list[TP]] = {}
+            for tp, st in self.states.items():
+                a = self.assignments.get(tp[0])
+                replicas = a.partitions.get(tp[1]) if a is not None else None
+                if replicas:
+                    by_preferred.setdefault(replicas[0], []).append(tp)
+            todo: list[TP] = []
+            for broker_id, tps in by_preferred.items():
+                if broker_id not in self.live:
+                    continue
+                elsewhere = [tp for tp in tps if self.states[tp].leader != broker_id]
+                if len(elsewhere) * 100 > imbalance_pct * len(tps):
+                    todo.extend(elsewhere)
+            if todo:
+                self._enqueue(lambda todo=todo: self._elect_leaders(False, todo))
+
+    def start_rebalance(self, interval_s: float, imbalance_pct: int) -> None:
+        self._rebalance = asyncio.get_running_loop().create_task(
+            self._rebalance_loop(interval_s, imbalance_pct), name="leader-rebalance")
+
     # ------------------------------------------------------------------------------------------ requests
     def _send(self, broker_id: int, api_key: int, version: int, req: Any) -> asyncio.Future[Any] | None:
         if self.channel is None:
             return None
         return self.channel.send(broker_id, api_key, version, req)
 
-    def _send_leader_and_isr(self, tp: TP, only: list[int] | None = None) -> list[asyncio.Future[Any]]:
+    def _partition_fields(self, tp: TP) -> dict[str, Any] | None:
+        """The fields LeaderAndIsr's and UpdateMetadata's partition states share (None: unknown partition)."""
         st = self.states.get(tp)
         a = self.assignments.get(tp[0])
         if st is None or a is None:
+            return None
+        return {"partition_index": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
+                "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
+                "replicas": list(a.partitions.get(tp[1], []))}
+
+    def _send_leader_and_isr(self, tp: TP, only: list[int] | None = None) -> list[asyncio.Future[Any]]:
+        fields = self._partition_fields(tp)
+        if fields is None:
             return []
-        replicas = a.partitions.get(tp[1], [])
+        st = self.states[tp]
+        replicas = fields["replicas"]
         Req = m.LeaderAndIsrRequest
-        ps = Req.LeaderAndIsrPartitionState(
-            partition_index=tp[1],
-            controller_epoch=st.controller_epoch,
-            leader=st.leader,
-            leader_epoch=st.leader_epoch,
-            isr=list(st.isr),
-            zk_version=st.zk_version,
-            replicas=list(replicas),
-            adding_replicas=[],
-            removing_replicas=[],
-            is_new=False,
-        )
+        ps = Req.LeaderAndIsrPartitionState(**fields, adding_replicas=[], removing_replicas=[], is_new=False)
         leaders = []
         if st.leader in self.live:
             ep = self.live[st.leader].endpoint(self.listener_name) or self.live[st.leader].endpoints[0]
@@ -546,23 +647,12 @@ class Controller:
         Req = m.UpdateMetadataRequest
         by_topic: dict[str, list[Any]] = {}
         for tp in tps:
-            st = self.states.get(tp)
-            a = self.assignments.get(tp[0])
-            if st is None or a is None:
+            fields = self._partition_fields(tp)
+            if fields is None:
                 continue
-            replicas = a.partitions.get(tp[1], [])
+            offline = [r for r in fields["replicas"] if r not in self.live]
             by_topic.setdefault(tp[0], []).append(
-                Req.UpdateMetadataPartitionState(
-                    partition_index=tp[1],
-                    controller_epoch=st.controller_epoch,
-                    leader=st.leader,
-                    leader_epoch=st.leader_epoch,
-                    isr=list(st.isr),
-                    zk_version=st.zk_version,
-                    replicas=list(replicas),
-                    offline_replicas=[r for r in replicas if r not in self.live],
-                )
-            )
+                Req.UpdateMetadataPartitionState(**fields, offline_replicas=offline))
         live = []
         for info in sorted(self.live.values(), key=lambda i: i.broker_id):
             live.append(

@@ -126,6 +126,7 @@ class LocalBroker:
         self.port = port
         self.zk_connect = zk_connect
         self.extra = list(extra)
+        self.metrics_port: int | None = None  # when a metrics.listener was given (tests)
         self.log_path = os.path.join(folder, f"broker-{node_id}.log")
         self.proc: subprocess.Popen[bytes] | None = None
 

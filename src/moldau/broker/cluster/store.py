@@ -24,9 +24,8 @@ from typing import Any
 
 from ..metadata import (
     INTERNAL_TOPICS,
-    MetadataListener,
+    TopicIndex,
     TopicInfo,
-    _collision_key,
     _new_topic_id,
     check_deletion_enabled,
     check_new_topic,
@@ -62,7 +61,7 @@ class LiveBroker:
     rack: str | None
 
 
-class ZkMetadataStore:
+class ZkMetadataStore(TopicIndex):
     def __init__(
         self,
         zk: Any,
@@ -71,15 +70,10 @@ class ZkMetadataStore:
         broker_config: Any = None,
         config_validator: Callable[[dict[str, str | None]], None] | None = None,
     ) -> None:
+        super().__init__(broker_config, config_validator)
         self.zk = zk
         self.node_id = node_id
-        self.broker_config = broker_config
-        self.config_validator = config_validator
-        self.topics: dict[str, TopicInfo] = {}
-        self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
-        self._collisions: dict[str, str] = {}
-        self.listeners: list[MetadataListener] = []
         # the controller's view (UpdateMetadata)
         self.live: dict[int, LiveBroker] = {}
         self.partitions: dict[tuple[str, int], PartitionView] = {}
@@ -182,30 +176,10 @@ class ZkMetadataStore:
         for lst in self.listeners:
             lst.on_topic_deleted(t)
 
-    def _index(self, t: TopicInfo) -> None:
-        self.topics[t.name] = t
-        self.by_id[t.topic_id] = t
-        self._collisions[_collision_key(t.name)] = t.name
-
-    def _unindex(self, t: TopicInfo) -> None:
-        self.topics.pop(t.name, None)
-        self.by_id.pop(t.topic_id, None)
-        if self._collisions.get(_collision_key(t.name)) == t.name:
-            del self._collisions[_collision_key(t.name)]
-
     def save(self) -> None:
         """Nothing to save locally: ZooKeeper holds the metadata."""
 
     # ----------------------------------------------------------------------------------- queries
-    def get(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self.by_id.get(topic_id)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.topics
-
     def live_brokers(self, listener_name: str | None) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every live broker that has the listener ``listener_name``."""
         out = []
