@@ -26,7 +26,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from .workload import Workloads, read_all
+from .workload import Ack, Workloads, read_all
 
 _W = re.compile(rb"w(\d+)-(\d+)$")
 
@@ -132,6 +132,43 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     return {tp.partition: max(tp.offset, 0) for tp in tps}
 
 
+def compare_acks(
+    r: Result, acks: list[Ack], log_: dict[int, list[tuple[int, bytes]]]
+) -> dict[tuple[int, int], bytes]:
+    """Lost, duplicated, moved and reused records of the log against the acknowledgements, into ``r``;
+    returns the log as {(partition, offset): value}."""
+    at: dict[tuple[int, int], bytes] = {}
+    where: dict[bytes, list[tuple[int, int]]] = {}
+    for p, recs in log_.items():
+        for off, v in recs:
+            at[(p, off)] = v
+            where.setdefault(v, []).append((p, off))
+    r.in_log = len(at)
+    for v, places in where.items():
+        if len(places) > 1:
+            r.duplicates += len(places) - 1
+            r.example("duplicates", f"{v.decode()} at {places}")
+    for a in acks:
+        places = where.get(a.value)
+        if not places:
+            r.lost += 1
+            r.example(
+                "lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, {_clock(a.acked)}"
+            )
+        elif (a.partition, a.offset) not in places:
+            r.moved += 1
+            r.example(
+                "moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}"
+            )
+        held = at.get((a.partition, a.offset))
+        if held is not None and held != a.value:
+            r.reused += 1
+            r.example(
+                "reused", f"{a.partition}@{a.offset} acknowledged {a.value.decode()}, holds {held.decode()}"
+            )
+    return at
+
+
 def check(
     name: str,
     bootstrap: str,
@@ -150,35 +187,7 @@ def check(
     prod = w.producers
     r.acked, r.failed = len(prod.acks), len(prod.failed)
     log_ = read_all(bootstrap, topic, partitions)
-    at: dict[tuple[int, int], bytes] = {}
-    where: dict[bytes, list[tuple[int, int]]] = {}
-    for p, recs in log_.items():
-        for off, v in recs:
-            at[(p, off)] = v
-            where.setdefault(v, []).append((p, off))
-    r.in_log = len(at)
-    for v, places in where.items():
-        if len(places) > 1:
-            r.duplicates += len(places) - 1
-            r.example("duplicates", f"{v.decode()} at {places}")
-    for a in prod.acks:
-        places = where.get(a.value)
-        if not places:
-            r.lost += 1
-            r.example(
-                "lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, {_clock(a.acked)}"
-            )
-        elif (a.partition, a.offset) not in places:
-            r.moved += 1
-            r.example(
-                "moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}"
-            )
-        held = at.get((a.partition, a.offset))
-        if held is not None and held != a.value:
-            r.reused += 1
-            r.example(
-                "reused", f"{a.partition}@{a.offset} acknowledged {a.value.decode()}, holds {held.decode()}"
-            )
+    at = compare_acks(r, prod.acks, log_)
     for p, recs in log_.items():
         last: dict[int, int] = {}
         for off, v in recs:

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.broker.cluster.local import free_port, moldau_command
 
-from .checker import Result
+from .checker import Result, compare_acks
 from .harness import Proc
 from .workload import Producers, read_all
 
@@ -61,26 +61,7 @@ def kill_cycles(
         prod.join(150)
         result.seconds = time.monotonic() - t0
         result.acked, result.failed = len(prod.acks), len(prod.failed)
-        log_ = read_all(bs, "single", 3)
-        where: dict[bytes, list[tuple[int, int]]] = {}
-        for p, recs in log_.items():
-            for off, v in recs:
-                where.setdefault(v, []).append((p, off))
-        result.in_log = sum(len(r) for r in log_.values())
-        for v, places in where.items():
-            if len(places) > 1:
-                result.duplicates += len(places) - 1
-                result.example("duplicates", f"{v.decode()} at {places}")
-        for a in prod.acks:
-            places = where.get(a.value)
-            if not places:
-                result.lost += 1
-                result.example("lost", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}")
-            elif (a.partition, a.offset) not in places:
-                result.moved += 1
-                result.example(
-                    "moved", f"{a.value.decode()} acknowledged at {a.partition}@{a.offset}, found at {places}"
-                )
+        compare_acks(result, prod.acks, read_all(bs, "single", 3))
         if prod.errors:
             result.notes.append(f"producer: {len(prod.errors)} errors, first: {prod.errors[0]}")
         return result
