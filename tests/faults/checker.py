@@ -149,7 +149,7 @@ def compare_acks(
             r.duplicates += len(places) - 1
             r.example("duplicates", f"{v.decode()} at {places}")
     for a in acks:
-        places = where.get(a.value)
+        places = where.get(a.value, [])
         if not places:
             r.lost += 1
             r.example(

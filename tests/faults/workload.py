@@ -15,6 +15,7 @@ recording what it was told so the checker can compare it with what the cluster h
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -105,7 +106,7 @@ class Producers(Worker):
                             self.topic,
                             value=v,
                             partition=part,
-                            on_delivery=lambda err, msg, v=v, sent=sent: self._delivered(err, msg, v, sent),
+                            on_delivery=functools.partial(self._on_delivery, v, sent),
                         )
                         self.sent += 1
                     except BufferError:
@@ -146,7 +147,7 @@ class Producers(Worker):
             }
         )
 
-    def _delivered(self, err: Any, msg: Any, value: bytes, sent: float) -> None:
+    def _on_delivery(self, value: bytes, sent: float, err: Any, msg: Any) -> None:
         now = time.monotonic()
         with self._lock:
             if err is None:
@@ -188,11 +189,11 @@ class GroupConsumer(Worker):
                         self.note(m.error())
                         continue
                     got = True
-                    key = (m.partition(), m.offset())
-                    old = self.seen.get(key)
-                    if old is not None and old != m.value():
-                        self.conflicts.append((*key, old, m.value()))
-                    self.seen[key] = m.value()
+                    part, off, value = record(m)
+                    old = self.seen.get((part, off))
+                    if old is not None and old != value:
+                        self.conflicts.append((part, off, old, value))
+                    self.seen[(part, off)] = value
                 if got:
                     try:
                         c.commit(asynchronous=False)
@@ -366,7 +367,8 @@ class Processor(Worker):
                     continue
                 p.begin_transaction()
                 for m in msgs:
-                    p.produce(self.sink, value=b"x:" + m.value(), partition=m.partition())
+                    part, _off, value = record(m)
+                    p.produce(self.sink, value=b"x:" + value, partition=part)
                 try:
                     p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
                     p.commit_transaction(30)
@@ -407,9 +409,16 @@ class CommittedReader(Worker):
             while not self.stop_event.is_set():
                 for m in c.consume(500, 0.5):
                     if m.error() is None:
-                        self.seen.add(m.value())
+                        self.seen.add(record(m)[2])
         finally:
             c.close()
+
+
+def record(m: Any) -> tuple[int, int, bytes]:
+    """(partition, offset, value) of a consumed message (the bench writes no null values)."""
+    part, off, value = m.partition(), m.offset(), m.value()
+    assert part is not None and off is not None and value is not None
+    return part, off, value
 
 
 def read_all(
@@ -439,8 +448,9 @@ def read_all(
             for m in c.consume(1000, 1.0):
                 if m.error() is not None:
                     continue
-                out[m.partition()].append((m.offset(), m.value()))
-                pos[m.partition()] = m.offset() + 1
+                part, off, value = record(m)
+                out[part].append((off, value))
+                pos[part] = off + 1
             if committed:  # control records and aborted data leave gaps: ask where the reader stands
                 for tp in c.position([TopicPartition(topic, p) for p in range(partitions)]):
                     if tp.offset >= 0:
