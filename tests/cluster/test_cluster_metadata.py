@@ -161,3 +161,23 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
         host, port = h.rsplit(":", 1)
         with pytest.raises(OSError):
             socket.create_connection((host, int(port)), timeout=2).close()
+
+
+def test_single_node_data_dir_is_refused(tmp_path):
+    """A data dir holding a single-node broker's topics is not taken into a cluster: one line naming the
+    file."""
+    import json
+    import subprocess
+
+    from moldau.broker.cluster.local import moldau_command
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "__moldau_metadata.json").write_text(json.dumps({"version": 1, "topics": [
+        {"name": "old", "topic_id": "c3ff63e3-d924-4933-81e9-3e081c701be0", "num_partitions": 1}]}))
+    r = subprocess.run([*moldau_command(), "broker", "--port", "0", "--data-dir", str(data),
+                        "--set", "zookeeper.connect=127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert lines[-1].startswith("moldau broker: error: ") and "__moldau_metadata.json" in lines[-1]
+    assert "Traceback" not in r.stderr

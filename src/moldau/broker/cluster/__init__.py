@@ -46,6 +46,7 @@ class ClusterServices:
 
         cfg = self.config
         self._refuse_single_node_data()
+        self._check_inter_broker_listener()
         self.zk = ZkClient(
             str(cfg.get("zookeeper.connect")),
             session_timeout_ms=int(cfg.get("zookeeper.session.timeout.ms")),
@@ -61,6 +62,17 @@ class ClusterServices:
         data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
         self.cluster_id = zd.decode_cluster_id(data)
         self.zk.add_session_listener(self._on_session_state)
+
+    def _check_inter_broker_listener(self) -> None:
+        """The controller, the replica fetchers and the marker writers connect without TLS or SASL."""
+        listeners = self.config.listeners
+        name = self.config.get("inter.broker.listener.name") or listeners[0].name
+        lst = next((x for x in listeners if x.name == name), None)
+        if lst is None:
+            raise ClusterError(f"inter.broker.listener.name {name} is not one of the listeners")
+        if lst.security_protocol != "PLAINTEXT":
+            raise ClusterError(f"inter.broker.listener.name {name} is {lst.security_protocol}; brokers of a "
+                               "cluster talk to each other over a PLAINTEXT listener (docs/cluster.md)")
 
     def _refuse_single_node_data(self) -> None:
         from ..metadata import METADATA_FILE

@@ -604,6 +604,11 @@ class Controller:
             return None
         return self.channel.send(broker_id, api_key, version, req)
 
+    def _request_header(self) -> dict[str, Any]:
+        """The fields LeaderAndIsr and UpdateMetadata (v5+) start with: this controller and its epoch."""
+        return {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
+                "max_broker_epoch": -1, "ungrouped_partition_states": []}
+
     def _partition_fields(self, tp: TP) -> dict[str, Any] | None:
         """The fields LeaderAndIsr's and UpdateMetadata's partition states share (None: unknown partition)."""
         st = self.states.get(tp)
@@ -627,11 +632,7 @@ class Controller:
             ep = self.live[st.leader].endpoint(self.listener_name) or self.live[st.leader].endpoints[0]
             leaders.append(Req.LeaderAndIsrLiveLeader(broker_id=st.leader, host_name=ep.host, port=ep.port))
         req = Req.new(
-            controller_id=self.broker_id,
-            controller_epoch=self.epoch,
-            broker_epoch=-1,
-            max_broker_epoch=-1,
-            ungrouped_partition_states=[],
+            **self._request_header(),
             topic_states=[Req.LeaderAndIsrTopicState(topic_name=tp[0], partition_states=[ps])],
             live_leaders=leaders,
         )
@@ -673,11 +674,7 @@ class Controller:
                 )
             )
         req = Req.new(
-            controller_id=self.broker_id,
-            controller_epoch=self.epoch,
-            broker_epoch=-1,
-            max_broker_epoch=-1,
-            ungrouped_partition_states=[],
+            **self._request_header(),
             topic_states=[
                 Req.UpdateMetadataTopicState(topic_name=t, partition_states=ps)
                 for t, ps in sorted(by_topic.items())
