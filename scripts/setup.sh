@@ -4,7 +4,7 @@
 #   ./scripts/setup.sh          moldau (editable) and its runtime dependencies (+ extra "cluster": kazoo)
 #   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), the Debian packages
 #                               the tests drive (kcat, Java 17, ZooKeeper, chromium + chromium-driver,
-#                               nodejs + npm) and the npm packages of tests/kafka07
+#                               nodejs + npm, iproute2) and the npm packages of tests/kafka07
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
@@ -58,6 +58,7 @@ if [ "$want_test" = 1 ]; then
     #   zookeeper                   tests/cluster, tests/faults, tests/kafka07 (its 0.7 registration)
     #   chromium, chromium-driver   tests/console (selenium drives Debian's browser; nothing downloads one)
     #   nodejs, npm                 tests/kafka07 (the 0.7-era Node.js client franz-kafka)
+    #   iproute2                    tests/faults (`ip`: network namespaces; without it, process faults only)
     missing=()
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
     { command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; } \
@@ -66,6 +67,7 @@ if [ "$want_test" = 1 ]; then
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
     { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || missing+=(nodejs npm)
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup.sh: installing Debian packages: ${missing[*]}"
         sudo=""

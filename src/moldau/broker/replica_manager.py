@@ -402,6 +402,9 @@ class ReplicaManager:
         res.log_append_time = info.log_append_time
         res.log_start_offset = info.log_start_offset
         if info.duplicate:
+            # a retried batch the log already has is answered like the original: no sooner than the
+            # original's own ack would be (replicated to the ISR, fsynced under the flush policy)
+            self._after_duplicate(p, res, info.last_offset, required_acks)
             return res
         metrics = self.services.metrics
         if metrics is not None:
@@ -416,6 +419,11 @@ class ReplicaManager:
         plog.high_watermark = plog.log_end_offset
         p.wake()
         if plog.needs_flush():
+            res.flush = self.flusher.request(p)
+
+    def _after_duplicate(self, p: Partition, res: AppendResult, last_offset: int, required_acks: int) -> None:
+        """One node: the original is in the log; its fsync may still be pending."""
+        if p.log.needs_flush():
             res.flush = self.flusher.request(p)
 
     def log_dir_failed(self, p: Partition, exc: BaseException) -> None:

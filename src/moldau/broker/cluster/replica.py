@@ -310,6 +310,16 @@ class ClusterReplicaManager(ReplicaManager):
         p.produce_waiters.append((plog.log_end_offset, fut))
         res.flush = fut if flush is None else asyncio.ensure_future(_both(flush, fut))
 
+    def _after_duplicate(self, p: Partition, res: AppendResult, last_offset: int, required_acks: int) -> None:
+        """acks=all for a retried batch waits, like the original, until the high watermark passes it."""
+        assert isinstance(p, ClusterPartition)
+        super()._after_duplicate(p, res, last_offset, required_acks)
+        if required_acks != -1 or p.high_watermark > last_offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        p.produce_waiters.append((last_offset + 1, fut))
+        res.flush = fut if res.flush is None else asyncio.ensure_future(_both(res.flush, fut))
+
     async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
         res = self.append(p, buf, internal=True, now_ms=now_ms, required_acks=-1)
         if res.error:
