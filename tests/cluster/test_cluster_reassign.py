@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -13,6 +14,7 @@ import pytest
 from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
+from moldau.broker.cluster.local import moldau_command
 from moldau.client import Admin, TopicPartition
 from moldau.protocol.errors import ErrorCode
 
@@ -61,8 +63,11 @@ def test_reassign_partition_while_producing(cluster):
     wait_until(lambda: len(acked) > 200, 30, "the producer under way")
 
     tp = TopicPartition("move", 0)
+    # the command line starts it (AlterPartitionReassignments to the controller) and waits until it is done
+    cli = subprocess.Popen([*moldau_command(), "topics", "reassign", "move", "--partition", "0", "--replicas",
+                            ",".join(map(str, target)), "--wait", "-b", bs],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with Admin(bootstrap_servers=bs) as a:
-        assert a.alter_partition_reassignments({tp: target}) == {tp: None}
         # bad requests: the proper error codes, nothing changes
         bad = a.alter_partition_reassignments({tp: [new, new]}, raise_errors=False)
         assert _code(bad[tp]) == ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -71,7 +76,9 @@ def test_reassign_partition_while_producing(cluster):
         unknown = TopicPartition("move", 7)
         bad = a.alter_partition_reassignments({unknown: target}, raise_errors=False)
         assert _code(bad[unknown]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        wait_until(lambda: a.list_partition_reassignments() == {}, 60, "the reassignment to complete")
+        out, _ = cli.communicate(timeout=90)
+        assert cli.returncode == 0 and f"moved to {target}: move-0" in out, out
+        assert a.list_partition_reassignments() == {}
         late = a.alter_partition_reassignments({tp: None}, raise_errors=False)
         assert _code(late[tp]) == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
 
@@ -80,6 +87,9 @@ def test_reassign_partition_while_producing(cluster):
         return q.replicas == target and sorted(q.isrs) == sorted(target) and q.leader in target
 
     wait_until(moved, 30, "replicas, ISR and leader on the target brokers")
+    listed = subprocess.run([*moldau_command(), "topics", "reassignments", "--json", "-b", bs],
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(listed) == []
     time.sleep(1.0)  # a few more records through the new leader
     stop.set()
     t.join(60)
