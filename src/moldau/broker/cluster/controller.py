@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
@@ -29,6 +29,7 @@ STOP_REPLICA_VERSION = 3
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 TP = tuple[str, int]
+T = TypeVar("T")
 
 
 class Controller:
@@ -82,6 +83,30 @@ class Controller:
 
     def _enqueue(self, fn: Callable[[], Awaitable[Any]]) -> None:
         self._events.put_nowait(fn)
+
+    async def _queued(self, fn: Callable[[], Awaitable[T]]) -> T | None:
+        """Run ``fn`` as a controller event and wait for its result; None when this controller stops
+        meanwhile (the callers answer NOT_CONTROLLER and the client retries)."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def work() -> None:
+            try:
+                if not fut.done():
+                    fut.set_result(await fn())
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                if not fut.done():
+                    fut.set_exception(e)
+
+        self._waiting.add(fut)
+        self._enqueue(work)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.cancelled():  # this controller stopped meanwhile
+                return None
+            raise
+        finally:
+            self._waiting.discard(fut)
 
     async def _run(self) -> None:
         while True:
@@ -441,26 +466,8 @@ class Controller:
         """Move every leadership away from ``broker_id`` and drop it from the ISRs. (error, remaining)."""
         if not self.active or self._closed:
             return ErrorCode.NOT_CONTROLLER, []
-        fut: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
-
-        async def work() -> None:
-            try:
-                if not fut.done():
-                    fut.set_result(await self._controlled_shutdown(broker_id))
-            except Exception as e:  # noqa: BLE001
-                if not fut.done():
-                    fut.set_exception(e)
-
-        self._waiting.add(fut)
-        self._enqueue(work)
-        try:
-            return ErrorCode.NONE, await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():  # this controller stopped meanwhile
-                return ErrorCode.NOT_CONTROLLER, []
-            raise
-        finally:
-            self._waiting.discard(fut)
+        remaining = await self._queued(lambda: self._controlled_shutdown(broker_id))
+        return (ErrorCode.NOT_CONTROLLER, []) if remaining is None else (ErrorCode.NONE, remaining)
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TP]:
         if broker_id not in self.live:
@@ -511,26 +518,8 @@ class Controller:
         replica of a partition without a leader). ``tps`` None: every partition. (error, message) each."""
         if not self.active or self._closed:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
-        fut: asyncio.Future[dict[TP, tuple[int, str | None]]] = asyncio.get_running_loop().create_future()
-
-        async def work() -> None:
-            try:
-                if not fut.done():
-                    fut.set_result(await self._elect_leaders(unclean, tps))
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                if not fut.done():
-                    fut.set_exception(e)
-
-        self._waiting.add(fut)
-        self._enqueue(work)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():
-                return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
-            raise
-        finally:
-            self._waiting.discard(fut)
+        results = await self._queued(lambda: self._elect_leaders(unclean, tps))
+        return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []} if results is None else results
 
     async def _elect_leaders(self, unclean: bool, tps: list[TP] | None) -> dict[TP, tuple[int, str | None]]:
         results: dict[TP, tuple[int, str | None]] = {}
@@ -581,26 +570,8 @@ class Controller:
         reassignment completes when every target replica is in the ISR. (error, message) each."""
         if not self.active or self._closed:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in req}
-        fut: asyncio.Future[dict[TP, tuple[int, str | None]]] = asyncio.get_running_loop().create_future()
-
-        async def work() -> None:
-            try:
-                if not fut.done():
-                    fut.set_result(await self._reassign(req))
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                if not fut.done():
-                    fut.set_exception(e)
-
-        self._waiting.add(fut)
-        self._enqueue(work)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():
-                return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in req}
-            raise
-        finally:
-            self._waiting.discard(fut)
+        results = await self._queued(lambda: self._reassign(req))
+        return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in req} if results is None else results
 
     def list_reassignments(self, tps: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments (46): {tp: (replicas, adding, removing)} of the ongoing ones."""
