@@ -48,15 +48,22 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
+def _topic_with_base(cluster, topic: str, unclean: bool) -> tuple[int, int, int]:
+    """One partition, replication factor 3, ten acks=all records: (leader, follower, follower)."""
+    bs = cluster.bootstrap
+    create_topic(bs, topic, partitions=1, rf=3,
+                 configs={"unclean.leader.election.enable": "true" if unclean else "false"})
+    wait_until(lambda: fully_replicated(bs, topic, 3), 20, "ISR of 3")
+    p0 = partitions(bs, topic)[0]
+    f1, f2 = [r for r in p0.replicas if r != p0.leader]
+    _produce(cluster.broker(p0.leader).address, [b"base-%d" % i for i in range(10)], "all", topic)
+    return p0.leader, f1, f2
+
+
 def test_cut_off_leader_truncates_divergent_tail(cluster):
     bs = cluster.bootstrap
-    create_topic(bs, "div", partitions=1, rf=3, configs={"unclean.leader.election.enable": "true"})
-    wait_until(lambda: fully_replicated(bs, "div", 3), 20, "ISR of 3")
-    p0 = partitions(bs, "div")[0]
-    old = p0.leader
-    f1, f2 = [r for r in p0.replicas if r != old]
+    old, f1, f2 = _topic_with_base(cluster, "div", unclean=True)
     old_b = cluster.broker(old)
-    _produce(old_b.address, [b"base-%d" % i for i in range(10)], "all")
 
     # the followers stall past their sessions: the ISR is the leader alone
     for f in (f1, f2):
@@ -93,14 +100,9 @@ def test_cut_off_leader_clean_election_truncates_divergent_tail(cluster_factory)
     # followers stay in the ISR through a short stall: replica.lag.time.max.ms far above the test's stalls
     cluster = cluster_factory(configs=["replica.lag.time.max.ms=60000"])
     bs = cluster.bootstrap
-    create_topic(bs, "clean", partitions=1, rf=3, configs={"unclean.leader.election.enable": "false"})
-    wait_until(lambda: fully_replicated(bs, "clean", 3), 20, "ISR of 3")
-    p0 = partitions(bs, "clean")[0]
-    old = p0.leader
-    f1, f2 = [r for r in p0.replicas if r != old]
+    old, f1, f2 = _topic_with_base(cluster, "clean", unclean=False)
     old_b = cluster.broker(old)
     old_seg = os.path.join(old_b.data_dir, "clean-0", SEG)
-    _produce(old_b.address, [b"base-%d" % i for i in range(10)], "all", "clean")
 
     # both followers stall for much less than the session timeout: only the leader gets the tail (acks=1)
     for f in (f1, f2):
