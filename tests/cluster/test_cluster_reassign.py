@@ -118,4 +118,16 @@ def test_reassign_partition_while_producing(cluster):
     with open(seg, "rb") as f:
         data = f.read()
     assert acked[0] in data and acked[-1] in data
+    # manual replica assignments: CreatePartitions and CreateTopics place replicas where they are told to
+    from moldau.client import NewPartitions, NewTopic
+
+    with Admin(bootstrap_servers=bs) as a:
+        a.create_partitions({"move": NewPartitions(2, [[old_leader, new]])})
+        a.create_topics([NewTopic("placed", replica_assignment={0: [other, new], 1: [new, old_leader]})])
+        bad = a.create_partitions({"move": NewPartitions(3, [[old_leader, 99]])}, raise_errors=False)
+        assert _code(bad["move"]) == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    wait_until(lambda: partitions(bs, "move")[1].replicas == [old_leader, new]
+               and partitions(bs, "move")[1].leader == old_leader, 20, "the added partition placed")
+    wait_until(lambda: [q.replicas for _i, q in sorted(partitions(bs, "placed").items())]
+               == [[other, new], [new, old_leader]], 20, "the new topic's replicas where they were placed")
     print(f"{len(acked)} records acknowledged while the partition moved from {p0.replicas} to {target}")
