@@ -776,3 +776,25 @@ def test_internal_topic_cannot_be_deleted(broker_factory):
             name="__consumer_offsets", partitions=[DR.DeleteRecordsPartition(partition_index=0,
             offset=-1)])]))
         assert r.topics[0].partitions[0].error_code == 17
+
+
+def test_partition_reassignment_on_one_node(broker, make_topic):
+    """AlterPartitionReassignments / ListPartitionReassignments on a single broker: its own id is the only
+    valid target (nothing moves), another id INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS,
+    an unknown partition UNKNOWN_TOPIC_OR_PARTITION; nothing is ever ongoing."""
+    from moldau.client import Admin
+    from moldau.client import TopicPartition as TP
+    from moldau.protocol.errors import ErrorCode
+
+    name = make_topic(1)
+    tp = TP(name, 0)
+    with Admin(bootstrap_servers=broker.bootstrap) as a:
+        node = a.describe_cluster().controller_id
+        assert a.alter_partition_reassignments({tp: [node]}) == {tp: None}
+        res = a.alter_partition_reassignments(
+            {tp: [node + 1], TP(name, 5): [node]}, raise_errors=False)
+        assert getattr(res[tp], "code", None) == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert getattr(res[TP(name, 5)], "code", None) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        res = a.alter_partition_reassignments({tp: None}, raise_errors=False)
+        assert getattr(res[tp], "code", None) == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+        assert a.list_partition_reassignments() == {}

@@ -275,7 +275,9 @@ class MetadataStore(TopicIndex):
             lst.on_topic_deleted(t)
         return t
 
-    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False,
+                          assignment: list[list[int]] | None = None) -> TopicInfo:
+        """``assignment`` (checked by the caller) can only name this node: every replica is here."""
         t = existing_topic(self.topics, name)
         check_partition_increase(t, new_total)
         if validate_only:

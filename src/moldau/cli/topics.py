@@ -1,4 +1,5 @@
-"""``moldau topics``: list, describe, create, delete and alter topics (kafka-topics)."""
+"""``moldau topics``: list, describe, create, delete and alter topics (kafka-topics); move a partition's
+replicas (kafka-reassign-partitions)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ EXAMPLES = """\
   moldau topics describe events
   moldau topics alter events --partitions 6 --config cleanup.policy=compact
   moldau topics delete events
+  moldau topics reassign events --partition 0 --replicas 3,2 --wait
   moldau topics list --json | jq '.[].name'
 """
 
@@ -89,6 +91,26 @@ def register(sub: Any) -> None:
     a.set_defaults(func=run_command(cmd_alter))
 
 
+    r = cmds.add_parser("reassign", help="move a partition's replicas to other brokers (a cluster)",
+                        examples="  moldau topics reassign events --partition 0 --replicas 3,2 --wait\n"
+                                 "  moldau topics reassign events --partition 0 --cancel\n")
+    r.add_argument("topic", metavar="TOPIC")
+    r.add_argument("--partition", type=_non_negative, required=True, metavar="P")
+    r.add_argument("--replicas", type=_broker_ids, metavar="ID,ID,...",
+                   help="the new replica list, preferred leader first")
+    r.add_argument("--cancel", action="store_true", help="cancel the partition's ongoing reassignment")
+    r.add_argument("--wait", action="store_true", help="return once the data has moved")
+    r.add_argument("--wait-timeout", type=_positive, default=600, metavar="SECONDS",
+                   help="with --wait: give up after this long (default 600)")
+    _common(r)
+    r.set_defaults(func=run_command(cmd_reassign))
+
+    rl = cmds.add_parser("reassignments", help="the ongoing partition reassignments",
+                         examples="  moldau topics reassignments\n")
+    _common(rl)
+    rl.set_defaults(func=run_command(cmd_reassignments))
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     add_json_arg(p)
     add_connection_args(p)
@@ -102,6 +124,26 @@ def _positive(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
+
+
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a partition number, got {text!r}")
+    return v
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        ids = []
+    if not ids or any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"expected broker ids separated by commas, got {text!r}")
+    return ids
 
 
 def _configs(items: list[str]) -> dict[str, str]:
@@ -312,6 +354,48 @@ def cmd_alter(args: argparse.Namespace) -> int:
     if args.delete_config:
         parts.append("removed " + ", ".join(args.delete_config))
     _done(args, changed, f"altered topic {args.topic}: " + "; ".join(parts))
+    return 0
+
+
+def cmd_reassign(args: argparse.Namespace) -> int:
+    import time
+
+    from moldau.client import TopicPartition
+
+    if args.cancel == (args.replicas is not None):
+        raise UsageError("give either --replicas or --cancel")
+    tp = TopicPartition(args.topic, args.partition)
+    with admin(args) as a:
+        exc = a.alter_partition_reassignments({tp: args.replicas}, raise_errors=False)[tp]
+        if exc is not None:
+            raise CliError(f"cannot reassign {args.topic}-{args.partition}: {_short(exc)}")
+        if args.wait:
+            deadline = time.monotonic() + args.wait_timeout
+            while tp in a.list_partition_reassignments([tp]):
+                if time.monotonic() > deadline:
+                    raise CliError(f"{args.topic}-{args.partition} is still moving")
+                time.sleep(0.5)
+    what = "cancelled the reassignment of" if args.cancel else f"reassigning to {args.replicas}:"
+    if args.wait and not args.cancel:
+        what = f"moved to {args.replicas}:"
+    _done(args, {"topic": args.topic, "partition": args.partition, "replicas": args.replicas,
+                 "cancelled": bool(args.cancel), "done": bool(args.wait)},
+          f"{what} {args.topic}-{args.partition}")
+    return 0
+
+
+def cmd_reassignments(args: argparse.Namespace) -> int:
+    with admin(args) as a:
+        ongoing = a.list_partition_reassignments()
+    rows = [{"topic": tp.topic, "partition": tp.partition, **v}
+            for tp, v in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition))]
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"],
+                    [(r["topic"], r["partition"], ",".join(map(str, r["replicas"])),
+                      ",".join(map(str, r["adding"])), ",".join(map(str, r["removing"]))) for r in rows],
+                    empty="(no reassignment in progress)")
     return 0
 
 

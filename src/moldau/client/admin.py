@@ -49,6 +49,7 @@ __all__ = ["AsyncAdmin"]
 _LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH = 2, 3, 8, 9
 _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
 _DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
+_ALTER_REASSIGNMENTS, _LIST_REASSIGNMENTS = 45, 46
 _INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER, _CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
 _NOT_CONTROLLER = 41
 _RETRY = frozenset(
@@ -284,6 +285,85 @@ class AsyncAdmin:
 
         await self._retrying(once, deadline)
         return _results(out, raise_errors)
+
+    async def alter_partition_reassignments(
+        self,
+        targets: Mapping[TopicPartition, list[int] | None],
+        *,
+        timeout: float | None = None,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, BaseException | None]:
+        """AlterPartitionReassignments (45): the target replica list per partition (None cancels an ongoing
+        reassignment). Returns when the controller accepted it; the data moves in the background
+        (``list_partition_reassignments`` shows what is still moving)."""
+        self._check()
+        R = m.AlterPartitionReassignmentsRequest
+        pending = {TopicPartition(tp.topic, tp.partition): v for tp, v in targets.items()}
+        out: dict[TopicPartition, BaseException | None] = {}
+        deadline = self._deadline(timeout)
+
+        async def once() -> tuple[None, str | None]:
+            by_topic: dict[str, list[Any]] = {}
+            for tp, replicas in pending.items():
+                by_topic.setdefault(tp.topic, []).append(R.ReassignablePartition(
+                    partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+            req = R.new(timeout_ms=int(max(deadline - time.monotonic(), 0.001) * 1000),
+                        allow_replication_factor_change=True,
+                        topics=[R.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            resp = await self._controller_send(_ALTER_REASSIGNMENTS, req)
+            if resp.error_code == _NOT_CONTROLLER:
+                return None, "NOT_CONTROLLER"
+            if resp.error_code:
+                err = broker_error(resp.error_code, resp.error_message or "")
+                for tp in list(pending):
+                    out[tp] = err
+                    pending.pop(tp)
+                return None, None
+            retry = None
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code == _NOT_CONTROLLER:
+                        retry = "NOT_CONTROLLER"
+                        continue
+                    what = f"{tp.topic}-{tp.partition}: {p.error_message or ''}".rstrip(": ")
+                    out[tp] = broker_error(p.error_code, what) if p.error_code else None
+                    pending.pop(tp, None)
+            return None, retry
+
+        await self._retrying(once, deadline)
+        return _results(out, raise_errors)
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, dict[str, list[int]]]:
+        """ListPartitionReassignments (46): the ongoing reassignments,
+        {partition: {"replicas": [...], "adding": [...], "removing": [...]}}."""
+        self._check()
+        R = m.ListPartitionReassignmentsRequest
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        deadline = self._deadline(timeout)
+
+        async def once() -> tuple[dict[TopicPartition, dict[str, list[int]]] | None, str | None]:
+            req = R.new(timeout_ms=int(max(deadline - time.monotonic(), 0.001) * 1000),
+                        topics=None if topics is None else [
+                            R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+                            for t, ps in topics.items()])
+            resp = await self._controller_send(_LIST_REASSIGNMENTS, req)
+            if resp.error_code == _NOT_CONTROLLER:
+                return None, "NOT_CONTROLLER"
+            if resp.error_code:
+                raise broker_error(resp.error_code, resp.error_message or "")
+            return {TopicPartition(t.name, p.partition_index): {
+                "replicas": list(p.replicas), "adding": list(p.adding_replicas),
+                "removing": list(p.removing_replicas)} for t in resp.topics for p in t.partitions}, None
+
+        result: dict[TopicPartition, dict[str, list[int]]] = await self._retrying(once, deadline)
+        return result
 
     # ------------------------------------------------------------------------------------------------
     # configs

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
@@ -29,6 +29,7 @@ STOP_REPLICA_VERSION = 3
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 TP = tuple[str, int]
+T = TypeVar("T")
 
 
 class Controller:
@@ -82,6 +83,30 @@ class Controller:
 
     def _enqueue(self, fn: Callable[[], Awaitable[Any]]) -> None:
         self._events.put_nowait(fn)
+
+    async def _queued(self, fn: Callable[[], Awaitable[T]]) -> T | None:
+        """Run ``fn`` as a controller event and wait for its result; None when this controller stops
+        meanwhile (the callers answer NOT_CONTROLLER and the client retries)."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def work() -> None:
+            try:
+                if not fut.done():
+                    fut.set_result(await fn())
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                if not fut.done():
+                    fut.set_exception(e)
+
+        self._waiting.add(fut)
+        self._enqueue(work)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.cancelled():  # this controller stopped meanwhile
+                return None
+            raise
+        finally:
+            self._waiting.discard(fut)
 
     async def _run(self) -> None:
         while True:
@@ -164,6 +189,8 @@ class Controller:
         self._send_update_metadata(list(self.live), list(self.states))
         for tp in list(self.states):
             self._send_leader_and_isr(tp)
+        for tp in list(self.states):  # reassignments a former controller left ongoing
+            await self._maybe_complete_reassignment(tp)
         if not self._watches_set:
             self._watches_set = True
             self.zk.watch_children(zd.BROKER_IDS, lambda c: self._active_event(self._on_brokers, c))
@@ -430,6 +457,8 @@ class Controller:
                 changed.append(tp)
         if changed:
             self._send_update_metadata(list(self.live), changed)
+        for tp in changed:
+            await self._maybe_complete_reassignment(tp)
 
     # ------------------------------------------------------------------------------------------ controlled
     # shutdown
@@ -437,26 +466,8 @@ class Controller:
         """Move every leadership away from ``broker_id`` and drop it from the ISRs. (error, remaining)."""
         if not self.active or self._closed:
             return ErrorCode.NOT_CONTROLLER, []
-        fut: asyncio.Future[list[TP]] = asyncio.get_running_loop().create_future()
-
-        async def work() -> None:
-            try:
-                if not fut.done():
-                    fut.set_result(await self._controlled_shutdown(broker_id))
-            except Exception as e:  # noqa: BLE001
-                if not fut.done():
-                    fut.set_exception(e)
-
-        self._waiting.add(fut)
-        self._enqueue(work)
-        try:
-            return ErrorCode.NONE, await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():  # this controller stopped meanwhile
-                return ErrorCode.NOT_CONTROLLER, []
-            raise
-        finally:
-            self._waiting.discard(fut)
+        remaining = await self._queued(lambda: self._controlled_shutdown(broker_id))
+        return (ErrorCode.NOT_CONTROLLER, []) if remaining is None else (ErrorCode.NONE, remaining)
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TP]:
         if broker_id not in self.live:
@@ -507,26 +518,8 @@ class Controller:
         replica of a partition without a leader). ``tps`` None: every partition. (error, message) each."""
         if not self.active or self._closed:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
-        fut: asyncio.Future[dict[TP, tuple[int, str | None]]] = asyncio.get_running_loop().create_future()
-
-        async def work() -> None:
-            try:
-                if not fut.done():
-                    fut.set_result(await self._elect_leaders(unclean, tps))
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                if not fut.done():
-                    fut.set_exception(e)
-
-        self._waiting.add(fut)
-        self._enqueue(work)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if fut.cancelled():
-                return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
-            raise
-        finally:
-            self._waiting.discard(fut)
+        results = await self._queued(lambda: self._elect_leaders(unclean, tps))
+        return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []} if results is None else results
 
     async def _elect_leaders(self, unclean: bool, tps: list[TP] | None) -> dict[TP, tuple[int, str | None]]:
         results: dict[TP, tuple[int, str | None]] = {}
@@ -569,6 +562,112 @@ class Controller:
             for tp in changed:
                 self._send_leader_and_isr(tp)
         return results
+
+    # ------------------------------------------------------------------------------------------ reassignment
+    async def reassign(self, req: dict[TP, list[int] | None]) -> dict[TP, tuple[int, str | None]]:
+        """AlterPartitionReassignments (45): target replicas per partition (None: cancel). Kafka 2.4+: the
+        topic znode holds every replica (target first) with ``adding_replicas`` / ``removing_replicas``; the
+        reassignment completes when every target replica is in the ISR. (error, message) each."""
+        if not self.active or self._closed:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in req}
+        results = await self._queued(lambda: self._reassign(req))
+        return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in req} if results is None else results
+
+    def list_reassignments(self, tps: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments (46): {tp: (replicas, adding, removing)} of the ongoing ones."""
+        out: dict[TP, tuple[list[int], list[int], list[int]]] = {}
+        for topic, a in self.assignments.items():
+            for p in sorted(set(a.adding) | set(a.removing)):
+                if tps is None or (topic, p) in tps:
+                    out[(topic, p)] = (list(a.partitions.get(p, [])), list(a.adding.get(p, [])),
+                                       list(a.removing.get(p, [])))
+        return out
+
+    async def _write_assignment(self, topic: str) -> None:
+        await self.zk.set(zd.topic_path(topic), self.assignments[topic].encode())
+
+    async def _reassign(self, req: dict[TP, list[int] | None]) -> dict[TP, tuple[int, str | None]]:
+        results: dict[TP, tuple[int, str | None]] = {}
+        for tp, target in req.items():
+            a = self.assignments.get(tp[0])
+            st = self.states.get(tp)
+            if a is None or tp[1] not in a.partitions or st is None:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            current = list(a.partitions[tp[1]])
+            ongoing = tp[1] in a.adding or tp[1] in a.removing
+            original = [r for r in current if r not in a.adding.get(tp[1], [])]
+            if target is None:
+                if not ongoing:
+                    results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+                    continue
+                target = original
+            elif not target or len(set(target)) != len(target):
+                results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica list {target}")
+                continue
+            elif any(r not in self.live for r in target):
+                results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"replicas {[r for r in target if r not in self.live]} are not live brokers")
+                continue
+            if target == current and not ongoing:
+                results[tp] = (ErrorCode.NONE, None)
+                continue
+            full = list(target) + [r for r in current if r not in target]
+            adding = [r for r in target if r not in original]
+            removing = [r for r in full if r not in target]
+            a.partitions[tp[1]] = full
+            for d, v in ((a.adding, adding), (a.removing, removing)):
+                if v:
+                    d[tp[1]] = v
+                else:
+                    d.pop(tp[1], None)
+            await self._write_assignment(tp[0])
+            # a new leader epoch: the leader and the added replicas take the new replica set
+            new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr), self.epoch, st.zk_version)
+            if not await self._write_state(tp, new):
+                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition state changed meanwhile; retry")
+                continue
+            log.info("controller: reassigning %s-%d from %s to %s", tp[0], tp[1], original, target)
+            self._send_update_metadata(list(self.live), [tp])
+            self._send_leader_and_isr(tp)
+            results[tp] = (ErrorCode.NONE, None)
+            await self._maybe_complete_reassignment(tp)
+        return results
+
+    async def _maybe_complete_reassignment(self, tp: TP) -> None:
+        """Every target replica in the ISR: the replica set becomes the target, the leader moves if it is
+        being removed, the removed replicas get StopReplica (delete)."""
+        a = self.assignments.get(tp[0])
+        st = self.states.get(tp)
+        if a is None or st is None or (tp[1] not in a.adding and tp[1] not in a.removing):
+            return
+        full = list(a.partitions[tp[1]])
+        removing = a.removing.get(tp[1], [])
+        target = [r for r in full if r not in removing]
+        if not all(r in st.isr for r in target):
+            return
+        usable = [r for r in target if r in st.isr and r in self.live and r not in self.shutting_down]
+        leader = st.leader if st.leader in usable else (usable[0] if usable else None)
+        if leader is None:
+            return
+        new = zd.LeaderAndIsr(leader, st.leader_epoch + 1, [r for r in st.isr if r in target], self.epoch,
+                              st.zk_version)
+        if not await self._write_state(tp, new):
+            return
+        a.partitions[tp[1]] = target
+        a.adding.pop(tp[1], None)
+        a.removing.pop(tp[1], None)
+        await self._write_assignment(tp[0])
+        log.info("controller: reassignment of %s-%d done: replicas %s, leader %d", tp[0], tp[1], target,
+                 leader)
+        self._send_update_metadata(list(self.live), [tp])
+        self._send_leader_and_isr(tp)
+        for b in full:
+            if b not in target:
+                self._send(b, 5, STOP_REPLICA_VERSION, m.StopReplicaRequest.new(
+                    controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=-1,
+                    delete_partitions=True,
+                    topics=[m.StopReplicaRequest.StopReplicaTopic(name=tp[0], partition_indexes=[tp[1]])]))
 
     async def _rebalance_loop(self, interval_s: float, imbalance_pct: int) -> None:
         """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, preferred elections

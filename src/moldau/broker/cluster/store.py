@@ -318,18 +318,24 @@ class ZkMetadataStore(TopicIndex):
         log.info("deleted topic %s", name)
         return t
 
-    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False,
+                          assignment: list[list[int]] | None = None) -> TopicInfo:
+        """``assignment``: the replicas of each new partition (checked by the caller), else Kafka's
+        round-robin."""
         t = existing_topic(self.topics, name)
         check_partition_increase(t, new_total)
         kz = self.zk.sync
         data, stat = kz.get(zd.topic_path(name))
         a = zd.TopicAssignment.decode(data)
-        added = assign_replicas(
-            self._registered_brokers(),
-            new_total - len(a.partitions),
-            t.replication_factor,
-            start_partition=len(a.partitions),
-        )
+        if assignment is not None:
+            added = {len(a.partitions) + i: list(r) for i, r in enumerate(assignment)}
+        else:
+            added = assign_replicas(
+                self._registered_brokers(),
+                new_total - len(a.partitions),
+                t.replication_factor,
+                start_partition=len(a.partitions),
+            )
         if validate_only:
             return t
         a.partitions.update(added)

@@ -1,7 +1,7 @@
 """CreatePartitions (key 37), v0-3.
 
 * ``count`` is the new total: INVALID_PARTITIONS when it is not above the current count.
-* ``assignments`` (nullable): one broker list per new partition; only this broker's node id, with the
+* ``assignments`` (nullable): one broker list per new partition; registered brokers only, with the
   topic's replication factor, no duplicates (INVALID_REPLICA_ASSIGNMENT otherwise).
 * ``validate_only``: checks only.  Otherwise the metadata store grows the topic and its listeners (replica
   manager) create the new partition logs at once, so they can be produced to right away.
@@ -50,7 +50,8 @@ def _check(ctx: RequestContext, topic: Any) -> Any:
                        f"Attempted to add {added} additional partition(s), but only "
                        f"{len(topic.assignments)} assignment(s) were specified.")
         rf = getattr(info, "replication_factor", 1) or 1
-        node_id = ctx.services.node_id
+        listener = getattr(ctx.connection, "listener_name", None)
+        live = {b[0] for b in ctx.services.metadata.live_brokers(listener)} or {ctx.services.node_id}
         for a in topic.assignments:
             brokers = list(a.broker_ids or [])
             if not brokers:
@@ -60,7 +61,7 @@ def _check(ctx: RequestContext, topic: Any) -> Any:
                 raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                            "The manual partition assignment includes a broker more than once.")
             for b in brokers:
-                if b != node_id:
+                if b not in live:
                     raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                f"The manual partition assignment includes broker {b}, but no such broker is "
                                "registered.")
@@ -74,7 +75,9 @@ def _check(ctx: RequestContext, topic: Any) -> Any:
 
 def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     _check(ctx, topic)
-    ctx.services.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only)
+    manual = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+    ctx.services.metadata.create_partitions(topic.name, topic.count, validate_only=validate_only,
+                                            assignment=manual)
 
 
 @handler(37, REQ.min_version, REQ.max_version)
