@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.constants import INT32_MAX
 from moldau.protocol.errors import ErrorCode
 
 from ..context import RequestContext
@@ -50,7 +51,6 @@ from ..security.authorizer import READ, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
-INT_MAX = 2147483647
 
 
 class _Item:
@@ -141,9 +141,9 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     msg = m.FetchResponse
     by_id = v >= 13
     isolation = req.isolation_level if v >= 4 else 0
-    max_bytes = req.max_bytes if v >= 3 else INT_MAX
+    max_bytes = req.max_bytes if v >= 3 else INT32_MAX
     if max_bytes <= 0:
-        max_bytes = INT_MAX if v < 3 else 0
+        max_bytes = INT32_MAX if v < 3 else 0
     cache = rm.fetch_sessions
     replica_id = (req.replica_state.replica_id if v >= 15 and req.replica_state is not None
                   else req.replica_id if v < 15 else -1)

@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.constants import ConfigResourceType
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
@@ -33,10 +34,6 @@ log = logging.getLogger(__name__)
 
 REQ = m.DescribeConfigsRequest
 RESP = m.DescribeConfigsResponse
-
-TOPIC = 2
-BROKER = 4
-BROKER_LOGGER = 8
 
 # log4j level names <-> Python levels (TRACE and OFF have no Python name: 5 and CRITICAL + 10).
 LOG4J_LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -92,7 +89,7 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
               include_docs: bool) -> list[tc.ConfigEntry]:
     require_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
     keys = res.configuration_keys
-    if res.resource_type == TOPIC:
+    if res.resource_type == ConfigResourceType.TOPIC:
         from ..metadata import validate_topic_name
 
         validate_topic_name(res.resource_name)
@@ -104,13 +101,13 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
         return tc.describe_topic_configs(info.configs, ctx.services.config, keys,
                                          include_synonyms=include_synonyms,
                                          include_documentation=include_docs)
-    if res.resource_type == BROKER:
+    if res.resource_type == ConfigResourceType.BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
         tc.broker_dynamic_configs(ctx.services)
         return tc.describe_broker_configs(ctx.services.config, keys, include_synonyms=include_synonyms,
                                           include_documentation=include_docs,
                                           cluster_default_only=cluster_default)
-    if res.resource_type == BROKER_LOGGER:
+    if res.resource_type == ConfigResourceType.BROKER_LOGGER:
         check_broker_resource(ctx, res.resource_name, allow_empty=False)
         levels = python_logger_levels()
         names = list(levels) if keys is None else [k for k in keys if k in levels]

@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from moldau.protocol import messages as m
+from moldau.protocol.constants import ConfigResourceType
 from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
@@ -26,7 +27,7 @@ from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import attempt
 from ._common import err as _err
-from .k32_describe_configs import BROKER, TOPIC, check_broker_resource
+from .k32_describe_configs import check_broker_resource
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     # list; librdkafka's tests send every described config plus the changed ones). IncrementalAlterConfigs
     # refuses duplicates.
     configs = {c.name: c.value for c in res.configs or []}
-    if res.resource_type == TOPIC:
+    if res.resource_type == ConfigResourceType.TOPIC:
         tc.broker_dynamic_configs(ctx.services)
         tc.topic_for_alter(ctx.services, res.resource_name)
         new = tc.replace_configs(configs)
@@ -50,7 +51,7 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         log.info("topic %s configs replaced%s: %s", res.resource_name, " (validate only)" * validate_only,
                  new)
         return
-    if res.resource_type == BROKER:
+    if res.resource_type == ConfigResourceType.BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
         new_level: dict[str, str] = {}
         for key, value in configs.items():

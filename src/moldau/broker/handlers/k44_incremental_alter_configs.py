@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from moldau.protocol import messages as m
+from moldau.protocol.constants import ConfigResourceType
 from moldau.protocol.errors import ErrorCode
 
 from .. import topic_config as tc
@@ -30,7 +31,7 @@ from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import err as _err
-from .k32_describe_configs import BROKER, BROKER_LOGGER, LOG4J_LEVELS, TOPIC, check_broker_resource
+from .k32_describe_configs import LOG4J_LEVELS, check_broker_resource
 from .k33_alter_configs import answer_resources
 
 log = logging.getLogger(__name__)
@@ -84,14 +85,14 @@ def _alter_loggers(ctx: RequestContext, res: Any, validate_only: bool) -> None:
 def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     require_config_resource(ctx, ALTER_CONFIGS, res.resource_type, res.resource_name)
     ops = [(c.name, c.config_operation, c.value) for c in res.configs or []]
-    if res.resource_type == TOPIC:
+    if res.resource_type == ConfigResourceType.TOPIC:
         tc.broker_dynamic_configs(ctx.services)
         info = tc.topic_for_alter(ctx.services, res.resource_name)
         new = tc.apply_incremental_ops(info.configs, ops, ctx.services.config)
         tc.alter_topic_configs(ctx.services, res.resource_name, new, validate_only=validate_only)
         log.info("topic %s configs%s: %s", res.resource_name, " (validate only)" * validate_only, new)
         return
-    if res.resource_type == BROKER:
+    if res.resource_type == ConfigResourceType.BROKER:
         cluster_default = check_broker_resource(ctx, res.resource_name)
         dyn = tc.broker_dynamic_configs(ctx.services)
         current = dyn.cluster_default if cluster_default else dyn.per_broker
@@ -102,7 +103,7 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
                      else "this broker",
                      new_level)
         return
-    if res.resource_type == BROKER_LOGGER:
+    if res.resource_type == ConfigResourceType.BROKER_LOGGER:
         _alter_loggers(ctx, res, validate_only)
         return
     if res.resource_type not in KNOWN_RESOURCE_TYPES:

@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from moldau.protocol import messages as m
+from moldau.protocol.constants import EndpointType
 from moldau.protocol.errors import ErrorCode
 
 from ..context import RequestContext
@@ -29,8 +30,6 @@ log = logging.getLogger(__name__)
 REQ = m.DescribeClusterRequest
 RESP = m.DescribeClusterResponse
 
-ENDPOINT_BROKER = 1
-ENDPOINT_CONTROLLER = 2
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 # AclOperation codes Kafka supports on the CLUSTER resource: CREATE 5, ALTER 7, DESCRIBE 8,
@@ -75,15 +74,17 @@ def _rack(config: BrokerConfig) -> str | None:
 
 @handler(60, REQ.min_version, REQ.max_version)
 async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
-    endpoint_type = getattr(req, "endpoint_type", ENDPOINT_BROKER) if ctx.version >= 1 else ENDPOINT_BROKER
+    endpoint_type = EndpointType.BROKER
+    if ctx.version >= 1:
+        endpoint_type = getattr(req, "endpoint_type", EndpointType.BROKER)
     cluster_id = str(ctx.services.cluster_id)
     node_id = ctx.services.node_id
-    if endpoint_type != ENDPOINT_BROKER:
+    if endpoint_type != EndpointType.BROKER:
         return RESP.new(
             throttle_time_ms=0, error_code=int(ErrorCode.MISMATCHED_ENDPOINT_TYPE),
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
                           "type CONTROLLER",
-            endpoint_type=ENDPOINT_BROKER, cluster_id=cluster_id, controller_id=-1, brokers=[],
+            endpoint_type=EndpointType.BROKER, cluster_id=cluster_id, controller_id=-1, brokers=[],
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     host, port, rack = advertised_endpoint(ctx)
     ops = cluster_authorized_operations() if req.include_cluster_authorized_operations \
@@ -98,6 +99,6 @@ async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -
                                               is_fenced=False))
     brokers.sort(key=lambda b: b.broker_id)
     return RESP.new(
-        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=ENDPOINT_BROKER,
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=EndpointType.BROKER,
         cluster_id=cluster_id, controller_id=store.controller_id(), brokers=brokers,
         cluster_authorized_operations=ops)
