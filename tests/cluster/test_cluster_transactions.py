@@ -5,12 +5,14 @@ transaction coordinator; every input record is in the output exactly once (read_
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
 import pytest
 from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -18,15 +20,30 @@ TXN_ID = "xform-1"
 GROUP = "xform"
 
 
-def _txn_coordinator(bootstrap: str) -> int | None:
+def _txn_partition(bootstrap: str, txn_id: str) -> object | None:
+    """The metadata of the __transaction_state partition of ``txn_id`` (None while it does not exist)."""
     from moldau.protocol.consumer_offsets import partition_for
 
     md = admin(bootstrap).list_topics("__transaction_state", timeout=5)
     parts = md.topics["__transaction_state"].partitions
     if not parts:
         return None
-    leader = parts[partition_for(TXN_ID, len(parts))].leader
+    return parts[partition_for(txn_id, len(parts))]
+
+
+def _txn_coordinator_of(bootstrap: str, txn_id: str) -> int | None:
+    part = _txn_partition(bootstrap, txn_id)
+    leader = part.leader if part is not None else -1
     return leader if leader > 0 else None
+
+
+def _txn_replicas_of(bootstrap: str, txn_id: str) -> set[int]:
+    part = _txn_partition(bootstrap, txn_id)
+    return set(part.replicas) if part is not None else set()
+
+
+def _txn_coordinator(bootstrap: str) -> int | None:
+    return _txn_coordinator_of(bootstrap, TXN_ID)
 
 
 def _feed(bootstrap: str, start: int, n: int) -> None:
@@ -94,7 +111,7 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
         c.close()
 
 
-def _read_committed_out(bootstrap: str) -> list[bytes]:
+def _read_committed_out(bootstrap: str, topic: str = "out", partitions: int = 3) -> list[bytes]:
     c = Consumer(
         {
             "logger": QUIET,
@@ -107,7 +124,7 @@ def _read_committed_out(bootstrap: str) -> list[bytes]:
     )
     out: list[bytes] = []
     try:
-        c.assign([TopicPartition("out", p, 0) for p in range(3)])
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         idle = 0
         while idle < 6:
             msgs = c.consume(500, 0.5)
@@ -147,3 +164,58 @@ def test_transactional_processor_survives_coordinator_kill(cluster):
     assert not failure, failure
     out = _read_committed_out(live)
     assert sorted(out) == sorted(b"%d-out" % i for i in range(600)), (len(out), len(set(out)), problems[:5])
+
+
+def test_commit_waits_for_its_markers_to_be_replicated(cluster_factory):
+    """A COMMIT marker counts as written only once the partition's ISR has it (Kafka writes markers with
+    acks=all): while the only follower of the output partition is stopped, commit_transaction does not
+    return; once it runs again the commit completes and read_committed readers see the records. (A marker
+    acknowledged on the leader alone is lost when that leader dies, leaving the transaction open on the new
+    leader: its last stable offset never moves again.)"""
+    c = cluster_factory(
+        3,
+        configs=[
+            # __transaction_state on two brokers, so the third can be the output's only follower
+            "transaction.state.log.replication.factor=2",
+            "transaction.state.log.min.isr=1",
+            # the stopped follower stays in the ISR and keeps its ZooKeeper session during the test
+            "replica.lag.time.max.ms=60000",
+            "zookeeper.session.timeout.ms=30000",
+        ],
+    )
+    bs = c.bootstrap
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": "marker-isr"})
+    p.init_transactions(30)
+    coord = wait_until(lambda: _txn_coordinator_of(bs, "marker-isr"), 30, "the transaction coordinator")
+    txn_replicas = _txn_replicas_of(bs, "marker-isr")
+    follower = next(b.node_id for b in c.brokers if b.node_id not in txn_replicas)
+    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
+    try:  # the partition's replicas chosen: leader = the coordinator, the only follower = the third broker
+        kadmin.create_topics([NewTopic("marked", -1, -1, replica_assignments={0: [coord, follower]})])
+    finally:
+        kadmin.close()
+    wait_until(lambda: fully_replicated(bs, "marked", 2), 20, "ISR of marked")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("marked", value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    c.broker(follower).signal(signal.SIGSTOP)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            p.commit_transaction(60)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+        done.set()
+
+    try:
+        threading.Thread(target=commit, daemon=True).start()
+        assert not done.wait(3), "the commit returned before its marker reached the ISR"
+    finally:
+        c.broker(follower).signal(signal.SIGCONT)
+    assert done.wait(60), "the commit did not complete after the follower came back"
+    assert not errors, errors
+    got = _read_committed_out(bs, "marked", 1)
+    assert sorted(got) == sorted(b"%d" % i for i in range(10))

@@ -20,9 +20,10 @@ epoch on that partition), TRANSACTION_COORDINATOR_FENCED (an older coordinator e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import build_control_batch
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+# how long a marker may wait for the ISR before it is REQUEST_TIMED_OUT (the coordinator retries); below
+# the 30 s WriteTxnMarkers request timeout of the cluster's marker sender
+MARKER_REPLICATION_TIMEOUT_S = 20.0
 
 
 class MarkerDeps(Protocol):
@@ -50,19 +55,21 @@ class MarkerDeps(Protocol):
 
 def write_marker(services: MarkerDeps, topic: str, partition: int, producer_id: int, producer_epoch: int,
                  commit: bool,
-                 coordinator_epoch: int, *, check_epochs: bool = False) -> int:
-    """Append one COMMIT/ABORT marker to ``topic``-``partition``; returns an error code (0 = written)."""
+                 coordinator_epoch: int, *, check_epochs: bool = False) -> tuple[int, Any]:
+    """Append one COMMIT/ABORT marker to ``topic``-``partition``: (error code, 0 = appended; the future that
+    completes when the marker is replicated to the ISR and flushed, or None). A marker counts as written
+    only once that future completed: a marker lost in a leader failover would leave the transaction open."""
     rm = services.replica_manager
     p = rm.get_partition(topic, partition)
     if p is None:
-        return E.UNKNOWN_TOPIC_OR_PARTITION
+        return E.UNKNOWN_TOPIC_OR_PARTITION, None
     if check_epochs:
         entry = p.log.producer_state.get(producer_id)
         if entry is not None:
             if producer_epoch < entry.epoch:
-                return E.INVALID_PRODUCER_EPOCH
+                return E.INVALID_PRODUCER_EPOCH, None
             if 0 <= coordinator_epoch < entry.coordinator_epoch:
-                return E.TRANSACTION_COORDINATOR_FENCED
+                return E.TRANSACTION_COORDINATOR_FENCED, None
     now = services.clock.time_ms()
     buf = bytearray(build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                         timestamp=now, coordinator_epoch=coordinator_epoch,
@@ -72,10 +79,28 @@ def write_marker(services: MarkerDeps, topic: str, partition: int, producer_id: 
         log.warning("%s marker for producer %d (epoch %d) on %s-%d failed: %s (%s)",
                     "COMMIT" if commit else "ABORT", producer_id, producer_epoch, topic, partition, res.error,
                     res.error_message)
-        return int(res.error)
+        return int(res.error), None
     entry = p.log.producer_state.get(producer_id)
     if entry is not None and coordinator_epoch > entry.coordinator_epoch:
         entry.coordinator_epoch = coordinator_epoch
+    return E.NONE, res.flush
+
+
+async def _replicated(flush: Any, what: str) -> int:
+    """Wait for a marker's replication (acks=all); its error code."""
+    from moldau.protocol.errors import error_code_of
+
+    try:
+        await asyncio.wait_for(asyncio.shield(flush), MARKER_REPLICATION_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        log.warning("%s: not replicated to the ISR within %.0f s", what, MARKER_REPLICATION_TIMEOUT_S)
+        return E.REQUEST_TIMED_OUT
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - leadership moved, log dir failed...: the coordinator retries
+        code = error_code_of(exc)
+        log.info("%s: not replicated: %s", what, exc)
+        return int(code) or E.NOT_LEADER_OR_FOLLOWER
     return E.NONE
 
 
@@ -86,11 +111,21 @@ async def write_markers(services: MarkerDeps, producer_id: int, producer_epoch: 
     completed after their marker. Returns the error code per partition."""
     results: dict[tuple[str, int], int] = {}
     offsets_partitions: list[int] = []
+    waits: dict[tuple[str, int], Any] = {}
     for topic, partition in sorted(set(partitions)):
-        code = write_marker(services, topic, partition, producer_id, producer_epoch, commit,
-                            coordinator_epoch,
-                            check_epochs=check_epochs)
+        code, flush = write_marker(services, topic, partition, producer_id, producer_epoch, commit,
+                                   coordinator_epoch,
+                                   check_epochs=check_epochs)
         results[(topic, partition)] = code
+        if code == E.NONE and flush is not None:
+            waits[(topic, partition)] = flush
+    if waits:
+        kind = "COMMIT" if commit else "ABORT"
+        codes = await asyncio.gather(*(_replicated(f, f"{kind} marker for producer {producer_id} on {t}-{i}")
+                                       for (t, i), f in waits.items()))
+        for tp, code in zip(waits, codes, strict=True):
+            results[tp] = code
+    for (topic, partition), code in results.items():
         if code == E.NONE and topic == OFFSETS_TOPIC:
             offsets_partitions.append(partition)
     if offsets_partitions:
