@@ -68,10 +68,9 @@ class ByteOffsetIndex:
 
     # ------------------------------------------------------------------------------------------ persistence
     @classmethod
-    def open_if_present(cls, directory: str) -> ByteOffsetIndex | None:
-        if os.path.exists(os.path.join(directory, FILE_NAME)):
-            return cls(directory)
-        return None
+    def open_if_present(cls, directory: str, names: set[str]) -> ByteOffsetIndex | None:
+        """The partition's index when ``names`` (its directory listing, already read at load) has one."""
+        return cls(directory) if FILE_NAME in names else None
 
     def _load(self) -> None:
         try:

@@ -246,7 +246,7 @@ class PartitionLog:
         present = set(names)
         self._load_aborted(present)
         self._load_producer_state(now, names)
-        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir)
+        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present)
         if self.byte_offsets is not None:
             self.byte_offsets.truncate(leo)
 
