@@ -64,7 +64,7 @@ FAMILIES: dict[str, list[str]] = {
     "quotas": ["DescribeClientQuotas", "AlterClientQuotas", "DescribeUserScramCredentials",
                "AlterUserScramCredentials"],
     "cluster": ["DescribeQuorum", "UpdateFeatures"],
-    "controller": ["LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown"],
+    "controller": ["LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown", "AlterPartition"],
     "txn": ["InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
             "TxnOffsetCommit", "DescribeProducers", "DescribeTransactions", "ListTransactions"],
 }

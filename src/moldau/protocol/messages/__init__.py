@@ -139,6 +139,8 @@ from .controller import (  # noqa: F401
     UpdateMetadataResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
 )
 from .txn import (  # noqa: F401
     InitProducerIdRequest,
@@ -264,6 +266,8 @@ ALL: dict[str, Message] = {m.name: m for m in (
     UpdateMetadataResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     AddPartitionsToTxnRequest,

@@ -136,6 +136,8 @@ from .controller import (
     UpdateMetadataResponse as UpdateMetadataResponse,
     ControlledShutdownRequest as ControlledShutdownRequest,
     ControlledShutdownResponse as ControlledShutdownResponse,
+    AlterPartitionRequest as AlterPartitionRequest,
+    AlterPartitionResponse as AlterPartitionResponse,
 )
 from .txn import (
     InitProducerIdRequest as InitProducerIdRequest,
