@@ -32,6 +32,7 @@ class ClusterServices:
         self.listener_name = ""
         self._registered = False
         self._closed = False
+        self.broker_epoch = -1  # czxid of the registration znode (Kafka's broker epoch in ZooKeeper mode)
 
     # ------------------------------------------------------------------------------------------ start
     async def connect(self) -> None:
@@ -123,6 +124,9 @@ class ClusterServices:
         for _attempt in range(int(self.zk.session_timeout_ms / 500) + 2):
             try:
                 await self.zk.create(path, info.encode(), ephemeral=True)
+                got = await self.zk.get(path)
+                if got is not None:
+                    self.broker_epoch = got[1].czxid
                 self._registered = True
                 log.info("registered broker %d in ZooKeeper at %s", info.broker_id, path)
                 return
@@ -130,6 +134,7 @@ class ClusterServices:
                 # an earlier session of this broker (kill -9 and restart) until it expires
                 got = await self.zk.get(path)
                 if got is not None and got[1].ephemeralOwner == self.zk.session_id:
+                    self.broker_epoch = got[1].czxid
                     self._registered = True
                     return
                 await asyncio.sleep(0.5)

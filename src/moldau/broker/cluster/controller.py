@@ -51,6 +51,8 @@ class Controller:
         self.epoch = 0
         self.epoch_zk_version = -1
         self.live: dict[int, zd.BrokerInfo] = {}
+        self.broker_epochs: dict[int, int] = {}  # czxid of each live broker's registration znode
+        self.alter_partition_updates = 0  # ISR changes written for AlterPartition requests
         self.shutting_down: set[int] = set()
         self.assignments: dict[str, zd.TopicAssignment] = {}
         self.states: dict[TP, zd.LeaderAndIsr] = {}
@@ -224,7 +226,14 @@ class Controller:
     # ------------------------------------------------------------------------------------------ reads
     async def _read_broker(self, broker_id: int) -> zd.BrokerInfo | None:
         got = await self.zk.get(zd.broker_path(broker_id))
-        return zd.BrokerInfo.decode(broker_id, got[0]) if got else None
+        if got is None:
+            return None
+        self.broker_epochs[broker_id] = got[1].czxid
+        return zd.BrokerInfo.decode(broker_id, got[0])
+
+    async def refresh_broker_epoch(self, broker_id: int) -> None:
+        """Re-read a broker's epoch (its registration may be newer than the one this controller read)."""
+        await self._read_broker(broker_id)
 
     def _add_live(self, info: zd.BrokerInfo) -> None:
         self.live[info.broker_id] = info
@@ -352,6 +361,7 @@ class Controller:
                 self.shutting_down.discard(b)
         for b in dead:
             del self.live[b]
+            self.broker_epochs.pop(b, None)
             self.shutting_down.discard(b)
             if self.channel is not None:
                 await self.channel.remove_broker(b)
@@ -459,6 +469,16 @@ class Controller:
             self._send_update_metadata(list(self.live), changed)
         for tp in changed:
             await self._maybe_complete_reassignment(tp)
+
+    # ---------------------------------------------------------------------------------------- AlterPartition
+    async def alter_partition(self, broker_id: int, broker_epoch: int, changes: list[Any]) -> tuple[int, Any]:
+        """AlterPartition (56) from a leader (``alter_partition.process``): (top-level error, results)."""
+        from . import alter_partition
+
+        if not self.active or self._closed:
+            return ErrorCode.NOT_CONTROLLER, {}
+        out = await self._queued(lambda: alter_partition.process(self, broker_id, broker_epoch, changes))
+        return (ErrorCode.NOT_CONTROLLER, {}) if out is None else out
 
     # ------------------------------------------------------------------------------------------ controlled
     # shutdown

@@ -4,8 +4,8 @@
   as leader it tracks each follower's log end offset and when it last caught up, keeps the ISR and the high
   watermark (smallest log end offset in the ISR), and completes waiting acks=all produces.
 * ``ClusterReplicaManager``: the single-node ``ReplicaManager`` plus LeaderAndIsr / StopReplica, leader checks
-  (NOT_LEADER_OR_FOLLOWER), follower reads up to the log end offset, ISR shrink / expand written to ZooKeeper
-  with a zkVersion check, and one ``ReplicaFetcher`` per leader broker.
+  (NOT_LEADER_OR_FOLLOWER), follower reads up to the log end offset, ISR shrink / expand proposed to the
+  controller with AlterPartition (``alter_partition``), and one ``ReplicaFetcher`` per leader broker.
 * ``ReplicaFetcher``: truncates with OffsetForLeaderEpoch when a partition starts following, then fetches with
   Fetch (replica id = this broker) and appends the leader's batches with their offsets.
 """
@@ -22,7 +22,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.records import check_crc, split_batches
 
 from ..replica_manager import AppendResult, Partition, ReadInfo, ReplicaManager
-from . import zkdata as zd
+from .alter_partition import AlterPartitionManager, PendingIsr, propose
 from .channel import stop_task_and_connection
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class ClusterPartition(Partition):
         "controller_epoch",
         "follower_leo",
         "min_isr",
+        "pending_isr",
         "produce_waiters",
         "zk_version",
     )
@@ -58,6 +59,15 @@ class ClusterPartition(Partition):
         self.zk_version = 0
         self.controller_epoch = -1
         self.produce_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.pending_isr: PendingIsr | None = None  # an ISR change sent to the controller, not answered yet
+
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus the members of a pending expansion (a pending shrink counts once committed):
+        what the high watermark is computed over (Kafka's maximalIsr)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + [r for r in pending.isr if r not in self.isr]
 
     def is_leader(self, node_id: int) -> bool:
         return self.leader_id == node_id
@@ -84,7 +94,8 @@ class ClusterReplicaManager(ReplicaManager):
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = -1
         self._isr_task: asyncio.Task[None] | None = None
-        self._isr_pending: set[tuple[str, int]] = set()
+        self.alter_partition = AlterPartitionManager(self)
+        self._isr_proposals: set[asyncio.Task[None]] = set()
         self._pending_leaders: dict[int, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------------------------------ setup
@@ -109,6 +120,7 @@ class ClusterReplicaManager(ReplicaManager):
             tc.owned = set()  # transactional ids: by the leader of their __transaction_state partition
             tc.markers = MarkerSender(self.services).write  # markers to other leaders with WriteTxnMarkers
         super().start()
+        self.alter_partition.start()
         self._isr_task = asyncio.get_running_loop().create_task(
             self._isr_maintenance(), name="isr-expiration"
         )
@@ -118,6 +130,7 @@ class ClusterReplicaManager(ReplicaManager):
         for f in list(self.fetchers.values()):
             await f.close()
         self.fetchers.clear()
+        await self.alter_partition.close()
         for p in self.partitions.values():
             if isinstance(p, ClusterPartition):
                 p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -165,9 +178,12 @@ class ClusterReplicaManager(ReplicaManager):
             # same epoch (a resend, or ISR news): keep what we have but take replicas / zkVersion
             p.replicas = list(ps.replicas)
             if ps.zk_version > p.zk_version:
+                # the controller's state is newer: it is the committed ISR (a pending change is dropped)
                 p.zk_version = ps.zk_version
-                if not p.is_leader(self.node_id):
-                    p.isr = list(ps.isr)
+                p.isr = list(ps.isr)
+                p.pending_isr = None
+                if p.is_leader(self.node_id):
+                    self.isr_committed(p)
             return ErrorCode.NONE
         p.replicas = list(ps.replicas)
         p.zk_version = ps.zk_version
@@ -184,6 +200,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.leader_id = self.node_id
         p.leader_epoch = ps.leader_epoch
         p.isr = list(ps.isr)
+        p.pending_isr = None
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
@@ -226,6 +243,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.leader_id = ps.leader
         p.leader_epoch = ps.leader_epoch
         p.isr = list(ps.isr)
+        p.pending_isr = None
         p.follower_leo = {}
         p.caught_up_ms = {}
         if was_leader:
@@ -365,7 +383,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.follower_leo[replica_id] = leo
         if leo >= p.log_end_offset:
             p.caught_up_ms[replica_id] = now
-        if replica_id not in p.isr and leo >= p.high_watermark and self._epoch_start(p) <= leo:
+        if (replica_id not in p.isr and p.pending_isr is None and leo >= p.high_watermark
+                and self._epoch_start(p) <= leo):
             self._change_isr(p, sorted(set(p.isr) | {replica_id}), "caught up")
         self._maybe_advance_hw(p)
 
@@ -379,7 +398,7 @@ class ClusterReplicaManager(ReplicaManager):
             return
         leo = p.log_end_offset
         hw = leo
-        for r in p.isr:
+        for r in p.maximal_isr():
             if r != self.node_id:
                 hw = min(hw, p.follower_leo.get(r, -1))
         if hw > p.high_watermark:
@@ -392,7 +411,7 @@ class ClusterReplicaManager(ReplicaManager):
         if not p.produce_waiters:
             return
         keep = []
-        enough = len(p.isr) >= p.config.min_insync_replicas
+        enough = len(p.maximal_isr()) >= p.config.min_insync_replicas
         for off, fut in p.produce_waiters:
             if fut.done():
                 continue
@@ -423,7 +442,7 @@ class ClusterReplicaManager(ReplicaManager):
         """Followers that have not caught up for replica.lag.time.max.ms leave the ISR."""
         now = self.services.clock.time_ms()
         for p in list(self.partitions.values()):
-            if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id):
+            if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id) or p.pending_isr:
                 continue
             out = [
                 r for r in p.isr if r != self.node_id and now - p.caught_up_ms.get(r, now) > self.lag_max_ms
@@ -432,51 +451,20 @@ class ClusterReplicaManager(ReplicaManager):
                 self._change_isr(p, [r for r in p.isr if r not in out], f"{out} lagging")
 
     def _change_isr(self, p: ClusterPartition, new_isr: list[int], why: str) -> None:
-        """Write the new ISR to the partition state znode (zkVersion check), then notify the controller."""
-        key = (p.topic, p.index)
-        if key in self._isr_pending:
+        """Propose the new ISR to the controller (AlterPartition); one change in flight per partition."""
+        if p.pending_isr is not None or not p.is_leader(self.node_id):
             return
-        self._isr_pending.add(key)
-        asyncio.get_running_loop().create_task(self._write_isr(p, list(new_isr), why))
+        pending = PendingIsr(list(new_isr), len(new_isr) > len(p.isr), p.leader_epoch, p.zk_version, why)
+        p.pending_isr = pending
+        log.info("%s-%d: proposing ISR %s -> %s (%s)", p.topic, p.index, p.isr, new_isr, why)
+        task = asyncio.get_running_loop().create_task(propose(self, p, pending))
+        self._isr_proposals.add(task)
+        task.add_done_callback(self._isr_proposals.discard)
 
-    async def _write_isr(self, p: ClusterPartition, new_isr: list[int], why: str) -> None:
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
-        key = (p.topic, p.index)
-        try:
-            if not p.is_leader(self.node_id):
-                return
-            st = zd.LeaderAndIsr(self.node_id, p.leader_epoch, new_isr, p.controller_epoch)
-            epoch = p.leader_epoch
-            try:
-                stat = await self.zk.set(zd.partition_state_path(p.topic, p.index), st.encode(), p.zk_version)
-            except (BadVersionError, NoNodeError):
-                log.info(
-                    "%s-%d: ISR change to %s refused (stale zkVersion %d); waiting for the controller",
-                    p.topic,
-                    p.index,
-                    new_isr,
-                    p.zk_version,
-                )
-                return
-            if p.leader_epoch != epoch:
-                return
-            old = p.isr
-            p.isr = new_isr
-            p.zk_version = stat.version
-            log.info("%s-%d: ISR %s -> %s (%s)", p.topic, p.index, old, new_isr, why)
-            metrics = self.services.metrics
-            if metrics is not None and hasattr(metrics, "record_isr_change"):
-                metrics.record_isr_change(len(new_isr) > len(old))
-            await self.zk.create(
-                f"{zd.ISR_CHANGES}/{zd.ISR_CHANGE_PREFIX}", zd.encode_isr_change([key]), sequence=True
-            )
-            self._maybe_advance_hw(p)
-            self._complete_produces(p)
-        except Exception:
-            log.exception("%s-%d: ISR change failed", p.topic, p.index)
-        finally:
-            self._isr_pending.discard(key)
+    def isr_committed(self, p: ClusterPartition) -> None:
+        """The controller committed (or dropped) an ISR change: the high watermark and waiting produces."""
+        self._maybe_advance_hw(p)
+        self._complete_produces(p)
 
     # ------------------------------------------------------------------------------------------ follower side
     def follower_append(self, p: ClusterPartition, data: Any, leader_hw: int, leader_start: int) -> int:
