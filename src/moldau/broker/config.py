@@ -266,7 +266,10 @@ _d("replica.fetch.backoff.ms", "int", 1000, "", False, _at_least(0))
 _d("replica.socket.timeout.ms", "int", 30000, "")
 _d("replica.socket.receive.buffer.bytes", "int", 65536, "")
 _d("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "")
-_d("replica.selector.class", "class", None, "")
+_d("replica.selector.class", "class", None,
+   "Fetch from the closest replica (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector lets "
+   "consumers with client.rack read from an in-sync replica in their rack; unset: from the leader only.",
+   validator=_one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector"))
 _d("fetch.max.bytes", "int", 57671680, "Max bytes in a Fetch response.", False, _at_least(1024))
 _d("fetch.purgatory.purge.interval.requests", "int", 1000, "")
 _d("producer.purgatory.purge.interval.requests", "int", 1000, "")

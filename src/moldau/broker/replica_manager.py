@@ -447,9 +447,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
-             replica_id: int = -1) -> ReadInfo:
+             replica_id: int = -1, follower_ok: bool = False) -> ReadInfo:
         """Records from ``offset`` up to the high watermark (read_committed: last stable offset).
-        ``replica_id``: the Fetch's replica id (>= 0 for a follower; on one node there are none)."""
+        ``replica_id``: the Fetch's replica id (>= 0 for a follower; on one node there are none).
+        ``follower_ok``: a consumer that may read from a follower (Fetch v11+, KIP-392; a cluster's)."""
         plog = p.log
         hw = plog.high_watermark
         lso = plog.last_stable_offset

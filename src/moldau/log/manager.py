@@ -356,6 +356,18 @@ class LogManager:
         plog.delete()
         return True
 
+    def rename_for_delete(self, topic: str, partition: int) -> str | None:
+        """Close the partition and rename its directory to ``<topic>-<p>.<id>-delete`` (Kafka's asynchronous
+        delete); the caller removes that directory later, and a restart removes it if the broker stops first.
+        The renamed path, or None when the partition is not here."""
+        if (topic, partition) in self._logs:
+            self.cleaner.forget(topic, partition)
+        plog = self._logs.pop((topic, partition), None)
+        self._dir_of.pop((topic, partition), None)
+        if plog is None:
+            return None
+        return plog.delete(remove=False)
+
     def delete_topic(self, topic: str) -> int:
         keys = [k for k in self._logs if k[0] == topic]
         for t, p in keys:

@@ -1133,9 +1133,10 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
-    def delete(self) -> None:
+    def delete(self, remove: bool = True) -> str:
         """Close the handles and remove the partition directory (renamed to ``<dir>.<id>-delete`` first, as
-        Kafka does, so a crash mid-way leaves a directory the manager removes at start)."""
+        Kafka does, so a crash mid-way leaves a directory the manager removes at start). ``remove`` False:
+        only the rename; the caller removes the returned directory later."""
         with self._lock:
             for seg in self._segments:
                 seg.close_handle()
@@ -1145,4 +1146,6 @@ class PartitionLog:
                 os.rename(self.dir, doomed)
             except OSError:
                 doomed = self.dir
-            shutil.rmtree(doomed, ignore_errors=True)
+            if remove:
+                shutil.rmtree(doomed, ignore_errors=True)
+            return doomed

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 2  # topic ids (KIP-841); v0-1 (topic names) are served too
 RETRY_BACKOFF_S = 0.1
+CONTROLLER_CHECK_S = 0.2  # how often a request in flight looks whether the controller moved
 TP = tuple[str, int]
 
 # partition errors after which the proposal stays pending until the next LeaderAndIsr (no retry)
@@ -284,7 +285,19 @@ class AlterPartitionManager:
         req = Req.new(broker_id=self.rm.node_id, broker_epoch=cluster.broker_epoch, topics=topics)
         conn = await self._connection()
         self.requests_sent += 1
-        resp = await conn.send(56, req, version=version, timeout_ms=30000)
+        sent = asyncio.ensure_future(conn.send(56, req, version=version, timeout_ms=30000))
+        store = self.rm.services.metadata
+        while True:  # as Kafka's controller channel: a new controller in the metadata -> send it there
+            done, _ = await asyncio.wait({sent}, timeout=CONTROLLER_CHECK_S)
+            if done:
+                break
+            if store.controller_id() != self._conn_broker:
+                sent.cancel()
+                log.info("AlterPartition: the controller moved from %d to %d; sending again",
+                         self._conn_broker, store.controller_id())
+                self._drop_connection()
+                return False
+        resp = sent.result()
         if resp.error_code in (ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH):
             log.info("AlterPartition: %s from broker %d; retrying", ErrorCode(resp.error_code).name,
                      self._conn_broker)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -91,11 +92,14 @@ class ClusterReplicaManager(ReplicaManager):
         self.fetch_max_bytes = int(cfg.get("replica.fetch.max.bytes"))
         self.fetch_response_max_bytes = int(cfg.get("replica.fetch.response.max.bytes"))
         self.fetch_backoff_ms = int(cfg.get("replica.fetch.backoff.ms"))
+        self.replica_selector = cfg.get("replica.selector.class")  # KIP-392: RackAwareReplicaSelector or None
+        self.rack = cfg.get("broker.rack")
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = -1
         self._isr_task: asyncio.Task[None] | None = None
         self.alter_partition = AlterPartitionManager(self)
         self._isr_proposals: set[asyncio.Task[None]] = set()
+        self._deletions: set[asyncio.TimerHandle] = set()  # replica directories to remove (-delete)
         self._pending_leaders: dict[int, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------------------------------ setup
@@ -131,6 +135,9 @@ class ClusterReplicaManager(ReplicaManager):
             await f.close()
         self.fetchers.clear()
         await self.alter_partition.close()
+        for h in self._deletions:  # the -delete directories go at the next start
+            h.cancel()
+        self._deletions.clear()
         for p in self.partitions.values():
             if isinstance(p, ClusterPartition):
                 p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -292,7 +299,32 @@ class ClusterReplicaManager(ReplicaManager):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._coordinator_leadership(p, False)
             p.leader_id = NO_LEADER
+        if delete:
+            self._delete_replica(key)
         return ErrorCode.NONE
+
+    def _delete_replica(self, key: tuple[str, int]) -> None:
+        """StopReplica with delete (a replica reassigned away): the partition goes, its directory is renamed
+        to ``<topic>-<p>.<id>-delete`` at once and removed after log.segment.delete.delay.ms in a worker
+        thread, as Kafka's LogManager.asyncDelete; a restart before that removes it at load."""
+        p = self.partitions.pop(key, None)
+        if p is not None:
+            p.deleted = True
+            p.wake()
+        doomed = self.services.log_manager.rename_for_delete(*key)
+        if doomed is None:
+            return
+        delay = int(self.services.config.get("log.segment.delete.delay.ms")) / 1000.0
+        log.info("%s-%d: replica deleted; removing %s in %.0f s", key[0], key[1], doomed, delay)
+        loop = asyncio.get_running_loop()
+
+        def remove() -> None:
+            fut = loop.run_in_executor(None, shutil.rmtree, doomed, True)
+            self._deletions.discard(handle)
+            fut.add_done_callback(lambda _f: log.info("removed %s", doomed))
+
+        handle = loop.call_later(delay, remove)
+        self._deletions.add(handle)
 
     # ------------------------------------------------------------------------------------------ append
     def append(
@@ -355,8 +387,17 @@ class ClusterReplicaManager(ReplicaManager):
         min_one: bool,
         isolation_level: int = 0,
         replica_id: int = -1,
+        follower_ok: bool = False,
     ) -> ReadInfo:
-        if not isinstance(p, ClusterPartition) or not p.is_leader(self.node_id):
+        if not isinstance(p, ClusterPartition):
+            return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if replica_id < 0 and not p.is_leader(self.node_id):
+            # a consumer on a follower (KIP-392): up to this replica's high watermark, which the leader's
+            # fetch responses move; older Fetch versions only from the leader
+            if not follower_ok or p.leader_id == NO_LEADER or self.node_id not in p.replicas:
+                return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level)
+        if not p.is_leader(self.node_id):
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if replica_id < 0:
             return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level)
@@ -376,6 +417,20 @@ class ClusterReplicaManager(ReplicaManager):
         info.records = rr.chunks if rr.size else None
         info.size = rr.size
         return info
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int:
+        """KIP-392 with RackAwareReplicaSelector, on the leader: for a consumer in rack ``client_rack``, the
+        in-sync follower in that rack that holds ``fetch_offset`` (the most caught up first), unless the
+        leader is in that rack itself; -1: read from the leader."""
+        if (not self.replica_selector or not client_rack or not isinstance(p, ClusterPartition)
+                or not p.is_leader(self.node_id) or self.rack == client_rack):
+            return -1
+        live = self.services.metadata.live
+        candidates = [r for r in p.isr if r != self.node_id and r in live and live[r].rack == client_rack
+                      and p.follower_leo.get(r, -1) >= fetch_offset >= p.log_start_offset]
+        if not candidates:
+            return -1
+        return max(candidates, key=lambda r: (p.follower_leo.get(r, -1), p.caught_up_ms.get(r, 0)))
 
     # ------------------------------------------------------------------------------------------ ISR, HW
     def _update_follower(self, p: ClusterPartition, replica_id: int, leo: int) -> None:
@@ -484,7 +539,9 @@ class ClusterReplicaManager(ReplicaManager):
                 plog.append(buf, batches, self.services.clock.time_ms(), assign_offsets=False)
                 n = len(batches)
         new_hw = min(leader_hw, plog.log_end_offset)
-        plog.high_watermark = max(plog.high_watermark, new_hw)
+        if new_hw > plog.high_watermark:
+            plog.high_watermark = new_hw
+            p.wake()  # consumers long-polling on this follower (KIP-392)
         return n
 
 

@@ -22,9 +22,13 @@
 * v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3);
   topics with message.downconversion.enable=false answer UNSUPPORTED_VERSION instead, as Kafka.
 * Records go out as the log's chunks (a list), which the encoder writes without copying.
-* preferred_read_replica (v11+) -1. Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) go to
-  the replica manager with the replica id: in a cluster the leader reads up to its log end offset for them and
-  records the follower's position (docs/cluster.md).
+* Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) go to the replica manager with the replica
+  id: in a cluster the leader reads up to its log end offset for them and records the follower's position
+  (docs/cluster.md).
+* Fetch from the closest replica (KIP-392, a cluster with replica.selector.class): v11+ consumers with a
+  rack_id may get preferred_read_replica (the in-sync follower in their rack) from the leader, with no records
+  (the answer does not wait); a follower serves v11+ consumers up to its own high watermark (older versions:
+  NOT_LEADER_OR_FOLLOWER). Otherwise preferred_read_replica is -1.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class _Item:
     """One partition of this fetch."""
 
     __slots__ = ("topic", "topic_id", "index", "offset", "max_bytes", "leader_epoch", "partition", "error",
-                 "cached", "info")
+                 "cached", "info", "preferred")
 
     def __init__(self, topic: str | None, topic_id: Any, index: int, offset: int, max_bytes: int,
                  leader_epoch: int, cached: CachedPartition | None = None) -> None:
@@ -71,6 +75,7 @@ class _Item:
         self.error = ErrorCode.NONE
         self.cached = cached
         self.info: ReadInfo | None = None
+        self.preferred = -1  # preferred_read_replica (KIP-392)
 
 
 def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
@@ -106,8 +111,8 @@ def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
         it.partition = p
 
 
-def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, replica_id: int = -1
-              ) -> tuple[int, bool]:
+def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, replica_id: int = -1,
+              follower_ok: bool = False) -> tuple[int, bool]:
     remaining = max_bytes
     first = True
     total = 0
@@ -120,8 +125,14 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, repli
             it.info = None
             has_error = True
             continue
+        if it.preferred >= 0:  # no records: the consumer goes to the preferred replica
+            plog = p.log
+            it.info = ReadInfo(ErrorCode.NONE, None, 0, plog.high_watermark, plog.last_stable_offset,
+                               plog.log_start_offset)
+            continue
         limit = min(it.max_bytes, remaining)
-        info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation, replica_id=replica_id)
+        info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation, replica_id=replica_id,
+                       follower_ok=follower_ok)
         it.info = info
         if info.error:
             has_error = True
@@ -210,11 +221,19 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
                     it.cached = cp
 
     _resolve(ctx, items, by_id)
+    follower_ok = replica_id < 0 and v >= 11  # KIP-392: consumers with client metadata may use followers
+    preferred = False
+    select = getattr(rm, "preferred_read_replica", None)
+    if follower_ok and req.rack_id and select is not None:
+        for it in items:
+            if it.partition is not None and not it.error:
+                it.preferred = select(it.partition, req.rack_id, it.offset)
+                preferred = preferred or it.preferred >= 0
 
     # ------------------------------------------------------------------ read, long poll
-    total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id)
+    total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok)
     max_wait = req.max_wait_ms
-    if max_wait > 0 and total < req.min_bytes and not has_error and items:
+    if max_wait > 0 and total < req.min_bytes and not has_error and items and not preferred:
         deadline = time.monotonic() + max_wait / 1000.0
         waitable = [it.partition for it in items if it.partition is not None]
         while True:
@@ -222,7 +241,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
             if remaining <= 0 or ctx.connection.closed or rm.shutting_down:
                 break
             await rm.wait_for_data(waitable, remaining)
-            total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id)
+            total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok)
             if total >= req.min_bytes or has_error:
                 break
 
@@ -261,10 +280,10 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
                     records = _down_convert(records, magic)
         if it.cached is not None:
             respond = it.cached.must_respond(error, bool(info is not None and info.size), hw, lso, lstart)
-            if incremental and not respond:
+            if incremental and not respond and it.preferred < 0:
                 continue
         pd = PD(partition_index=it.index, error_code=error, high_watermark=hw, last_stable_offset=lso,
-                log_start_offset=lstart, aborted_transactions=aborted, preferred_read_replica=-1,
+                log_start_offset=lstart, aborted_transactions=aborted, preferred_read_replica=it.preferred,
                 records=records)
         topic_key = it.topic_id if by_id else it.topic
         if current is None or topic_key != current_key:
