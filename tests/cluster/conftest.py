@@ -60,10 +60,14 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
     made: list[LocalCluster] = []
 
-    def make(brokers: int = 3, configs: list[str] | None = None, metrics: bool = False) -> LocalCluster:
+    def make(brokers: int = 3, configs: list[str] | None = None, metrics: bool = False,
+             per_broker: dict[int, list[str]] | None = None) -> LocalCluster:
+        """``per_broker``: more settings for some brokers only (node id -> ["key=value", ..])."""
         c = LocalCluster(
             str(tmp_path / f"cluster{len(made)}"), brokers, broker_configs=FAST + (configs or [])
         )
+        for node_id, extra in (per_broker or {}).items():
+            c.broker(node_id).extra.extend(extra)
         if metrics:  # each broker's Prometheus endpoint on a port of its own: b.metrics_port
             for b in c.brokers:
                 b.metrics_port = free_port()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 import uuid
@@ -169,3 +170,136 @@ def test_isr_changes_go_through_the_controller(cluster_factory):
         assert state() == (st2, v2)  # nothing was written
     finally:
         zk.stop()
+
+
+# ------------------------------------------------------------------------------------ KIP-392, deletion
+SELECTOR = "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _raw(address: str, api_key: int, req: object, version: int) -> object:
+    from moldau.client.conn import Connection
+
+    host, port = address.split(":")
+
+    async def go() -> object:
+        conn = await Connection.open(host, int(port), client_id="test-raw")
+        try:
+            return await conn.send(api_key, req, version=version, timeout_ms=15000)
+        finally:
+            conn.close()
+
+    return asyncio.run(go())
+
+
+def _consumer_fetch_error(address: str, topic: str, version: int) -> int:
+    Req = m.FetchRequest
+    req = Req.new(cluster_id=None, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                  isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                  topics=[Req.FetchTopic(topic=topic, partitions=[Req.FetchPartition(
+                      partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                      log_start_offset=-1, partition_max_bytes=1 << 20)])])
+    resp = _raw(address, 1, req, version)
+    return resp.responses[0].partitions[0].error_code
+
+
+def _list_offsets_error(address: str, topic: str) -> int:
+    Req = m.ListOffsetsRequest
+    req = Req.new(replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[Req.ListOffsetsTopic(
+        name=topic, partitions=[Req.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                         timestamp=-1)])])
+    resp = _raw(address, 2, req, 5)
+    return resp.topics[0].partitions[0].error_code
+
+
+def _topic_sample(cluster, broker_id: int, family: str, topic: str) -> float:
+    return _samples(cluster.broker(broker_id).metrics_port).get(f'{family}{{topic="{topic}"}}', 0.0)
+
+
+def test_fetch_from_follower_and_replica_deletion(cluster_factory):
+    from clusterutil import QUIET
+    from confluent_kafka import Consumer, Producer
+
+    # racks r1..r3; broker 1 keeps a deleted replica's directory for a minute (then a restart removes it)
+    cluster = cluster_factory(metrics=True, configs=[SELECTOR, "log.segment.delete.delay.ms=500"],
+                              per_broker={i: [f"broker.rack=r{i}"] for i in (1, 2, 3)}
+                              | {1: ["broker.rack=r1", "log.segment.delete.delay.ms=600000"]})
+    bs = cluster.bootstrap
+    create_topic(bs, "near", partitions=1, rf=3)
+    wait_until(lambda: fully_replicated(bs, "near", 3), 20, "ISR of 3")
+    p0 = partitions(bs, "near")[0]
+    leader = p0.leader
+    near, far = [r for r in p0.replicas if r != leader]
+    prod = Producer({"logger": QUIET, "bootstrap.servers": bs, "acks": "all", "linger.ms": 5})
+    first = [b"n-%04d" % i for i in range(300)]
+    for v in first:
+        prod.produce("near", value=v, partition=0)
+    assert prod.flush(30) == 0
+
+    # a consumer in the rack of one follower reads everything from that follower
+    c = Consumer({"logger": QUIET, "bootstrap.servers": bs, "group.id": "near-g", "client.rack": f"r{near}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 200})
+    got: list[bytes] = []
+    try:
+        c.subscribe(["near"])
+        deadline = time.monotonic() + 40
+        while len(got) < len(first) and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == first
+        # records written now reach the consumer through the follower (it learns the HW from the leader)
+        second = [b"m-%04d" % i for i in range(200)]
+        for v in second:
+            prod.produce("near", value=v, partition=0)
+        assert prod.flush(30) == 0
+        deadline = time.monotonic() + 40
+        while len(got) < len(first) + len(second) and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == first + second
+    finally:
+        c.close()
+    # proof from the brokers' own counters: the follower in the consumer's rack served the reads, the leader
+    # and the other follower sent no record of the topic to a consumer
+    served = _topic_sample(cluster, near, "kafka_server_brokertopicmetrics_bytesout_total", "near")
+    assert served > sum(len(v) for v in first + second)
+    fetches = "kafka_server_brokertopicmetrics_totalfetchrequests_total"
+    assert _topic_sample(cluster, near, fetches, "near") >= 2
+    assert _topic_sample(cluster, leader, "kafka_server_brokertopicmetrics_bytesout_total", "near") == 0
+    assert _topic_sample(cluster, far, "kafka_server_brokertopicmetrics_bytesout_total", "near") == 0
+    # Fetch before v11 (no client metadata) and ListOffsets stay with the leader
+    follower = cluster.broker(near).address
+    assert _consumer_fetch_error(follower, "near", 10) == 6  # NOT_LEADER_OR_FOLLOWER
+    assert _consumer_fetch_error(follower, "near", 11) == 0
+    assert _list_offsets_error(follower, "near") == 6
+    assert _list_offsets_error(cluster.broker(leader).address, "near") == 0
+
+    # StopReplica with delete: a partition reassigned away from brokers 1 and 3 leaves their data dirs
+    from moldau.client import Admin, NewTopic, TopicPartition
+
+    with Admin(bootstrap_servers=bs) as a:
+        a.create_topics([NewTopic("gone", replica_assignment={0: [1, 3]})])
+        wait_until(lambda: fully_replicated(bs, "gone", 2), 20, "ISR of 2")
+        prod.produce("gone", value=b"x" * 1000, partition=0)
+        assert prod.flush(30) == 0
+        wait_until(lambda: all((Path(cluster.broker(b).data_dir) / "gone-0" / "00000000000000000000.log")
+                               .stat().st_size > 1000 for b in (1, 3)), 20, "the record on brokers 1 and 3")
+        a.alter_partition_reassignments({TopicPartition("gone", 0): [2]})
+        wait_until(lambda: partitions(bs, "gone")[0].replicas == [2], 30, "the partition moved to broker 2")
+
+    def leftovers(b: int) -> list[str]:
+        return sorted(d.name for d in Path(cluster.broker(b).data_dir).iterdir()
+                      if d.name.startswith("gone-"))
+
+    wait_until(lambda: leftovers(3) == [], 20, "broker 3's replica removed")
+    wait_until(lambda: len(leftovers(1)) == 1 and leftovers(1)[0] != "gone-0", 20, "broker 1's rename")
+    [doomed] = leftovers(1)
+    assert re.fullmatch(r"gone-0\.[0-9a-f]{32}-delete", doomed), doomed
+    assert leftovers(2) == ["gone-0"]
+    # broker 1 dies before its delayed removal: the restart finishes it
+    cluster.broker(1).kill()
+    cluster.broker(1).start()
+    cluster.broker(1).wait_listening()
+    wait_until(lambda: leftovers(1) == [], 20, "the pending delete finished at the restart")
+    assert "gone-0" in Path(cluster.broker(1).log_path).read_text().split("removing", 1)[-1]

@@ -485,6 +485,10 @@ class ReplicaManager:
             info.aborted_transactions = rr.aborted_transactions or []
         return info
 
+    def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int:
+        """An error for ListOffsets on ``p`` before the lookup (a cluster's: not the leader, ...); 0: none."""
+        return ErrorCode.NONE
+
     def offset_for_timestamp(self, p: Partition, ts: int, max_offset: int | None = None
                              ) -> tuple[int, int] | None:
         return p.log.offset_for_timestamp(ts, max_offset=max_offset)

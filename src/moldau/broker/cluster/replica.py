@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12  # replica_id field, topics by name
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 NO_LEADER = -1
+DEBUGGING_REPLICA_ID = -2  # ListOffsets / Fetch from any replica (Kafka's debugging id)
 
 
 class ClusterPartition(Partition):
@@ -431,6 +432,20 @@ class ClusterReplicaManager(ReplicaManager):
         if not candidates:
             return -1
         return max(candidates, key=lambda r: (p.follower_leo.get(r, -1), p.caught_up_ms.get(r, 0)))
+
+    def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int:
+        """ListOffsets only on the leader (replica id -2, Kafka's debugging id: any replica); a leader whose
+        high watermark has not reached the start of its epoch yet: OFFSET_NOT_AVAILABLE (v2+ clients, except
+        for the earliest offsets), as Kafka's Partition.fetchOffsetForTimestamp."""
+        if not isinstance(p, ClusterPartition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if replica_id == DEBUGGING_REPLICA_ID:
+            return ErrorCode.NONE
+        if not p.is_leader(self.node_id):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if version >= 2 and timestamp not in (-2, -4) and self._epoch_start(p) > p.high_watermark:
+            return ErrorCode.OFFSET_NOT_AVAILABLE
+        return ErrorCode.NONE
 
     # ------------------------------------------------------------------------------------------ ISR, HW
     def _update_follower(self, p: ClusterPartition, replica_id: int, leo: int) -> None:

@@ -11,6 +11,9 @@ Timestamps:
 v0 answers old_style_offsets (the latest / earliest offset; up to max_num_offsets for LATEST: the high
 watermark followed by the segment base offsets, newest first). leader_epoch (v4+) is the partition's epoch.
 current_leader_epoch (v4+) older / newer than the partition's: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+In a cluster only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, also for consumers that fetch from a
+follower; replica id -2, Kafka's debugging id, may ask any replica), and a new leader whose high watermark has
+not reached the start of its leader epoch answers OFFSET_NOT_AVAILABLE (v2+, except EARLIEST), as Kafka.
 """
 
 from __future__ import annotations
@@ -104,6 +107,10 @@ async def list_offsets(ctx: RequestContext, req: m.ListOffsetsRequest) -> m.List
             if cle >= 0 and cle != p.leader_epoch:
                 pr.error_code = (ErrorCode.FENCED_LEADER_EPOCH if cle < p.leader_epoch
                                  else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                continue
+            code = rm.list_offsets_error(p, req.replica_id, q.timestamp, v)
+            if code:
+                pr.error_code = code
                 continue
             try:
                 if v == 0:
