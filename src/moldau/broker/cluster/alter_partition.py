@@ -29,16 +29,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from . import zkdata as zd
 
-if TYPE_CHECKING:
-    from .controller import Controller
-    from .replica import ClusterPartition, ClusterReplicaManager
+# the controller, the replica manager and its partitions are passed in (typed Any: they import this module)
+Controller = Any
+ClusterPartition = Any
+ClusterReplicaManager = Any
 
 log = logging.getLogger(__name__)
 
