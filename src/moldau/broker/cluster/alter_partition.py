@@ -156,6 +156,16 @@ def _result(st: zd.LeaderAndIsr) -> PartitionResult:
     return PartitionResult(ErrorCode.NONE, st.leader, st.leader_epoch, list(st.isr), st.zk_version)
 
 
+def topic_data(cls: Any, version: int, name: str, topic_id: Any, partitions: list[Any]) -> Any:
+    """An AlterPartition request's or response's TopicData: by name (v0-1) or by id (v2+)."""
+    td = cls(partitions=partitions)
+    if version >= 2:
+        td.topic_id = topic_id
+    else:
+        td.topic_name = name
+    return td
+
+
 def decode_request(req: Any, version: int, topic_names: Any) -> tuple[list[PartitionChange], dict[Any, str]]:
     """The request's partitions (topic ids resolved with ``topic_names(uuid) -> name | None``); unknown topic
     ids are returned apart ({id: ""})."""
@@ -274,14 +284,7 @@ class AlterPartitionManager:
                 partition_index=idx, leader_epoch=pending.leader_epoch, new_isr=list(pending.isr),
                 new_isr_with_epochs=[], leader_recovery_state=0, partition_epoch=pending.partition_epoch))
         version = ALTER_PARTITION_VERSION if all(ids.values()) else 1
-        topics = []
-        for topic, parts in by_topic.items():
-            td = Req.TopicData(partitions=parts)
-            if version >= 2:
-                td.topic_id = ids[topic]
-            else:
-                td.topic_name = topic
-            topics.append(td)
+        topics = [topic_data(Req.TopicData, version, t, ids[t], parts) for t, parts in by_topic.items()]
         cluster = self.rm.services.cluster
         req = Req.new(broker_id=self.rm.node_id, broker_epoch=cluster.broker_epoch, topics=topics)
         conn = await self._connection()

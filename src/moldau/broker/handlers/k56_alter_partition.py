@@ -15,7 +15,7 @@ from __future__ import annotations
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
-from ..cluster.alter_partition import decode_request
+from ..cluster.alter_partition import decode_request, topic_data
 from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
@@ -57,14 +57,7 @@ async def alter_partition(ctx: RequestContext, req: m.AlterPartitionRequest) -> 
             pd.leader_id, pd.leader_epoch = r.leader, r.leader_epoch
             pd.isr, pd.partition_epoch = list(r.isr), r.partition_epoch
         by_topic.setdefault(ch.topic, []).append(pd)
-    topics = []
-    for name, parts in by_topic.items():
-        td = RESP.TopicData(partitions=parts)
-        if v >= 2:
-            td.topic_id = ids[name]
-        else:
-            td.topic_name = name
-        topics.append(td)
+    topics = [topic_data(RESP.TopicData, v, name, ids.get(name), parts) for name, parts in by_topic.items()]
     unknown_id = int(ErrorCode.UNKNOWN_TOPIC_ID)
     for t in req.topics:
         if v >= 2 and t.topic_id in unknown_ids:
