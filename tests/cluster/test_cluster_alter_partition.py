@@ -91,7 +91,13 @@ def test_isr_changes_go_through_the_controller(cluster_factory):
     # check, not by its session expiring
     cluster = cluster_factory(metrics=True, configs=["zookeeper.session.timeout.ms=12000"])
     bs = cluster.bootstrap
-    create_topic(bs, "isr", partitions=1, rf=3, configs={"min.insync.replicas": "2"})
+    ctl = admin(bs).list_topics(timeout=5).controller_id
+    leader, victim = [b for b in (1, 2, 3) if b != ctl]  # neither of them is the controller
+    from moldau.client import Admin, NewTopic
+
+    with Admin(bootstrap_servers=bs) as a:
+        a.create_topics([NewTopic("isr", replica_assignment={0: [leader, victim, ctl]},
+                                  config={"min.insync.replicas": "2"})])
     wait_until(lambda: fully_replicated(bs, "isr", 3), 20, "ISR of 3")
     from kazoo.client import KazooClient
 
@@ -105,10 +111,7 @@ def test_isr_changes_go_through_the_controller(cluster_factory):
             return json.loads(data), stat.version
 
         st0, v0 = state()
-        leader = st0["leader"]
-        ctl = admin(bs).list_topics(timeout=5).controller_id
-        followers = [r for r in (1, 2, 3) if r != leader]
-        victim = next((f for f in followers if f != ctl), followers[0])
+        assert st0["leader"] == leader
         leader_addr = cluster.broker(leader).address
         wait_until(lambda: fully_replicated(leader_addr, "isr", 3), 20, "ISR of 3 at the leader")
         before = _alter_requests(cluster, ctl)
@@ -144,7 +147,7 @@ def test_isr_changes_go_through_the_controller(cluster_factory):
         topic_id = zd.TopicAssignment.decode(zk.get(zd.topic_path("isr"))[0]).topic_id
         ctl_addr = cluster.broker(ctl).address
         le = st2["leader_epoch"]
-        smaller = [leader, next(f for f in followers if f != victim)]
+        smaller = [leader, ctl]
 
         def send(version: int = 2, **kw: object) -> m.AlterPartitionResponse:
             args: dict = dict(broker_id=leader, broker_epoch=epoch, topic_key=topic_id, leader_epoch=le,
@@ -168,6 +171,33 @@ def test_isr_changes_go_through_the_controller(cluster_factory):
             0, leader, le, [1, 2, 3], v2)
         time.sleep(0.5)
         assert state() == (st2, v2)  # nothing was written
+
+        # controller failover mid-request: the controller is stopped while the leader's shrink waits for its
+        # answer; another broker takes over (the test removes /controller, as a lost controller session
+        # would, but the stopped brokers' sessions outlive the test's wait: their registrations stay, so the
+        # ISR change can only come from the leader's AlterPartition)
+        leader_log = Path(cluster.broker(leader).log_path)
+        proposals = leader_log.read_text().count("proposing ISR")
+        for b in (ctl, victim):
+            cluster.broker(b).signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            wait_until(lambda: leader_log.read_text().count("proposing ISR") > proposals, LAG_MAX_S + 5,
+                       "the leader's shrink proposal to the stopped controller")
+            zk.delete(zd.CONTROLLER)
+            wait_until(lambda: state()[0]["isr"] == [leader], 8, "the shrink through the new controller")
+            assert time.monotonic() - t0 < 11  # before the stopped brokers' 12 s sessions end
+            assert sorted(zk.get_children(zd.BROKER_IDS)) == ["1", "2", "3"]
+            assert json.loads(zk.get(zd.CONTROLLER)[0])["brokerid"] == leader  # the only one running
+            st3, v3 = state()
+            assert v3 == v2 + 1 and st3["leader_epoch"] == le
+            text = leader_log.read_text()
+            assert f"the controller moved from {ctl} to {leader}" in text
+            assert f"AlterPartition from broker {leader}, partition epoch {v3}" in text
+        finally:
+            for b in (ctl, victim):
+                cluster.broker(b).signal(signal.SIGCONT)
+        wait_until(lambda: sorted(state()[0]["isr"]) == [1, 2, 3], 30, "both back in the ISR")
     finally:
         zk.stop()
 
