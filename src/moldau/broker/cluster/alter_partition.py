@@ -311,11 +311,11 @@ class AlterPartitionManager:
         got: dict[TP, PartitionResult] = {}
         names = {ids[t]: t for t in ids}
         for t in resp.topics:
-            topic = names.get(t.topic_id) if version >= 2 else t.topic_name
-            if topic is None:
+            tname: str | None = names.get(t.topic_id) if version >= 2 else t.topic_name
+            if tname is None:
                 continue
             for pd in t.partitions:
-                got[(topic, pd.partition_index)] = PartitionResult(
+                got[(tname, pd.partition_index)] = PartitionResult(
                     pd.error_code, pd.leader_id, pd.leader_epoch, list(pd.isr), pd.partition_epoch)
         for key, (_p, _pending, fut) in live.items():
             if fut.done():

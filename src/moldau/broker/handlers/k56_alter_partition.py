@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
@@ -33,7 +35,7 @@ async def alter_partition(ctx: RequestContext, req: m.AlterPartitionRequest) -> 
         return RESP.new(throttle_time_ms=0, error_code=int(ErrorCode.NOT_CONTROLLER), topics=[])
     v = ctx.version
 
-    def name_of(topic_id: object) -> str | None:
+    def name_of(topic_id: uuid.UUID) -> str | None:
         t = ctx.services.metadata.get_by_id(topic_id)
         return t.name if t is not None else None
 
