@@ -305,6 +305,20 @@ def test_fetch_from_follower_and_replica_deletion(cluster_factory):
     assert _list_offsets_error(follower, "near") == 6
     assert _list_offsets_error(cluster.broker(leader).address, "near") == 0
 
+    # StopReplica v3 (KIP-570) carrying a leader epoch not newer than the replica's (a late request) is
+    # fenced: the replica stays, keeps its files and keeps following
+    SR = m.StopReplicaRequest
+    stale = SR.new(controller_id=leader, controller_epoch=1, broker_epoch=-1, topic_states=[
+        SR.StopReplicaTopicState(topic_name="near", partition_states=[
+            SR.StopReplicaPartitionState(partition_index=0, leader_epoch=0, delete_partition=True)])])
+    resp = _raw(cluster.broker(far).address, 5, stale, 3)
+    answer = [(e.topic_name, e.partition_index, e.error_code) for e in resp.partition_errors]
+    assert answer == [("near", 0, 74)]  # FENCED_LEADER_EPOCH
+    far_log = Path(cluster.broker(far).data_dir) / "near-0" / "00000000000000000000.log"
+    prod.produce("near", value=b"after-fenced-stop", partition=0)
+    assert prod.flush(30) == 0
+    wait_until(lambda: b"after-fenced-stop" in far_log.read_bytes(), 20, "the far follower still follows")
+
     # StopReplica with delete: a partition reassigned away from brokers 1 and 3 leaves their data dirs
     from moldau.client import Admin, NewTopic, TopicPartition
 

@@ -61,6 +61,52 @@ def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
         zk.close()
 
 
+def test_topic_deletion_removes_every_replica(cluster):
+    """DeleteTopics sent to any broker: the controller removes the topic from ZooKeeper, every broker drops
+    its replica and its files, and the name can be created again, empty."""
+    from confluent_kafka.admin import AdminClient
+    from kazoo.client import KazooClient
+
+    bs = cluster.bootstrap
+    create_topic(bs, "doomed", partitions=3, rf=3)
+    wait_until(lambda: fully_replicated(bs, "doomed", 3), 20, "ISR of 3")
+    prod = Producer({"logger": QUIET, "bootstrap.servers": bs, "acks": "all"})
+    for i in range(30):
+        prod.produce("doomed", value=b"old-%d" % i, partition=i % 3)
+    assert prod.flush(30) == 0
+
+    def dirs(b) -> list[str]:
+        return sorted(d.name for d in Path(b.data_dir).iterdir() if d.name.startswith("doomed-"))
+
+    assert all(dirs(b) == ["doomed-0", "doomed-1", "doomed-2"] for b in cluster.brokers)
+    # sent to a broker that is not the controller
+    admin = AdminClient({"logger": QUIET, "bootstrap.servers": bs})
+    controller = admin.list_topics(timeout=10).controller_id
+    other = next(b for b in cluster.brokers if b.node_id != controller)
+    other_admin = AdminClient({"logger": QUIET, "bootstrap.servers": other.address})
+    other_admin.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(30)
+    wait_until(lambda: all(dirs(b) == [] for b in cluster.brokers), 30, "every replica's files removed")
+    zk = KazooClient(hosts=cluster.zk.connect)
+    zk.start(10)
+    try:
+        assert zk.exists("/brokers/topics/doomed") is None
+        assert zk.exists("/config/topics/doomed") is None
+        assert "doomed" not in (zk.get_children("/admin/delete_topics") if zk.exists("/admin/delete_topics")
+                                else [])
+    finally:
+        zk.stop()
+        zk.close()
+    for b in cluster.brokers:
+        md = AdminClient({"logger": QUIET, "bootstrap.servers": b.address}).list_topics(timeout=10)
+        assert "doomed" not in md.topics
+    # the name again: a new, empty topic
+    create_topic(bs, "doomed", partitions=3, rf=3)
+    wait_until(lambda: fully_replicated(bs, "doomed", 3), 20, "ISR of 3 again")
+    prod.produce("doomed", value=b"new", partition=0)
+    assert prod.flush(30) == 0
+    assert [v for _o, v in read_partition(bs, "doomed", 0)] == [b"new"]
+
+
 def test_non_leader_answers_not_leader_and_acks_all_replicates(cluster):
     create_topic(cluster.bootstrap, "rep", partitions=2, rf=3, configs={"min.insync.replicas": "2"})
     wait_until(lambda: fully_replicated(cluster.bootstrap, "rep", 3), 20, "ISR of 3")

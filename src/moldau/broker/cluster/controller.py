@@ -25,6 +25,23 @@ log = logging.getLogger(__name__)
 LEADER_AND_ISR_VERSION = 5
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
+NO_EPOCH = -1  # StopReplica v3: stop whatever leader epoch the replica has (a replica reassigned away)
+EPOCH_DURING_DELETE = -2  # StopReplica v3: the topic is being deleted
+
+
+def stop_replica_request(
+    controller_id: int, controller_epoch: int, topic: str, partitions: list[int], leader_epoch: int
+) -> m.StopReplicaRequest:
+    """StopReplica v3 with delete for some partitions of one topic (per-partition delete flags, KIP-570)."""
+    return m.StopReplicaRequest.new(
+        controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=-1,
+        topic_states=[m.StopReplicaRequest.StopReplicaTopicState(
+            topic_name=topic,
+            partition_states=[m.StopReplicaRequest.StopReplicaPartitionState(
+                partition_index=p, leader_epoch=leader_epoch, delete_partition=True) for p in partitions],
+        )],
+    )
+
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -431,16 +448,8 @@ class Controller:
                         b,
                         5,
                         STOP_REPLICA_VERSION,
-                        m.StopReplicaRequest.new(
-                            controller_id=self.broker_id,
-                            controller_epoch=self.epoch,
-                            broker_epoch=-1,
-                            delete_partitions=True,
-                            topics=[
-                                m.StopReplicaRequest.StopReplicaTopic(
-                                    name=topic, partition_indexes=sorted(ps)
-                                )
-                            ],
+                        stop_replica_request(
+                            self.broker_id, self.epoch, topic, sorted(ps), EPOCH_DURING_DELETE
                         ),
                     )
             for tp in parts:
@@ -684,10 +693,8 @@ class Controller:
         self._send_leader_and_isr(tp)
         for b in full:
             if b not in target:
-                self._send(b, 5, STOP_REPLICA_VERSION, m.StopReplicaRequest.new(
-                    controller_id=self.broker_id, controller_epoch=self.epoch, broker_epoch=-1,
-                    delete_partitions=True,
-                    topics=[m.StopReplicaRequest.StopReplicaTopic(name=tp[0], partition_indexes=[tp[1]])]))
+                self._send(b, 5, STOP_REPLICA_VERSION,
+                           stop_replica_request(self.broker_id, self.epoch, tp[0], [tp[1]], NO_EPOCH))
 
     async def _rebalance_loop(self, interval_s: float, imbalance_pct: int) -> None:
         """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, preferred elections

@@ -292,6 +292,11 @@ class ClusterReplicaManager(ReplicaManager):
         for f in self.fetchers.values():
             f.remove(key)
 
+    def leader_epoch_of(self, topic: str, index: int) -> int | None:
+        """The leader epoch this broker knows for a partition it hosts, None when it hosts none."""
+        p = self.partitions.get((topic, index))
+        return p.leader_epoch if isinstance(p, ClusterPartition) else None
+
     def stop_replica(self, topic: str, index: int, delete: bool) -> int:
         key = (topic, index)
         self._remove_follower(key)

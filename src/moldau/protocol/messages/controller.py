@@ -74,16 +74,23 @@ LeaderAndIsrResponse = Message('LeaderAndIsrResponse', 4, 'response', '0-5', fle
 StopReplicaRequest = Message('StopReplicaRequest', 5, 'request', '0-3', flexible='3+', fields=[
     F('ControllerId', 'int32', '0+'),
     F('ControllerEpoch', 'int32', '0+'),
-    F('BrokerEpoch', 'int64', '1', default=-1),
-    F('MaxBrokerEpoch', 'int64', '2+', default=-1),
-    F('DeletePartitions', 'bool', '0+'),
+    F('BrokerEpoch', 'int64', '1+', default=-1),
+    F('DeletePartitions', 'bool', '0-2'),
     F('UngroupedPartitions', '[]StopReplicaPartitionV0', '0', fields=[
         F('TopicName', 'string', '0'),
         F('PartitionIndex', 'int32', '0'),
     ]),
-    F('Topics', '[]StopReplicaTopic', '1+', fields=[
-        F('Name', 'string', '1+'),
-        F('PartitionIndexes', '[]int32', '1+'),
+    F('Topics', '[]StopReplicaTopicV1', '1-2', fields=[
+        F('Name', 'string', '1-2'),
+        F('PartitionIndexes', '[]int32', '1-2'),
+    ]),
+    F('TopicStates', '[]StopReplicaTopicState', '3+', fields=[
+        F('TopicName', 'string', '3+'),
+        F('PartitionStates', '[]StopReplicaPartitionState', '3+', fields=[
+            F('PartitionIndex', 'int32', '3+'),
+            F('LeaderEpoch', 'int32', '3+', default=-1),
+            F('DeletePartition', 'bool', '3+'),
+        ]),
     ]),
 ])
 

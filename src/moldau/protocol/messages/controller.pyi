@@ -59,21 +59,30 @@ class StopReplicaRequest(ApiMessage):
     controller_id: int
     controller_epoch: int
     broker_epoch: int
-    max_broker_epoch: int
     delete_partitions: bool
     ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0]
-    topics: list[StopReplicaRequest.StopReplicaTopic]
-    def __init__(self, *, controller_id: int = ..., controller_epoch: int = ..., broker_epoch: int = ..., max_broker_epoch: int = ..., delete_partitions: bool = ..., ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ..., topics: list[StopReplicaRequest.StopReplicaTopic] = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
+    topics: list[StopReplicaRequest.StopReplicaTopicV1]
+    topic_states: list[StopReplicaRequest.StopReplicaTopicState]
+    def __init__(self, *, controller_id: int = ..., controller_epoch: int = ..., broker_epoch: int = ..., delete_partitions: bool = ..., ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ..., topics: list[StopReplicaRequest.StopReplicaTopicV1] = ..., topic_states: list[StopReplicaRequest.StopReplicaTopicState] = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
     @classmethod
-    def new(cls, *, controller_id: int = ..., controller_epoch: int = ..., broker_epoch: int = ..., max_broker_epoch: int = ..., delete_partitions: bool = ..., ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ..., topics: list[StopReplicaRequest.StopReplicaTopic] = ..., _unknown_tags: dict[int, bytes] | None = None) -> StopReplicaRequest: ...
+    def new(cls, *, controller_id: int = ..., controller_epoch: int = ..., broker_epoch: int = ..., delete_partitions: bool = ..., ungrouped_partitions: list[StopReplicaRequest.StopReplicaPartitionV0] = ..., topics: list[StopReplicaRequest.StopReplicaTopicV1] = ..., topic_states: list[StopReplicaRequest.StopReplicaTopicState] = ..., _unknown_tags: dict[int, bytes] | None = None) -> StopReplicaRequest: ...
     class StopReplicaPartitionV0(Struct):
         topic_name: str
         partition_index: int
         def __init__(self, *, topic_name: str = ..., partition_index: int = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
-    class StopReplicaTopic(Struct):
+    class StopReplicaTopicV1(Struct):
         name: str
         partition_indexes: list[int]
         def __init__(self, *, name: str = ..., partition_indexes: list[int] = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
+    class StopReplicaTopicState(Struct):
+        topic_name: str
+        partition_states: list[StopReplicaRequest.StopReplicaPartitionState]
+        def __init__(self, *, topic_name: str = ..., partition_states: list[StopReplicaRequest.StopReplicaPartitionState] = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
+    class StopReplicaPartitionState(Struct):
+        partition_index: int
+        leader_epoch: int
+        delete_partition: bool
+        def __init__(self, *, partition_index: int = ..., leader_epoch: int = ..., delete_partition: bool = ..., _unknown_tags: dict[int, bytes] | None = None) -> None: ...
 
 class StopReplicaResponse(ApiMessage):
     error_code: int
