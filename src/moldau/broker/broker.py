@@ -230,10 +230,15 @@ class Broker:
             from .limits import ConnectionLimiter, RequestMemory
             from .quotas import FileQuotaStore, QuotaManager
 
-            # quotas kept in the data dir; a cluster passes its own QuotaStore (ZooKeeper /config/users, ...)
+            # quotas and dynamic broker configs: in the data dir, or in ZooKeeper in a cluster (/config/...)
+            quota_store = self.cluster.quota_store() if self.cluster is not None else FileQuotaStore(
+                self.data_dir)
             self.services.quotas = QuotaManager(
-                FileQuotaStore(self.data_dir), window_num=int(cfg.get("quota.window.num")),
+                quota_store, window_num=int(cfg.get("quota.window.num")),
                 window_s=float(cfg.get("quota.window.size.seconds")))
+            if self.cluster is not None:
+                quota_store.on_change = self.services.quotas.reload
+                self.services.broker_configs = self.cluster.broker_config_store(self.services)
             self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
                                                       client_log=self.services.client_log)
             self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))

@@ -112,5 +112,8 @@ class BrokerServices:
     #: cluster.ClusterServices (ZooKeeper session, controller, inter-broker listener) when
     #: zookeeper.connect is set; None on a single node (docs/cluster.md)
     cluster: Any = None
+    #: where dynamic broker configs are kept (``topic_config.FileBrokerConfigStore`` when None; in a cluster
+    #: ``cluster.zkconfig.ZkBrokerConfigStore``)
+    broker_configs: Any = None
     #: the endpoint advertised to clients that connected on a listener (the broker's bound listeners)
     advertised_listener: Callable[[str | None], Listener] = _no_listener

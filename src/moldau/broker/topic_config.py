@@ -838,16 +838,54 @@ def _mirror_into_broker_config(cfg: Any, dyn: DynamicBrokerConfigs, keys: Iterab
             log.debug("BrokerConfig.set_dynamic(%s) refused: %s", key, exc)
 
 
-def set_dynamic_broker_level(broker: Any, *, cluster_default: bool, configs: Mapping[str, str]) -> None:
-    """Replace one level of dynamic broker configs, persist, and apply to every open log."""
+def apply_dynamic_level(broker: Any, *, cluster_default: bool, configs: Mapping[str, str]) -> None:
+    """Replace one level of this broker's dynamic configs in memory and apply it to every open log."""
     dyn = broker_dynamic_configs(broker)
     target = dyn.cluster_default if cluster_default else dyn.per_broker
+    if target == dict(configs):
+        return
     changed = set(target) | set(configs)
     target.clear()
     target.update(configs)
-    save_dynamic_broker_configs(broker, dyn)
     _mirror_into_broker_config(broker.config, dyn, changed)
     refresh_all_topic_logs(broker)
+    log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default else "this broker",
+             dict(configs))
+
+
+class FileBrokerConfigStore:
+    """Dynamic broker configs of a single node: ``__moldau_dynamic_configs.json`` in the data dir. The
+    cluster's store (``cluster.zkconfig.ZkBrokerConfigStore``) keeps them in ZooKeeper. ``level(None)`` is
+    the cluster default, ``level(id)`` a broker's own level; ``any_broker``: whether other brokers' levels
+    can be written through this one."""
+
+    any_broker = False
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def level(self, broker_id: int | None) -> dict[str, str]:
+        dyn = broker_dynamic_configs(self.broker)
+        return dict(dyn.cluster_default if broker_id is None else dyn.per_broker)
+
+    def set_level(self, broker_id: int | None, configs: Mapping[str, str]) -> None:
+        apply_dynamic_level(self.broker, cluster_default=broker_id is None, configs=configs)
+        save_dynamic_broker_configs(self.broker, broker_dynamic_configs(self.broker))
+
+
+def broker_config_store(broker: Any) -> Any:
+    """The broker's dynamic broker config store (``BrokerServices.broker_configs``), the file store when
+    none was set."""
+    store = getattr(broker, "broker_configs", None)
+    return store if store is not None else FileBrokerConfigStore(broker)
+
+
+def set_dynamic_broker_level(broker: Any, *, cluster_default: bool, configs: Mapping[str, str],
+                             broker_id: int | None = None) -> None:
+    """Replace one level of dynamic broker configs (the cluster default, or ``broker_id``'s, default this
+    broker's) in the broker's store; the levels that concern this broker apply to every open log at once."""
+    target = None if cluster_default else (broker.node_id if broker_id is None else broker_id)
+    broker_config_store(broker).set_level(target, configs)
 
 
 def refresh_topic_logs(broker: Any, topic: Any) -> None:

@@ -32,6 +32,7 @@ class ClusterServices:
         self.listener_name = ""
         self._registered = False
         self._closed = False
+        self.config_changes: Any = None  # zkconfig.ConfigChangeWatcher on /config/changes
         self.broker_epoch = -1  # czxid of the registration znode (Kafka's broker epoch in ZooKeeper mode)
 
     # ------------------------------------------------------------------------------------------ start
@@ -63,6 +64,62 @@ class ClusterServices:
         data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
         self.cluster_id = zd.decode_cluster_id(data)
         self.zk.add_session_listener(self._on_session_state)
+        await self._broker_id()
+        from .zkconfig import ConfigChangeWatcher
+
+        self.config_changes = ConfigChangeWatcher(self.zk)
+        self.config_changes.start()
+
+    async def _broker_id(self) -> None:
+        """Without ``broker.id`` (or with -1) and ``broker.id.generation.enable``: the id of the data dir's
+        meta.properties, else ``reserved.broker.max.id`` + the version of ``/brokers/seqid`` after a write
+        (Kafka's KafkaZkClient.generateBrokerSequenceId); the log manager keeps it in meta.properties."""
+        cfg = self.config
+        reserved = int(cfg.get("reserved.broker.max.id"))
+        if cfg.is_set("node.id"):
+            if cfg.get("broker.id.generation.enable") and self.broker.node_id > reserved:
+                raise ClusterError(f"broker.id {self.broker.node_id} is above reserved.broker.max.id "
+                                   f"{reserved}, the range of generated ids")
+            return
+        if not cfg.get("broker.id.generation.enable"):
+            return  # moldau's default node.id
+        from moldau.log.checkpoint import read_meta_properties
+
+        for d in cfg.log_dirs:
+            meta = read_meta_properties(os.path.abspath(d)) or {}
+            stored = meta.get("node.id") or meta.get("broker.id")
+            if stored and stored.lstrip("-").isdigit() and int(stored) >= 0:
+                self.broker.node_id = int(stored)
+                log.info("broker id %d from %s/meta.properties", self.broker.node_id, d)
+                return
+        stat = await self.zk.set(zd.BROKER_SEQID, b"")
+        self.broker.node_id = reserved + int(stat.version)
+        log.info("generated broker id %d (/brokers/seqid version %d)", self.broker.node_id, stat.version)
+
+    # ------------------------------------------------------------------------------------------ stores
+    def broker_config_store(self, services: Any) -> Any:
+        """Dynamic broker configs in /config/brokers (``zkconfig.ZkBrokerConfigStore``)."""
+        from .zkconfig import ZkBrokerConfigStore
+
+        return ZkBrokerConfigStore(services, self.zk, self.config_changes)
+
+    def quota_store(self) -> Any:
+        """Client quotas in /config/users, /config/clients, /config/ips (``zkconfig.ZkQuotaStore``)."""
+        from .zkconfig import ZkQuotaStore
+
+        return ZkQuotaStore(self.zk, self.config_changes)
+
+    def credential_store(self, local: Any) -> Any:
+        """SCRAM credentials in /config/users (``zkconfig.ZkCredentialStore``); PLAIN stays in ``local``."""
+        from .zkconfig import ZkCredentialStore
+
+        return ZkCredentialStore(self.zk, self.config_changes, local)
+
+    def acl_authorizer(self, **kw: Any) -> Any:
+        """The ACL authorizer over /kafka-acl and /kafka-acl-extended (``zkacl.ZkAclAuthorizer``)."""
+        from .zkacl import ZkAclAuthorizer
+
+        return ZkAclAuthorizer(self.zk, **kw)
 
     def _check_inter_broker_listener(self) -> None:
         """The controller, the replica fetchers and the marker writers connect without TLS or SASL."""

@@ -64,6 +64,26 @@ def check_broker_resource(ctx: RequestContext, name: str, *, allow_empty: bool =
     return False
 
 
+def alter_broker_target(ctx: RequestContext, name: str) -> int | None:
+    """The level an AlterConfigs on a BROKER resource changes: None for "" (the cluster default), else the
+    broker id. Another broker's id is accepted when the broker's config store is the cluster's (ZooKeeper:
+    the change reaches that broker through the change notification); on a single node: INVALID_REQUEST."""
+    from ..topic_config import broker_config_store
+
+    if name is None or name == "":
+        return None
+    if not broker_config_store(ctx.services).any_broker:
+        check_broker_resource(ctx, name)
+        return ctx.services.node_id
+    try:
+        node = int(name)
+    except ValueError:
+        raise _err(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if node < 0:
+        raise _err(ErrorCode.INVALID_REQUEST, f"Broker id must not be negative, but it is: {name}")
+    return node
+
+
 def python_logger_levels() -> dict[str, str]:
     """Logger name -> effective level (log4j spelling), for "root" and the moldau loggers."""
     out = {"root": log4j_level_name(logging.getLogger().getEffectiveLevel())}

@@ -27,7 +27,7 @@ from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import attempt
 from ._common import err as _err
-from .k32_describe_configs import check_broker_resource
+from .k32_describe_configs import alter_broker_target
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +52,16 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
                  new)
         return
     if res.resource_type == ConfigResourceType.BROKER:
-        cluster_default = check_broker_resource(ctx, res.resource_name)
+        target = alter_broker_target(ctx, res.resource_name)
         new_level: dict[str, str] = {}
         for key, value in configs.items():
             tc.validate_broker_config(key, value)
             new_level[key] = tc.to_kafka_string(tc.parse_value(tc.broker_key_type(key), key, value)) or ""
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=target is None, configs=new_level,
+                                        broker_id=target)
             log.info("dynamic broker configs (%s) replaced: %s",
-                     "cluster default" if cluster_default else "this broker", new_level)
+                     "cluster default" if target is None else f"broker {target}", new_level)
         return
     if res.resource_type not in KNOWN_RESOURCE_TYPES:
         raise _err(ErrorCode.UNSUPPORTED_VERSION, f"Unknown resource type {res.resource_type}.")

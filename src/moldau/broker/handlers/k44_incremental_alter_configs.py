@@ -31,7 +31,7 @@ from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, require_config_resource
 from ._common import err as _err
-from .k32_describe_configs import LOG4J_LEVELS, check_broker_resource
+from .k32_describe_configs import LOG4J_LEVELS, alter_broker_target, check_broker_resource
 from .k33_alter_configs import answer_resources
 
 log = logging.getLogger(__name__)
@@ -93,15 +93,14 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         log.info("topic %s configs%s: %s", res.resource_name, " (validate only)" * validate_only, new)
         return
     if res.resource_type == ConfigResourceType.BROKER:
-        cluster_default = check_broker_resource(ctx, res.resource_name)
-        dyn = tc.broker_dynamic_configs(ctx.services)
-        current = dyn.cluster_default if cluster_default else dyn.per_broker
+        target = alter_broker_target(ctx, res.resource_name)
+        current = tc.broker_config_store(ctx.services).level(target)
         new_level = tc.apply_broker_ops(current, ops, ctx.services.config)
         if not validate_only:
-            tc.set_dynamic_broker_level(ctx.services, cluster_default=cluster_default, configs=new_level)
-            log.info("dynamic broker configs (%s): %s", "cluster default" if cluster_default
-                     else "this broker",
-                     new_level)
+            tc.set_dynamic_broker_level(ctx.services, cluster_default=target is None, configs=new_level,
+                                        broker_id=target)
+            log.info("dynamic broker configs (%s): %s", "cluster default" if target is None
+                     else f"broker {target}", new_level)
         return
     if res.resource_type == ConfigResourceType.BROKER_LOGGER:
         _alter_loggers(ctx, res, validate_only)

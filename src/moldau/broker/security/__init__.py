@@ -58,16 +58,21 @@ class SecurityManager:
         except (ListenerConfigError, TlsConfigError) as e:
             raise ConfigError(e.key, str(e)) from None
         os.makedirs(data_dir, exist_ok=True)
-        self.credentials = CredentialStore(data_dir)
+        # in a cluster, SCRAM credentials and ACLs live in ZooKeeper (cluster.zkconfig, cluster.zkacl)
+        cluster = getattr(broker, "cluster", None)
+        local = CredentialStore(data_dir)
+        self.credentials: Any = cluster.credential_store(local) if cluster is not None else local
         self.secret = os.urandom(32)
         self.failed_auth_delay_ms = int(_get(cfg, "connection.failed.authentication.delay.ms", 100))
         self.authorizer: AclAuthorizer | None = None
         name = (cfg.get("authorizer.class.name") or "").strip()
         if name:
             try:
-                self.authorizer = AclAuthorizer(
-                    data_dir, super_users=parse_super_users(cfg.get("super.users")),
-                    allow_everyone_if_no_acl_found=bool(cfg.get("allow.everyone.if.no.acl.found")))
+                kw: dict[str, Any] = {
+                    "super_users": parse_super_users(cfg.get("super.users")),
+                    "allow_everyone_if_no_acl_found": bool(cfg.get("allow.everyone.if.no.acl.found"))}
+                self.authorizer = (cluster.acl_authorizer(**kw) if cluster is not None
+                                   else AclAuthorizer(data_dir, **kw))
             except ValueError as e:
                 raise ConfigError("authorizer.class.name", str(e)) from None
             log.info("ACL authorizer on (authorizer.class.name=%s, super.users=%s, "

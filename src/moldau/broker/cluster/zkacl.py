@@ -1,0 +1,230 @@
+"""ACLs in ZooKeeper, as ZooKeeper-mode Kafka's ``AclAuthorizer`` keeps them (``ZkAclStore`` in ``ZkData``).
+
+Layout (docs/cluster.md)::
+
+    /kafka-acl/<ResourceType>/<name>                       literal patterns
+    /kafka-acl-extended/prefixed/<ResourceType>/<name>     prefixed patterns
+        {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read",
+                              "host":"*"}]}
+    /kafka-acl-changes/acl_changes_<seq>                   "TOPIC:<name>" (a literal resource changed)
+    /kafka-acl-extended-changes/acl_changes_<seq>          {"version":1,"resourceType":"TOPIC","name":..,
+                                                            "patternType":"PREFIXED"}
+
+``<ResourceType>`` is Kafka's camel-case name (``Topic``, ``Group``, ``Cluster``, ``TransactionalId``,
+``DelegationToken``, ``User``), operations and permissions too (``Read``, ``IdempotentWrite``, ``Allow``).
+
+``ZkAclAuthorizer`` is the standard authorizer (``security.authorizer.AclAuthorizer``: the decisions, the
+cache, validation) over this storage instead of the data dir's file: CreateAcls / DeleteAcls write the
+changed resources' znodes (a conditional set on the version read, retried on a conflict, as Kafka) and a
+change notification; every broker watches both notification paths and re-reads the resource named.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ..security import authorizer as az
+
+log = logging.getLogger(__name__)
+
+ACL_PATH = "/kafka-acl"
+EXTENDED_PATH = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+CHANGE_PREFIX = "acl_changes_"
+PERSISTENT_PATHS = (ACL_PATH, f"{EXTENDED_PATH}/prefixed", ACL_CHANGES, EXTENDED_CHANGES)
+
+Resource = tuple[int, int, str]  # (resource type, pattern type, name)
+
+
+def camel(name: str) -> str:
+    """``TRANSACTIONAL_ID`` -> ``TransactionalId`` (Kafka's SecurityUtils.resourceTypeName/operationName)."""
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def uncamel(name: str) -> str:
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.upper())
+    return "".join(out)
+
+
+def resource_path(r: Resource) -> str:
+    rtype, ptype, name = r
+    tname = camel(az.NAMES_RESOURCE[rtype])
+    if ptype == az.LITERAL:
+        return f"{ACL_PATH}/{tname}/{name}"
+    return f"{EXTENDED_PATH}/{az.NAMES_PATTERN[ptype].lower()}/{tname}/{name}"
+
+
+def encode_acls(acls: Iterable[az.AclBinding]) -> bytes:
+    entries = [{"principal": a.principal, "permissionType": camel(az.NAMES_PERMISSION[a.permission]),
+                "operation": camel(az.NAMES_OPERATION[a.operation]), "host": a.host}
+               for a in sorted(acls, key=lambda a: (a.principal, a.host, a.operation, a.permission))]
+    return json.dumps({"version": 1, "acls": entries}, separators=(",", ":")).encode()
+
+
+def decode_acls(r: Resource, data: bytes | None) -> set[az.AclBinding]:
+    if not data:
+        return set()
+    d = json.loads(data.decode())
+    rtype, ptype, name = r
+    out = set()
+    for e in d.get("acls") or []:
+        try:
+            out.add(az.AclBinding(rtype, name, ptype, str(e["principal"]), str(e["host"]),
+                                  az.OPERATIONS[uncamel(str(e["operation"]))],
+                                  az.PERMISSIONS[uncamel(str(e["permissionType"]))]))
+        except KeyError:
+            log.error("unreadable ACL entry %s of %s", e, resource_path(r))
+    return out
+
+
+def encode_change(r: Resource) -> tuple[str, bytes]:
+    """(notification path prefix, data) of a change of resource ``r``."""
+    rtype, ptype, name = r
+    if ptype == az.LITERAL:
+        return f"{ACL_CHANGES}/{CHANGE_PREFIX}", f"{az.NAMES_RESOURCE[rtype]}:{name}".encode()
+    body = {"version": 1, "resourceType": az.NAMES_RESOURCE[rtype], "name": name,
+            "patternType": az.NAMES_PATTERN[ptype]}
+    return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_change(path: str, data: bytes) -> Resource:
+    if path == ACL_CHANGES:
+        tname, _, name = data.decode().partition(":")
+        return az.RESOURCE_TYPES[uncamel(tname) if not tname.isupper() else tname], az.LITERAL, name
+    d = json.loads(data.decode())
+    rtype = az.RESOURCE_TYPES[str(d["resourceType"]).upper()]
+    return rtype, az.PATTERN_TYPES[str(d["patternType"]).upper()], str(d["name"])
+
+
+class ZkAclAuthorizer(az.AclAuthorizer):
+    """The ACL authorizer of a cluster broker: bindings in ZooKeeper, shared by every broker."""
+
+    def __init__(self, zk: Any, *, super_users: Iterable[str] = (),
+                 allow_everyone_if_no_acl_found: bool = False) -> None:
+        self.zk = zk
+        self._resources: dict[Resource, set[az.AclBinding]] = {}
+        self._last_seq: dict[str, int] = {ACL_CHANGES: -1, EXTENDED_CHANGES: -1}
+        super().__init__("", super_users=super_users,
+                         allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
+        self.path = "ZooKeeper " + ACL_PATH
+        kz = zk.sync
+        for p in PERSISTENT_PATHS:
+            kz.ensure_path(p)
+        for changes in (ACL_CHANGES, EXTENDED_CHANGES):
+            self._last_seq[changes] = max((_seq(c) for c in kz.get_children(changes)), default=-1)
+        self._load_all(kz)
+        for changes in (ACL_CHANGES, EXTENDED_CHANGES):
+            zk.watch_children(changes, lambda names, changes=changes: self._on_changes(changes, names))
+
+    # ---------------------------------------------------------------------------------------- storage
+    def _load_all(self, kz: Any) -> None:
+        resources: dict[Resource, set[az.AclBinding]] = {}
+        roots = [(ACL_PATH, az.LITERAL), (f"{EXTENDED_PATH}/prefixed", az.PREFIXED)]
+        for root, ptype in roots:
+            for tname in kz.get_children(root):
+                rtype = az.RESOURCE_TYPES.get(uncamel(tname))
+                if rtype is None:
+                    continue
+                for name in kz.get_children(f"{root}/{tname}"):
+                    r = (rtype, ptype, name)
+                    data, _ = kz.get(resource_path(r))
+                    acls = decode_acls(r, data)
+                    if acls:
+                        resources[r] = acls
+        self._resources = resources
+        self._publish()
+        log.info("loaded %d ACL bindings from ZooKeeper", len(self._acls))
+
+    def _publish(self) -> None:
+        self._set([a for r in sorted(self._resources, key=str) for a in sorted(
+            self._resources[r], key=lambda a: (a.principal, a.host, a.operation, a.permission))])
+
+    def _load(self, force: bool = False) -> None:
+        """The bindings come from ZooKeeper (loaded at start, then by the change watches)."""
+
+    def maybe_reload(self) -> None:
+        pass
+
+    def _save(self) -> None:
+        """Write the resources whose bindings differ from what ZooKeeper holds, each with a notification."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        wanted: dict[Resource, set[az.AclBinding]] = {}
+        for a in self._acls:
+            wanted.setdefault((a.resource_type, a.pattern_type, a.name), set()).add(a)
+        kz = self.zk.sync
+        for r in set(wanted) | set(self._resources):
+            old, new = self._resources.get(r, set()), wanted.get(r, set())
+            if old == new:
+                continue
+            added, removed = new - old, old - new
+            path = resource_path(r)
+            for _attempt in range(10):  # another broker may change the same resource meanwhile
+                try:
+                    data, stat = kz.get(path)
+                    current = decode_acls(r, data)
+                except NoNodeError:
+                    current, stat = set(), None
+                result = (current | added) - removed
+                try:
+                    if stat is None:
+                        if not result:
+                            break
+                        kz.create(path, encode_acls(result), makepath=True)
+                    elif result:
+                        kz.set(path, encode_acls(result), stat.version)
+                    else:
+                        kz.delete(path, stat.version)
+                except (BadVersionError, NodeExistsError, NoNodeError):
+                    continue
+                self._resources[r] = result
+                if not result:
+                    self._resources.pop(r, None)
+                prefix, body = encode_change(r)
+                kz.create(prefix, body, sequence=True, makepath=True)
+                break
+            else:
+                raise RuntimeError(f"cannot update {path}: too many concurrent changes")
+        self._publish()
+
+    # ---------------------------------------------------------------------------------------- watches
+    async def _on_changes(self, changes: str, names: list[str]) -> None:
+        new = sorted((s, n) for n in names if (s := _seq(n)) > self._last_seq[changes])
+        if not new:
+            return
+        touched = False
+        for seq, name in new:
+            self._last_seq[changes] = seq
+            got = await self.zk.get(f"{changes}/{name}")
+            if got is None:
+                continue
+            try:
+                r = decode_change(changes, got[0])
+            except (KeyError, ValueError) as e:
+                log.error("unreadable ACL change %s/%s: %s", changes, name, e)
+                continue
+            data = await self.zk.get(resource_path(r))
+            acls = decode_acls(r, data[0] if data else None)
+            if acls:
+                self._resources[r] = acls
+            else:
+                self._resources.pop(r, None)
+            touched = True
+        if touched:
+            with self._lock:
+                self._publish()
+
+
+def _seq(name: str) -> int:
+    try:
+        return int(name[len(CHANGE_PREFIX):]) if name.startswith(CHANGE_PREFIX) else -1
+    except ValueError:
+        return -1
