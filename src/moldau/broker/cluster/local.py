@@ -127,6 +127,8 @@ class LocalBroker:
         self.zk_connect = zk_connect
         self.extra = list(extra)
         self.metrics_port: int | None = None  # when a metrics.listener was given (tests)
+        #: False: started without node.id, the broker takes a generated id (/brokers/seqid)
+        self.assign_id = True
         self.log_path = os.path.join(folder, f"broker-{node_id}.log")
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -146,10 +148,10 @@ class LocalBroker:
             "--data-dir",
             self.data_dir,
             "--set",
-            f"node.id={self.node_id}",
-            "--set",
             f"zookeeper.connect={self.zk_connect}",
         ]
+        if self.assign_id:
+            cmd += ["--set", f"node.id={self.node_id}"]
         for kv in self.extra:
             cmd += ["--set", kv]
         with open(self.log_path, "ab") as logf:
