@@ -105,9 +105,16 @@ class ClusterServices:
 
     def quota_store(self) -> Any:
         """Client quotas in /config/users, /config/clients, /config/ips (``zkconfig.ZkQuotaStore``)."""
+        from ..quotas import QUOTAS_FILE
         from .zkconfig import ZkQuotaStore
 
+        self._warn_local(QUOTAS_FILE, "client quotas", "/config/users, /config/clients, /config/ips")
         return ZkQuotaStore(self.zk, self.config_changes)
+
+    def _warn_local(self, name: str, what: str, where: str) -> None:
+        path = os.path.join(self.broker.data_dir, name)
+        if os.path.exists(path):
+            log.warning("%s are not read from %s in a cluster: ZooKeeper (%s) holds them", what, path, where)
 
     def credential_store(self, local: Any) -> Any:
         """SCRAM credentials in /config/users (``zkconfig.ZkCredentialStore``); PLAIN stays in ``local``."""
@@ -117,8 +124,10 @@ class ClusterServices:
 
     def acl_authorizer(self, **kw: Any) -> Any:
         """The ACL authorizer over /kafka-acl and /kafka-acl-extended (``zkacl.ZkAclAuthorizer``)."""
+        from ..security.authorizer import ACL_FILE
         from .zkacl import ZkAclAuthorizer
 
+        self._warn_local(ACL_FILE, "ACLs", "/kafka-acl, /kafka-acl-extended")
         return ZkAclAuthorizer(self.zk, **kw)
 
     def _check_inter_broker_listener(self) -> None:
