@@ -61,3 +61,9 @@ def test_acl_paths_and_json() -> None:
     assert json.loads(body) == {"version": 1, "resourceType": "TRANSACTIONAL_ID", "name": "tx-",
                                 "patternType": "PREFIXED"}
     assert zkacl.decode_change(zkacl.EXTENDED_CHANGES, body) == pre
+
+
+def test_quota_values_as_java_doubles() -> None:
+    q = zkconfig._quota_string
+    assert [q(1024), q(1048576), q(10485760), q(0.5), q(2.5e-4), q(1e7)] == [
+        "1024.0", "1048576.0", "1.048576E7", "0.5", "2.5E-4", "1.0E7"]

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import decimal
+import functools
 import json
 import logging
 import time
@@ -300,7 +302,7 @@ class ZkQuotaStore:
         for ip in children(kz, f"{CONFIG}/{IPS}"):
             self._put(((IPS, ip),), read_entity_config(kz, f"{IPS}/{ip}"))
         for t in (USERS, CLIENTS, IPS):
-            watcher.register(t, lambda rest, cfg, t=t: self._on_change(t, rest, cfg))
+            watcher.register(t, functools.partial(self._on_change, t))
 
     def _put(self, parts: Iterable[tuple[str, str]], configs: Mapping[str, str]) -> None:
         from ..quotas import CLIENT_KEYS, IP_KEYS, make_entity
@@ -350,8 +352,16 @@ class ZkQuotaStore:
 
 
 def _quota_string(v: float) -> str:
-    """Kafka writes quota values as Java doubles (``1048576.0``)."""
-    return repr(float(v))
+    """Kafka writes quota values with Java's ``Double.toString``: ``1048576.0``, ``1.048576E7`` from 10^7
+    up (and below 10^-3)."""
+    v = float(v)
+    if v == 0 or 1e-3 <= abs(v) < 1e7:
+        return repr(v)
+    sign, digits, exp = decimal.Decimal(repr(v)).normalize().as_tuple()
+    assert isinstance(exp, int)
+    e = len(digits) + exp - 1
+    frac = "".join(map(str, digits[1:])) or "0"
+    return f"{'-' if sign else ''}{digits[0]}.{frac}E{e}"
 
 
 # ------------------------------------------------------------------------------------------------ SCRAM
