@@ -146,8 +146,9 @@ _d("zookeeper.connection.timeout.ms", "int", None,
    "Max wait for the ZooKeeper connection (default: the session "
    "timeout).", validator=_at_least(1))
 _d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", validator=_at_least(1))
-_d("reserved.broker.max.id", "int", 1000, "Max broker id for manual assignment.")
-_d("broker.id.generation.enable", "boolean", True, "Ignored (single node).")
+_d("reserved.broker.max.id", "int", 1000, "Max broker id for manual assignment; generated ids start above it.")
+_d("broker.id.generation.enable", "boolean", True,
+   "In a cluster without broker.id: take reserved.broker.max.id + the version of /brokers/seqid.")
 _d("controlled.shutdown.enable", "boolean", True, "Controlled shutdown.")
 _d("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts before stopping anyway.")
 _d("controller.socket.timeout.ms", "int", 30000, "Timeout of the controller's requests to brokers.")
