@@ -151,6 +151,7 @@ class ConfigChangeWatcher:
         self.zk = zk
         self._handlers: dict[str, list[EntityHandler]] = {}
         self._last_seq = -1
+        self._last_purge_ms = 0
         self._started = False
         self._lock = asyncio.Lock()
 
@@ -179,12 +180,19 @@ class ConfigChangeWatcher:
                     log.exception("config change %s failed", name)
                 if now_ms - int(stat.ctime) > CHANGE_EXPIRY_MS:
                     await self.zk.delete(f"{zd.CONFIG_CHANGES}/{name}")
-            # purge expired notifications processed before
-            for name in names:
-                if _seq(name) <= self._last_seq and name not in {n for _, n in new}:
+            # purge the expired notifications processed before (at most once a minute)
+            if now_ms - self._last_purge_ms >= 60_000:
+                self._last_purge_ms = now_ms
+                done = {n for _, n in new}
+                for name in sorted(names, key=_seq):
+                    if name in done or _seq(name) > self._last_seq:
+                        continue
                     got = await self.zk.exists(f"{zd.CONFIG_CHANGES}/{name}")
-                    if got is not None and now_ms - int(got.ctime) > CHANGE_EXPIRY_MS:
-                        await self.zk.delete(f"{zd.CONFIG_CHANGES}/{name}")
+                    if got is None:
+                        continue
+                    if now_ms - int(got.ctime) <= CHANGE_EXPIRY_MS:
+                        break  # the rest are newer
+                    await self.zk.delete(f"{zd.CONFIG_CHANGES}/{name}")
 
     async def _process(self, data: bytes) -> None:
         d = json.loads(data.decode())
