@@ -149,6 +149,16 @@ def test_configs_quotas_scram_acls_are_cluster_wide(cluster_factory: Any) -> Non
             p.flush(20)
             assert out and out[0] is not None and out[0].name() == "MSG_SIZE_TOO_LARGE", (part, out)
         assert _produce(p, "sized", b"y" * 1000) is None
+        # written into ZooKeeper by another tool (kafka-configs --zookeeper): applied by every broker, a value
+        # the brokers refuse is left out
+        kz.set("/config/brokers/<default>",
+               b'{"version":1,"config":{"message.max.bytes":"4000","log.retention.ms":"soon"}}')
+        kz.create("/config/changes/config_change_", b'{"version":2,"entity_path":"brokers/<default>"}',
+                  sequence=True)
+        for node, addr in ((1, b1), (2, b2)):
+            wait_until(lambda node=node, addr=addr: sources(addr, node)[:2] == ("4000", DYNAMIC_DEFAULT), 15,
+                       f"broker {node} to apply the default written by another tool")
+            assert sources(addr, node)[3] != DYNAMIC_DEFAULT
 
         # ---- a topic config through a non-controller, seen by every broker
         controller = admin(b1).list_topics(timeout=10).controller_id
@@ -212,6 +222,13 @@ def test_configs_quotas_scram_acls_are_cluster_wide(cluster_factory: Any) -> Non
             ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
             AclPermissionType.ANY), request_timeout=15).result(20)
         assert {(b.name, b.principal) for b in described} == {("secret", "User:bob"), ("sec", "User:alice")}
+        gone = a1.delete_acls([AclBindingFilter(ResourceType.TOPIC, "sec", ResourcePatternType.PREFIXED, None,
+                                                None, AclOperation.ANY, AclPermissionType.ANY)],
+                              request_timeout=15)
+        assert [len(f.result(20)) for f in gone.values()] == [1]
+        assert kz.exists("/kafka-acl-extended/prefixed/Topic/sec") is None
+        wait_until(lambda: _produce(_sasl_producer(alice2, "alice", "alice-secret"), "secret", b"x")
+                   == "TOPIC_AUTHORIZATION_FAILED", 15, "broker 2 to deny alice again")
 
         # ---- quotas: set through broker 2, described by broker 1, throttling on broker 1
         r = subprocess.run(moldau_command() + ["quotas", "alter", "--bootstrap-server", b2, "--client-id",
@@ -223,7 +240,10 @@ def test_configs_quotas_scram_acls_are_cluster_wide(cluster_factory: Any) -> Non
         want = [{"entity": {"client-id": "slow"}, "quotas": {"producer_byte_rate": 20000.0}}]
         wait_until(lambda: _quotas(b1) == want, 15, "broker 1 to describe the quota")
         assert _quotas(b3) == want
-        create_topic(b1, "quota1", partitions=1, rf=1)  # on one broker: its leader throttles
+        from moldau.client import Admin, NewTopic
+
+        with Admin(bootstrap_servers=b1) as ma:  # on broker 1 only: broker 1 throttles
+            ma.create_topics([NewTopic("quota1", replica_assignment={0: [1]})])
         throttle: list[int] = []
 
         def stats(text: str) -> None:
@@ -238,7 +258,7 @@ def test_configs_quotas_scram_acls_are_cluster_wide(cluster_factory: Any) -> Non
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3 and not any(throttle):
             slow.poll(0.2)
-        assert max(throttle, default=0) > 0  # 60 kB at 20 kB/s: throttled by the partition's leader
+        assert max(throttle, default=0) > 0  # 60 kB at 20 kB/s: throttled by broker 1, the leader
     finally:
         kz.stop()
         kz.close()

@@ -155,11 +155,17 @@ class ZkAclAuthorizer(az.AclAuthorizer):
 
     def _save(self) -> None:
         """Write the resources whose bindings differ from what ZooKeeper holds, each with a notification."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
         wanted: dict[Resource, set[az.AclBinding]] = {}
         for a in self._acls:
             wanted.setdefault((a.resource_type, a.pattern_type, a.name), set()).add(a)
+        try:
+            self._write(wanted)
+        finally:  # what ZooKeeper holds, also when a write failed half way
+            self._publish()
+
+    def _write(self, wanted: dict[Resource, set[az.AclBinding]]) -> None:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
         kz = self.zk.sync
         for r in set(wanted) | set(self._resources):
             old, new = self._resources.get(r, set()), wanted.get(r, set())
@@ -193,7 +199,6 @@ class ZkAclAuthorizer(az.AclAuthorizer):
                 break
             else:
                 raise RuntimeError(f"cannot update {path}: too many concurrent changes")
-        self._publish()
 
     # ---------------------------------------------------------------------------------------- watches
     async def _on_changes(self, changes: str, names: list[str]) -> None:

@@ -152,7 +152,6 @@ class ConfigChangeWatcher:
         self._handlers: dict[str, list[EntityHandler]] = {}
         self._last_seq = -1
         self._last_purge_ms = 0
-        self._started = False
         self._lock = asyncio.Lock()
 
     def register(self, entity_type: str, fn: EntityHandler) -> None:
@@ -161,7 +160,6 @@ class ConfigChangeWatcher:
     def start(self) -> None:
         existing = [_seq(c) for c in children(self.zk.sync, zd.CONFIG_CHANGES)]
         self._last_seq = max(existing, default=-1)
-        self._started = True
         self.zk.watch_children(zd.CONFIG_CHANGES, self._on_children)
 
     async def _on_children(self, names: list[str]) -> None:
@@ -246,9 +244,22 @@ class ZkBrokerConfigStore:
             log.warning("dynamic broker configs in %s (per broker %s, cluster default %s) are not used: in a "
                         "cluster ZooKeeper holds them (/config/brokers)", tc.DYNAMIC_CONFIGS_FILE,
                         local.per_broker, local.cluster_default)
-        tc.apply_dynamic_level(services, cluster_default=True, configs=default)
-        tc.apply_dynamic_level(services, cluster_default=False, configs=mine)
+        self._apply(True, default)
+        self._apply(False, mine)
         watcher.register(BROKERS, self._on_change)
+
+    def _apply(self, cluster_default: bool, configs: Mapping[str, str]) -> None:
+        """Apply a level read from ZooKeeper; a key this broker refuses (written by another tool or a newer
+        version) is left out with an error in the log, as the receiving broker would have refused it."""
+        good: dict[str, str] = {}
+        for key, value in configs.items():
+            try:
+                self._tc.validate_broker_config(key, value)
+            except Exception as e:  # noqa: BLE001 - KafkaError with the reason
+                log.error("dynamic broker config %s=%r from ZooKeeper ignored: %s", key, value, e)
+                continue
+            good[key] = value
+        self._tc.apply_dynamic_level(self.services, cluster_default=cluster_default, configs=good)
 
     def level(self, broker_id: int | None) -> dict[str, str]:
         if broker_id is None or broker_id == self.services.node_id:
@@ -260,13 +271,13 @@ class ZkBrokerConfigStore:
         name = None if broker_id is None else str(broker_id)
         write_entity_config(self.zk.sync, entity_path(BROKERS, name), dict(configs))
         if broker_id is None or broker_id == self.services.node_id:  # read-your-writes on this broker
-            self._tc.apply_dynamic_level(self.services, cluster_default=broker_id is None, configs=configs)
+            self._apply(broker_id is None, configs)
 
     def _on_change(self, name: str, configs: dict[str, str]) -> None:
         if name == DEFAULT:
-            self._tc.apply_dynamic_level(self.services, cluster_default=True, configs=configs)
+            self._apply(True, configs)
         elif name == str(self.services.node_id):
-            self._tc.apply_dynamic_level(self.services, cluster_default=False, configs=configs)
+            self._apply(False, configs)
 
 
 # ------------------------------------------------------------------------------------------------ quotas
