@@ -21,12 +21,14 @@ change notification; every broker watches both notification paths and re-reads t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from ..security import authorizer as az
+from .zkconfig import NotificationListener
 
 log = logging.getLogger(__name__)
 
@@ -111,18 +113,18 @@ class ZkAclAuthorizer(az.AclAuthorizer):
                  allow_everyone_if_no_acl_found: bool = False) -> None:
         self.zk = zk
         self._resources: dict[Resource, set[az.AclBinding]] = {}
-        self._last_seq: dict[str, int] = {ACL_CHANGES: -1, EXTENDED_CHANGES: -1}
         super().__init__("", super_users=super_users,
                          allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
         self.path = "ZooKeeper " + ACL_PATH
         kz = zk.sync
         for p in PERSISTENT_PATHS:
             kz.ensure_path(p)
-        for changes in (ACL_CHANGES, EXTENDED_CHANGES):
-            self._last_seq[changes] = max((_seq(c) for c in kz.get_children(changes)), default=-1)
+        listeners = [NotificationListener(zk, changes, CHANGE_PREFIX,
+                                          functools.partial(self._on_change, changes))
+                     for changes in (ACL_CHANGES, EXTENDED_CHANGES)]
+        for lst in listeners:  # before the full read: no change falls between the two
+            lst.start()
         self._load_all(kz)
-        for changes in (ACL_CHANGES, EXTENDED_CHANGES):
-            zk.watch_children(changes, lambda names, changes=changes: self._on_changes(changes, names))
 
     # ---------------------------------------------------------------------------------------- storage
     def _load_all(self, kz: Any) -> None:
@@ -201,35 +203,17 @@ class ZkAclAuthorizer(az.AclAuthorizer):
                 raise RuntimeError(f"cannot update {path}: too many concurrent changes")
 
     # ---------------------------------------------------------------------------------------- watches
-    async def _on_changes(self, changes: str, names: list[str]) -> None:
-        new = sorted((s, n) for n in names if (s := _seq(n)) > self._last_seq[changes])
-        if not new:
+    async def _on_change(self, changes: str, data: bytes) -> None:
+        try:
+            r = decode_change(changes, data)
+        except (KeyError, ValueError) as e:
+            log.error("unreadable ACL change under %s: %s", changes, e)
             return
-        touched = False
-        for seq, name in new:
-            self._last_seq[changes] = seq
-            got = await self.zk.get(f"{changes}/{name}")
-            if got is None:
-                continue
-            try:
-                r = decode_change(changes, got[0])
-            except (KeyError, ValueError) as e:
-                log.error("unreadable ACL change %s/%s: %s", changes, name, e)
-                continue
-            data = await self.zk.get(resource_path(r))
-            acls = decode_acls(r, data[0] if data else None)
-            if acls:
-                self._resources[r] = acls
-            else:
-                self._resources.pop(r, None)
-            touched = True
-        if touched:
-            with self._lock:
-                self._publish()
-
-
-def _seq(name: str) -> int:
-    try:
-        return int(name[len(CHANGE_PREFIX):]) if name.startswith(CHANGE_PREFIX) else -1
-    except ValueError:
-        return -1
+        got = await self.zk.get(resource_path(r))
+        acls = decode_acls(r, got[0] if got else None)
+        if acls:
+            self._resources[r] = acls
+        else:
+            self._resources.pop(r, None)
+        with self._lock:
+            self._publish()

@@ -33,7 +33,7 @@ import json
 import logging
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from . import zkdata as zd
@@ -140,57 +140,72 @@ def children(kz: Any, path: str) -> list[str]:
 EntityHandler = Callable[[str, dict[str, str]], None]
 
 
+class NotificationListener:
+    """Kafka's ``ZkNodeChangeNotificationListener``: watches a folder of sequential notifications
+    (``<path>/<prefix><seq>``) and hands the data of each new one, in order, to ``handler`` (a coroutine
+    function). Notifications present at ``start`` are not replayed (whoever listens reads the full state when
+    it starts). Notifications older than 15 minutes are deleted (at most once a minute, as they are seen)."""
+
+    def __init__(self, zk: Any, path: str, prefix: str, handler: Callable[[bytes], Awaitable[None]]) -> None:
+        self.zk = zk
+        self.path = path
+        self.prefix = prefix
+        self.handler = handler
+        self._last_seq = -1
+        self._last_purge_ms = 0
+        self._lock = asyncio.Lock()
+
+    def _seq(self, name: str) -> int:
+        if not name.startswith(self.prefix):
+            return -1
+        try:
+            return int(name[len(self.prefix):])
+        except ValueError:
+            return -1
+
+    def start(self) -> None:
+        self._last_seq = max((self._seq(c) for c in children(self.zk.sync, self.path)), default=-1)
+        self.zk.watch_children(self.path, self._on_children)
+
+    async def _on_children(self, names: list[str]) -> None:
+        async with self._lock:
+            new = sorted((s, n) for n in names if (s := self._seq(n)) > self._last_seq)
+            for seq, name in new:
+                self._last_seq = seq
+                got = await self.zk.get(f"{self.path}/{name}")
+                if got is None:
+                    continue
+                try:
+                    await self.handler(got[0])
+                except Exception:
+                    log.exception("notification %s/%s failed", self.path, name)
+            now_ms = int(time.time() * 1000)
+            if new and now_ms - self._last_purge_ms >= 60_000:
+                self._last_purge_ms = now_ms
+                for name in sorted(names, key=self._seq):
+                    got = await self.zk.exists(f"{self.path}/{name}")
+                    if got is None:
+                        continue
+                    if now_ms - int(got.ctime) <= CHANGE_EXPIRY_MS:
+                        break  # the rest are newer
+                    await self.zk.delete(f"{self.path}/{name}")
+
+
 class ConfigChangeWatcher:
-    """Watches ``/config/changes`` (Kafka's ``ZkNodeChangeNotificationListener``): each new
-    ``config_change_<seq>`` names an entity path; the handlers registered for its entity type get the rest of
-    the path (``alice``, ``alice/clients/c1``, ``<default>``) and the entity's current config. Notifications
-    present when the watcher starts are not replayed: the stores read every entity when they are made.
-    Notifications older than 15 minutes are deleted."""
+    """``/config/changes`` (Kafka's ``ZkConfigManager``): each ``config_change_<seq>`` names an entity path;
+    the handlers registered for its entity type get the rest of the path (``alice``, ``alice/clients/c1``,
+    ``<default>``) and the entity's current config."""
 
     def __init__(self, zk: Any) -> None:
         self.zk = zk
         self._handlers: dict[str, list[EntityHandler]] = {}
-        self._last_seq = -1
-        self._last_purge_ms = 0
-        self._lock = asyncio.Lock()
+        self._listener = NotificationListener(zk, zd.CONFIG_CHANGES, CHANGE_PREFIX, self._process)
 
     def register(self, entity_type: str, fn: EntityHandler) -> None:
         self._handlers.setdefault(entity_type, []).append(fn)
 
     def start(self) -> None:
-        existing = [_seq(c) for c in children(self.zk.sync, zd.CONFIG_CHANGES)]
-        self._last_seq = max(existing, default=-1)
-        self.zk.watch_children(zd.CONFIG_CHANGES, self._on_children)
-
-    async def _on_children(self, names: list[str]) -> None:
-        async with self._lock:
-            new = sorted((s, n) for n in names if (s := _seq(n)) > self._last_seq)
-            now_ms = int(time.time() * 1000)
-            for seq, name in new:
-                self._last_seq = seq
-                got = await self.zk.get(f"{zd.CONFIG_CHANGES}/{name}")
-                if got is None:
-                    continue
-                data, stat = got
-                try:
-                    await self._process(data)
-                except Exception:
-                    log.exception("config change %s failed", name)
-                if now_ms - int(stat.ctime) > CHANGE_EXPIRY_MS:
-                    await self.zk.delete(f"{zd.CONFIG_CHANGES}/{name}")
-            # purge the expired notifications processed before (at most once a minute)
-            if now_ms - self._last_purge_ms >= 60_000:
-                self._last_purge_ms = now_ms
-                done = {n for _, n in new}
-                for name in sorted(names, key=_seq):
-                    if name in done or _seq(name) > self._last_seq:
-                        continue
-                    got = await self.zk.exists(f"{zd.CONFIG_CHANGES}/{name}")
-                    if got is None:
-                        continue
-                    if now_ms - int(got.ctime) <= CHANGE_EXPIRY_MS:
-                        break  # the rest are newer
-                    await self.zk.delete(f"{zd.CONFIG_CHANGES}/{name}")
+        self._listener.start()
 
     async def _process(self, data: bytes) -> None:
         d = json.loads(data.decode())
@@ -207,15 +222,6 @@ class ConfigChangeWatcher:
         log.debug("config change for %s: %s", path, sorted(configs))
         for fn in handlers:
             fn(rest, configs)
-
-
-def _seq(name: str) -> int:
-    if not name.startswith(CHANGE_PREFIX):
-        return -1
-    try:
-        return int(name[len(CHANGE_PREFIX):])
-    except ValueError:
-        return -1
 
 
 # ------------------------------------------------------------------------------------------------ brokers
