@@ -282,6 +282,14 @@ def test_configs_quotas_scram_acls_are_cluster_wide(cluster_factory: Any) -> Non
                    "broker 1001 to register again")
         assert sorted(kz.get_children("/brokers/ids")) == ["1", "1001", "2", "3"]
         assert kz.exists("/brokers/seqid").version == 1  # the id came from meta.properties
+        # a configured id in the generated range is refused, as Kafka (one line naming it)
+        r = subprocess.run([*moldau_command(), "broker", "--port", "0", "--data-dir",
+                            os.path.join(c.folder, "x"), "--set", "broker.id=1500",
+                            "--set", f"zookeeper.connect={c.zk.connect}"],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
+            "moldau broker: error: broker.id 1500 is above reserved.broker.max.id 1000, "
+            "the range of generated ids")
     finally:
         kz.stop()
         kz.close()
