@@ -146,7 +146,8 @@ _d("zookeeper.connection.timeout.ms", "int", None,
    "Max wait for the ZooKeeper connection (default: the session "
    "timeout).", validator=_at_least(1))
 _d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", validator=_at_least(1))
-_d("reserved.broker.max.id", "int", 1000, "Max broker id for manual assignment; generated ids start above it.")
+_d("reserved.broker.max.id", "int", 1000,
+   "Max broker id for manual assignment; generated ids start above it.")
 _d("broker.id.generation.enable", "boolean", True,
    "In a cluster without broker.id: take reserved.broker.max.id + the version of /brokers/seqid.")
 _d("controlled.shutdown.enable", "boolean", True, "Controlled shutdown.")
