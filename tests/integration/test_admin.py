@@ -100,14 +100,21 @@ def test_invalid_topic_name(broker, bad):
 
 
 @VALIDATION_GAP
-def test_invalid_partitions_and_replication(broker):
+def test_invalid_partitions_and_replication(broker, kind):
     a = admin(broker.bootstrap)
     name = unique_topic("admin-badparts")
     err = _err(a.create_topics([NewTopic(name, 0, 1)], request_timeout=T)[name])
     assert err.code() == KafkaError.INVALID_PARTITIONS
-    err = _err(a.create_topics([NewTopic(name, 1, 3)], request_timeout=T)[name])
-    assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR  # 3 replicas, 1 broker
+    brokers = len(a.list_topics(timeout=10).brokers)
+    assert brokers == (3 if kind == "cluster" else 1)
+    err = _err(a.create_topics([NewTopic(name, 1, brokers + 1)], request_timeout=T)[name])
+    assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR  # more replicas than brokers
     assert name not in a.list_topics(timeout=10).topics
+    if kind == "cluster":  # as many replicas as brokers: one on each
+        assert a.create_topics([NewTopic(name, 2, 3)], request_timeout=T)[name].result(timeout=T) is None
+        wait_for_topic(broker.bootstrap, name, 2)
+        parts = a.list_topics(name, timeout=10).topics[name].partitions
+        assert all(sorted(p.replicas) == [1, 2, 3] for p in parts.values())
 
 
 @CREATE_PARTITIONS_GAP
