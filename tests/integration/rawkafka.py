@@ -98,9 +98,17 @@ class RawRouter:
     def txn(self, transactional_id: str) -> RawConnection:
         return self.at(coordinator_address(self.bootstrap, transactional_id, 1))
 
+    def drop(self, conn: RawConnection) -> None:
+        """Close ``conn`` (a coordinator that moved: the next request looks its broker up again)."""
+        for address, c in list(self.conns.items()):
+            if c is conn:
+                del self.conns[address]
+        conn.close()
+
     def close(self) -> None:
         for c in self.conns.values():
             c.close()
+        self.conns.clear()
 
     def __enter__(self) -> "RawRouter":
         return self
@@ -134,10 +142,19 @@ def leader_address(bootstrap: str, topic: str, partition: int) -> str:
 
 
 def coordinator_address(bootstrap: str, key: str, key_type: int) -> str:
+    import time
+
     from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-    with RawConnection.to(bootstrap) as conn:
-        r = conn.call(FindCoordinatorRequest(key=key, key_type=key_type), FindCoordinatorResponse, 2)
+    deadline = time.monotonic() + 30
+    while True:
+        with RawConnection.to(bootstrap) as conn:
+            r = conn.call(FindCoordinatorRequest(key=key, key_type=key_type), FindCoordinatorResponse, 2)
+        # COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS while the internal topic is created or loaded:
+        # retried, as every client does
+        if r.error_code not in (14, 15) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert r.error_code == 0, (key, key_type, r)
     return f"{r.host}:{r.port}"
 

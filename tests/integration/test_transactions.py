@@ -14,7 +14,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -934,6 +934,32 @@ def _txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
     return bytes(builder.build())
 
 
+COORDINATOR_MOVING = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def _at_coordinator(route: Any, key_type: int, key: str, request: Any, response_cls: Any, version: int,
+                    codes: Callable[[Any], list[int]]) -> tuple[Any, Any]:
+    """A request to the coordinator of a transactional id (key_type 1) or group (0): (its connection, the
+    response). The coordinator errors are retried with a new lookup, as clients do: in a cluster a new
+    internal topic partition's leader takes over a moment after another broker's metadata names it."""
+    deadline = time.monotonic() + 30
+    while True:
+        conn = route.txn(key) if key_type == 1 else route.group(key)
+        resp = conn.call(request, response_cls, version)
+        if not set(codes(resp)) & set(COORDINATOR_MOVING) or time.monotonic() > deadline:
+            return conn, resp
+        route.drop(conn)
+        time.sleep(0.1)
+
+
+def _init_producer_id(route: Any, txid: str, version: int) -> tuple[Any, Any]:
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    req = InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000, producer_id=-1,
+                                producer_epoch=-1)
+    return _at_coordinator(route, 1, txid, req, InitProducerIdResponse, version, lambda r: [r.error_code])
+
+
 def test_every_version_of_the_transaction_apis(txn_broker):
     """One transaction per step, each API at a different version (kafka-python's codec, independent of
     moldau's): InitProducerId v0-6, AddPartitionsToTxn v0-3, Produce, AddOffsetsToTxn v0-4, TxnOffsetCommit
@@ -947,8 +973,6 @@ def test_every_version_of_the_transaction_apis(txn_broker):
         AddPartitionsToTxnResponse,
         EndTxnRequest,
         EndTxnResponse,
-        InitProducerIdRequest,
-        InitProducerIdResponse,
         TxnOffsetCommitRequest,
         TxnOffsetCommitResponse,
     )
@@ -960,14 +984,11 @@ def test_every_version_of_the_transaction_apis(txn_broker):
     with RawRouter(bs) as route:
         for step in range(7):
             txid, group = _txid(f"v{step}"), f"vg-{step}-{uuid.uuid4().hex[:4]}"
-            conn = route.txn(txid)  # every request of the transaction goes to its coordinator
-            init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
-                                                   producer_id=-1, producer_epoch=-1),
-                             InitProducerIdResponse, min(step, 6))
+            _, init = _init_producer_id(route, txid, min(step, 6))
             assert init.error_code == 0, (step, init)
             pid, epoch = init.producer_id, init.producer_epoch
             T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-            add = conn.call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=txid,
+            add = route.txn(txid).call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=txid,
                                                       v3_and_below_producer_id=pid,
                                                       v3_and_below_producer_epoch=epoch,
                                                       v3_and_below_topics=[T(name=topic, partitions=[0])]),
@@ -985,7 +1006,7 @@ def test_every_version_of_the_transaction_apis(txn_broker):
                 PT(name=topic, partition_data=[PT.PartitionProduceData(index=0, records=_txn_batch(
                     pid, epoch, 0, vals))])]), ProduceResponse, 9)
             assert prod.responses[0].partition_responses[0].error_code == 0
-            off = conn.call(
+            off = route.txn(txid).call(
                 AddOffsetsToTxnRequest(
                     transactional_id=txid, producer_id=pid, producer_epoch=epoch, group_id=group
                 ),
@@ -994,16 +1015,18 @@ def test_every_version_of_the_transaction_apis(txn_broker):
             )
             assert off.error_code == 0, (step, off)
             OT = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-            toc = route.group(group).call(TxnOffsetCommitRequest(
+            _, toc = _at_coordinator(route, 0, group, TxnOffsetCommitRequest(
                 transactional_id=txid, group_id=group, producer_id=pid, producer_epoch=epoch,
                 generation_id=-1,
                 member_id="", group_instance_id=None,
                 topics=[OT(name=topic, partitions=[OT.TxnOffsetCommitRequestPartition(
                     partition_index=0, committed_offset=100 + step, committed_leader_epoch=-1,
-                    committed_metadata="m")])]), TxnOffsetCommitResponse, min(step, 5))
+                    committed_metadata="m")])]), TxnOffsetCommitResponse, min(step, 5),
+                lambda r: [p.error_code for t in r.topics for p in t.partitions])
             assert [p.error_code for t in toc.topics for p in t.partitions] == [0], (step, toc)
-            end = conn.call(EndTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
-                                          committed=step != 3), EndTxnResponse, min(step, 4))
+            end = route.txn(txid).call(EndTxnRequest(transactional_id=txid, producer_id=pid,
+                                                     producer_epoch=epoch, committed=step != 3),
+                                       EndTxnResponse, min(step, 4))
             assert end.error_code == 0, (step, end)
             if step != 3:
                 expected += vals
@@ -1030,19 +1053,17 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
         AddPartitionsToTxnResponse,
         EndTxnRequest,
         EndTxnResponse,
-        InitProducerIdRequest,
-        InitProducerIdResponse,
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
-    from rawkafka import RawConnection
+    from rawkafka import RawConnection, RawRouter
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-broker-forms"), 3)
     txid = _txid("bf")
-    with RawConnection.to_coordinator(bs, txid, 1) as conn:
-        init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
-                                               producer_id=-1, producer_epoch=-1), InitProducerIdResponse, 5)
+    with RawRouter(bs) as route:
+        conn, init = _init_producer_id(route, txid, 5)
+        assert init.error_code == 0, init
         pid, epoch = init.producer_id, init.producer_epoch
         X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
         T = X.AddPartitionsToTxnTopic
