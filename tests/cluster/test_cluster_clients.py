@@ -166,8 +166,12 @@ class Member(threading.Thread):
     def _run_kafka_python(self) -> None:
         from kafka import KafkaConsumer
 
-        c = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
                           auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000)
+        # the topic's metadata first: a kafka-python group leader that assigns before its metadata has the
+        # topic hands out nothing, and (a race in kafka-python 3.0) may not rebalance when it arrives
+        wait_until(lambda: c.partitions_for_topic(self.topic), T, "kafka-python metadata of the topic")
+        c.subscribe([self.topic])
         try:
             while not self.stop.is_set():
                 got = c.poll(timeout_ms=100)
@@ -247,7 +251,7 @@ def test_consumer_group(cl: LocalCluster, lib: str) -> None:
         wait_until(lambda: all(m.assignment for m in members)
                    and set().union(*(m.assignment for m in members)) == set(range(6))
                    and sum(len(m.assignment) for m in members) == 6, T,
-                   "the two members to share the 6 partitions")
+                   f"the two members to share the 6 partitions ({[m.assignment for m in members]})")
         produce_spread(cl.bootstrap, topic, 6, 10)
         wait_until(lambda: sum(len(m.records) for m in members) >= 60, T, "60 records consumed")
         time.sleep(0.5)  # nothing more may come
