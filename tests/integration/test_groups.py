@@ -858,6 +858,8 @@ class Raw:
 
 
 @pytest.mark.moldau_only(reason="every version of the group APIs, moldau's codec")
+@pytest.mark.single_broker("raw requests to one address that coordinates every group and lists them all; a "
+                           "cluster spreads the groups over three coordinators")
 def test_group_apis_every_version(broker):
     from moldau.broker.groups.group import encode_assignment, encode_subscription
     from moldau.protocol import messages as msgs
