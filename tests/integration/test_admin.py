@@ -23,6 +23,7 @@ from kafkautil import (
     consume_confluent,
     create_topic,
     produce_confluent,
+    replication_factor,
     unique_topic,
     wait_for_topic,
     watermarks,
@@ -58,7 +59,8 @@ def _topic_configs(bootstrap: str, topic: str) -> dict:
 def test_create_describe_delete_topic(broker):
     a = admin(broker.bootstrap)
     name = unique_topic("admin-cdd")
-    assert a.create_topics([NewTopic(name, 3, 1)], request_timeout=T)[name].result(timeout=T) is None
+    rf = replication_factor()  # one replica on each broker of the test cluster
+    assert a.create_topics([NewTopic(name, 3, rf)], request_timeout=T)[name].result(timeout=T) is None
     wait_for_topic(broker.bootstrap, name, 3)
 
     desc = a.describe_topics(TopicCollection([name]), request_timeout=T)[name].result(timeout=T)
@@ -66,8 +68,8 @@ def test_create_describe_delete_topic(broker):
     assert [p.id for p in desc.partitions] == [0, 1, 2]
     for p in desc.partitions:
         assert p.leader is not None and p.leader.id >= 0
-        assert [r.id for r in p.replicas] == [p.leader.id]
-        assert [r.id for r in p.isr] == [p.leader.id]
+        assert len(p.replicas) == rf and p.replicas[0].id == p.leader.id  # the preferred replica leads
+        assert sorted(r.id for r in p.isr) == sorted(r.id for r in p.replicas)
 
     err = _err(a.create_topics([NewTopic(name, 3, 1)], request_timeout=T)[name])
     assert err.code() == KafkaError.TOPIC_ALREADY_EXISTS

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 from kafkautil import admin as _new_admin
-from kafkautil import produce_confluent, unique_topic, wait_for_topic, watermarks
+from kafkautil import produce_confluent, replication_factor, unique_topic, wait_for_topic, watermarks
 
 from moldau.protocol import frame
 from moldau.protocol import messages as m
@@ -126,7 +126,8 @@ def kp_admin(broker):
 
 def create(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, **kw):
     fut = admin(bootstrap).create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor(),
+                  config=config or {})],
         request_timeout=TIMEOUT, **kw)[name]
     return fut.result(timeout=TIMEOUT)
 
