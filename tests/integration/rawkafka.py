@@ -42,7 +42,8 @@ class RawConnection:
         return cls(host, int(port), timeout)
 
     @classmethod
-    def to_leader(cls, bootstrap: str, topic: str, partition: int, timeout: float = 15.0) -> "RawConnection":
+    def to_leader(cls, bootstrap: str, topic: str, partition: int, *,
+                  timeout: float = 15.0) -> "RawConnection":
         """To the broker that leads ``topic``/``partition`` (the only broker of a single-broker setup)."""
         return cls.to(leader_address(bootstrap, topic, partition), timeout)
 

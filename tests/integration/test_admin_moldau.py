@@ -256,7 +256,10 @@ def test_delete_topic_by_name_removes_files(broker, make_topic):
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1}])
     dirs = partition_dirs(broker, name, 0) + partition_dirs(broker, name, 1)
-    assert all(os.path.isdir(d) for d in dirs)  # on a cluster: the replicas on every broker
+    deadline = time.monotonic() + 10  # on a cluster: the replicas on every broker (followers follow)
+    while time.monotonic() < deadline and not all(os.path.isdir(d) for d in dirs):
+        time.sleep(0.05)
+    assert all(os.path.isdir(d) for d in dirs)
     admin(broker.bootstrap).delete_topics([name], request_timeout=TIMEOUT)[name].result(timeout=TIMEOUT)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(os.path.exists(d) for d in dirs):
@@ -548,7 +551,11 @@ def test_create_partitions_kafka_python_assignments(kp_admin, broker, make_topic
 
     name = make_topic(1)
     me = node_id(broker.bootstrap)
-    kp_admin.create_partitions({name: {"count": 2, "assignments": [[me]]}})
+    # as many replicas as the topic has (three on the test cluster: the other two after ``me``)
+    a = admin(broker.bootstrap)  # kept until the result is in
+    nodes = a.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT).nodes
+    others = sorted(b.id for b in nodes if b.id != me)[:replication_factor() - 1]
+    kp_admin.create_partitions({name: {"count": 2, "assignments": [[me, *others]]}})
     wait_for_topic(broker.bootstrap, name, 2)
     with pytest.raises(InvalidReplicationAssignmentError):
         kp_admin.create_partitions({name: {"count": 3, "assignments": [[me + 5]]}})
@@ -575,13 +582,17 @@ def test_delete_records_moves_earliest_offset(broker, make_topic):
     assert a.delete_records([tp], request_timeout=TIMEOUT)[tp].result(timeout=TIMEOUT).low_watermark == 4
 
 
-def test_delete_records_raw_high_watermark_and_unknown(raw, broker, make_topic):
+def test_delete_records_raw_high_watermark_and_unknown(broker, make_topic):
+    from rawkafka import leader_address
+
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1} for _ in range(3)])
     M = m.DeleteRecordsRequest
-    resp = raw.call(21, 2, M.new(timeout_ms=5000, topics=[
-        M.DeleteRecordsTopic(name=name, partitions=[M.DeleteRecordsPartition(partition_index=1, offset=-1),
-                                                   M.DeleteRecordsPartition(partition_index=7, offset=0)])]))
+    with Raw(leader_address(broker.bootstrap, name, 1)) as raw:  # the leader deletes (a cluster: one of 3)
+        resp = raw.call(21, 2, M.new(timeout_ms=5000, topics=[
+            M.DeleteRecordsTopic(name=name, partitions=[
+                M.DeleteRecordsPartition(partition_index=1, offset=-1),
+                M.DeleteRecordsPartition(partition_index=7, offset=0)])]))
     parts = {p.partition_index: p for p in resp.topics[0].partitions}
     assert (parts[1].error_code, parts[1].low_watermark) == (0, 3)
     assert parts[7].error_code == 3
