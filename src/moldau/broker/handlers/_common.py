@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -42,7 +42,7 @@ def split_duplicates(items: Iterable[T], key: Callable[[T], Any]) -> tuple[list[
     return unique, list(dict.fromkeys(key(i) for i in items if counts[key(i)] > 1))
 
 
-async def wait_for_leaders(ctx: Any, partitions: dict[str, Iterable[int]], timeout_ms: int) -> set[str]:
+async def wait_for_leaders(ctx: Any, partitions: Mapping[str, Iterable[int]], timeout_ms: int) -> set[str]:
     """Kafka's DelayedCreatePartitions: CreateTopics / CreatePartitions answer once this broker's metadata
     has a leader for every new partition (a client's next Metadata request finds them led), at most
     ``timeout_ms``. Returns the topics still without a leader for some partition (REQUEST_TIMED_OUT for
