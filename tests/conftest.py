@@ -18,7 +18,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "moldau_only(reason): needs a moldau broker feature the reference broker (tansu) lacks; "
-        "reported as skipped when MOLDAU_TEST_BROKER=tansu",
+        "reported as skipped when MOLDAU_TEST_BROKER=tansu (the three-broker cluster is moldau: it runs "
+        "them)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "single_broker(reason): needs exactly one broker process (kills or restarts it, reads its data dir, "
+        "sends raw requests to its one address, puts a proxy in front of it); the reason says why it does "
+        "not apply to a cluster; reported as skipped when MOLDAU_TEST_BROKER=cluster",
     )
     config.addinivalue_line(
         "markers",

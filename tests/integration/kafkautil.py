@@ -23,6 +23,13 @@ def admin(bootstrap: str, **conf: object) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, **conf})
 
 
+def replication_factor() -> int:
+    """The replication factor of the tests' topics: one replica on each broker of the test cluster."""
+    from brokerproc import broker_kind
+
+    return 3 if broker_kind() == "cluster" else 1
+
+
 def create_topic(
     bootstrap: str,
     name: str,
@@ -30,10 +37,12 @@ def create_topic(
     config: dict[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> str:
-    """Create a topic with confluent-kafka's AdminClient and wait until every partition has a leader."""
+    """Create a topic with confluent-kafka's AdminClient and wait until every partition has a leader. Its
+    replication factor is 3 on the test cluster (MOLDAU_TEST_BROKER=cluster), else 1."""
     client = admin(bootstrap)
     futures = client.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor(),
+                  config=config or {})],
         request_timeout=timeout,
     )
     futures[name].result(timeout=timeout)

@@ -37,8 +37,21 @@ class RawConnection:
 
     @classmethod
     def to(cls, bootstrap: str, timeout: float = 15.0) -> "RawConnection":
-        host, port = bootstrap.rsplit(":", 1)
+        """To the first address of a bootstrap list (one broker, or any broker of a cluster)."""
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
         return cls(host, int(port), timeout)
+
+    @classmethod
+    def to_leader(cls, bootstrap: str, topic: str, partition: int, *,
+                  timeout: float = 15.0) -> "RawConnection":
+        """To the broker that leads ``topic``/``partition`` (the only broker of a single-broker setup)."""
+        return cls.to(leader_address(bootstrap, topic, partition), timeout)
+
+    @classmethod
+    def to_coordinator(cls, bootstrap: str, key: str, key_type: int,
+                       timeout: float = 15.0) -> "RawConnection":
+        """To the coordinator of a group (``key_type`` 0) or transactional id (1)."""
+        return cls.to(coordinator_address(bootstrap, key, key_type), timeout)
 
     def send(self, request: Any, version: int) -> int:
         self.corr += 1
@@ -61,6 +74,90 @@ class RawConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RawRouter:
+    """Raw connections to the broker each request belongs to: a partition's leader, a group's or a
+    transactional id's coordinator (on one broker they are all the same connection). Cached by address."""
+
+    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.conns: dict[str, RawConnection] = {}
+
+    def at(self, address: str) -> RawConnection:
+        if address not in self.conns:
+            self.conns[address] = RawConnection.to(address, self.timeout)
+        return self.conns[address]
+
+    def leader(self, topic: str, partition: int) -> RawConnection:
+        return self.at(leader_address(self.bootstrap, topic, partition))
+
+    def group(self, group_id: str) -> RawConnection:
+        return self.at(coordinator_address(self.bootstrap, group_id, 0))
+
+    def txn(self, transactional_id: str) -> RawConnection:
+        return self.at(coordinator_address(self.bootstrap, transactional_id, 1))
+
+    def drop(self, conn: RawConnection) -> None:
+        """Close ``conn`` (a coordinator that moved: the next request looks its broker up again)."""
+        for address, c in list(self.conns.items()):
+            if c is conn:
+                del self.conns[address]
+        conn.close()
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            c.close()
+        self.conns.clear()
+
+    def __enter__(self) -> "RawRouter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def broker_addresses(bootstrap: str) -> list[str]:
+    """Every broker's host:port from Metadata (one for a single broker, three for the test cluster)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    with RawConnection.to(bootstrap) as conn:
+        md = conn.call(MetadataRequest(topics=[], allow_auto_topic_creation=False), MetadataResponse, 9)
+    return sorted(f"{b.host}:{b.port}" for b in md.brokers)
+
+
+def leader_address(bootstrap: str, topic: str, partition: int) -> str:
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    T = MetadataRequest.MetadataRequestTopic
+    with RawConnection.to(bootstrap) as conn:
+        md = conn.call(MetadataRequest(topics=[T(name=topic)], allow_auto_topic_creation=False),
+                       MetadataResponse, 9)
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in md.brokers}
+    (t,) = md.topics
+    assert t.error_code == 0, (topic, t.error_code)
+    (p,) = [p for p in t.partitions if p.partition_index == partition]
+    assert p.error_code == 0 and p.leader_id in brokers, (topic, partition, p)
+    return brokers[p.leader_id]
+
+
+def coordinator_address(bootstrap: str, key: str, key_type: int) -> str:
+    import time
+
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    deadline = time.monotonic() + 30
+    while True:
+        with RawConnection.to(bootstrap) as conn:
+            r = conn.call(FindCoordinatorRequest(key=key, key_type=key_type), FindCoordinatorResponse, 2)
+        # COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS while the internal topic is created or loaded:
+        # retried, as every client does
+        if r.error_code not in (14, 15) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.error_code == 0, (key, key_type, r)
+    return f"{r.host}:{r.port}"
 
 
 def produce_request(topic: str, partition: int, batch: bytes, acks: int = -1) -> Any:

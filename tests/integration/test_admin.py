@@ -23,6 +23,7 @@ from kafkautil import (
     consume_confluent,
     create_topic,
     produce_confluent,
+    replication_factor,
     unique_topic,
     wait_for_topic,
     watermarks,
@@ -58,7 +59,8 @@ def _topic_configs(bootstrap: str, topic: str) -> dict:
 def test_create_describe_delete_topic(broker):
     a = admin(broker.bootstrap)
     name = unique_topic("admin-cdd")
-    assert a.create_topics([NewTopic(name, 3, 1)], request_timeout=T)[name].result(timeout=T) is None
+    rf = replication_factor()  # one replica on each broker of the test cluster
+    assert a.create_topics([NewTopic(name, 3, rf)], request_timeout=T)[name].result(timeout=T) is None
     wait_for_topic(broker.bootstrap, name, 3)
 
     desc = a.describe_topics(TopicCollection([name]), request_timeout=T)[name].result(timeout=T)
@@ -66,8 +68,8 @@ def test_create_describe_delete_topic(broker):
     assert [p.id for p in desc.partitions] == [0, 1, 2]
     for p in desc.partitions:
         assert p.leader is not None and p.leader.id >= 0
-        assert [r.id for r in p.replicas] == [p.leader.id]
-        assert [r.id for r in p.isr] == [p.leader.id]
+        assert len(p.replicas) == rf and p.replicas[0].id == p.leader.id  # the preferred replica leads
+        assert sorted(r.id for r in p.isr) == sorted(r.id for r in p.replicas)
 
     err = _err(a.create_topics([NewTopic(name, 3, 1)], request_timeout=T)[name])
     assert err.code() == KafkaError.TOPIC_ALREADY_EXISTS
@@ -100,14 +102,21 @@ def test_invalid_topic_name(broker, bad):
 
 
 @VALIDATION_GAP
-def test_invalid_partitions_and_replication(broker):
+def test_invalid_partitions_and_replication(broker, kind):
     a = admin(broker.bootstrap)
     name = unique_topic("admin-badparts")
     err = _err(a.create_topics([NewTopic(name, 0, 1)], request_timeout=T)[name])
     assert err.code() == KafkaError.INVALID_PARTITIONS
-    err = _err(a.create_topics([NewTopic(name, 1, 3)], request_timeout=T)[name])
-    assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR  # 3 replicas, 1 broker
+    brokers = len(a.list_topics(timeout=10).brokers)
+    assert brokers == (3 if kind == "cluster" else 1)
+    err = _err(a.create_topics([NewTopic(name, 1, brokers + 1)], request_timeout=T)[name])
+    assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR  # more replicas than brokers
     assert name not in a.list_topics(timeout=10).topics
+    if kind == "cluster":  # as many replicas as brokers: one on each
+        assert a.create_topics([NewTopic(name, 2, 3)], request_timeout=T)[name].result(timeout=T) is None
+        wait_for_topic(broker.bootstrap, name, 2)
+        parts = a.list_topics(name, timeout=10).topics[name].partitions
+        assert all(sorted(p.replicas) == [1, 2, 3] for p in parts.values())
 
 
 @CREATE_PARTITIONS_GAP

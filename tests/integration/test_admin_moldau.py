@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 from kafkautil import admin as _new_admin
-from kafkautil import produce_confluent, unique_topic, wait_for_topic, watermarks
+from kafkautil import produce_confluent, replication_factor, unique_topic, wait_for_topic, watermarks
 
 from moldau.protocol import frame
 from moldau.protocol import messages as m
@@ -76,7 +76,7 @@ class Raw:
     """A blocking raw-protocol client (one request at a time)."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)  # a cluster: its first broker
         self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
         self.corr = 0
 
@@ -126,7 +126,8 @@ def kp_admin(broker):
 
 def create(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, **kw):
     fut = admin(bootstrap).create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor(),
+                  config=config or {})],
         request_timeout=TIMEOUT, **kw)[name]
     return fut.result(timeout=TIMEOUT)
 
@@ -156,6 +157,12 @@ def partition_dir(broker, topic: str, partition: int) -> str:
     return os.path.join(str(broker.data_dir), f"{topic}-{partition}")
 
 
+def partition_dirs(broker, topic: str, partition: int) -> list[str]:
+    """The partition's folder in every broker's data dir (three replicas in the test cluster)."""
+    return [os.path.join(str(d), f"{topic}-{partition}")
+            for d in getattr(broker, "data_dirs", [broker.data_dir])]
+
+
 # ------------------------------------------------------------------------------------------------
 # CreateTopics
 
@@ -168,7 +175,7 @@ def test_create_topic_validate_only_creates_nothing(broker, topic):
     wait_for_topic(broker.bootstrap, topic, 3)
 
 
-def test_create_topic_errors(broker, make_topic):
+def test_create_topic_errors(broker, make_topic, kind):
     existing = make_topic(1)
     err = create_error(broker.bootstrap, NewTopic(existing, 1, 1))
     assert err.code() == CKError.TOPIC_ALREADY_EXISTS
@@ -180,8 +187,8 @@ def test_create_topic_errors(broker, make_topic):
     assert err.code() == CKError.INVALID_CONFIG and "no.such.config" in err.str()
     err = create_error(broker.bootstrap, NewTopic(name, 1, 1, config={"cleanup.policy": "compact,shred"}))
     assert err.code() == CKError.INVALID_CONFIG and "cleanup.policy" in err.str()
-    err = create_error(broker.bootstrap, NewTopic(name, 1, 3))
-    assert err.code() == CKError.INVALID_REPLICATION_FACTOR
+    err = create_error(broker.bootstrap, NewTopic(name, 1, 4 if kind == "cluster" else 3))
+    assert err.code() == CKError.INVALID_REPLICATION_FACTOR  # more replicas than brokers
     err = create_error(broker.bootstrap, NewTopic("bad name!", 1, 1))
     assert err.code() == CKError.TOPIC_EXCEPTION
     # validate_only reports the same errors
@@ -192,7 +199,7 @@ def test_create_topic_errors(broker, make_topic):
     assert not topic_exists(broker.bootstrap, name)
 
 
-def test_create_topics_v5_response_and_defaults(raw, broker, topic):
+def test_create_topics_v5_response_and_defaults(raw, broker, topic, kind):
     M = m.CreateTopicsRequest
     req = M.new(timeout_ms=10000, validate_only=False, topics=[
         M.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, assignments=[],
@@ -209,7 +216,8 @@ def test_create_topics_v5_response_and_defaults(raw, broker, topic):
     by = {t.name: t for t in resp.topics}
     ok = by[topic]
     assert ok.error_code == 0 and ok.topic_id != ZERO_UUID
-    assert ok.num_partitions == 1 and ok.replication_factor == 1           # broker defaults for -1
+    # broker defaults for -1 (the test cluster's default.replication.factor is 3)
+    assert ok.num_partitions == 1 and ok.replication_factor == (3 if kind == "cluster" else 1)
     cfg = {c.name: c for c in ok.configs}
     assert cfg["retention.ms"].value == "123456" and cfg["retention.ms"].config_source == 1
     assert cfg["cleanup.policy"].value == "compact,delete"
@@ -247,14 +255,16 @@ def test_create_topic_with_replica_assignment(kp_admin, broker, topic):
 def test_delete_topic_by_name_removes_files(broker, make_topic):
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1}])
-    assert os.path.isdir(partition_dir(broker, name, 1))
+    dirs = partition_dirs(broker, name, 0) + partition_dirs(broker, name, 1)
+    deadline = time.monotonic() + 10  # on a cluster: the replicas on every broker (followers follow)
+    while time.monotonic() < deadline and not all(os.path.isdir(d) for d in dirs):
+        time.sleep(0.05)
+    assert all(os.path.isdir(d) for d in dirs)
     admin(broker.bootstrap).delete_topics([name], request_timeout=TIMEOUT)[name].result(timeout=TIMEOUT)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (os.path.exists(partition_dir(broker, name, 0))
-                                            or os.path.exists(partition_dir(broker, name, 1))):
+    while time.monotonic() < deadline and any(os.path.exists(d) for d in dirs):
         time.sleep(0.05)
-    assert not os.path.exists(partition_dir(broker, name, 0))
-    assert not os.path.exists(partition_dir(broker, name, 1))
+    assert [d for d in dirs if os.path.exists(d)] == []
     assert not topic_exists(broker.bootstrap, name)
     fut = admin(broker.bootstrap).delete_topics([name], request_timeout=TIMEOUT)[name]
     with pytest.raises(KafkaException) as info:
@@ -274,6 +284,11 @@ def test_delete_topic_by_id(kp_admin, raw, broker, make_topic):
     assert [(str(t["topic_id"]), t["error_code"]) for t in result["topics"]] == [(str(tid), 0)]
     assert result["topics"][0]["name"] == name
     assert not topic_exists(broker.bootstrap, name)
+    # the raw connection's broker may be another than the one that deleted it: it knows once the deletion
+    # reached it (as in Kafka, a broker that still has the topic would accept deleting it again)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and topic_exists(broker.bootstrap.split(",")[0], name):
+        time.sleep(0.05)
     M = m.DeleteTopicsRequest
     resp = raw.call(20, 6, M.new(timeout_ms=5000, topics=[
         M.DeleteTopicState(name=None, topic_id=tid),
@@ -446,6 +461,8 @@ def test_legacy_alter_configs_replaces_whole_set(raw, broker, make_topic):
     assert r.responses[0].error_code == 40 and "retention.ms" in r.responses[0].error_message
 
 
+@pytest.mark.single_broker("dynamic broker configs are kept in each broker's data dir, not in ZooKeeper "
+                           "(docs/cluster.md)")
 def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
     b = broker_factory()
     name = unique_topic("dyn")
@@ -534,7 +551,11 @@ def test_create_partitions_kafka_python_assignments(kp_admin, broker, make_topic
 
     name = make_topic(1)
     me = node_id(broker.bootstrap)
-    kp_admin.create_partitions({name: {"count": 2, "assignments": [[me]]}})
+    # as many replicas as the topic has (three on the test cluster: the other two after ``me``)
+    a = admin(broker.bootstrap)  # kept until the result is in
+    nodes = a.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT).nodes
+    others = sorted(b.id for b in nodes if b.id != me)[:replication_factor() - 1]
+    kp_admin.create_partitions({name: {"count": 2, "assignments": [[me, *others]]}})
     wait_for_topic(broker.bootstrap, name, 2)
     with pytest.raises(InvalidReplicationAssignmentError):
         kp_admin.create_partitions({name: {"count": 3, "assignments": [[me + 5]]}})
@@ -561,13 +582,17 @@ def test_delete_records_moves_earliest_offset(broker, make_topic):
     assert a.delete_records([tp], request_timeout=TIMEOUT)[tp].result(timeout=TIMEOUT).low_watermark == 4
 
 
-def test_delete_records_raw_high_watermark_and_unknown(raw, broker, make_topic):
+def test_delete_records_raw_high_watermark_and_unknown(broker, make_topic):
+    from rawkafka import leader_address
+
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1} for _ in range(3)])
     M = m.DeleteRecordsRequest
-    resp = raw.call(21, 2, M.new(timeout_ms=5000, topics=[
-        M.DeleteRecordsTopic(name=name, partitions=[M.DeleteRecordsPartition(partition_index=1, offset=-1),
-                                                   M.DeleteRecordsPartition(partition_index=7, offset=0)])]))
+    with Raw(leader_address(broker.bootstrap, name, 1)) as raw:  # the leader deletes (a cluster: one of 3)
+        resp = raw.call(21, 2, M.new(timeout_ms=5000, topics=[
+            M.DeleteRecordsTopic(name=name, partitions=[
+                M.DeleteRecordsPartition(partition_index=1, offset=-1),
+                M.DeleteRecordsPartition(partition_index=7, offset=0)])]))
     parts = {p.partition_index: p for p in resp.topics[0].partitions}
     assert (parts[1].error_code, parts[1].low_watermark) == (0, 3)
     assert parts[7].error_code == 3
@@ -606,6 +631,8 @@ def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
 # log dirs
 
 
+@pytest.mark.single_broker("asserts the one node of a single-broker cluster (the cluster's three: "
+                           "tests/cluster/test_cluster_metadata.py)")
 def test_describe_cluster(raw, kp_admin, broker):
     desc = admin(broker.bootstrap).describe_cluster(include_authorized_operations=True,
                                                     request_timeout=TIMEOUT).result(timeout=TIMEOUT)
@@ -627,6 +654,8 @@ def test_describe_cluster(raw, kp_admin, broker):
     assert r.error_code == 114                                # MISMATCHED_ENDPOINT_TYPE
 
 
+@pytest.mark.single_broker("DescribeLogDirs of one broker's one data dir (other brokers' log dirs are not "
+                           "built, docs/cluster.md)")
 def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"d" * 100, "partition": 0} for _ in range(5)])
@@ -653,6 +682,8 @@ def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
 # version
 
 
+@pytest.mark.single_broker("old-version requests to one address that leads every partition (a cluster's "
+                           "DeleteRecords goes to each partition's leader)")
 def test_every_declared_version_answers(raw, broker):
     """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every
     version moldau declares, old ones included (what old clients send)."""
@@ -719,6 +750,7 @@ def test_kafka_python_configs(kp_admin, broker, make_topic):
     assert bcfg["log.segment.bytes"]["read_only"] is False
 
 
+@pytest.mark.single_broker("asserts the one broker of a single-broker cluster in the old Metadata versions")
 def test_aiokafka_admin_old_versions(broker, topic):
     """aiokafka's admin speaks old versions (CreateTopics v3, DescribeConfigs v2, AlterConfigs v1, ...)."""
     import asyncio
@@ -778,6 +810,8 @@ def test_internal_topic_cannot_be_deleted(broker_factory):
         assert r.topics[0].partitions[0].error_code == 17
 
 
+@pytest.mark.single_broker("reassignment on one node; the cluster's reassignments are "
+                           "tests/cluster/test_cluster_reassign.py")
 def test_partition_reassignment_on_one_node(broker, make_topic):
     """AlterPartitionReassignments / ListPartitionReassignments on a single broker: its own id is the only
     valid target (nothing moves), another id INVALID_REPLICA_ASSIGNMENT, a cancel NO_REASSIGNMENT_IN_PROGRESS,

@@ -59,6 +59,8 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 @pytest.mark.moldau_only("moldau's metrics endpoint")
+@pytest.mark.single_broker("one broker process's metrics endpoint (each broker of a cluster has its own, "
+                           "tests/cluster/test_cluster_faults.py scrapes them)")
 def test_metrics_endpoint(module_broker_factory: Callable[..., BrokerProcess]) -> None:
     mport = free_port()
     br = module_broker_factory(settings={"metrics.listener": f"127.0.0.1:{mport}"})

@@ -17,7 +17,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic, watermarks
 
-pytestmark = pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts")
+pytestmark = [
+    pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts"),
+    pytest.mark.single_broker("kill -9 of one broker process and the recovery of its one data dir; the "
+                              "cluster's kill -9 cases (leader failover, nothing acknowledged lost) are "
+                              "tests/cluster/test_cluster_failover.py"),
+]
 
 
 def _seq_value(p: int, seq: int) -> bytes:

@@ -20,7 +20,10 @@ from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeLogDirs
 from kafkautil import create_topic
 from rawkafka import RawConnection
 
-pytestmark = pytest.mark.moldau_only("log dirs on disk, restarts")
+pytestmark = [
+    pytest.mark.moldau_only("log dirs on disk, restarts"),
+    pytest.mark.single_broker("fills one broker's log dir and restarts that process"),
+]
 
 STORAGE_ERROR = KafkaError.KAFKA_STORAGE_ERROR
 

@@ -23,7 +23,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-pytestmark = pytest.mark.moldau_only("the broker's own files")
+pytestmark = [
+    pytest.mark.moldau_only("the broker's own files"),
+    pytest.mark.single_broker("times one broker process's event loop through its own files"),
+]
 
 
 class Probe(threading.Thread):

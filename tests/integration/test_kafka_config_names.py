@@ -70,7 +70,7 @@ def test_topic_message_format_version_is_accepted_and_ignored(broker):
 
 
 def _call(bootstrap: str, api_key: int, version: int, req):
-    host, port = bootstrap.rsplit(":", 1)
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)  # a cluster: its first broker
     with socket.create_connection((host, int(port)), timeout=T) as sock:
         sock.sendall(frame.encode_request(api_key, version, 1, "config-names-test", req))
         body = read_exact(sock, struct.unpack(">i", read_exact(sock, 4))[0])

@@ -17,7 +17,11 @@ from brokerproc import free_port, moldau_command
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from rawkafka import RawConnection, produce_request
 
-pytestmark = pytest.mark.moldau_only("moldau's connection and memory limits")
+pytestmark = [
+    pytest.mark.moldau_only("moldau's connection and memory limits"),
+    pytest.mark.single_broker("one process's connection and memory limits, raw connections to its one "
+                              "address"),
+]
 
 
 def api_versions_ok(c: RawConnection) -> bool:

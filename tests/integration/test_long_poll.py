@@ -25,7 +25,7 @@ def _records_in(resp) -> tuple[int, int, bytes]:
 def _fetch_in_background(bootstrap: str, topic: str, max_wait_ms: int, result: dict) -> threading.Thread:
     from kafka.protocol.consumer import FetchResponse
 
-    conn = RawConnection.to(bootstrap, timeout=max_wait_ms / 1000 + 10)
+    conn = RawConnection.to_leader(bootstrap, topic, 0, timeout=max_wait_ms / 1000 + 10)
 
     def run() -> None:
         try:

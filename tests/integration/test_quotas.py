@@ -19,7 +19,11 @@ from confluent_kafka import KafkaError, Producer
 from kafkautil import create_topic, unique_topic
 from rawkafka import RawConnection
 
-pytestmark = pytest.mark.moldau_only("client quotas (AlterClientQuotas / DescribeClientQuotas)")
+pytestmark = [
+    pytest.mark.moldau_only("client quotas (AlterClientQuotas / DescribeClientQuotas)"),
+    pytest.mark.single_broker("client quotas are kept in each broker's data dir, not in ZooKeeper "
+                              "(docs/cluster.md)"),
+]
 
 RATE = 1024 * 1024  # producer_byte_rate of the throttled clients
 VALUE = b"q" * 10_000

@@ -45,7 +45,12 @@ from moldau.protocol import messages as m
 from moldau.protocol.records import BatchBuilder
 from moldau.protocol.sasl_mechanisms import client_mechanism, plain_message
 
-pytestmark = pytest.mark.moldau_only(reason="TLS/SASL/ACL listeners are configured through moldau's settings")
+pytestmark = [
+    pytest.mark.moldau_only(reason="TLS/SASL/ACL listeners are configured through moldau's settings"),
+    pytest.mark.single_broker("ACLs and SCRAM credentials are kept in each broker's data dir, not in "
+                              "ZooKeeper, and the brokers talk to each other in plaintext only "
+                              "(docs/cluster.md)"),
+]
 
 MECHS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 ALICE, ALICE_PW = "alice", "alice-Pässword"

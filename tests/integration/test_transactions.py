@@ -14,7 +14,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -259,7 +259,7 @@ def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
     from rawkafka import RawConnection
 
     out = []
-    with RawConnection.to(bs) as conn:
+    with RawConnection.to_leader(bs, topic, partition) as conn:
         for iso in (1, 0):
             T = ListOffsetsRequest.ListOffsetsTopic
             req = ListOffsetsRequest(replica_id=-1, isolation_level=iso, topics=[
@@ -285,7 +285,7 @@ def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isola
                                                             fetch_offset=offset, log_start_offset=-1,
                                                             partition_max_bytes=1 << 20)])],
                        forgotten_topics_data=[], rack_id="")
-    with RawConnection.to(bs) as conn:
+    with RawConnection.to_leader(bs, topic, partition) as conn:
         resp = conn.call(req, FetchResponse, 11)
     return resp.responses[0].partitions[0]
 
@@ -367,24 +367,38 @@ def test_describe_list_transactions_and_producers(txn_broker):
         ListTransactionsRequest,
         ListTransactionsResponse,
     )
-    from rawkafka import RawConnection
+    from rawkafka import RawConnection, RawRouter, broker_addresses
 
-    with RawConnection.to(bs) as conn:
-        d = conn.call(DescribeTransactionsRequest(transactional_ids=[txid, "no-such-id"]),
-                      DescribeTransactionsResponse, 0)
-        st, missing = d.transaction_states
+    with RawRouter(bs) as route:
+        # "no-such-id" asked of the coordinator it would have (NOT_COORDINATOR from any other broker)
+        d = route.txn(txid).call(DescribeTransactionsRequest(transactional_ids=[txid]),
+                                 DescribeTransactionsResponse, 0)
+        (st,) = d.transaction_states
         assert st.error_code == 0 and st.transaction_state == "Ongoing"
         assert [(t.topic, list(t.partitions)) for t in st.topics] == [(topic, [1])]
-        assert missing.error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
-        lst = conn.call(ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[],
-                                                duration_filter=-1, transactional_id_pattern=None),
-                        ListTransactionsResponse, 1)
-        assert lst.error_code == 0 and list(lst.unknown_state_filters) == ["Nope"]
-        assert txid in [t.transactional_id for t in lst.transaction_states]
+        d = route.txn("no-such-id").call(DescribeTransactionsRequest(transactional_ids=["no-such-id"]),
+                                         DescribeTransactionsResponse, 0)
+        assert d.transaction_states[0].error_code == 105  # TRANSACTIONAL_ID_NOT_FOUND
+        # ListTransactions answers for the coordinators of one broker: asked of every broker (as Kafka's
+        # admin client does), the open transaction is listed by exactly one
+        listed = []
+        for address in broker_addresses(bs):
+            with RawConnection.to(address) as conn:
+                lst = conn.call(ListTransactionsRequest(state_filters=["Ongoing", "Nope"],
+                                                        producer_id_filters=[], duration_filter=-1,
+                                                        transactional_id_pattern=None),
+                                ListTransactionsResponse, 1)
+            assert lst.error_code == 0 and list(lst.unknown_state_filters) == ["Nope"]
+            listed += [t.transactional_id for t in lst.transaction_states]
+        assert listed.count(txid) == 1
         T = DescribeProducersRequest.TopicRequest
-        dp = conn.call(DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[0, 1])]),
-                       DescribeProducersResponse, 0)
-        p0, p1 = dp.topics[0].partitions
+        p0, p1 = (
+            route.leader(topic, i).call(
+                DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[i])]),
+                DescribeProducersResponse, 0,
+            ).topics[0].partitions[0]
+            for i in (0, 1)
+        )
         assert p0.active_producers == [] and len(p1.active_producers) == 1
         prod = p1.active_producers[0]
         assert prod.producer_id == st.producer_id and prod.current_txn_start_offset == 0
@@ -420,7 +434,7 @@ def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_fa
     assert values(read_confluent(bs, topic, 2, "read_committed")) == [b"after", b"before-0", b"before-1"]
 
 
-def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory):
+def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory, kind):
     """A crash between PrepareCommit and the markers: the restarted coordinator writes the markers.
 
     The crash point is made exact offline: with an Ongoing transaction (records written, no marker) the broker
@@ -442,29 +456,38 @@ def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory):
     assert read_confluent(bs, topic, 2, "read_committed") == []
     b.kill9()
 
-    lm = LogManager([str(b.data_dir)], LogConfig(), time)
-    try:
-        last = None
-        where = None
-        for (t, part) in list(lm.partitions()):
-            if t != "__transaction_state":
-                continue
-            plog = lm.get(t, part)
-            rr = plog.read(plog.log_start_offset, 1 << 24)
-            data = b"".join(bytes(c) for c in rr.chunks)
-            for pos, h in split_batches(data):
-                for r in decode_batch(data, pos, header=h):
-                    if r.key is not None and decode_key(r.key) == txid and r.value is not None:
-                        last, where = decode_value(r.value), part
-        assert last is not None and last.transaction_status == TxnState.ONGOING
-        last.transaction_status = TxnState.PREPARE_COMMIT
-        bb = BatchBuilder()
-        bb.append(int(time.time() * 1000), _key(txid), encode_value(last))
-        buf = bytearray(bb.build(0))
-        plog = lm.get("__transaction_state", where)
-        plog.append(buf, split_batches(buf))
-    finally:
-        lm.close()
+    # on the cluster the record goes to every replica of the transaction's __transaction_state partition
+    # (all three brokers were killed with their replicas in sync: acks=all, min ISR 2), as replication
+    # would have put it there
+    appended = 0
+    for data_dir in getattr(b, "data_dirs", [b.data_dir]):
+        lm = LogManager([str(data_dir)], LogConfig(), time)
+        try:
+            last = None
+            where = None
+            for (t, part) in list(lm.partitions()):
+                if t != "__transaction_state":
+                    continue
+                plog = lm.get(t, part)
+                rr = plog.read(plog.log_start_offset, 1 << 24)
+                data = b"".join(bytes(c) for c in rr.chunks)
+                for pos, h in split_batches(data):
+                    for r in decode_batch(data, pos, header=h):
+                        if r.key is not None and decode_key(r.key) == txid and r.value is not None:
+                            last, where = decode_value(r.value), part
+            if last is None and kind == "cluster":
+                continue  # this broker holds no replica of that partition
+            assert last is not None and last.transaction_status == TxnState.ONGOING
+            last.transaction_status = TxnState.PREPARE_COMMIT
+            bb = BatchBuilder()
+            bb.append(int(time.time() * 1000), _key(txid), encode_value(last))
+            buf = bytearray(bb.build(0))
+            plog = lm.get("__transaction_state", where)
+            plog.append(buf, split_batches(buf))
+            appended += 1
+        finally:
+            lm.close()
+    assert appended == (3 if kind == "cluster" else 1)
 
     b.start()
     got: list[bytes] = []
@@ -911,6 +934,32 @@ def _txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
     return bytes(builder.build())
 
 
+COORDINATOR_MOVING = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def _at_coordinator(route: Any, key_type: int, key: str, request: Any, response_cls: Any, version: int,
+                    codes: Callable[[Any], list[int]]) -> tuple[Any, Any]:
+    """A request to the coordinator of a transactional id (key_type 1) or group (0): (its connection, the
+    response). The coordinator errors are retried with a new lookup, as clients do: in a cluster a new
+    internal topic partition's leader takes over a moment after another broker's metadata names it."""
+    deadline = time.monotonic() + 30
+    while True:
+        conn = route.txn(key) if key_type == 1 else route.group(key)
+        resp = conn.call(request, response_cls, version)
+        if not set(codes(resp)) & set(COORDINATOR_MOVING) or time.monotonic() > deadline:
+            return conn, resp
+        route.drop(conn)
+        time.sleep(0.1)
+
+
+def _init_producer_id(route: Any, txid: str, version: int) -> tuple[Any, Any]:
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    req = InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000, producer_id=-1,
+                                producer_epoch=-1)
+    return _at_coordinator(route, 1, txid, req, InitProducerIdResponse, version, lambda r: [r.error_code])
+
+
 def test_every_version_of_the_transaction_apis(txn_broker):
     """One transaction per step, each API at a different version (kafka-python's codec, independent of
     moldau's): InitProducerId v0-6, AddPartitionsToTxn v0-3, Produce, AddOffsetsToTxn v0-4, TxnOffsetCommit
@@ -924,26 +973,22 @@ def test_every_version_of_the_transaction_apis(txn_broker):
         AddPartitionsToTxnResponse,
         EndTxnRequest,
         EndTxnResponse,
-        InitProducerIdRequest,
-        InitProducerIdResponse,
         TxnOffsetCommitRequest,
         TxnOffsetCommitResponse,
     )
-    from rawkafka import RawConnection
+    from rawkafka import RawRouter
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-versions"), 1)
     expected: list[bytes] = []
-    with RawConnection.to(bs) as conn:
+    with RawRouter(bs) as route:
         for step in range(7):
             txid, group = _txid(f"v{step}"), f"vg-{step}-{uuid.uuid4().hex[:4]}"
-            init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
-                                                   producer_id=-1, producer_epoch=-1),
-                             InitProducerIdResponse, min(step, 6))
+            _, init = _init_producer_id(route, txid, min(step, 6))
             assert init.error_code == 0, (step, init)
             pid, epoch = init.producer_id, init.producer_epoch
             T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-            add = conn.call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=txid,
+            add = route.txn(txid).call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=txid,
                                                       v3_and_below_producer_id=pid,
                                                       v3_and_below_producer_epoch=epoch,
                                                       v3_and_below_topics=[T(name=topic, partitions=[0])]),
@@ -956,11 +1001,12 @@ def test_every_version_of_the_transaction_apis(txn_broker):
             assert codes == [0], (step, add)
             vals = [f"s{step}-{i}".encode() for i in range(3)]
             PT = ProduceRequest.TopicProduceData
-            prod = conn.call(ProduceRequest(transactional_id=txid, acks=-1, timeout_ms=5000, topic_data=[
+            prod = route.leader(topic, 0).call(ProduceRequest(
+                transactional_id=txid, acks=-1, timeout_ms=5000, topic_data=[
                 PT(name=topic, partition_data=[PT.PartitionProduceData(index=0, records=_txn_batch(
                     pid, epoch, 0, vals))])]), ProduceResponse, 9)
             assert prod.responses[0].partition_responses[0].error_code == 0
-            off = conn.call(
+            off = route.txn(txid).call(
                 AddOffsetsToTxnRequest(
                     transactional_id=txid, producer_id=pid, producer_epoch=epoch, group_id=group
                 ),
@@ -969,20 +1015,22 @@ def test_every_version_of_the_transaction_apis(txn_broker):
             )
             assert off.error_code == 0, (step, off)
             OT = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-            toc = conn.call(TxnOffsetCommitRequest(
+            _, toc = _at_coordinator(route, 0, group, TxnOffsetCommitRequest(
                 transactional_id=txid, group_id=group, producer_id=pid, producer_epoch=epoch,
                 generation_id=-1,
                 member_id="", group_instance_id=None,
                 topics=[OT(name=topic, partitions=[OT.TxnOffsetCommitRequestPartition(
                     partition_index=0, committed_offset=100 + step, committed_leader_epoch=-1,
-                    committed_metadata="m")])]), TxnOffsetCommitResponse, min(step, 5))
+                    committed_metadata="m")])]), TxnOffsetCommitResponse, min(step, 5),
+                lambda r: [p.error_code for t in r.topics for p in t.partitions])
             assert [p.error_code for t in toc.topics for p in t.partitions] == [0], (step, toc)
-            end = conn.call(EndTxnRequest(transactional_id=txid, producer_id=pid, producer_epoch=epoch,
-                                          committed=step != 3), EndTxnResponse, min(step, 4))
+            end = route.txn(txid).call(EndTxnRequest(transactional_id=txid, producer_id=pid,
+                                                     producer_epoch=epoch, committed=step != 3),
+                                       EndTxnResponse, min(step, 4))
             assert end.error_code == 0, (step, end)
             if step != 3:
                 expected += vals
-            of = conn.call(
+            of = route.group(group).call(
                 OffsetFetchRequest(
                     group_id=group,
                     topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
@@ -1005,19 +1053,17 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
         AddPartitionsToTxnResponse,
         EndTxnRequest,
         EndTxnResponse,
-        InitProducerIdRequest,
-        InitProducerIdResponse,
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
-    from rawkafka import RawConnection
+    from rawkafka import RawConnection, RawRouter
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-broker-forms"), 3)
-    with RawConnection.to(bs) as conn:
-        txid = _txid("bf")
-        init = conn.call(InitProducerIdRequest(transactional_id=txid, transaction_timeout_ms=30000,
-                                               producer_id=-1, producer_epoch=-1), InitProducerIdResponse, 5)
+    txid = _txid("bf")
+    with RawRouter(bs) as route:
+        conn, init = _init_producer_id(route, txid, 5)
+        assert init.error_code == 0, init
         pid, epoch = init.producer_id, init.producer_epoch
         X = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
         T = X.AddPartitionsToTxnTopic
@@ -1048,7 +1094,7 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
     assert lso < hw
     desc = _describe_producer(bs, topic, 2)
     W = WriteTxnMarkersRequest.WritableTxnMarker
-    with RawConnection.to(bs) as conn:
+    with RawConnection.to_leader(bs, topic, 2) as conn:  # markers are written by the partition's leader
         for version in (0, 1, 2):
             stale = conn.call(WriteTxnMarkersRequest(markers=[W(
                 producer_id=desc.producer_id, producer_epoch=desc.producer_epoch - 1,
@@ -1077,7 +1123,7 @@ def _describe_producer(bs: str, topic: str, partition: int) -> Any:
     from rawkafka import RawConnection
 
     T = DescribeProducersRequest.TopicRequest
-    with RawConnection.to(bs) as conn:
+    with RawConnection.to_leader(bs, topic, partition) as conn:
         dp = conn.call(DescribeProducersRequest(topics=[T(name=topic, partition_indexes=[partition])]),
                        DescribeProducersResponse, 0)
     (prod,) = dp.topics[0].partitions[0].active_producers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from moldau.protocol.errors import ErrorCode, KafkaError
 
@@ -40,3 +40,31 @@ def split_duplicates(items: Iterable[T], key: Callable[[T], Any]) -> tuple[list[
     counts = Counter(key(i) for i in items)
     unique = [i for i in items if counts[key(i)] == 1]
     return unique, list(dict.fromkeys(key(i) for i in items if counts[key(i)] > 1))
+
+
+async def wait_for_leaders(ctx: Any, partitions: Mapping[str, Iterable[int]], timeout_ms: int) -> set[str]:
+    """Kafka's DelayedCreatePartitions: CreateTopics / CreatePartitions answer once this broker's metadata
+    has a leader for every new partition (a client's next Metadata request finds them led), at most
+    ``timeout_ms``. Returns the topics still without a leader for some partition (REQUEST_TIMED_OUT for
+    them). One broker leads its partitions at once (``partition_state`` None)."""
+    import asyncio
+    import time
+
+    md = ctx.services.metadata
+
+    def missing() -> set[str]:
+        out = set()
+        for topic, parts in partitions.items():
+            for p in parts:
+                view = md.partition_state(topic, p)
+                if view is not None and view.leader < 0:
+                    out.add(topic)
+                    break
+        return out
+
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    left = missing()
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+        left = missing()
+    return left

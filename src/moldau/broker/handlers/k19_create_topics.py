@@ -7,6 +7,8 @@
   assignments are given, num_partitions and replication_factor must be -1 (INVALID_REQUEST).
 * Topic configs are validated by moldau.broker.topic_config (INVALID_CONFIG with a message naming the key).
 * A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, as Kafka.
+* In a cluster the answer waits (at most timeout_ms) until this broker's metadata has a leader for every new
+  partition, as Kafka's DelayedCreatePartitions; a topic still without one gets REQUEST_TIMED_OUT (it exists).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .. import topic_config as tc
 from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import allowed_create_topic
-from ._common import attempt, split_duplicates
+from ._common import attempt, split_duplicates, wait_for_leaders
 from ._common import err as _err
 
 log = logging.getLogger(__name__)
@@ -146,6 +148,7 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
     validate_only = bool(getattr(req, "validate_only", False))
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
+    new: dict[str, range] = {}
     for t in topics:
         # the topic's files (metadata, partition.metadata ...) are fsynced in the writer thread, not on the
         # event loop: other connections go on meanwhile (deferred_writes, moldau.log.checkpoint)
@@ -156,6 +159,14 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
             results.append(_result(ctx, t.name, exc=exc))
             continue
         results.append(_result(ctx, t.name, *created))
+        new[t.name] = range(created[0].num_partitions)
+    if new and not validate_only and req.timeout_ms > 0:
+        late = await wait_for_leaders(ctx, new, req.timeout_ms)
+        for i, r in enumerate(results):
+            if r.name in late:
+                results[i] = _result(ctx, r.name, exc=_err(
+                    ErrorCode.REQUEST_TIMED_OUT, f"Topic '{r.name}' was created, but not every partition "
+                    f"had a leader within {req.timeout_ms} ms."))
     for name in duplicates:
         results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))
     return RESP.new(throttle_time_ms=0, topics=results)

@@ -6,6 +6,8 @@ log start offset (unchanged when ``offset`` is below it).
 * offset above the high watermark, or negative other than -1: OFFSET_OUT_OF_RANGE.
 * unknown topic / partition: UNKNOWN_TOPIC_OR_PARTITION; internal topics: INVALID_TOPIC_EXCEPTION
   ("Cannot delete records of internal topic"), as Kafka.
+* In a cluster only the partition's leader deletes (NOT_LEADER_OR_FOLLOWER elsewhere, as Kafka); the
+  followers take the new log start offset from the leader's fetch answers.
 """
 
 from __future__ import annotations
@@ -33,12 +35,20 @@ def delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> 
     require(ctx, DELETE, TOPIC, topic)
     md = ctx.services.metadata
     info = md.topics.get(topic)
-    p = ctx.services.replica_manager.get_partition(topic, index) if info is not None else None
-    if p is None or info is None:
+    if info is None or not 0 <= index < info.num_partitions:
         raise KafkaError.for_code(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_TOPIC_EXCEPTION),
                                   f"Cannot delete records of internal topic {topic}")
+    p = ctx.services.replica_manager.get_partition(topic, index)
+    view = md.partition_state(topic, index)  # None: one broker leads every partition
+    if view is not None and view.leader != ctx.services.node_id:
+        # a cluster: only the leader deletes; its followers take the new log start offset from its fetch
+        # answers (a follower deleting on its own would leave the replicas apart)
+        raise KafkaError.for_code(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    if p is None:
+        raise KafkaError.for_code(int(ErrorCode.NOT_LEADER_OR_FOLLOWER if view is not None
+                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     hw = p.high_watermark
     target = hw if offset == HIGH_WATERMARK else offset
     if target < 0 or target > hw:

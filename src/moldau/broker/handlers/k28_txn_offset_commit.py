@@ -9,7 +9,9 @@ finds them), visible to OffsetFetch only after the COMMIT marker, dropped by an 
   partitions (UNKNOWN_TOPIC_OR_PARTITION).
 * The producer's transaction (KIP-890 part 1 verification): INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED
   (INVALID_PRODUCER_EPOCH below v3), INVALID_TXN_STATE when the group's offsets partition was not added with
-  AddOffsetsToTxn (v5, transactions V2, adds it implicitly, as Kafka does).
+  AddOffsetsToTxn (v5, transactions V2, adds it implicitly, as Kafka does; in a cluster where the
+  transaction's coordinator is another broker, with an inter-broker AddPartitionsToTxn v5 to it; below v5 a
+  remote transaction is not checked).
 * v3+ (KIP-447) carry the consumer's generation, member id and group instance id: checked as for OffsetCommit
   (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID) when given; v0-2 and generation -1 are not.
 """
@@ -101,7 +103,9 @@ async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v:
         log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
         return E.COORDINATOR_NOT_AVAILABLE
     part = (OFFSETS_TOPIC, gc.partition_for(req.group_id))
-    if v >= 5:  # transactions V2: the offsets partition joins the transaction implicitly
+    if v >= 5 and not tc.owns(req.transactional_id):  # a cluster: the transaction's coordinator is elsewhere
+        error = await _add_at_remote_coordinator(ctx, tc, req, part)
+    elif v >= 5:  # transactions V2: the offsets partition joins the transaction implicitly
         error = await tc.handle_add_partitions(req.transactional_id, req.producer_id, req.producer_epoch,
                                                [part])
     else:
@@ -109,3 +113,40 @@ async def _check_transaction(ctx: RequestContext, gc: Any, tc: Any, req: Any, v:
     if error == E.PRODUCER_FENCED and v < 3:
         error = E.INVALID_PRODUCER_EPOCH
     return error
+
+
+async def _add_at_remote_coordinator(ctx: RequestContext, tc: Any, req: Any, part: tuple[str, int]) -> int:
+    """Transactions V2 in a cluster: the group's offsets partition joins the transaction at the transaction's
+    coordinator on another broker, with the inter-broker AddPartitionsToTxn v5 (Kafka's
+    AddPartitionsToTxnManager), so its commit writes the marker that makes the offsets visible. Without a
+    reachable coordinator: NOT_COORDINATOR (the client looks the coordinators up again and retries)."""
+    from moldau.client.conn import Connection
+
+    from ..metadata import TRANSACTION_STATE_TOPIC
+
+    store = ctx.services.metadata
+    view = store.partition_state(TRANSACTION_STATE_TOPIC, tc.partition_for(req.transactional_id))
+    live = getattr(store, "live", {})
+    broker = live.get(view.leader) if view is not None else None
+    if broker is None:
+        return E.NOT_COORDINATOR
+    name = ctx.services.cluster.listener_name
+    host, port = broker.endpoints.get(name) or next(iter(broker.endpoints.values()))
+    Req = m.AddPartitionsToTxnRequest
+    add = Req.new(transactions=[Req.AddPartitionsToTxnTransaction(
+        transactional_id=req.transactional_id, producer_id=req.producer_id, producer_epoch=req.producer_epoch,
+        verify_only=False, topics=[Req.AddPartitionsToTxnTopic(name=part[0], partitions=[part[1]])])])
+    try:
+        conn = await Connection.open(host, port, client_id=f"txn-offsets-{ctx.services.node_id}")
+        try:
+            resp = await conn.send(24, add, version=5, timeout_ms=30000)
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - answered with a retriable error
+        log.info("AddPartitionsToTxn to broker %d failed: %s", view.leader, exc)
+        return E.NOT_COORDINATOR
+    if resp.error_code:
+        return resp.error_code
+    codes = [r.partition_error_code for res in resp.results_by_transaction for t in res.topic_results
+             for r in t.results_by_partition]
+    return next((c for c in codes if c), E.NONE)

@@ -21,7 +21,7 @@ from .. import topic_config as tc
 from ..context import RequestContext
 from ..registry import handler
 from ..security.authorizer import ALTER, TOPIC, require
-from ._common import attempt, split_duplicates
+from ._common import attempt, split_duplicates, wait_for_leaders
 from ._common import err as _err
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,14 @@ async def create_partitions(ctx: RequestContext,
         results.append(RESP.CreatePartitionsTopicResult(
             name=t.name, error_code=0 if exc is None else tc.error_code_of(exc),
             error_message=None if exc is None else tc.error_message_of(exc)))
+    grown = {t.name: range(t.count) for t, r in zip(topics, results) if r.error_code == 0}
+    if grown and not validate_only and req.timeout_ms > 0:
+        late = await wait_for_leaders(ctx, grown, req.timeout_ms)
+        for r in results:
+            if r.name in late:
+                r.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+                r.error_message = (f"The partitions of '{r.name}' were created, but not every one had a "
+                                   f"leader within {req.timeout_ms} ms.")
     for name in duplicates:
         results.append(RESP.CreatePartitionsTopicResult(
             name=name, error_code=int(ErrorCode.INVALID_REQUEST), error_message="Duplicate topic name."))
