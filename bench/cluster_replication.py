@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -74,6 +75,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15 of stat)
 
 
+def wait_replicated(bootstrap: str, topic: str, n: int, timeout: float = 120.0) -> None:
+    """Until the leader's high watermark (ListOffsets latest) reaches ``n``."""
+    from clusterutil import QUIET
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "logger": QUIET})
+    deadline = time.monotonic() + timeout
+    try:
+        while c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: not replicated within {timeout:.0f} s")
+            time.sleep(0.02)
+    finally:
+        c.close()
+
+
 def leader_of(bootstrap: str, topic: str) -> int:
     from clusterutil import partitions
 
@@ -83,7 +100,7 @@ def leader_of(bootstrap: str, topic: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--records", type=int, default=0, help="records per run (default 200000 of 100 B, 60000 of 1 KiB)"
+        "--records", type=int, default=0, help="records per run (default 1000000 of 100 B, 300000 of 1 KiB)"
     )
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (default 100,1024)")
     ap.add_argument("--repeat", type=int, default=3)
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         bs = cluster.bootstrap
         wait_until(lambda: fully_replicated_ok(bs), 30, "the cluster")
         for size in sizes:
-            n = a.records or (200_000 if size <= 100 else 60_000)
+            n = a.records or (1_000_000 if size <= 100 else 300_000)
             for r in range(a.repeat):
                 order = CASES if r % 2 == 0 else list(reversed(CASES))
                 for name, rf, acks in order:
@@ -116,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
                     pids = {b.node_id: b.proc.pid for b in cluster.brokers if b.proc is not None}
                     load_before = os.getloadavg()[0]
                     before = {i: cpu_seconds(pid) for i, pid in pids.items()}
+                    t_own = os.times()
+                    t0 = time.perf_counter()
                     took = produce(bs, topic, n, size, acks)
+                    t_prod = os.times()
+                    # the brokers' CPU is counted until every replica has every record (the leader's high
+                    # watermark is the smallest log end offset of the ISR): acks=1 returns before that
+                    wait_replicated(bs, topic, n)
+                    replicated = time.perf_counter() - t0
                     cpu = {i: cpu_seconds(pid) - before[i] for i, pid in pids.items()}
+                    producer_cpu = (t_prod.user + t_prod.system) - (t_own.user + t_own.system)
                     mb = n * size / 1e6
                     leader_cpu = cpu[leader]
                     others = sorted(v for i, v in cpu.items() if i != leader)
@@ -130,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                             "seconds": took,
                             "records_per_s": n / took,
                             "mb_per_s": n * size / took / 1e6,
+                            "replicated_s": replicated,
+                            "producer_cpu_ms_per_mb": producer_cpu * 1000 / mb,
                             "leader": leader,
                             "loadavg_1min_before": load_before,
                             "cpu_s": {str(i): v for i, v in cpu.items()},
@@ -140,11 +167,13 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(
                         f"{name:12} {size:5} B  {n / took:10.0f} rec/s  {mb / took:7.1f} MB/s  CPU ms/MB:"
-                        f" leader {leader_cpu * 1000 / mb:6.0f}, others {sum(others) * 1000 / mb:6.0f}",
+                        f" leader {leader_cpu * 1000 / mb:5.2f}, others {sum(others) * 1000 / mb:5.2f},"
+                        f" producer {producer_cpu * 1000 / mb:5.2f}",
                         flush=True,
                     )
     finally:
         cluster.stop(graceful=False)
+        shutil.rmtree(folder, ignore_errors=True)
     print()
     print(
         f"{'case':12} {'size':>6} {'rec/s':>10} {'MB/s':>7} {'vs rf1-acks1':>13}"
@@ -170,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(
                 f"{name:12} {size:6} {med:10.0f} {med * size / 1e6:7.1f} {med / base:12.2f}x"
-                f" {cpu_l:13.0f} {cpu_o:13.0f} {cpu_all:10.0f}"
+                f" {cpu_l:13.2f} {cpu_o:13.2f} {cpu_all:10.2f}"
             )
     import confluent_kafka
 
