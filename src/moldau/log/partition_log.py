@@ -81,7 +81,7 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    chunks: list[bytes]  # whole record batches, in offset order (one chunk per segment touched)
+    chunks: list[Any]  # whole record batches (bytes-like), in offset order (one chunk per segment touched)
     first_offset: int  # base offset of the first returned batch (== requested offset when empty)
     last_offset_exclusive: int  # last offset of the last returned batch + 1 (== requested offset when empty)
     size: int
@@ -463,15 +463,21 @@ class PartitionLog:
         ``split_batches`` returns them; CRCs already checked by the caller).
 
         With ``assign_offsets`` (leader append) the log writes the base offsets and ``leader_epoch`` into
-        ``buf`` and applies the idempotent-producer checks; otherwise (follower) the batches' own offsets are
-        kept and must not go backwards. LogAppendTime topics get their timestamp rewritten (CRC recomputed).
-        One write per append; the segment is rolled first if the append would overflow it.
+        ``buf`` and applies the idempotent-producer checks; on LogAppendTime topics it also rewrites the
+        batches' timestamps (CRC recomputed). Otherwise (follower, Kafka's appendAsFollower) the bytes are
+        appended as they are: the leader's offsets, leader epochs and timestamps, which must not go backwards;
+        ``buf`` is only read (it may be read-only). One write per append; the segment is rolled first if the
+        append would overflow it.
         """
         if not batches:
             raise ValueError("append needs at least one batch")
         if now_ms is None:
             now_ms = self._now_ms()
-        if not isinstance(buf, bytearray) and not (isinstance(buf, memoryview) and not buf.readonly):
+        if (
+            assign_offsets
+            and not isinstance(buf, bytearray)
+            and not (isinstance(buf, memoryview) and not buf.readonly)
+        ):
             buf = bytearray(buf)
         cfg = self.config
         max_msg = cfg.max_message_bytes
@@ -480,7 +486,7 @@ class PartitionLog:
         contiguous = True
         total = 0
         append_max_ts = -1
-        ts_checks = not cfg.log_append_time and (
+        ts_checks = assign_offsets and not cfg.log_append_time and (
             cfg.message_timestamp_difference_max_ms < LONG_MAX
             or cfg.message_timestamp_before_max_ms < LONG_MAX
             or cfg.message_timestamp_after_max_ms < LONG_MAX
@@ -506,7 +512,7 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            lat = cfg.log_append_time
+            lat = cfg.log_append_time and assign_offsets  # a follower keeps the leader's append times
             # ---- idempotent producers: duplicates, fencing, sequence gaps (before any byte is touched)
             has_pid = False
             if assign_offsets:
