@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                         bs, topic, partitions=1, rf=rf, configs={"min.insync.replicas": str(min(2, rf))}
                     )
                     wait_until(lambda t=topic, rf=rf: fully_replicated(bs, t, rf), 30, topic)
-                    leader = leader_of(bs, topic)
+                    leader = wait_until(lambda t=topic: max(leader_of(bs, t), 0), 30, f"{topic}'s leader")
                     pids = {b.node_id: b.proc.pid for b in cluster.brokers if b.proc is not None}
                     load_before = os.getloadavg()[0]
                     before = {i: cpu_seconds(pid) for i, pid in pids.items()}

@@ -81,6 +81,9 @@ class ClusterReplicaManager(ReplicaManager):
         self.fetch_max_bytes = int(cfg.get("replica.fetch.max.bytes"))
         self.fetch_response_max_bytes = int(cfg.get("replica.fetch.response.max.bytes"))
         self.fetch_backoff_ms = int(cfg.get("replica.fetch.backoff.ms"))
+        # a leader keeps its unreplicated tail in memory for the followers' fetches, up to this many bytes per
+        # partition (PartitionLog's tail cache)
+        self.tail_cache_bytes = 4 * self.fetch_max_bytes
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = -1
         self._isr_task: asyncio.Task[None] | None = None
@@ -187,6 +190,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
+        p.log.tail_clear()
+        p.log.tail_cache_max = self.tail_cache_bytes if len(p.replicas) > 1 else 0
         log.info(
             "%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)",
             p.topic,
@@ -228,6 +233,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.isr = list(ps.isr)
         p.follower_leo = {}
         p.caught_up_ms = {}
+        p.log.tail_cache_max = 0
+        p.log.tail_clear()
         if was_leader:
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._coordinator_leadership(p, False)
@@ -274,6 +281,8 @@ class ClusterReplicaManager(ReplicaManager):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._coordinator_leadership(p, False)
             p.leader_id = NO_LEADER
+            p.log.tail_cache_max = 0
+            p.log.tail_clear()
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------------------------------ append
@@ -384,6 +393,7 @@ class ClusterReplicaManager(ReplicaManager):
                 hw = min(hw, p.follower_leo.get(r, -1))
         if hw > p.high_watermark:
             p.high_watermark = hw
+            p.log.tail_release(hw)  # the ISR has it: followers out of the ISR read the file
             p.wake()
             self._complete_produces(p)
 
