@@ -75,6 +75,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15 of stat)
 
 
+def warm_up(bootstrap: str, topic: str) -> None:
+    """One acks=all record: the leader serves the topic (else a clear error instead of a stalled run)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000})
+    p.produce(topic, value=b"warm-up")
+    if p.flush(40) != 0:
+        raise RuntimeError(f"{topic}: the warm-up record was not acknowledged within 30 s")
+
+
 def wait_replicated(bootstrap: str, topic: str, n: int, timeout: float = 120.0) -> None:
     """Until the leader's high watermark (ListOffsets latest) reaches ``n``."""
     from clusterutil import QUIET
@@ -118,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
         bs = cluster.bootstrap
-        wait_until(lambda: fully_replicated_ok(bs), 30, "the cluster")
+        for b in cluster.brokers:  # every broker knows the others and the controller
+            what = f"broker {b.node_id} to see the cluster"
+            wait_until(lambda addr=b.address: fully_replicated_ok(addr), 30, what)
         for size in sizes:
             n = a.records or (1_000_000 if size <= 100 else 300_000)
             for r in range(a.repeat):
@@ -130,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     wait_until(lambda t=topic, rf=rf: fully_replicated(bs, t, rf), 30, topic)
                     leader = wait_until(lambda t=topic: max(leader_of(bs, t), 0), 30, f"{topic}'s leader")
+                    warm_up(bs, topic)
                     pids = {b.node_id: b.proc.pid for b in cluster.brokers if b.proc is not None}
                     load_before = os.getloadavg()[0]
                     before = {i: cpu_seconds(pid) for i, pid in pids.items()}
@@ -139,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     t_prod = os.times()
                     # the brokers' CPU is counted until every replica has every record (the leader's high
                     # watermark is the smallest log end offset of the ISR): acks=1 returns before that
-                    wait_replicated(bs, topic, n)
+                    wait_replicated(bs, topic, n + 1)  # and the warm-up record
                     replicated = time.perf_counter() - t0
                     cpu = {i: cpu_seconds(pid) - before[i] for i, pid in pids.items()}
                     producer_cpu = (t_prod.user + t_prod.system) - (t_own.user + t_own.system)
