@@ -5,7 +5,8 @@
     .venv/bin/python bench/cluster_replication.py --records 100000 --sizes 100 --repeat 3
 
 One cluster (ZooKeeper and three ``moldau broker`` processes, ``moldau.broker.cluster.local``) serves every
-case; each (case, size, repeat) gets its own 1-partition topic (min.insync.replicas 2 for acks=all). Client:
+case; each (case, size, repeat) gets its own 1-partition topic (min.insync.replicas 2 for acks=all), deleted
+once measured so that every run starts from the same state. Client:
 confluent-kafka, linger.ms=5, idempotence off, values of N bytes; time from the first produce() to flush()
 with every delivery report in. The table gives medians and the ratio to RF=1 acks=1 (Kreps 2014 measured
 three-way synchronous replication at 0.51x of no replication on Kafka).
@@ -27,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -73,6 +75,19 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15 of stat)
+
+
+def delete_topic(cluster: Any, topic: str) -> None:
+    """Delete a measured topic and wait until every broker removed its files, so each run starts from the
+    same state (no page cache of earlier runs' data left to write back, no idle partitions piling up)."""
+    from clusterutil import admin
+
+    client = admin(cluster.bootstrap)  # kept alive until the result is in
+    client.delete_topics([topic], operation_timeout=30)[topic].result(60)
+    dirs = [os.path.join(b.data_dir, f"{topic}-0") for b in cluster.brokers]
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(d) for d in dirs) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def warm_up(bootstrap: str, topic: str) -> None:
@@ -156,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                     replicated = time.perf_counter() - t0
                     cpu = {i: cpu_seconds(pid) - before[i] for i, pid in pids.items()}
                     producer_cpu = (t_prod.user + t_prod.system) - (t_own.user + t_own.system)
+                    delete_topic(cluster, topic)
                     mb = n * size / 1e6
                     leader_cpu = cpu[leader]
                     others = sorted(v for i, v in cpu.items() if i != leader)
