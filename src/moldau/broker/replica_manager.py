@@ -388,7 +388,8 @@ class ReplicaManager:
                                      f"the min.isr requirement of {min_isr} for partition "
                                      f"{p.topic}-{p.index}")
                 return res
-            info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch)
+            # a request's own buffer (or our copy) is not modified after the append; a coordinator's may be
+            info = p.log.append(buf, batches, now_ms, leader_epoch=p.leader_epoch, stable=not internal)
         except Exception as e:  # RecordError, LogError and friends carry their Kafka code
             code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:

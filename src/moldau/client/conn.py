@@ -4,7 +4,9 @@
 flight); each response is matched to its request by correlation id and decoded with the request's api key
 and version. Small responses are parsed out of one reusable receive buffer; a response larger than half of
 it is received straight into a buffer of its own, so records in a fetch response stay a memoryview of the
-bytes read from the socket (no copy).
+bytes read from the socket (no copy). With ``reuse_receive_buffer`` (a caller with one request in flight
+that is done with each answer before it sends the next request: the replica fetcher) that buffer is kept
+and reused for the next large response instead of allocating (and page-faulting in) a new one each time.
 
 A request without a response within its timeout fails with ``RequestTimedOutError`` and closes the
 connection, as the Java client does (later responses on it could not be trusted to arrive).
@@ -150,6 +152,7 @@ class Connection(asyncio.BufferedProtocol):
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        reuse_receive_buffer: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -171,6 +174,9 @@ class Connection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None
         self._big_view: memoryview | None = None
         self._big_pos = 0
+        self._big_size = 0
+        self._reuse = reuse_receive_buffer
+        self._kept: bytearray | None = None  # the reused buffer for large responses
         self._closed_exc: BaseException | None = None
         self._close_waiters: list[asyncio.Future] = []
         self._close_callbacks: list[Any] = []
@@ -508,10 +514,10 @@ class Connection(asyncio.BufferedProtocol):
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._big is not None:
+        if self._big_view is not None:
             self._big_pos += nbytes
-            if self._big_pos >= len(self._big):
-                data = self._big
+            if self._big_pos >= self._big_size:
+                data: Any = self._big if self._big is not None else self._big_view
                 self._big = None
                 self._big_view = None
                 self._handle_frame(data)
@@ -535,11 +541,19 @@ class Connection(asyncio.BufferedProtocol):
                     return
                 continue
             if size > _BIG:
-                big = bytearray(size)
                 have = end - pos - 4
-                big[:have] = view[pos + 4 : end]
-                self._big = big
-                self._big_view = memoryview(big)
+                if self._reuse:
+                    kept = self._kept
+                    if kept is None or len(kept) < size:
+                        kept = self._kept = bytearray(size)
+                    self._big = None
+                    self._big_view = memoryview(kept)[:size]
+                else:
+                    big = bytearray(size)
+                    self._big = big
+                    self._big_view = memoryview(big)
+                self._big_view[:have] = view[pos + 4 : end]
+                self._big_size = size
                 self._big_pos = have
                 pos = end
             break

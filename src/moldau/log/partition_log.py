@@ -9,6 +9,12 @@ Kafka's directory layout (``<log.dir>/<topic>-<partition>/``)::
     leader-epoch-checkpoint         leader epoch -> start offset
     partition.metadata              topic id
 
+Tail cache (a leader with followers, ``tail_cache_max`` > 0): the bytes of the latest appends stay in memory
+(views of the produce requests' buffers, which nothing modifies after the append) until the followers have
+them, so their fetches of the log's tail are answered from memory, without reading the file back (Kafka's
+followers get the same bytes by sendfile from the page cache). Only appends to the active segment are kept;
+a roll, a truncation or closing the log clears it.
+
 Threading: ``append``/``read``/``truncate_to``/retention run on one thread (the broker's event loop);
 ``flush()`` may run in a worker thread at the same time (it fsyncs duplicated descriptors, then advances the
 recovery point under the log's lock).
@@ -23,6 +29,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left, bisect_right, insort
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -81,7 +88,7 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    chunks: list[bytes]  # whole record batches, in offset order (one chunk per segment touched)
+    chunks: list[Any]  # whole record batches (bytes-like), in offset order (one chunk per segment touched)
     first_offset: int  # base offset of the first returned batch (== requested offset when empty)
     last_offset_exclusive: int  # last offset of the last returned batch + 1 (== requested offset when empty)
     size: int
@@ -142,6 +149,10 @@ class PartitionLog:
         self.recovery_point = 0
         self.high_watermark = 0
         self.byte_offsets: ByteOffsetIndex | None = None  # Kafka 0.7 byte offsets (byte_offsets.py)
+        # tail cache: (first offset, next offset, data, [(batch base, batch last offset, size)]) per append
+        self.tail_cache_max = 0  # bytes; 0: off
+        self._tail: deque[tuple[int, int, Any, list[tuple[int, int, int]]]] = deque()
+        self._tail_bytes = 0
         os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
@@ -458,20 +469,30 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         leader_epoch: int = 0,
+        stable: bool = False,
     ) -> AppendInfo:
         """Append the record batches ``batches`` ((position in ``buf``, parsed header) pairs, as
         ``split_batches`` returns them; CRCs already checked by the caller).
 
         With ``assign_offsets`` (leader append) the log writes the base offsets and ``leader_epoch`` into
-        ``buf`` and applies the idempotent-producer checks; otherwise (follower) the batches' own offsets are
-        kept and must not go backwards. LogAppendTime topics get their timestamp rewritten (CRC recomputed).
-        One write per append; the segment is rolled first if the append would overflow it.
+        ``buf`` and applies the idempotent-producer checks; on LogAppendTime topics it also rewrites the
+        batches' timestamps (CRC recomputed). Otherwise (follower, Kafka's appendAsFollower) the bytes are
+        appended as they are: the leader's offsets, leader epochs and timestamps, which must not go backwards;
+        ``buf`` is only read (it may be read-only). One write per append; the segment is rolled first if the
+        append would overflow it.
+
+        ``stable``: the caller never modifies ``buf`` after the call (a request's own buffer), so the tail
+        cache may keep a view of it; otherwise it keeps a copy.
         """
         if not batches:
             raise ValueError("append needs at least one batch")
         if now_ms is None:
             now_ms = self._now_ms()
-        if not isinstance(buf, bytearray) and not (isinstance(buf, memoryview) and not buf.readonly):
+        if (
+            assign_offsets
+            and not isinstance(buf, bytearray)
+            and not (isinstance(buf, memoryview) and not buf.readonly)
+        ):
             buf = bytearray(buf)
         cfg = self.config
         max_msg = cfg.max_message_bytes
@@ -480,7 +501,7 @@ class PartitionLog:
         contiguous = True
         total = 0
         append_max_ts = -1
-        ts_checks = not cfg.log_append_time and (
+        ts_checks = assign_offsets and not cfg.log_append_time and (
             cfg.message_timestamp_difference_max_ms < LONG_MAX
             or cfg.message_timestamp_before_max_ms < LONG_MAX
             or cfg.message_timestamp_after_max_ms < LONG_MAX
@@ -506,7 +527,7 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            lat = cfg.log_append_time
+            lat = cfg.log_append_time and assign_offsets  # a follower keeps the leader's append times
             # ---- idempotent producers: duplicates, fencing, sequence gaps (before any byte is touched)
             has_pid = False
             if assign_offsets:
@@ -579,6 +600,9 @@ class PartitionLog:
             for _base, last, ts, size in metas:
                 active._index_batch(p, last, ts, size, interval)
                 p += size
+            if self.tail_cache_max > 0 and assign_offsets:
+                kept = data if stable or not contiguous else bytes(data)
+                self._tail_add(first_offset, last_offset + 1, kept, [(b, la, sz) for b, la, _t, sz in metas])
             # ---- producer state, leader epochs
             if has_pid:
                 ps = self.producer_state
@@ -604,6 +628,70 @@ class PartitionLog:
                     if ep >= 0 and (not self._epochs or ep > self._epochs[-1][0]):
                         self._assign_epoch(ep, base)
             return AppendInfo(first_offset, last_offset, now_ms if lat else -1, self.log_start_offset, False)
+
+    # ============================================================================================ tail cache
+    def _tail_add(self, first: int, nxt: int, data: Any, batches: list[tuple[int, int, int]]) -> None:
+        size = len(data)
+        tail = self._tail
+        if tail and tail[-1][1] != first:
+            self.tail_clear()
+        if size > self.tail_cache_max:
+            return
+        tail.append((first, nxt, data, batches))
+        self._tail_bytes += size
+        while self._tail_bytes > self.tail_cache_max:
+            self._tail_bytes -= len(tail.popleft()[2])
+
+    def tail_release(self, upto: int) -> None:
+        """Drop the cached appends that end at or below ``upto`` (every follower has them)."""
+        tail = self._tail
+        while tail and tail[0][1] <= upto:
+            self._tail_bytes -= len(tail.popleft()[2])
+
+    def tail_clear(self) -> None:
+        self._tail.clear()
+        self._tail_bytes = 0
+
+    def _read_tail(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+    ) -> ReadResult | None:
+        """``read`` from the tail cache (None when it does not hold ``offset`` up to the log end offset):
+        the same whole batches, as views of the cached appends."""
+        tail = self._tail
+        if not tail or offset < tail[0][0] or tail[-1][1] != self._segments[-1].next_offset:
+            return None
+        chunks: list[Any] = []
+        total = 0
+        first = last_excl = offset
+        done = False
+        for efirst, enext, data, batches in tail:
+            if enext <= offset:
+                continue
+            start = end = pos = 0
+            for base, last, size in batches:
+                if last < offset:
+                    pos += size
+                    start = end = pos
+                    continue
+                if (max_offset is not None and last >= max_offset) or (
+                    total + size > max_bytes and not (total == 0 and min_one)
+                ):
+                    done = True
+                    break
+                if total == 0:
+                    first = base
+                total += size
+                end = pos + size
+                pos = end
+                last_excl = last + 1
+            if end > start:
+                chunks.append(data[start:end] if end - start < len(data) else data)
+            if done or total >= max_bytes:
+                break
+        if total == 0:
+            return ReadResult([], offset, offset, 0)
+        aborted = self.aborted_transactions(first, last_excl) if self._aborted else None
+        return ReadResult(chunks, first, last_excl, total, aborted or None)
 
     def _check_timestamps(self, h: Any, now_ms: int) -> None:
         """Kafka's CreateTime bounds, checked on the batch's base and max timestamps (records are not decoded;
@@ -663,6 +751,7 @@ class PartitionLog:
         old = self._segments[-1]
         if old.size == 0 and base is None:
             return old
+        self.tail_clear()
         old.on_become_inactive()
         old.active = False
         new_base = old.next_offset if base is None else base
@@ -715,6 +804,10 @@ class PartitionLog:
             )
         if offset == leo or (max_offset is not None and offset >= max_offset):
             return ReadResult([], offset, offset, 0)
+        if self._tail:
+            cached = self._read_tail(offset, max_bytes, max_offset, min_one)
+            if cached is not None:
+                return cached
         interval = self.config.index_interval_bytes
         i = bisect_right(self._bases, offset) - 1
         if i < 0:
@@ -982,6 +1075,7 @@ class PartitionLog:
         with self._lock:
             if offset >= self.log_end_offset:
                 return self.log_end_offset
+            self.tail_clear()
             now = self._now_ms()
             if offset < self._segments[0].base_offset or offset < self.log_start_offset:
                 self._truncate_fully_locked(offset, now)
@@ -1013,6 +1107,7 @@ class PartitionLog:
             return leo
 
     def _truncate_fully_locked(self, offset: int, now_ms: int) -> None:
+        self.tail_clear()
         for seg in self._segments:
             seg.delete_files()
         for off in self._snapshot_offsets():
@@ -1123,6 +1218,7 @@ class PartitionLog:
                 seg.close()
             self.recovery_point = leo
             self._closed = True
+            self.tail_clear()
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configuration (AlterConfigs); takes effect for the next append / tick."""
@@ -1141,6 +1237,7 @@ class PartitionLog:
             for seg in self._segments:
                 seg.close_handle()
             self._closed = True
+            self.tail_clear()
             doomed = f"{self.dir}.{uuid.uuid4().hex}-delete"
             try:
                 os.rename(self.dir, doomed)

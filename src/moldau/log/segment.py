@@ -519,10 +519,10 @@ class Segment:
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool, interval: int
-    ) -> tuple[bytes, int, int, bool]:
-        """Whole batches starting with the one containing ``offset``: (data, first batch base offset, last
-        offset + 1, reached the end of the segment). Stops before a batch that would exceed ``max_bytes``
-        (unless it is the first and ``min_one``) or whose last offset is >= ``max_offset``."""
+    ) -> tuple[bytes | memoryview, int, int, bool]:
+        """Whole batches starting with the one containing ``offset``: (data (bytes-like), first batch base
+        offset, last offset + 1, reached the end of the segment). Stops before a batch that would exceed
+        ``max_bytes`` (unless it is the first and ``min_one``) or whose last offset is >= ``max_offset``."""
         limit = self.size
         if limit == 0:
             return b"", offset, offset, True
@@ -596,7 +596,7 @@ class Segment:
             if start == win_pos and p == win_pos + len(win):
                 data = win
             else:
-                data = win[start - win_pos : p - win_pos]
+                data = memoryview(win)[start - win_pos : p - win_pos]  # a view: no second copy
         else:
             data = os.pread(fd, p - start, start)
         return data, first_offset, last_excl, complete

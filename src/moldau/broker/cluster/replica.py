@@ -95,6 +95,9 @@ class ClusterReplicaManager(ReplicaManager):
         self.fetch_backoff_ms = int(cfg.get("replica.fetch.backoff.ms"))
         self.replica_selector = cfg.get("replica.selector.class")  # KIP-392: RackAwareReplicaSelector or None
         self.rack = cfg.get("broker.rack")
+        # a leader keeps its unreplicated tail in memory for the followers' fetches, up to this many bytes per
+        # partition (PartitionLog's tail cache)
+        self.tail_cache_bytes = 4 * self.fetch_max_bytes
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = -1
         self._isr_task: asyncio.Task[None] | None = None
@@ -212,6 +215,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
+        p.log.tail_clear()
+        p.log.tail_cache_max = self.tail_cache_bytes if len(p.replicas) > 1 else 0
         log.info(
             "%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)",
             p.topic,
@@ -254,6 +259,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.pending_isr = None
         p.follower_leo = {}
         p.caught_up_ms = {}
+        p.log.tail_cache_max = 0
+        p.log.tail_clear()
         if was_leader:
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._coordinator_leadership(p, False)
@@ -305,6 +312,8 @@ class ClusterReplicaManager(ReplicaManager):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._coordinator_leadership(p, False)
             p.leader_id = NO_LEADER
+            p.log.tail_cache_max = 0
+            p.log.tail_clear()
         if delete:
             self._delete_replica(key)
         return ErrorCode.NONE
@@ -478,6 +487,7 @@ class ClusterReplicaManager(ReplicaManager):
                 hw = min(hw, p.follower_leo.get(r, -1))
         if hw > p.high_watermark:
             p.high_watermark = hw
+            p.log.tail_release(hw)  # the ISR has it: followers out of the ISR read the file
             p.wake()
             self._complete_produces(p)
 
@@ -543,20 +553,21 @@ class ClusterReplicaManager(ReplicaManager):
 
     # ------------------------------------------------------------------------------------------ follower side
     def follower_append(self, p: ClusterPartition, data: Any, leader_hw: int, leader_start: int) -> int:
-        """Append the leader's batches (offsets kept); the follower's high watermark follows the leader's."""
+        """Append the leader's batches as bytes, as Kafka's follower does: offsets, leader epochs and
+        timestamps kept, each batch's CRC checked, nothing decoded, re-compressed or copied (``data`` is the
+        fetch response's records, a view of the received frame). The log rebuilds the producer state and the
+        leader epoch cache from the batch headers. The follower's high watermark follows the leader's."""
         plog = p.log
         n = 0
         if data is not None and len(data):
-            buf = bytearray(data)
+            leo = plog.log_end_offset
             batches = [
-                (pos, h)
-                for pos, h in split_batches(buf, allow_truncated=True)
-                if h.last_offset >= plog.log_end_offset
+                (pos, h) for pos, h in split_batches(data, allow_truncated=True) if h.last_offset >= leo
             ]
             if batches:
                 for pos, h in batches:
-                    check_crc(buf, pos, h)
-                plog.append(buf, batches, self.services.clock.time_ms(), assign_offsets=False)
+                    check_crc(data, pos, h)
+                plog.append(data, batches, self.services.clock.time_ms(), assign_offsets=False)
                 n = len(batches)
         new_hw = min(leader_hw, plog.log_end_offset)
         if new_hw > plog.high_watermark:
@@ -613,6 +624,7 @@ class ReplicaFetcher:
             client_id=f"replica-fetcher-{self.rm.node_id}",
             request_timeout_ms=30000,
             connect_timeout_ms=10000,
+            reuse_receive_buffer=True,  # one fetch in flight, each answer appended before the next
         )
         return self.conn
 
