@@ -812,7 +812,7 @@ class PartitionLog:
         i = bisect_right(self._bases, offset) - 1
         if i < 0:
             i = 0
-        chunks: list[bytes] = []
+        chunks: list[bytes | memoryview] = []
         total = 0
         first = offset
         last_excl = offset

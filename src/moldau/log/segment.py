@@ -592,6 +592,7 @@ class Segment:
                 break
         if total == 0:
             return b"", offset, offset, complete
+        data: bytes | memoryview
         if start >= win_pos and p <= win_pos + len(win):
             if start == win_pos and p == win_pos + len(win):
                 data = win
