@@ -204,7 +204,10 @@ class Controller:
             await self._load_topic(topic)
         # partitions without state (created while no controller ran) or with a dead leader
         await self._initialize_new_partitions(list(self.assignments))
-        await self._elect_offline(set())
+        # brokers that died while no controller ran (a stopped controller and followers whose sessions expired
+        # with it) leave the ISRs now, as the old controller would have taken them out on their death
+        gone = {b for st in self.states.values() for b in st.isr if b not in self.live}
+        await self._elect_offline(gone)
         self._send_update_metadata(list(self.live), list(self.states))
         for tp in list(self.states):
             self._send_leader_and_isr(tp)
