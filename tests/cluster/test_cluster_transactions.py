@@ -219,3 +219,56 @@ def test_commit_waits_for_its_markers_to_be_replicated(cluster_factory):
     assert not errors, errors
     got = _read_committed_out(bs, "marked", 1)
     assert sorted(got) == sorted(b"%d" % i for i in range(10))
+
+
+def test_leader_keeps_its_coordinator_when_the_controller_shrinks_its_isr(cluster_factory):
+    """A follower dies while a commit waits for it: the controller takes it out of the ISRs with a new
+    leader epoch, the leader staying. That is no leadership change (Kafka's makeLeaders skips partitions it
+    already leads): the transaction coordinator keeps its state instead of reloading it from the log under
+    the commit in flight, which then completed the transaction twice (two COMMIT markers on a partition:
+    a late one can decide the producer's next transaction there)."""
+    c = cluster_factory(
+        3,
+        configs=[
+            # the leaders never drop the dead follower themselves: the controller does (session expiry)
+            "replica.lag.time.max.ms=60000",
+        ],
+    )
+    bs = c.bootstrap
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": "isr-bump"})
+    p.init_transactions(30)
+    coord = wait_until(lambda: _txn_coordinator_of(bs, "isr-bump"), 30, "the transaction coordinator")
+    controller = admin(bs).list_topics(timeout=10).controller_id
+    # neither the coordinator nor the controller (whose successor would have to notice the death itself)
+    follower = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
+    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
+    try:  # led by the coordinator (markers written in-process), followed by the broker to be killed
+        kadmin.create_topics([NewTopic("bumped", -1, -1, replica_assignments={0: [coord, follower]})])
+    finally:
+        kadmin.close()
+    wait_until(lambda: fully_replicated(bs, "bumped", 2), 20, "ISR of bumped")
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("bumped", value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    c.broker(follower).kill()
+    live = ",".join(b.address for b in c.brokers if b.node_id != follower)
+    p.commit_transaction(60)  # waits for the controller to take the dead follower out of the ISRs
+    wait_until(lambda: fully_replicated(live, "bumped", 1), 20, "the dead follower out of the ISR")
+    got = _read_committed_out(live, "bumped", 1)
+    assert sorted(got) == sorted(b"%d" % i for i in range(10))
+    # the records and one COMMIT marker, nothing after it
+    assert _end_offset(live, "bumped", 0) == 11
+    # the coordinator goes on serving the transactional id: a second transaction commits
+    p.begin_transaction()
+    p.produce("bumped", value=b"10", partition=0)
+    p.commit_transaction(30)
+    assert _end_offset(live, "bumped", 0) == 13
+
+
+def _end_offset(bootstrap: str, topic: str, partition: int) -> int:
+    cons = Consumer({"logger": QUIET, "bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    finally:
+        cons.close()
