@@ -11,7 +11,7 @@ import time
 
 import pytest
 from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.timeout(200)
@@ -66,16 +66,21 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
             "heartbeat.interval.ms": 500,
         }
     )
-    p = Producer(
-        {
-            "logger": QUIET,
-            "bootstrap.servers": bootstrap,
-            "transactional.id": TXN_ID,
-            "transaction.timeout.ms": 30000,
-            "message.timeout.ms": 30000,
-        }
-    )
-    p.init_transactions(30)
+
+    def producer() -> Producer:
+        p = Producer(
+            {
+                "logger": QUIET,
+                "bootstrap.servers": bootstrap,
+                "transactional.id": TXN_ID,
+                "transaction.timeout.ms": 30000,
+                "message.timeout.ms": 30000,
+            }
+        )
+        p.init_transactions(30)
+        return p
+
+    p = producer()
     c.subscribe(["in"])
 
     def rewind() -> None:
@@ -101,6 +106,14 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
                     problems.append(str(err))
                     if err.txn_requires_abort():
                         p.abort_transaction(30)
+                        rewind()
+                        break
+                    if err.code() == KafkaError._TIMED_OUT:
+                        # librdkafka (2.16) can wait for good on a group coordinator it cached before
+                        # that broker was killed and dropped from the metadata (librdkafka issues 5511,
+                        # 5456): the call times out and resuming it waits on. A new producer with the
+                        # same transactional id fences this one and aborts its transaction.
+                        p = producer()
                         rewind()
                         break
                     if err.retriable():
