@@ -5,6 +5,7 @@ transaction coordinator; every input record is in the output exactly once (read_
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kafka.admin import KafkaAdminClient, NewTopic
 
 pytestmark = pytest.mark.timeout(200)
+log = logging.getLogger(__name__)
 
 TXN_ID = "xform-1"
 GROUP = "xform"
@@ -113,6 +115,7 @@ def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
                         # that broker was killed and dropped from the metadata (librdkafka issues 5511,
                         # 5456): the call times out and resuming it waits on. A new producer with the
                         # same transactional id fences this one and aborts its transaction.
+                        log.warning("replacing the transactional producer after %s", err)
                         p = producer()
                         rewind()
                         break
