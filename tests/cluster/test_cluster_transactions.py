@@ -288,3 +288,40 @@ def _end_offset(bootstrap: str, topic: str, partition: int) -> int:
         return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
     finally:
         cons.close()
+
+
+def test_marker_to_a_restarted_leader_is_retried(cluster_factory):
+    """The leader of a transaction's partition is killed and started again: until its ZooKeeper session
+    expires it is still the leader in the metadata, but, restarted, it has no replicas (they come with its
+    LeaderAndIsr) and answers WriteTxnMarkers with UNKNOWN_TOPIC_OR_PARTITION. The coordinator retries that
+    marker (the topic exists) until the partition's new leader writes it, as Kafka retries it. (It used to
+    drop it as if the topic had been deleted: the aborted records stayed undecided, and the producer's next
+    COMMIT on the partition showed them to read_committed readers.)"""
+    c = cluster_factory(3)
+    bs = c.bootstrap
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": "marker-retry"})
+    p.init_transactions(30)
+    coord = wait_until(lambda: _txn_coordinator_of(bs, "marker-retry"), 30, "the transaction coordinator")
+    controller = admin(bs).list_topics(timeout=10).controller_id
+    # led by a broker that is neither the coordinator (markers go out with WriteTxnMarkers) nor the controller
+    leader = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
+    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
+    try:
+        kadmin.create_topics([NewTopic("restarted", -1, -1, replica_assignments={0: [leader, coord]})])
+    finally:
+        kadmin.close()
+    wait_until(lambda: fully_replicated(bs, "restarted", 2), 20, "ISR of restarted")
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("restarted", value=b"aborted-%d" % i, partition=0)
+    assert p.flush(30) == 0
+    c.broker(leader).kill()
+    c.broker(leader).start()
+    c.broker(leader).wait_listening(30)
+    p.abort_transaction(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("restarted", value=b"committed-%d" % i, partition=0)
+    p.commit_transaction(60)
+    got = _read_committed_out(bs, "restarted", 1)
+    assert sorted(got) == [b"committed-%d" % i for i in range(3)]

@@ -262,6 +262,9 @@ class TransactionCoordinator:
         self.markers = markers
         self.next_producer_id = next_producer_id
         self.now_ms = now_ms
+        # whether a topic partition exists (the broker's metadata); a marker answered
+        # UNKNOWN_TOPIC_OR_PARTITION is dropped only for a partition that does not (a deleted topic)
+        self.partition_exists: Callable[[str, int], bool] = lambda topic, partition: False
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
@@ -678,10 +681,14 @@ class TransactionCoordinator:
                 results = {tp: E.UNKNOWN_SERVER_ERROR for tp in todo}
             failed = set()
             for tp, code in results.items():
-                if code == E.UNKNOWN_TOPIC_OR_PARTITION:
+                if code == E.UNKNOWN_TOPIC_OR_PARTITION and not self.partition_exists(*tp):
                     log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id,
                              *tp)
                 elif code != E.NONE:
+                    # UNKNOWN_TOPIC_OR_PARTITION from a leader that does not have the partition yet (it was
+                    # just restarted, or its LeaderAndIsr is on the way) is retried as Kafka retries it:
+                    # dropping that marker left the records undecided, and the producer's next marker on
+                    # the partition decided them (an aborted transaction shown, a committed one hidden)
                     failed.add(tp)
             if failed:
                 md.markers_left = failed
@@ -815,5 +822,11 @@ def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
 
     coordinator = TransactionCoordinator(config, LogTxnStorage(services, config), markers,
                                          services.producer_ids.next_id, clock.time_ms)
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        t = services.metadata.get(topic)
+        return t is not None and 0 <= partition < int(t.num_partitions)
+
+    coordinator.partition_exists = partition_exists
     coordinator.load()
     return coordinator
