@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
@@ -260,23 +261,9 @@ def test_leader_keeps_its_coordinator_when_the_controller_shrinks_its_isr(cluste
             "replica.lag.time.max.ms=60000",
         ],
     )
-    bs = c.bootstrap
-    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": "isr-bump"})
-    p.init_transactions(30)
-    coord = wait_until(lambda: _txn_coordinator_of(bs, "isr-bump"), 30, "the transaction coordinator")
-    controller = admin(bs).list_topics(timeout=10).controller_id
-    # neither the coordinator nor the controller (whose successor would have to notice the death itself)
-    follower = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
-    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
-    try:  # led by the coordinator (markers written in-process), followed by the broker to be killed
-        kadmin.create_topics([NewTopic("bumped", -1, -1, replica_assignments={0: [coord, follower]})])
-    finally:
-        kadmin.close()
-    wait_until(lambda: fully_replicated(bs, "bumped", 2), 20, "ISR of bumped")
-    p.begin_transaction()
-    for i in range(10):
-        p.produce("bumped", value=b"%d" % i, partition=0)
-    assert p.flush(30) == 0
+    # led by the coordinator (markers written in-process), followed by the broker to be killed
+    p, _coord, follower = _producer_and_placed_topic(c, "isr-bump", "bumped", coordinator_leads=True)
+    _begin_with(p, "bumped", [b"%d" % i for i in range(10)])
     c.broker(follower).kill()
     live = ",".join(b.address for b in c.brokers if b.node_id != follower)
     p.commit_transaction(60)  # waits for the controller to take the dead follower out of the ISRs
@@ -290,6 +277,36 @@ def test_leader_keeps_its_coordinator_when_the_controller_shrinks_its_isr(cluste
     p.produce("bumped", value=b"10", partition=0)
     p.commit_transaction(30)
     assert _end_offset(live, "bumped", 0) == 13
+
+
+def _producer_and_placed_topic(c: Any, txn_id: str, topic: str, *, coordinator_leads: bool
+                               ) -> tuple[Producer, int, int]:
+    """A transactional producer ``txn_id`` (initialised) and ``topic``, one partition on two brokers: the
+    transaction coordinator and another that is not the controller either (a killed controller's successor
+    would have to notice the death itself); led by the coordinator when ``coordinator_leads``.
+    (producer, coordinator, the other broker)."""
+    bs = c.bootstrap
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": txn_id})
+    p.init_transactions(30)
+    coord = wait_until(lambda: _txn_coordinator_of(bs, txn_id), 30, "the transaction coordinator")
+    controller = admin(bs).list_topics(timeout=10).controller_id
+    other = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
+    replicas = [coord, other] if coordinator_leads else [other, coord]
+    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
+    try:
+        kadmin.create_topics([NewTopic(topic, -1, -1, replica_assignments={0: replicas})])
+    finally:
+        kadmin.close()
+    wait_until(lambda: fully_replicated(bs, topic, 2), 20, f"ISR of {topic}")
+    return p, coord, other
+
+
+def _begin_with(p: Producer, topic: str, values: list[bytes]) -> None:
+    """A transaction with ``values`` written to partition 0 of ``topic`` (delivered, not yet ended)."""
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    assert p.flush(30) == 0
 
 
 def _end_offset(bootstrap: str, topic: str, partition: int) -> int:
@@ -309,22 +326,9 @@ def test_marker_to_a_restarted_leader_is_retried(cluster_factory):
     COMMIT on the partition showed them to read_committed readers.)"""
     c = cluster_factory(3)
     bs = c.bootstrap
-    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": "marker-retry"})
-    p.init_transactions(30)
-    coord = wait_until(lambda: _txn_coordinator_of(bs, "marker-retry"), 30, "the transaction coordinator")
-    controller = admin(bs).list_topics(timeout=10).controller_id
-    # led by a broker that is neither the coordinator (markers go out with WriteTxnMarkers) nor the controller
-    leader = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
-    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
-    try:
-        kadmin.create_topics([NewTopic("restarted", -1, -1, replica_assignments={0: [leader, coord]})])
-    finally:
-        kadmin.close()
-    wait_until(lambda: fully_replicated(bs, "restarted", 2), 20, "ISR of restarted")
-    p.begin_transaction()
-    for i in range(5):
-        p.produce("restarted", value=b"aborted-%d" % i, partition=0)
-    assert p.flush(30) == 0
+    # led by the other broker: markers go out with WriteTxnMarkers
+    p, _coord, leader = _producer_and_placed_topic(c, "marker-retry", "restarted", coordinator_leads=False)
+    _begin_with(p, "restarted", [b"aborted-%d" % i for i in range(5)])
     c.broker(leader).kill()
     c.broker(leader).start()
     c.broker(leader).wait_listening(30)
