@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
@@ -17,7 +18,6 @@ from kafka.admin import KafkaAdminClient, NewTopic
 pytestmark = pytest.mark.timeout(200)
 
 TXN_ID = "xform-1"
-GROUP = "xform"
 
 
 def _txn_partition(bootstrap: str, txn_id: str) -> object | None:
@@ -53,12 +53,12 @@ def _feed(bootstrap: str, start: int, n: int) -> None:
     assert p.flush(30) == 0
 
 
-def _process(bootstrap: str, stop: threading.Event, problems: list) -> None:
+def _process(bootstrap: str, group: str, stop: threading.Event, problems: list) -> None:
     c = Consumer(
         {
             "logger": QUIET,
             "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
+            "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -141,19 +141,27 @@ def test_transactional_processor_survives_coordinator_kill(cluster):
         create_topic(bs, t, partitions=3, rf=3, configs={"min.insync.replicas": "2"})
         wait_until(lambda t=t: fully_replicated(bs, t, 3), 20, f"ISR of {t}")
     _feed(bs, 0, 300)
+    # The group's coordinator is placed on another broker than the transaction coordinator killed below:
+    # librdkafka (2.16) waits for good in send_offsets_to_transaction, past its timeout, when the group
+    # coordinator it cached is killed and leaves the metadata (librdkafka issues 5511 and 5456), whatever
+    # the broker does. A group coordinator killed under a consumer group is test_cluster_groups'.
+    init = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": TXN_ID})
+    init.init_transactions(30)  # creates __transaction_state; the processor's producer fences this one
+    coord = wait_until(lambda: _txn_coordinator(bs), 30, "the transaction coordinator")
+    group = _group_led_elsewhere(bs, coord)
     stop = threading.Event()
     problems: list[str] = []
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            _process(bs, stop, problems)
+            _process(bs, group, stop, problems)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             failure.append(e)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    coord = wait_until(lambda: _txn_coordinator(bs), 30, "the transaction coordinator")
+    assert wait_until(lambda: _txn_coordinator(bs), 30, "the transaction coordinator") == coord
     wait_until(lambda: len(_read_committed_out(bs)) >= 100 or failure, 60, "the first outputs")
     cluster.broker(coord).kill()
     live = ",".join(b.address for b in cluster.brokers if b.node_id != coord)
@@ -164,6 +172,25 @@ def test_transactional_processor_survives_coordinator_kill(cluster):
     assert not failure, failure
     out = _read_committed_out(live)
     assert sorted(out) == sorted(b"%d-out" % i for i in range(600)), (len(out), len(set(out)), problems[:5])
+
+
+def _group_led_elsewhere(bootstrap: str, broker: int) -> str:
+    """A group id whose __consumer_offsets partition another broker than ``broker`` leads (the topic is
+    created by the first coordinator lookup)."""
+    from moldau.protocol.consumer_offsets import partition_for
+
+    probe = Consumer({"logger": QUIET, "bootstrap.servers": bootstrap, "group.id": "probe"})
+    try:
+        probe.committed([TopicPartition("in", 0)], timeout=20)
+    except KafkaException:
+        pass  # the topic may still be on its way: waited for below
+    finally:
+        probe.close()
+    topic = "__consumer_offsets"
+    wait_until(lambda: fully_replicated(bootstrap, topic, 3), 30, topic)
+    parts = admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
+    return next(g for g in (f"xform-{i}" for i in range(100))
+                if parts[partition_for(g, len(parts))].leader not in (broker, -1))
 
 
 def test_commit_waits_for_its_markers_to_be_replicated(cluster_factory):
@@ -219,3 +246,96 @@ def test_commit_waits_for_its_markers_to_be_replicated(cluster_factory):
     assert not errors, errors
     got = _read_committed_out(bs, "marked", 1)
     assert sorted(got) == sorted(b"%d" % i for i in range(10))
+
+
+def test_leader_keeps_its_coordinator_when_the_controller_shrinks_its_isr(cluster_factory):
+    """A follower dies while a commit waits for it: the controller takes it out of the ISRs with a new
+    leader epoch, the leader staying. That is no leadership change (Kafka's makeLeaders skips partitions it
+    already leads): the transaction coordinator keeps its state instead of reloading it from the log under
+    the commit in flight, which then completed the transaction twice (two COMMIT markers on a partition:
+    a late one can decide the producer's next transaction there)."""
+    c = cluster_factory(
+        3,
+        configs=[
+            # the leaders never drop the dead follower themselves: the controller does (session expiry)
+            "replica.lag.time.max.ms=60000",
+        ],
+    )
+    # led by the coordinator (markers written in-process), followed by the broker to be killed
+    p, _coord, follower = _producer_and_placed_topic(c, "isr-bump", "bumped", coordinator_leads=True)
+    _begin_with(p, "bumped", [b"%d" % i for i in range(10)])
+    c.broker(follower).kill()
+    live = ",".join(b.address for b in c.brokers if b.node_id != follower)
+    p.commit_transaction(60)  # waits for the controller to take the dead follower out of the ISRs
+    wait_until(lambda: fully_replicated(live, "bumped", 1), 20, "the dead follower out of the ISR")
+    got = _read_committed_out(live, "bumped", 1)
+    assert sorted(got) == sorted(b"%d" % i for i in range(10))
+    # the records and one COMMIT marker, nothing after it
+    assert _end_offset(live, "bumped", 0) == 11
+    # the coordinator goes on serving the transactional id: a second transaction commits
+    p.begin_transaction()
+    p.produce("bumped", value=b"10", partition=0)
+    p.commit_transaction(30)
+    assert _end_offset(live, "bumped", 0) == 13
+
+
+def _producer_and_placed_topic(c: Any, txn_id: str, topic: str, *, coordinator_leads: bool
+                               ) -> tuple[Producer, int, int]:
+    """A transactional producer ``txn_id`` (initialised) and ``topic``, one partition on two brokers: the
+    transaction coordinator and another that is not the controller either (a killed controller's successor
+    would have to notice the death itself); led by the coordinator when ``coordinator_leads``.
+    (producer, coordinator, the other broker)."""
+    bs = c.bootstrap
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "transactional.id": txn_id})
+    p.init_transactions(30)
+    coord = wait_until(lambda: _txn_coordinator_of(bs, txn_id), 30, "the transaction coordinator")
+    controller = admin(bs).list_topics(timeout=10).controller_id
+    other = next(b.node_id for b in c.brokers if b.node_id not in (coord, controller))
+    replicas = [coord, other] if coordinator_leads else [other, coord]
+    kadmin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=20000)
+    try:
+        kadmin.create_topics([NewTopic(topic, -1, -1, replica_assignments={0: replicas})])
+    finally:
+        kadmin.close()
+    wait_until(lambda: fully_replicated(bs, topic, 2), 20, f"ISR of {topic}")
+    return p, coord, other
+
+
+def _begin_with(p: Producer, topic: str, values: list[bytes]) -> None:
+    """A transaction with ``values`` written to partition 0 of ``topic`` (delivered, not yet ended)."""
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    assert p.flush(30) == 0
+
+
+def _end_offset(bootstrap: str, topic: str, partition: int) -> int:
+    cons = Consumer({"logger": QUIET, "bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+    finally:
+        cons.close()
+
+
+def test_marker_to_a_restarted_leader_is_retried(cluster_factory):
+    """The leader of a transaction's partition is killed and started again: until its ZooKeeper session
+    expires it is still the leader in the metadata, but, restarted, it has no replicas (they come with its
+    LeaderAndIsr) and answers WriteTxnMarkers with UNKNOWN_TOPIC_OR_PARTITION. The coordinator retries that
+    marker (the topic exists) until the partition's new leader writes it, as Kafka retries it. (It used to
+    drop it as if the topic had been deleted: the aborted records stayed undecided, and the producer's next
+    COMMIT on the partition showed them to read_committed readers.)"""
+    c = cluster_factory(3)
+    bs = c.bootstrap
+    # led by the other broker: markers go out with WriteTxnMarkers
+    p, _coord, leader = _producer_and_placed_topic(c, "marker-retry", "restarted", coordinator_leads=False)
+    _begin_with(p, "restarted", [b"aborted-%d" % i for i in range(5)])
+    c.broker(leader).kill()
+    c.broker(leader).start()
+    c.broker(leader).wait_listening(30)
+    p.abort_transaction(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("restarted", value=b"committed-%d" % i, partition=0)
+    p.commit_transaction(60)
+    got = _read_committed_out(bs, "restarted", 1)
+    assert sorted(got) == [b"committed-%d" % i for i in range(3)]

@@ -206,6 +206,10 @@ class ClusterReplicaManager(ReplicaManager):
         return ErrorCode.NONE
 
     def _become_leader(self, p: ClusterPartition, ps: Any) -> None:
+        # a new epoch with the same leader (the controller took a dead follower out of the ISR) is no
+        # leadership change: the coordinators keep what they serve (Kafka's makeLeaders skips partitions
+        # already led; reloading would swap their state under requests in flight)
+        newly_leader = not p.is_leader(self.node_id)
         self._remove_follower((p.topic, p.index))
         now = self.services.clock.time_ms()
         p.leader_id = self.node_id
@@ -228,7 +232,8 @@ class ClusterReplicaManager(ReplicaManager):
         )
         self._maybe_advance_hw(p)
         p.wake()
-        self._coordinator_leadership(p, True)
+        if newly_leader:
+            self._coordinator_leadership(p, True)
 
     def _coordinator_leadership(self, p: ClusterPartition, leader: bool) -> None:
         """The group (transaction) coordinator follows the leadership of the __consumer_offsets

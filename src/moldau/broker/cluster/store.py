@@ -98,6 +98,21 @@ class ZkMetadataStore(TopicIndex):
             )
         self.zk.watch_children(zd.BROKER_TOPICS, self._on_topics)
 
+    async def learn_topic(self, name: str) -> bool:
+        """A topic a LeaderAndIsr names before this broker's watch reported it (the controller wrote the
+        znode and sent the request at once): read it from ZooKeeper now; the watch applies the same data
+        later. False when ZooKeeper has no such topic."""
+        if name in self.topics:
+            return True
+        got = await self.zk.get(zd.topic_path(name))
+        if got is None:
+            return False
+        cfg = await self.zk.get(zd.topic_config_path(name))
+        if name not in self.topics:
+            self._apply_topic(name, zd.TopicAssignment.decode(got[0]),
+                              zd.decode_topic_config(cfg[0] if cfg else None), notify=False)
+        return name in self.topics
+
     def _on_topics(self, names: list[str]) -> None:
         current = set(names)
         for name in current - self._watched:

@@ -1130,6 +1130,8 @@ class GroupCoordinator:
         With ``producer_epoch`` (the broker's TxnOffsetCommit handler) the records are written at once as a
         transactional batch of the producer, as Kafka does: the transaction coordinator's COMMIT/ABORT marker
         on the partition then decides them, also after a restart (``load``)."""
+        if not self.owns(group_id):
+            return {tp: E.NOT_COORDINATOR for tp in offsets}
         group = self.groups.get(group_id)
         if group is None or group.is_dead:
             group = self._create_classic_group(group_id)
@@ -1479,6 +1481,12 @@ class GroupCoordinator:
             self.owned.discard(partition)
         dropped = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
         for group in dropped:
+            if isinstance(group, ClassicGroup):
+                # members parked in JoinGroup / SyncGroup hear NOT_COORDINATOR now (Kafka's
+                # onGroupUnloaded), instead of waiting for their request to time out
+                for m in list(group.members.values()):
+                    group.invoke_join_callback(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+                    group.invoke_sync_callback(m, SyncResult(E.NOT_COORDINATOR))
             self._remove_group(group)
         if dropped:
             log.info("unloaded %d groups of %s-%d", len(dropped), OFFSETS_TOPIC, partition)

@@ -4,8 +4,8 @@
 * A broker that is not in a cluster (no ``zookeeper.connect``) has no controller: STALE_CONTROLLER_EPOCH.
 * Per partition: the replica manager becomes leader (leader epoch in leader-epoch-checkpoint, follower
   positions reset) or follower (replica fetcher, truncation first); an older controller epoch or leader epoch:
-  STALE_CONTROLLER_EPOCH; a topic this broker does not know yet: UNKNOWN_TOPIC_OR_PARTITION (the controller's
-  next request repeats it).
+  STALE_CONTROLLER_EPOCH. A topic this broker's ZooKeeper watch has not reported yet (the request can overtake
+  it) is read from ZooKeeper first; one ZooKeeper does not have: UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ async def leader_and_isr(ctx: RequestContext, req: m.LeaderAndIsrRequest) -> m.L
     if not isinstance(rm, ClusterReplicaManager):  # no cluster, no controller
         return RESP.new(error_code=int(ErrorCode.STALE_CONTROLLER_EPOCH), partition_errors=[])
     rm.note_live_leaders(req.live_leaders)
+    store = ctx.services.metadata
     for ts in req.topic_states:
+        if store.get(ts.topic_name) is None and hasattr(store, "learn_topic"):
+            # a new topic's LeaderAndIsr can overtake this broker's ZooKeeper watch: without the topic the
+            # partition was refused (UNKNOWN_TOPIC_OR_PARTITION) and, on its leader, never created
+            await store.learn_topic(ts.topic_name)
         for ps in ts.partition_states:
             code = rm.leader_and_isr(req.controller_id, req.controller_epoch, ts.topic_name, ps)
             errors.append(

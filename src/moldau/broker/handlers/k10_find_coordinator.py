@@ -125,4 +125,6 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
     node = _node_of(ctx, key, key_type) if error == E.NONE else None
     if error == E.NONE and node is None:
         error, message = E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    log.debug("FindCoordinator %s (key type %d) from %s: error %d, node %s", key, key_type,
+              ctx.client_id, error, node[0] if node is not None else -1)
     return error, message, node if node is not None else (-1, "", -1)

@@ -87,6 +87,10 @@ async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) 
             if any(code == E.NONE for code in results.values()):
                 tc.note_group(req.transactional_id, req.group_id)
 
+    log.debug("TxnOffsetCommit v%d %s group %s producer %d/%d generation %d member %s: %s", v,
+              req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
+              req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
+              sorted(set(errors.values())))
     topics_out = []
     for t in req.topics:
         parts = [msg.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,

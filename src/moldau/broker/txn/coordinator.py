@@ -77,6 +77,7 @@ class TxnConfig:
     num_partitions: int = 50
     segment_bytes: int = 104857600
     replication_factor: int = 1
+    min_isr: int = 1
     max_timeout_ms: int = 900000
     abort_interval_ms: int = 10000
     expiration_ms: int = 604800000
@@ -99,6 +100,7 @@ class TxnConfig:
             num_partitions=int(get("transaction.state.log.num.partitions", 50)),
             segment_bytes=int(get("transaction.state.log.segment.bytes", 104857600)),
             replication_factor=int(get("transaction.state.log.replication.factor", 1)),
+            min_isr=int(get("transaction.state.log.min.isr", 1)),
             max_timeout_ms=int(get("transaction.max.timeout.ms", 900000)),
             abort_interval_ms=int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)),
             expiration_ms=int(get("transactional.id.expiration.ms", 604800000)),
@@ -178,12 +180,13 @@ class LogTxnStorage:
         return TRANSACTION_STATE_TOPIC in self.services.metadata.topics
 
     def ensure_topic(self) -> None:
-        """Created on first use with Kafka's settings: compacted, internal, the configured partitions."""
+        """Created on first use with Kafka's settings: compacted, internal, the configured partitions,
+        ``min.insync.replicas`` = ``transaction.state.log.min.isr``."""
         self.services.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
                                           self.config.replication_factor, {
                                               "cleanup.policy": "compact",
                                               "compression.type": "uncompressed",
-                                              "min.insync.replicas": "1",
+                                              "min.insync.replicas": str(self.config.min_isr),
                                               "unclean.leader.election.enable": "false",
                                               "segment.bytes": str(self.config.segment_bytes),
                                           })
@@ -259,6 +262,9 @@ class TransactionCoordinator:
         self.markers = markers
         self.next_producer_id = next_producer_id
         self.now_ms = now_ms
+        # whether a topic partition exists (the broker's metadata); a marker answered
+        # UNKNOWN_TOPIC_OR_PARTITION is dropped only for a partition that does not (a deleted topic)
+        self.partition_exists: Callable[[str, int], bool] = lambda topic, partition: False
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
         self._loops: list[asyncio.Task[Any]] = []
@@ -295,8 +301,21 @@ class TransactionCoordinator:
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction coordinator background task failed", exc_info=task.exception())
 
+    def _current(self, md: TxnMetadata) -> bool:
+        """Whether ``md`` is still the metadata this coordinator serves for its transactional id. A request
+        that waited (for the id's lock, for a write) may hold metadata that has been unloaded since (the
+        partition's leadership moved) or replaced by a reload: it must not write or answer from it (Kafka
+        compares the coordinator epoch before and after its append: NOT_COORDINATOR)."""
+        return self.txns.get(md.transactional_id) is md and self.owns(md.transactional_id)
+
     async def _write(self, md: TxnMetadata, t: TxnTransit) -> int:
-        """Persist ``t`` (the record the metadata moves to); an error code, 0 when durable."""
+        """Persist ``t`` (the record the metadata moves to); an error code, 0 when durable. Refused with
+        NOT_COORDINATOR when ``md`` is not current: the check and the append run without a suspension
+        between them, so a later reload of the partition reads this record."""
+        if not self._current(md):
+            log.info("transactional id %s: not writing %s: its metadata was unloaded or reloaded meanwhile",
+                     md.transactional_id, t.state.display_name)
+            return E.NOT_COORDINATOR
         try:
             await self.storage.append(self.partition_for(md.transactional_id),
                                       encode_key(md.transactional_id),
@@ -477,6 +496,8 @@ class TransactionCoordinator:
         if md is None:
             return E.INVALID_PRODUCER_ID_MAPPING
         async with self._lock(md):
+            if not self._current(md):
+                return E.NOT_COORDINATOR
             err = self._check_producer(md, producer_id, producer_epoch)
             if err != E.NONE:
                 return err
@@ -553,6 +574,8 @@ class TransactionCoordinator:
         if md is None:
             return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
         async with self._lock(md):
+            if not self._current(md):
+                return E.NOT_COORDINATOR, -1, -1
             retry_on_bump = (tv2 and producer_id == md.producer_id and md.last_producer_epoch >= 0
                              and producer_epoch == md.last_producer_epoch)
             retry_on_overflow = (tv2 and producer_id == md.last_producer_id and md.producer_epoch == 0
@@ -645,6 +668,8 @@ class TransactionCoordinator:
     async def _complete_prepared(self, md: TxnMetadata) -> bool:
         """Markers for a PrepareCommit/PrepareAbort transaction, then its Complete record. The lock is held.
         True when the transaction is complete; otherwise a retry is scheduled."""
+        if not self._current(md):
+            return False  # unloaded or reloaded meanwhile: completed by the current metadata (or broker)
         commit = md.state == S.PREPARE_COMMIT
         todo = set(md.partitions) if md.markers_left is None else set(md.markers_left)
         if todo:
@@ -656,10 +681,14 @@ class TransactionCoordinator:
                 results = {tp: E.UNKNOWN_SERVER_ERROR for tp in todo}
             failed = set()
             for tp, code in results.items():
-                if code == E.UNKNOWN_TOPIC_OR_PARTITION:
+                if code == E.UNKNOWN_TOPIC_OR_PARTITION and not self.partition_exists(*tp):
                     log.info("transactional id %s: %s-%d is gone; its marker is dropped", md.transactional_id,
                              *tp)
                 elif code != E.NONE:
+                    # UNKNOWN_TOPIC_OR_PARTITION from a leader that does not have the partition yet (it was
+                    # just restarted, or its LeaderAndIsr is on the way) is retried as Kafka retries it:
+                    # dropping that marker left the records undecided, and the producer's next marker on
+                    # the partition decided them (an aborted transaction shown, a committed one hidden)
                     failed.add(tp)
             if failed:
                 md.markers_left = failed
@@ -793,5 +822,11 @@ def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
 
     coordinator = TransactionCoordinator(config, LogTxnStorage(services, config), markers,
                                          services.producer_ids.next_id, clock.time_ms)
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        t = services.metadata.get(topic)
+        return t is not None and 0 <= partition < int(t.num_partitions)
+
+    coordinator.partition_exists = partition_exists
     coordinator.load()
     return coordinator

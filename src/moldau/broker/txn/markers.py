@@ -13,9 +13,11 @@ what the WriteTxnMarkers handler (key 27) calls, so both paths write the same by
   for the groups of the partition (``GroupCoordinator.complete_transaction``): committed offsets become
   visible, aborted ones are dropped.
 
-Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (the topic is gone: the coordinator treats the marker as
-written, as Kafka does for deleted partitions), INVALID_PRODUCER_EPOCH (a marker older than the producer's
-epoch on that partition), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or the log's error.
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (this broker has no such replica: the coordinator treats the
+marker as written when the topic is gone, as Kafka does for deleted partitions, and retries it otherwise: a
+broker just restarted has no replicas until its LeaderAndIsr), INVALID_PRODUCER_EPOCH (a marker older than
+the producer's epoch on that partition), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), or the
+log's error.
 """
 
 from __future__ import annotations
