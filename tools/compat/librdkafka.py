@@ -167,11 +167,16 @@ SCENARIO_SETTINGS = {
 
 
 class SingleBroker:
-    """One moldau broker on a loopback port."""
+    """One moldau broker on a loopback port (``settings``: broker configs, librdkafka's scenario's by
+    default; ``advertise``: set ``advertised.listeners`` explicitly)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, settings: dict[str, str] | None = None,
+                 advertise: bool = False) -> None:
         self.workdir = workdir
         self.port = free_port()
+        self.settings = dict(SCENARIO_SETTINGS if settings is None else settings)
+        if advertise:
+            self.settings["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -187,7 +192,7 @@ class SingleBroker:
             shutil.rmtree(data)
         cmd = [sys.executable, "-m", "moldau", "broker", "--host", "127.0.0.1", "--port", str(self.port),
                "--data-dir", str(data), "--log-level", "WARNING"]
-        for k, v in SCENARIO_SETTINGS.items():
+        for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
         with open(self.workdir / "broker.log", "ab") as logf:
             self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
@@ -218,17 +223,17 @@ class Cluster:
     """ZooKeeper and ``n`` moldau brokers on loopback (moldau.broker.cluster.local, as ``moldau cluster
     up`` starts them)."""
 
-    def __init__(self, workdir: Path, n: int) -> None:
+    def __init__(self, workdir: Path, n: int, settings: dict[str, str] | None = None) -> None:
         from moldau.broker.cluster.local import LocalCluster
 
         folder = workdir / "cluster"
         if folder.exists():
             shutil.rmtree(folder)
         rf = str(min(n, 3))
-        settings = dict(SCENARIO_SETTINGS, **{"default.replication.factor": rf,
-                                              "offsets.topic.replication.factor": rf,
-                                              "transaction.state.log.replication.factor": rf,
-                                              "transaction.state.log.min.isr": str(min(n, 2))})
+        settings = dict(SCENARIO_SETTINGS if settings is None else settings)
+        settings.update({"default.replication.factor": rf, "offsets.topic.replication.factor": rf,
+                         "transaction.state.log.replication.factor": rf,
+                         "transaction.state.log.min.isr": str(min(n, 2))})
         self.n = n
         self.cluster = LocalCluster(str(folder), n, broker_configs=[f"{k}={v}" for k, v in settings.items()])
         self.started = False
