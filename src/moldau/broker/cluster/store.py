@@ -103,10 +103,16 @@ class ZkMetadataStore(TopicIndex):
         for name in current - self._watched:
             self._watched.add(name)
             self._watch_topic(name)
-        for name in list(self.topics):
-            if name not in current:
-                self._remove(name)
-        self._watched &= current
+        # the list was read when the watch fired and reaches the loop later: a topic this broker created
+        # meanwhile is missing from it without being gone, so a missing name counts as deleted only once
+        # ZooKeeper says so (a deletion also reaches the topic's own data watch)
+        gone = [n for n in set(self.topics) | self._watched if n not in current]
+        if gone:
+            kz = self.zk.sync
+            gone = [n for n in gone if kz.exists(zd.topic_path(n)) is None]
+        for name in gone:
+            self._remove(name)
+        self._watched -= set(gone)
 
     def _watch_topic(self, name: str) -> None:
         def on_assignment(data: bytes | None, _stat: Any) -> bool:
