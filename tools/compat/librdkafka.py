@@ -13,9 +13,11 @@ Not part of CI (the whole suite takes about half an hour). Steps, each skippable
    machine is not changed); ``--no-rapidjson`` builds without it.
 3. Start one moldau broker (this interpreter's moldau) on a free loopback port, or with ``--cluster N`` a
    ZooKeeper and N brokers (``moldau.broker.cluster.local``, as ``moldau cluster up``), with librdkafka's
-   default test scenario's settings: ``num.partitions=4``, replication factor ``min(N, 3)`` (trivup's
+   default test scenario's settings: ``num.partitions=4``, Kafka's ``group.initial.rebalance.delay.ms`` of
+   3000 (moldau's default is 0), replication factor ``min(N, 3)`` (trivup's
    ``default.replication.factor``; the internal topics' factors and ``transaction.state.log.min.isr`` keep
-   Kafka's defaults of 3 and 2, ``min.insync.replicas`` Kafka's default of 1), an authorizer that allows
+   Kafka's defaults of 3 and 2, ``min.insync.replicas`` Kafka's default of 1; ``broker.rack=RACK<id>`` and
+   the rack-aware replica selector as trivup sets them), an authorizer that allows
    everything without ACLs (as the suite's own trivup cluster has), and run every test meant for an
    external broker: local tests
    (``-L``), ``*_mock*`` tests and manual ones are left out. Tests run ``--chunk`` at a time (default 1,
@@ -163,6 +165,9 @@ SCENARIO_SETTINGS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
     "super.users": "User:ANONYMOUS",
+    # trivup's brokers keep Kafka's default of 3 s (moldau's default is 0): tests that start several consumers
+    # of one group together (0102's static members) expect them in the group's first generation
+    "group.initial.rebalance.delay.ms": "3000",
 }
 
 
@@ -223,7 +228,8 @@ class Cluster:
     """ZooKeeper and ``n`` moldau brokers on loopback (moldau.broker.cluster.local, as ``moldau cluster
     up`` starts them)."""
 
-    def __init__(self, workdir: Path, n: int, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, n: int, settings: dict[str, str] | None = None,
+                 racks: bool = False) -> None:
         from moldau.broker.cluster.local import LocalCluster
 
         folder = workdir / "cluster"
@@ -236,6 +242,11 @@ class Cluster:
                          "transaction.state.log.min.isr": str(min(n, 2))})
         self.n = n
         self.cluster = LocalCluster(str(folder), n, broker_configs=[f"{k}={v}" for k, v in settings.items()])
+        if racks:
+            # as trivup configures brokers of Kafka 2.4+ (fetch-from-follower, KIP-392; 0101 needs it)
+            for b in self.cluster.brokers:
+                b.extra += [f"broker.rack=RACK{b.node_id}", "replica.selector.class="
+                            "org.apache.kafka.common.replica.RackAwareReplicaSelector"]
         self.started = False
 
     @property
@@ -391,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(text)
         return 0
     runner = build(src, rebuild=args.rebuild, rapidjson=not args.no_rapidjson)
-    broker: SingleBroker | Cluster = Cluster(workdir, args.cluster) if args.cluster else SingleBroker(workdir)
+    broker: SingleBroker | Cluster = (Cluster(workdir, args.cluster, racks=True) if args.cluster
+                                       else SingleBroker(workdir))
     broker.start()
     outcomes: dict[str, Outcome] = {}
     try:
