@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     tree = prepare_source(args.source.resolve(), workdir)
     if args.cluster:
-        broker: SingleBroker | Cluster = Cluster(workdir, args.cluster, settings=SUITE_SETTINGS)
+        broker: SingleBroker | Cluster = Cluster(workdir, args.cluster, settings=SUITE_SETTINGS,
+                                                 advertise=True)
     else:
         broker = SingleBroker(workdir, settings=dict(SUITE_SETTINGS, **{"node.id": "0"}), advertise=True)
     broker.start()

@@ -229,7 +229,7 @@ class Cluster:
     up`` starts them)."""
 
     def __init__(self, workdir: Path, n: int, settings: dict[str, str] | None = None,
-                 racks: bool = False) -> None:
+                 racks: bool = False, advertise: bool = False) -> None:
         from moldau.broker.cluster.local import LocalCluster
 
         folder = workdir / "cluster"
@@ -242,6 +242,9 @@ class Cluster:
                          "transaction.state.log.min.isr": str(min(n, 2))})
         self.n = n
         self.cluster = LocalCluster(str(folder), n, broker_configs=[f"{k}={v}" for k, v in settings.items()])
+        if advertise:
+            for b in self.cluster.brokers:
+                b.extra.append(f"advertised.listeners=PLAINTEXT://{b.address}")
         if racks:
             # as trivup configures brokers of Kafka 2.4+ (fetch-from-follower, KIP-392; 0101 needs it)
             for b in self.cluster.brokers:
