@@ -2,7 +2,7 @@
 
 kafka-python's integration fixtures spawn a Kafka distribution unless ``KAFKA_URI`` names an external broker
 (``KafkaFixture(external=True)``): then every test runs against that broker unchanged. This runner starts
-moldau (one broker, or with ``--cluster N`` ZooKeeper and N brokers), points ``KAFKA_URI`` at it and runs
+moldau (one broker, or with ``--cluster 3`` ZooKeeper and three brokers), points ``KAFKA_URI`` at it and runs
 the suite with this interpreter's pytest. Not part of CI.
 
 The broker gets the settings of the suite's own broker template (kafka-python's
@@ -150,8 +150,8 @@ def table(results: list[Result]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="kafka-python's integration tests against moldau")
     ap.add_argument("--source", type=Path, required=True, help="a kafka-python source tree with test/")
-    ap.add_argument("--cluster", type=int, default=0, metavar="N",
-                    help="run against ZooKeeper and N moldau brokers instead of one broker")
+    ap.add_argument("--cluster", type=int, default=0, choices=(0, 3), metavar="3",
+                    help="run against ZooKeeper and three moldau brokers instead of one broker")
     ap.add_argument("--kafka-version", help="KAFKA_VERSION (default: what kafka-python infers from moldau)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds for the whole suite")
     ap.add_argument("--workdir", type=Path, help="broker data, the work copy and logs (default: a temp dir)")
@@ -169,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     tree = prepare_source(args.source.resolve(), workdir)
     if args.cluster:
-        broker: SingleBroker | Cluster = Cluster(workdir, args.cluster, settings=SUITE_SETTINGS,
-                                                 advertise=True)
+        broker: SingleBroker | Cluster = Cluster(workdir, settings=SUITE_SETTINGS, advertise=True)
     else:
         broker = SingleBroker(workdir, settings=dict(SUITE_SETTINGS, **{"node.id": "0"}), advertise=True)
     broker.start()
@@ -179,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_suite(tree, broker.bootstrap, version, workdir, args.timeout, args.select)
     finally:
         broker.stop()
-    where = f"{args.cluster} brokers and ZooKeeper" if args.cluster else "one broker"
+    where = "3 brokers and ZooKeeper" if args.cluster else "one broker"
     header = (f"kafka-python {kafka.__version__} test/integration against moldau ({where}), "
               f"KAFKA_VERSION={version}: ")
     text = header + table(results)

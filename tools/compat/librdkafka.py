@@ -11,16 +11,15 @@ Not part of CI (the whole suite takes about half an hour). Steps, each skippable
    0053, 0098, 0101 and 0110 need it) is taken from the system when ``/usr/include/rapidjson`` exists, else
    Debian's ``rapidjson-dev`` is fetched with ``apt-get download`` and unpacked under the source tree (the
    machine is not changed); ``--no-rapidjson`` builds without it.
-3. Start one moldau broker (this interpreter's moldau) on a free loopback port, or with ``--cluster N`` a
-   ZooKeeper and N brokers (``moldau.broker.cluster.local``, as ``moldau cluster up``), with librdkafka's
-   default test scenario's settings: ``num.partitions=4``, Kafka's ``group.initial.rebalance.delay.ms`` of
-   3000 (moldau's default is 0), replication factor ``min(N, 3)`` (trivup's
-   ``default.replication.factor``; the internal topics' factors and ``transaction.state.log.min.isr`` keep
-   Kafka's defaults of 3 and 2, ``min.insync.replicas`` Kafka's default of 1; ``broker.rack=RACK<id>`` and
-   the rack-aware replica selector as trivup sets them), an authorizer that allows
-   everything without ACLs (as the suite's own trivup cluster has), and run every test meant for an
-   external broker: local tests
-   (``-L``), ``*_mock*`` tests and manual ones are left out. Tests run ``--chunk`` at a time (default 1,
+3. Start one moldau broker (this interpreter's moldau) on a free loopback port, or with ``--cluster 3`` a
+   ZooKeeper and three brokers (the integration tests' ``ClusterProcess``, as ``moldau cluster up``), with
+   librdkafka's default test scenario's settings: ``num.partitions=4``, Kafka's
+   ``group.initial.rebalance.delay.ms`` of 3000 (moldau's default is 0), an authorizer that allows everything
+   without ACLs (as the suite's own trivup cluster has); on the cluster also trivup's
+   ``default.replication.factor`` (``min(brokers, 3)``), Kafka's defaults for the internal topics (factor 3,
+   ``transaction.state.log.min.isr`` 2) and ``min.insync.replicas`` (1), ``broker.rack=RACK<id>`` and the
+   rack-aware replica selector as trivup sets them. Then run every test meant for an external broker: local
+   tests (``-L``), ``*_mock*`` tests and manual ones are left out. Tests run ``--chunk`` at a time (default 1,
    so a hung test is cut off by ``--timeout`` alone), ``-p`` of them in parallel.
 4. Write a Markdown table (test, result, seconds, first failure line) to ``--out`` and print it.
 
@@ -225,70 +224,55 @@ class SingleBroker:
 
 
 class Cluster:
-    """ZooKeeper and ``n`` moldau brokers on loopback (moldau.broker.cluster.local, as ``moldau cluster
-    up`` starts them)."""
+    """ZooKeeper and three moldau brokers on loopback: the integration tests' cluster launcher
+    (``tests/integration/brokerproc.ClusterProcess`` over ``moldau.broker.cluster.local``, as ``moldau cluster
+    up`` starts them), which waits until every broker sees all three and a controller."""
 
-    def __init__(self, workdir: Path, n: int, settings: dict[str, str] | None = None,
-                 racks: bool = False, advertise: bool = False) -> None:
+    def __init__(self, workdir: Path, settings: dict[str, str] | None = None, racks: bool = False,
+                 advertise: bool = False) -> None:
         from moldau.broker.cluster.local import LocalCluster
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
+        from brokerproc import ClusterProcess
 
         folder = workdir / "cluster"
         if folder.exists():
             shutil.rmtree(folder)
-        rf = str(min(n, 3))
         settings = dict(SCENARIO_SETTINGS if settings is None else settings)
-        settings.update({"default.replication.factor": rf, "offsets.topic.replication.factor": rf,
-                         "transaction.state.log.replication.factor": rf,
-                         "transaction.state.log.min.isr": str(min(n, 2))})
-        self.n = n
-        self.cluster = LocalCluster(str(folder), n, broker_configs=[f"{k}={v}" for k, v in settings.items()])
-        if advertise:
-            for b in self.cluster.brokers:
+        settings.update({"default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+                         "transaction.state.log.replication.factor": "3",
+                         "transaction.state.log.min.isr": "2"})
+        self.proc = ClusterProcess(folder, settings=settings, log_dir=workdir)
+        cluster = LocalCluster(str(folder), 3, broker_configs=[f"{k}={v}" for k, v in settings.items()])
+        for b in cluster.brokers:
+            if advertise:
                 b.extra.append(f"advertised.listeners=PLAINTEXT://{b.address}")
-        if racks:
-            # as trivup configures brokers of Kafka 2.4+ (fetch-from-follower, KIP-392; 0101 needs it)
-            for b in self.cluster.brokers:
+            if racks:
+                # as trivup configures brokers of Kafka 2.4+ (fetch-from-follower, KIP-392; 0101 needs it)
                 b.extra += [f"broker.rack=RACK{b.node_id}", "replica.selector.class="
                             "org.apache.kafka.common.replica.RackAwareReplicaSelector"]
-        self.started = False
+        self.proc.cluster = cluster  # started as it is by ClusterProcess.start
 
     @property
     def bootstrap(self) -> str:
-        return str(self.cluster.bootstrap)
+        return str(self.proc.bootstrap)
 
     def alive(self) -> bool:
-        return not self.started or all(b.running for b in self.cluster.brokers)
+        return not self.proc.starts or all(b.running for b in self.proc.cluster.brokers)
 
     def start(self) -> None:
-        if self.started:
-            for b in self.cluster.brokers:
-                if not b.running:
-                    b.start()
-                    b.wait_listening(60)
+        for b in self.proc.cluster.brokers:
+            if self.proc.starts and not b.running:
+                b.start()
+        if self.proc.starts:
+            for b in self.proc.cluster.brokers:
+                b.wait_listening(60)
+            self.proc._wait_formed(90)  # noqa: SLF001 - the launcher's own readiness check
         else:
-            self.cluster.start(60)
-            self.started = True
-        self._wait_formed(90)
-
-    def _wait_formed(self, timeout: float) -> None:
-        """Every broker answers Metadata with all n brokers and a controller."""
-        from confluent_kafka.admin import AdminClient
-
-        deadline = time.monotonic() + timeout
-        for b in self.cluster.brokers:
-            while True:
-                try:
-                    md = AdminClient({"bootstrap.servers": b.address}).list_topics(timeout=5)
-                    if len(md.brokers) == self.n and md.controller_id > 0:
-                        break
-                except Exception:  # noqa: BLE001 - not formed yet
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"compat: the cluster did not form within {timeout:.0f} s")
-                time.sleep(0.5)
+            self.proc.start(90)
 
     def stop(self) -> None:
-        self.cluster.stop()
+        self.proc.stop()
 
 
 def run_chunk(runner: Path, tests: list[str], bootstrap: str, kafka_version: str, parallel: int,
@@ -375,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-version", default="3.9.0", help="TEST_KAFKA_VERSION")
     ap.add_argument("--workdir", type=Path, help="broker data and logs (default: a temp dir)")
     ap.add_argument("--out", type=Path, help="write the Markdown table here")
-    ap.add_argument("--cluster", type=int, default=0, metavar="N",
-                    help="run against ZooKeeper and N moldau brokers instead of one broker")
+    ap.add_argument("--cluster", type=int, default=0, choices=(0, 3), metavar="3",
+                    help="run against ZooKeeper and three moldau brokers instead of one broker")
     ap.add_argument("--rebuild", action="store_true", help="configure and build the test-runner again")
     ap.add_argument("--no-rapidjson", action="store_true", help="build without RapidJSON")
     ap.add_argument("--report-only", action="store_true",
@@ -405,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(text)
         return 0
     runner = build(src, rebuild=args.rebuild, rapidjson=not args.no_rapidjson)
-    broker: SingleBroker | Cluster = (Cluster(workdir, args.cluster, racks=True) if args.cluster
-                                       else SingleBroker(workdir))
+    broker: SingleBroker | Cluster = Cluster(workdir, racks=True) if args.cluster else SingleBroker(workdir)
     broker.start()
     outcomes: dict[str, Outcome] = {}
     try:
@@ -440,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         broker.stop()
     text = table([outcomes[t] for t in tests if t in outcomes], left_out if not args.tests else {})
-    where = f"{args.cluster} brokers and ZooKeeper" if args.cluster else "one broker"
+    where = "3 brokers and ZooKeeper" if args.cluster else "one broker"
     header = (f"librdkafka {src.name} test suite against moldau ({where}, num.partitions=4), "
               f"TEST_KAFKA_VERSION={args.kafka_version}, -p{args.parallel}, chunk {args.chunk}, "
               f"repeat {args.repeat}: ")

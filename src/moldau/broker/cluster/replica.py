@@ -153,7 +153,9 @@ class ClusterReplicaManager(ReplicaManager):
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
-        t = self.services.metadata.get(topic)
+        # a new topic's LeaderAndIsr can come before this broker's topic watch: ask ZooKeeper (no later
+        # request would repeat the partition's state)
+        t = self.services.metadata.load_topic(topic)
         if t is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if self.node_id not in ps.replicas:

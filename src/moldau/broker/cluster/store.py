@@ -114,6 +114,26 @@ class ZkMetadataStore(TopicIndex):
             self._remove(name)
         self._watched -= set(gone)
 
+    def load_topic(self, name: str) -> TopicInfo | None:
+        """The topic as ZooKeeper has it now (one synchronous read), for a LeaderAndIsr that arrives before
+        this broker's topic watch brought the topic; None when ZooKeeper has no such topic."""
+        t = self.topics.get(name)
+        if t is not None:
+            return t
+        from kazoo.exceptions import NoNodeError
+
+        kz = self.zk.sync
+        try:
+            data, _ = kz.get(zd.topic_path(name))
+        except NoNodeError:
+            return None
+        try:
+            cfg: bytes | None = kz.get(zd.topic_config_path(name))[0]
+        except NoNodeError:
+            cfg = None
+        self._apply_topic(name, zd.TopicAssignment.decode(data), zd.decode_topic_config(cfg), notify=False)
+        return self.topics.get(name)
+
     def _watch_topic(self, name: str) -> None:
         def on_assignment(data: bytes | None, _stat: Any) -> bool:
             if data is None:

@@ -4,8 +4,8 @@
 * A broker that is not in a cluster (no ``zookeeper.connect``) has no controller: STALE_CONTROLLER_EPOCH.
 * Per partition: the replica manager becomes leader (leader epoch in leader-epoch-checkpoint, follower
   positions reset) or follower (replica fetcher, truncation first); an older controller epoch or leader epoch:
-  STALE_CONTROLLER_EPOCH; a topic this broker does not know yet: UNKNOWN_TOPIC_OR_PARTITION (the controller's
-  next request repeats it).
+  STALE_CONTROLLER_EPOCH; a topic this broker's watch has not brought yet is read from ZooKeeper at once
+  (nothing would repeat a new partition's state); one ZooKeeper does not have: UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
