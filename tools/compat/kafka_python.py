@@ -33,6 +33,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("select", nargs="*", help="pytest node ids relative to the source tree (default: all)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # a SIGTERM (timeout, kill) still stops the brokers this run started: the finally blocks run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     logging.getLogger("kafka").setLevel(logging.WARNING)
     try:
         import kafka

@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="no build, no run: the table from the chunk logs kept in --workdir")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # a SIGTERM (timeout, kill) still stops the brokers this run started: the finally blocks run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     src = fetch(args.fetch) if args.fetch else args.source
     tests, left_out = external_broker_tests(src)
