@@ -132,6 +132,9 @@ class ZkMetadataStore(TopicIndex):
         except NoNodeError:
             cfg = None
         self._apply_topic(name, zd.TopicAssignment.decode(data), zd.decode_topic_config(cfg), notify=False)
+        if name not in self._watched:  # so a deletion reaches this broker whatever the children watch saw
+            self._watched.add(name)
+            self._watch_topic(name)
         return self.topics.get(name)
 
     def _watch_topic(self, name: str) -> None:
