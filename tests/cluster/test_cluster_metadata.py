@@ -267,3 +267,23 @@ def partitions_by_topic(bootstrap: str) -> dict[str, int]:
 
     md = AdminClient({"logger": QUIET, "bootstrap.servers": bootstrap}).list_topics(timeout=10)
     return {n: len(t.partitions) for n, t in md.topics.items()}
+
+
+def test_create_topics_answers_once_the_partitions_have_leaders(cluster):
+    """librdkafka's 0081 (DeleteRecords right after CreateTopics: "No leaders found"): as Kafka's delayed
+    CreateTopics, a cluster broker answers once every new partition has a leader in its metadata, so the
+    client's next Metadata request finds them."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    controller = AdminClient({"logger": QUIET, "bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).controller_id
+    address = cluster.broker(controller).address
+    a = AdminClient({"logger": QUIET, "bootstrap.servers": address})
+    for rnd in range(5):
+        names = [f"led-{rnd}-{i}" for i in range(4)]
+        for f in a.create_topics([NewTopic(n, 6, 3) for n in names], operation_timeout=15).values():
+            f.result(30)
+        md = a.list_topics(timeout=10)  # the same broker: the controller, which the admin client asks
+        leaderless = [(n, p.id) for n in names for p in md.topics[n].partitions.values() if p.leader < 0]
+        assert not leaderless
+        assert all(len(md.topics[n].partitions) == 6 for n in names)

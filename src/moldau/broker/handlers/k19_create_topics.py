@@ -7,10 +7,13 @@
   assignments are given, num_partitions and replication_factor must be -1 (INVALID_REQUEST).
 * Topic configs are validated by moldau.broker.topic_config (INVALID_CONFIG with a message naming the key).
 * A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, as Kafka.
+* In a cluster the answer waits, up to ``timeout_ms`` (none when 0), until every new partition has a leader
+  in this broker's metadata, as Kafka's delayed CreateTopics; still none then: REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -156,6 +159,34 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
             results.append(_result(ctx, t.name, exc=exc))
             continue
         results.append(_result(ctx, t.name, *created))
+    if not validate_only and req.timeout_ms > 0:
+        await _await_leaders(ctx, results, req.timeout_ms / 1000)
     for name in duplicates:
         results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))
     return RESP.new(throttle_time_ms=0, topics=results)
+
+
+async def _await_leaders(ctx: RequestContext, results: list[Any], timeout_s: float) -> None:
+    """In a cluster, as Kafka's delayed CreateTopics: answer once every new partition has a leader in this
+    broker's metadata (the controller's UpdateMetadata), so a client's next request finds one; a topic still
+    without leaders after ``timeout_ms``: REQUEST_TIMED_OUT (the topic exists). One node leads at once."""
+    md = ctx.services.metadata
+
+    def missing(r: Any) -> bool:
+        if r.error_code != 0:
+            return False
+        for p in range(r.num_partitions):
+            view = md.partition_state(r.name, p)
+            if view is not None and view.leader < 0:
+                return True
+        return False
+
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while any(missing(r) for r in results):
+        if asyncio.get_running_loop().time() >= deadline:
+            for r in results:
+                if missing(r):
+                    r.error_code = ErrorCode.REQUEST_TIMED_OUT
+                    r.error_message = "Timed out waiting for the new partitions' leaders."
+            return
+        await asyncio.sleep(0.02)
