@@ -7,11 +7,19 @@ Not part of CI (the whole suite takes about half an hour). Steps, each skippable
    ``deb-src`` line for bookworm; the machine's apt sources are not touched). Or ``--source DIR``: an
    unpacked librdkafka source tree (e.g. a git checkout of confluentinc/librdkafka).
 2. Build: ``./configure --disable-gssapi --disable-zstd``, ``make libs``, ``make -C tests test-runner``
-   (skipped when ``tests/test-runner`` exists).
-3. Start one moldau broker (this interpreter's moldau) on a free loopback port with librdkafka's default
-   test scenario's settings: ``num.partitions=4``, an authorizer that allows everything without ACLs (as the
-   suite's own trivup cluster has), and run every test meant for an external broker: local tests
-   (``-L``), ``*_mock*`` tests and manual ones are left out. Tests run ``--chunk`` at a time (default 1,
+   (skipped when ``tests/test-runner`` exists; ``--rebuild`` forces it). RapidJSON (the statistics tests
+   0053, 0098, 0101 and 0110 need it) is taken from the system when ``/usr/include/rapidjson`` exists, else
+   Debian's ``rapidjson-dev`` is fetched with ``apt-get download`` and unpacked under the source tree (the
+   machine is not changed); ``--no-rapidjson`` builds without it.
+3. Start one moldau broker (this interpreter's moldau) on a free loopback port, or with ``--cluster 3`` a
+   ZooKeeper and three brokers (the integration tests' ``ClusterProcess``, as ``moldau cluster up``), with
+   librdkafka's default test scenario's settings: ``num.partitions=4``, Kafka's
+   ``group.initial.rebalance.delay.ms`` of 3000 (moldau's default is 0), an authorizer that allows everything
+   without ACLs (as the suite's own trivup cluster has); on the cluster also trivup's
+   ``default.replication.factor`` (``min(brokers, 3)``), Kafka's defaults for the internal topics (factor 3,
+   ``transaction.state.log.min.isr`` 2) and ``min.insync.replicas`` (1), ``broker.rack=RACK<id>`` and the
+   rack-aware replica selector as trivup sets them. Then run every test meant for an external broker: local
+   tests (``-L``), ``*_mock*`` tests and manual ones are left out. Tests run ``--chunk`` at a time (default 1,
    so a hung test is cut off by ``--timeout`` alone), ``-p`` of them in parallel.
 4. Write a Markdown table (test, result, seconds, first failure line) to ``--out`` and print it.
 
@@ -20,6 +28,8 @@ Example::
     .venv/bin/python tools/compat/librdkafka.py --fetch /tmp/rdk --out docs/compat-librdkafka.md
     .venv/bin/python tools/compat/librdkafka.py --source /tmp/rdk/librdkafka-2.0.2 --tests 0081,0092 \\
         --parallel 2 --repeat 3
+    .venv/bin/python tools/compat/librdkafka.py --source /tmp/rdk/librdkafka-2.0.2 --cluster 3 \\
+        --chunk 6 --parallel 2 --out /tmp/rdk/cluster.md
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -73,16 +84,46 @@ def fetch(workdir: Path) -> Path:
     return trees[-1]
 
 
-def build(src: Path) -> Path:
+def rapidjson_include(src: Path) -> Path | None:
+    """A folder holding ``rapidjson/schema.h``: the system's, else Debian's rapidjson-dev unpacked under
+    ``src`` (``apt-get download`` + ``dpkg-deb -x``; nothing is installed). None when neither works."""
+    if Path("/usr/include/rapidjson/schema.h").is_file():
+        return Path("/usr/include")
+    local = src / "rapidjson-dev"
+    if (local / "usr" / "include" / "rapidjson" / "schema.h").is_file():
+        return local / "usr" / "include"
+    try:
+        local.mkdir(exist_ok=True)
+        subprocess.run(["apt-get", "download", "rapidjson-dev"], cwd=local, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deb = next(local.glob("rapidjson-dev_*.deb"))
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(local)], check=True)
+    except (OSError, subprocess.CalledProcessError, StopIteration) as exc:
+        log.warning("RapidJSON not available (%s): 0053, 0098, 0101 and 0110 will be skipped", exc)
+        return None
+    return local / "usr" / "include"
+
+
+def build(src: Path, *, rebuild: bool = False, rapidjson: bool = True) -> Path:
     runner = src / "tests" / "test-runner"
-    if runner.exists():
+    if runner.exists() and not rebuild:
         return runner
-    if not (src / "config.cache").exists():
-        subprocess.run(["./configure", "--disable-gssapi", "--disable-zstd"], cwd=src, check=True,
+    env = dict(os.environ)
+    include = rapidjson_include(src) if rapidjson else None
+    if include is not None and include != Path("/usr/include"):
+        # -isystem: rapidjson 1.1's headers trip g++ 12's deprecation warnings, which configure's -Werror
+        # check would take for a missing library
+        env["CPPFLAGS"] = f"-isystem {include} " + env.get("CPPFLAGS", "")
+    if rebuild or not (src / "config.cache").exists():
+        (src / "config.cache").unlink(missing_ok=True)
+        subprocess.run(["./configure", "--disable-gssapi", "--disable-zstd"], cwd=src, check=True, env=env,
                        stdout=subprocess.DEVNULL)
+    config_h = (src / "config.h").read_text(errors="replace")
+    log.info("test-runner %s RapidJSON", "with" if "WITH_RAPIDJSON 1" in config_h else "without")
+    runner.unlink(missing_ok=True)
     jobs = str(max(1, min(2, os.cpu_count() or 1)))
-    subprocess.run(["make", "-j", jobs, "libs"], cwd=src, check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["make", "-j", jobs, "test-runner"], cwd=src / "tests", check=True,
+    subprocess.run(["make", "-j", jobs, "libs"], cwd=src, check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["make", "-j", jobs, "test-runner"], cwd=src / "tests", check=True, env=env,
                    stdout=subprocess.DEVNULL)
     return runner
 
@@ -117,41 +158,129 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(workdir: Path, port: int) -> subprocess.Popen:
-    data = workdir / "broker-data"
-    if data.exists():
-        shutil.rmtree(data)
-    settings = {
-        "num.partitions": "4",
-        # librdkafka's test cluster has an authorizer (0081's ACL subtests need one); nothing is denied
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-        "super.users": "User:ANONYMOUS",
-    }
-    cmd = [sys.executable, "-m", "moldau", "broker", "--host", "127.0.0.1", "--port", str(port),
-           "--data-dir", str(data), "--log-level", "WARNING"]
-    for k, v in settings.items():
-        cmd += ["--set", f"{k}={v}"]
-    logf = open(workdir / "broker.log", "ab")  # noqa: SIM115 - open for the broker's lifetime
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+# librdkafka's default test scenario (tests/scenarios/default.json) as its trivup cluster applies it
+SCENARIO_SETTINGS = {
+    "num.partitions": "4",
+    # librdkafka's test cluster has an authorizer (0081's ACL subtests need one); nothing is denied
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:ANONYMOUS",
+    # trivup's brokers keep Kafka's default of 3 s (moldau's default is 0): tests that start several consumers
+    # of one group together (0102's static members) expect them in the group's first generation
+    "group.initial.rebalance.delay.ms": "3000",
+}
+
+
+class SingleBroker:
+    """One moldau broker on a loopback port (``settings``: broker configs, librdkafka's scenario's by
+    default; ``advertise``: set ``advertised.listeners`` explicitly)."""
+
+    def __init__(self, workdir: Path, settings: dict[str, str] | None = None,
+                 advertise: bool = False) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.settings = dict(SCENARIO_SETTINGS if settings is None else settings)
+        if advertise:
+            self.settings["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        data = self.workdir / "broker-data"
+        if data.exists():
+            shutil.rmtree(data)
+        cmd = [sys.executable, "-m", "moldau", "broker", "--host", "127.0.0.1", "--port", str(self.port),
+               "--data-dir", str(data), "--log-level", "WARNING"]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        with open(self.workdir / "broker.log", "ab") as logf:
+            self.proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.2):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    why = f"compat: the broker exited; see {self.workdir / 'broker.log'}"
+                    raise SystemExit(why) from None
+                time.sleep(0.1)
+        self.stop()
+        raise SystemExit("compat: the broker did not listen within 30 s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
         try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"compat: the broker exited; see {workdir / 'broker.log'}") from None
-            time.sleep(0.1)
-    proc.terminate()
-    raise SystemExit("compat: the broker did not listen within 30 s")
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
-def run_chunk(runner: Path, tests: list[str], port: int, kafka_version: str, parallel: int, timeout: float,
-              logdir: Path) -> dict[str, Outcome]:
+class Cluster:
+    """ZooKeeper and three moldau brokers on loopback: the integration tests' cluster launcher
+    (``tests/integration/brokerproc.ClusterProcess`` over ``moldau.broker.cluster.local``, as ``moldau cluster
+    up`` starts them), which waits until every broker sees all three and a controller."""
+
+    def __init__(self, workdir: Path, settings: dict[str, str] | None = None, racks: bool = False,
+                 advertise: bool = False) -> None:
+        from moldau.broker.cluster.local import LocalCluster
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
+        from brokerproc import ClusterProcess
+
+        folder = workdir / "cluster"
+        if folder.exists():
+            shutil.rmtree(folder)
+        settings = dict(SCENARIO_SETTINGS if settings is None else settings)
+        settings.update({"default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+                         "transaction.state.log.replication.factor": "3",
+                         "transaction.state.log.min.isr": "2"})
+        self.proc = ClusterProcess(folder, settings=settings, log_dir=workdir)
+        cluster = LocalCluster(str(folder), 3, broker_configs=[f"{k}={v}" for k, v in settings.items()])
+        for b in cluster.brokers:
+            if advertise:
+                b.extra.append(f"advertised.listeners=PLAINTEXT://{b.address}")
+            if racks:
+                # as trivup configures brokers of Kafka 2.4+ (fetch-from-follower, KIP-392; 0101 needs it)
+                b.extra += [f"broker.rack=RACK{b.node_id}", "replica.selector.class="
+                            "org.apache.kafka.common.replica.RackAwareReplicaSelector"]
+        self.proc.cluster = cluster  # started as it is by ClusterProcess.start
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.proc.bootstrap)
+
+    def alive(self) -> bool:
+        return not self.proc.starts or all(b.running for b in self.proc.cluster.brokers)
+
+    def start(self) -> None:
+        for b in self.proc.cluster.brokers:
+            if self.proc.starts and not b.running:
+                b.start()
+        if self.proc.starts:
+            for b in self.proc.cluster.brokers:
+                b.wait_listening(60)
+            self.proc._wait_formed(90)  # noqa: SLF001 - the launcher's own readiness check
+        else:
+            self.proc.start(90)
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def run_chunk(runner: Path, tests: list[str], bootstrap: str, kafka_version: str, parallel: int,
+              timeout: float, logdir: Path) -> dict[str, Outcome]:
     tdir = runner.parent
     conf = logdir / "test.conf"
-    conf.write_text(f"metadata.broker.list=127.0.0.1:{port}\ntest.timeout.multiplier=2\n")
+    conf.write_text(f"metadata.broker.list={bootstrap}\ntest.timeout.multiplier=2\n")
     src = tdir.parent
     libs = os.pathsep.join(filter(None, [str(src / "src"), str(src / "src-cpp"),
                                          os.environ.get("LD_LIBRARY_PATH")]))
@@ -231,10 +360,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka-version", default="3.9.0", help="TEST_KAFKA_VERSION")
     ap.add_argument("--workdir", type=Path, help="broker data and logs (default: a temp dir)")
     ap.add_argument("--out", type=Path, help="write the Markdown table here")
+    ap.add_argument("--cluster", type=int, default=0, choices=(0, 3), metavar="3",
+                    help="run against ZooKeeper and three moldau brokers instead of one broker")
+    ap.add_argument("--rebuild", action="store_true", help="configure and build the test-runner again")
+    ap.add_argument("--no-rapidjson", action="store_true", help="build without RapidJSON")
     ap.add_argument("--report-only", action="store_true",
                     help="no build, no run: the table from the chunk logs kept in --workdir")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # a SIGTERM (timeout, kill) still stops the brokers this run started: the finally blocks run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     src = fetch(args.fetch) if args.fetch else args.source
     tests, left_out = external_broker_tests(src)
@@ -256,18 +391,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             args.out.write_text(text)
         return 0
-    runner = build(src)
-    port = free_port()
-    broker = start_broker(workdir, port)
+    runner = build(src, rebuild=args.rebuild, rapidjson=not args.no_rapidjson)
+    broker: SingleBroker | Cluster = Cluster(workdir, racks=True) if args.cluster else SingleBroker(workdir)
+    broker.start()
     outcomes: dict[str, Outcome] = {}
     try:
         for i in range(0, len(tests), args.chunk):
             chunk = tests[i:i + args.chunk]
             for rep in range(args.repeat):
-                if broker.poll() is not None:
-                    log.error("the broker died (exit %s); restarting it", broker.returncode)
-                    broker = start_broker(workdir, port)
-                res = run_chunk(runner, chunk, port, args.kafka_version, args.parallel, args.timeout, workdir)
+                if not broker.alive():
+                    log.error("a broker died; restarting it")
+                    broker.start()
+                res = run_chunk(runner, chunk, broker.bootstrap, args.kafka_version, args.parallel,
+                                args.timeout, workdir)
                 for name, o in res.items():
                     prev = outcomes.setdefault(name, Outcome(name))
                     prev.runs.append(o.result)
@@ -281,20 +417,17 @@ def main(argv: list[str] | None = None) -> int:
         leftover = ([t for t in tests if outcomes.get(t, Outcome(t)).result == "NOT RUN"]
                     if args.chunk > 1 else [])
         for name in leftover:
-            if broker.poll() is not None:
-                broker = start_broker(workdir, port)
-            res = run_chunk(runner, [name], port, args.kafka_version, 1, args.timeout, workdir)
+            if not broker.alive():
+                broker.start()
+            res = run_chunk(runner, [name], broker.bootstrap, args.kafka_version, 1, args.timeout, workdir)
             outcomes[name] = res[name]
             outcomes[name].runs.append(res[name].result + " (alone)")
             log.info("%s (alone): %s", name, res[name].result)
     finally:
-        broker.terminate()
-        try:
-            broker.wait(20)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        broker.stop()
     text = table([outcomes[t] for t in tests if t in outcomes], left_out if not args.tests else {})
-    header = (f"librdkafka {src.name} test suite against moldau (one broker, num.partitions=4), "
+    where = "3 brokers and ZooKeeper" if args.cluster else "one broker"
+    header = (f"librdkafka {src.name} test suite against moldau ({where}, num.partitions=4), "
               f"TEST_KAFKA_VERSION={args.kafka_version}, -p{args.parallel}, chunk {args.chunk}, "
               f"repeat {args.repeat}: ")
     print(header + text)

@@ -177,6 +177,7 @@ class ClusterReplicaManager(ReplicaManager):
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
+        # the handler (k04) read a topic this broker's watch had not reported yet from ZooKeeper first
         t = self.services.metadata.get(topic)
         if t is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -111,6 +111,9 @@ class ZkMetadataStore(TopicIndex):
         if name not in self.topics:
             self._apply_topic(name, zd.TopicAssignment.decode(got[0]),
                               zd.decode_topic_config(cfg[0] if cfg else None), notify=False)
+        if name not in self._watched:  # so a deletion reaches this broker whatever the children watch saw
+            self._watched.add(name)
+            self._watch_topic(name)
         return name in self.topics
 
     def _on_topics(self, names: list[str]) -> None:
@@ -118,10 +121,16 @@ class ZkMetadataStore(TopicIndex):
         for name in current - self._watched:
             self._watched.add(name)
             self._watch_topic(name)
-        for name in list(self.topics):
-            if name not in current:
-                self._remove(name)
-        self._watched &= current
+        # the list was read when the watch fired and reaches the loop later: a topic this broker created
+        # meanwhile is missing from it without being gone, so a missing name counts as deleted only once
+        # ZooKeeper says so (a deletion also reaches the topic's own data watch)
+        gone = [n for n in set(self.topics) | self._watched if n not in current]
+        if gone:
+            kz = self.zk.sync
+            gone = [n for n in gone if kz.exists(zd.topic_path(n)) is None]
+        for name in gone:
+            self._remove(name)
+        self._watched -= set(gone)
 
     def _watch_topic(self, name: str) -> None:
         def on_assignment(data: bytes | None, _stat: Any) -> bool:

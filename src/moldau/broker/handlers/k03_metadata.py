@@ -9,6 +9,8 @@
   ``auto.create.topics.enable`` and the request allows it (``allow_auto_topic_creation``, v4+; always before
   v4); a freshly created topic is answered at once with its partitions (one node: the leader is known), no
   LEADER_NOT_AVAILABLE round trip. Otherwise UNKNOWN_TOPIC_OR_PARTITION; bad names INVALID_TOPIC_EXCEPTION.
+  In a cluster, a topic another broker auto-created meanwhile that this broker does not know yet is answered
+  LEADER_NOT_AVAILABLE, as Kafka answers its TopicExistsException.
 * Partitions: in a cluster the controller's view (leader, leader_epoch v7+, replicas, ISR, offline replicas
   v5+; LEADER_NOT_AVAILABLE while a partition has no leader); on one node leader = this node, replicas = isr
   = [node].
@@ -178,6 +180,10 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                         error = _code(e)
                         if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # created concurrently
                             t = store.get(name)
+                            if t is None:
+                                # by another broker of a cluster, and not yet in this broker's view: as
+                                # Kafka, LEADER_NOT_AVAILABLE (the client asks again), not the create's error
+                                error = ErrorCode.LEADER_NOT_AVAILABLE
                 elif not is_valid_topic_name(name):
                     error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 if t is None:
