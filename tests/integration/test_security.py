@@ -19,10 +19,10 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
-from brokerproc import BrokerProcess, free_port, moldau_command
+from brokerproc import BrokerProcess, ClusterProcess, broker_kind, free_port, moldau_command
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -47,9 +47,6 @@ from moldau.protocol.sasl_mechanisms import client_mechanism, plain_message
 
 pytestmark = [
     pytest.mark.moldau_only(reason="TLS/SASL/ACL listeners are configured through moldau's settings"),
-    pytest.mark.single_broker("ACLs and SCRAM credentials are kept in each broker's data dir, not in "
-                              "ZooKeeper, and the brokers talk to each other in plaintext only "
-                              "(docs/cluster.md)"),
 ]
 
 MECHS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -63,13 +60,25 @@ _QUIET.setLevel(logging.CRITICAL)
 # ------------------------------------------------------------------------------------------------ fixtures
 
 class Secured:
-    """A broker process plus its listener ports and certificate files."""
+    """A broker process (one, or the three of a cluster) plus its listener ports and certificate files."""
 
-    def __init__(self, proc: BrokerProcess, ports: dict[str, int], certs: Path) -> None:
+    def __init__(self, proc: BrokerProcess, ports: dict[str, list[int]], certs: Path) -> None:
         self.proc, self.ports, self.certs = proc, ports, certs
 
     def addr(self, listener: str) -> str:
-        return f"127.0.0.1:{self.ports[listener]}"
+        """The bootstrap string of a listener: every broker's address on it."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports[listener])
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """Each broker's data dir (its local credential file: PLAIN users are configured per broker)."""
+        return self.proc.data_dirs if isinstance(self.proc, ClusterProcess) else [self.proc.data_dir]
+
+    def add_local_user(self, name: str, pw: str, mechanisms: list[str] | None = None) -> None:
+        """A user in every broker's credential file, as ``moldau users add --data-dir`` (a cluster broker
+        reads only the PLAIN entries from it; SCRAM credentials of a cluster are in ZooKeeper)."""
+        for d in self.data_dirs:
+            CredentialStore(d).add_password(name, pw, mechanisms)
 
     def rdkafka(self, listener: str, mech: str | None = None, user: str = ALICE, pw: str = ALICE_PW,
                 cert: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -87,17 +96,27 @@ class Secured:
         return conf
 
 
+def _eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    """Wait until ``check()`` holds: a change made through one broker of a cluster reaches the others through
+    ZooKeeper's change notifications a moment later (on one broker at once)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+def _logs_in(addr: str, mech: str, user: str, pw: str) -> bool:
+    r = Raw(addr)
+    try:
+        return r.sasl(mech, user, pw).error_code == 0
+    finally:
+        r.close()
+
+
 def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, str]) -> Secured:
-    ports = {"SASL_PLAINTEXT": free_port(), "SSL": free_port(), "SASL_SSL": free_port()}
-    data = tmp / "data"
-    data.mkdir(parents=True)
-    store = CredentialStore(data)  # offline, before the broker starts (moldau users add --data-dir)
-    for name, pw in users.items():
-        store.add_password(name, pw)
+    """One broker, or with MOLDAU_TEST_BROKER=cluster three brokers and a ZooKeeper (each broker with its own
+    port on every listener, the brokers' own traffic on PLAINTEXT), with ``users`` for PLAIN and SCRAM."""
     base = {
-        "listeners": ",".join(
-            ["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]
-        ),
         "ssl.certificate.location": str(certs / "broker.pem"),
         "ssl.key.location": str(certs / "broker.key"),
         "ssl.ca.location": str(certs / "ca.pem"),
@@ -107,10 +126,53 @@ def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, st
         "connection.failed.authentication.delay.ms": "50",
     }
     base.update(settings)
-    proc = BrokerProcess("moldau", data, settings=base, log_dir=tmp)
+    listeners = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
+    cluster = broker_kind() == "cluster"
+    n = 3 if cluster else 1
+    ports = {name: [free_port() for _ in range(n)] for name in listeners}
+
+    def listeners_of(i: int) -> str:
+        return ",".join(["PLAINTEXT://127.0.0.1:0"]
+                        + [f"{name}://127.0.0.1:{ports[name][i]}" for name in listeners])
+
+    proc: BrokerProcess
+    if not cluster:
+        data = tmp / "data"
+        data.mkdir(parents=True)
+        store = CredentialStore(data)  # offline, before the broker starts (moldau users add --data-dir)
+        for name, pw in users.items():
+            store.add_password(name, pw)
+        proc = BrokerProcess("moldau", data, settings={**base, "listeners": listeners_of(0)}, log_dir=tmp)
+        proc.start()
+        ports["PLAINTEXT"] = [proc.port]
+        return Secured(proc, ports, certs)
+    # The brokers talk to each other on PLAINTEXT (moldau's inter-broker connections are plaintext only), as
+    # User:ANONYMOUS: with an authorizer that principal must be a super user (or be granted ClusterAction),
+    # as Kafka requires of its brokers' principal.
+    base["inter.broker.listener.name"] = "PLAINTEXT"
+    if base.get("authorizer.class.name") and "User:ANONYMOUS" not in base.get("super.users", ""):
+        base["super.users"] = ";".join(x for x in (base.get("super.users"), "User:ANONYMOUS") if x)
+    folder = tmp / "data"
+    for i in (1, 2, 3):  # PLAIN users: each broker's own credential file (Kafka keeps them out of ZooKeeper)
+        store = CredentialStore(ClusterProcess.broker_data_dir(folder, i))
+        for name, pw in users.items():
+            store.add_password(name, pw, ["PLAIN"])
+    proc = ClusterProcess(folder, settings=base, log_dir=tmp,
+                          per_broker={i + 1: {"listeners": listeners_of(i)} for i in range(3)})
     proc.start()
-    ports["PLAINTEXT"] = proc.port
-    return Secured(proc, ports, certs)
+    ports["PLAINTEXT"] = [int(a.rsplit(":", 1)[1]) for a in proc.bootstrap.split(",")]
+    s = Secured(proc, ports, certs)
+    # SCRAM users: through the admin API (the cluster keeps them in ZooKeeper); PLAINTEXT is a super user
+    admin = _admin(s.rdkafka("PLAINTEXT"))
+    scram = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    up = [UserScramCredentialUpsertion(name, ScramCredentialInfo(mech, 4096), pw.encode())
+          for name, pw in users.items() for mech in scram]
+    for f in admin.alter_user_scram_credentials(up).values():
+        f.result(timeout=TIMEOUT)
+    for name, pw in users.items():
+        for one in s.addr("SASL_PLAINTEXT").split(","):
+            _eventually(lambda: _logs_in(one, "SCRAM-SHA-512", name, pw), f"{name} logs in on {one}")
+    return s
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +216,8 @@ def _admin(conf: dict[str, Any]) -> AdminClient:
 
 def _create(conf: dict[str, Any], *names: str) -> None:
     admin = _admin(conf)  # keep it alive until the futures are done
-    fs = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names],
+    rf = 3 if broker_kind() == "cluster" else 1
+    fs = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=rf) for n in names],
                              request_timeout=TIMEOUT)
     for f in fs.values():
         f.result(timeout=TIMEOUT)
@@ -266,7 +329,7 @@ class Raw:
     """A raw blocking connection for protocol-level checks."""
 
     def __init__(self, addr: str, tls: ssl.SSLContext | None = None) -> None:
-        host, port = addr.rsplit(":", 1)
+        host, port = addr.split(",")[0].rsplit(":", 1)  # the first broker of a bootstrap string
         self.sock = socket.create_connection((host, int(port)), timeout=10)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
@@ -412,7 +475,8 @@ def test_metadata_advertises_the_listener_used(secure: Secured) -> None:
     for listener in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"):
         conf = secure.rdkafka(listener, "SCRAM-SHA-512", cert="alice" if listener == "SSL" else None)
         md = _admin(conf).list_topics(timeout=TIMEOUT)
-        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", secure.ports[listener])]
+        assert sorted((b.host, b.port) for b in md.brokers.values()) == sorted(
+            ("127.0.0.1", p) for p in secure.ports[listener])
 
 
 def test_wrong_password_confluent(secure: Secured) -> None:
@@ -577,7 +641,12 @@ def test_unauthenticated_requests_close_the_connection(secure: Secured) -> None:
     lo, hi = c.get_watermark_offsets(TopicPartition(existing, 0), timeout=TIMEOUT)
     c.close()
     assert (lo, hi) == (0, 1)
-    assert "intruder" not in (secure.proc.data_dir / "__moldau_credentials.json").read_text()
+    admin = _admin(admin_conf)  # alive until the future is done
+    with pytest.raises(Exception, match="RESOURCE_NOT_FOUND") as info:
+        admin.describe_user_scram_credentials(["intruder"])["intruder"].result(timeout=TIMEOUT)
+    assert "intruder" in str(info.value)
+    for d in secure.data_dirs:
+        assert "intruder" not in (d / "__moldau_credentials.json").read_text()
     assert "before SASL authentication completed" in secure.proc.output()
 
 
@@ -641,7 +710,7 @@ def test_reauthentication(tmp_path: Path, certs: Path) -> None:
         time.sleep(1.0)  # 2 s after the first authentication, 1 s after the second
         assert r.call(3, 1, _metadata_req()).brokers
         # re-authenticating as someone else is refused
-        CredentialStore(s.proc.data_dir).add_password("eve", "eve-pw", ["PLAIN"])
+        s.add_local_user("eve", "eve-pw", ["PLAIN"])
         hs = r.call(17, 1, m.SaslHandshakeRequest.new(mechanism="PLAIN"))
         assert hs.error_code == 0
         resp = r.call(36, 2, m.SaslAuthenticateRequest.new(auth_bytes=plain_message("eve", "eve-pw")))
@@ -900,7 +969,8 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> None:
+def test_acls_cli_online(acl_broker: Secured) -> None:
+    """moldau acls add / list / remove with --bootstrap-server: the ACL takes effect (on every broker)."""
     x = [
         "-X",
         "security.protocol=SASL_PLAINTEXT",
@@ -938,7 +1008,19 @@ def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> Non
     assert out.returncode == 0
     err = _produce_error(bob, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    # offline, on the running broker's data dir: picked up within a second
+
+
+@pytest.mark.single_broker("offline edits with --data-dir change one broker's local ACL file, which a "
+                           "cluster broker does not read (ZooKeeper holds the cluster's ACLs)")
+def test_acls_cli_offline(acl_broker: Secured) -> None:
+    """moldau acls add --data-dir on the running broker's data dir: picked up within a second."""
+    t = _topic("cli-acl")
+    _create(acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", ADMIN, ADMIN_PW), t)
+    run = lambda *a: subprocess.run([*moldau_command(), "acls", *a], capture_output=True, text=True,  # noqa: E731
+                                    timeout=30)
+    bob = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", "bob", "bob-pw")
+    err = _produce_error(bob, t)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     out = run(
         "add",
         "--data-dir",
