@@ -76,3 +76,31 @@ def test_quota_set_and_removed_reads_back_at_once(cluster_factory: Any) -> None:
             assert _described(conn) == {}, f"round {i}: the removal"
     finally:
         conn.sock.close()
+
+
+def test_acl_created_and_deleted_reads_back_at_once(cluster_factory: Any) -> None:
+    """The same for ACLs: CreateAcls / DeleteAcls then DescribeAcls through the broker that made the change
+    (the resource's znode is created, then deleted, then created again)."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    c = cluster_factory(1, configs=["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                                    "super.users=User:ANONYMOUS"])
+    admin = AdminClient({"bootstrap.servers": c.broker(1).address})
+    flt = AclBindingFilter(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, None, None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    for i in range(ROUNDS // 2):
+        binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, f"User:u{i}", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        for f in admin.create_acls([binding]).values():
+            f.result(timeout=15)
+        assert [b.principal for b in admin.describe_acls(flt).result(timeout=15)] == [f"User:u{i}"], i
+        assert len(next(iter(admin.delete_acls([flt]).values())).result(timeout=15)) == 1
+        assert admin.describe_acls(flt).result(timeout=15) == [], f"round {i}: the deletion"
