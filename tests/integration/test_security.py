@@ -80,6 +80,33 @@ class Secured:
         for d in self.data_dirs:
             CredentialStore(d).add_password(name, pw, mechanisms)
 
+    def _acls_at(self, address: str) -> frozenset[tuple[Any, ...]]:
+        """Every ACL binding as the broker at ``address`` holds them (DescribeAcls as the super user)."""
+        r = Raw(address)
+        try:
+            assert r.sasl("PLAIN", ADMIN, ADMIN_PW).error_code == 0
+            resp = r.call(29, 1, m.DescribeAclsRequest.new(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1))  # 1 = ANY
+        finally:
+            r.close()
+        assert resp.error_code == 0, resp
+        return frozenset((x.resource_type, x.resource_name, x.pattern_type, a.principal, a.host, a.operation,
+                          a.permission_type) for x in resp.resources for a in x.acls)
+
+    def acls_everywhere(self) -> None:
+        """After CreateAcls / DeleteAcls through one broker: wait until every broker holds the same ACLs (the
+        others follow through ZooKeeper's change notifications, as Kafka's brokers do)."""
+        addrs = self.addr("SASL_PLAINTEXT").split(",")
+        if len(addrs) > 1:
+            _eventually(lambda: len({self._acls_at(a) for a in addrs}) == 1, "the same ACLs on every broker")
+
+    def logs_in_everywhere(self, mech: str, user: str, pw: str, expected: bool = True) -> None:
+        """After a SCRAM credential change through one broker: wait until it holds on every broker."""
+        for a in self.addr("SASL_PLAINTEXT").split(","):
+            _eventually(lambda: _logs_in(a, mech, user, pw) == expected,  # noqa: B023 - called at once
+                        f"{user} {'can' if expected else 'cannot'} log in on {a}")
+
     def rdkafka(self, listener: str, mech: str | None = None, user: str = ALICE, pw: str = ALICE_PW,
                 cert: str | None = None, **extra: Any) -> dict[str, Any]:
         """librdkafka settings for a listener."""
@@ -491,7 +518,7 @@ def test_wrong_password_confluent(secure: Secured) -> None:
         auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
         assert auth, errors
         assert "Authentication failed" in auth[0].str(), auth[0].str()
-    assert "failed authentication with SASL/SCRAM-SHA-512" in secure.proc.output()
+    assert "failed authentication with SASL/SCRAM-SHA-512" in secure.proc.output(limit=1 << 30)
 
 
 def test_wrong_password_kafka_python_and_aiokafka(secure: Secured, caplog: pytest.LogCaptureFixture) -> None:
@@ -647,7 +674,7 @@ def test_unauthenticated_requests_close_the_connection(secure: Secured) -> None:
     assert "intruder" in str(info.value)
     for d in secure.data_dirs:
         assert "intruder" not in (d / "__moldau_credentials.json").read_text()
-    assert "before SASL authentication completed" in secure.proc.output()
+    assert "before SASL authentication completed" in secure.proc.output(limit=1 << 30)
 
 
 def test_handshake_v0_raw_tokens(secure: Secured) -> None:
@@ -724,7 +751,7 @@ def test_reauthentication(tmp_path: Path, certs: Path) -> None:
             p.produce(topic, b"x")
             assert p.flush(TIMEOUT) == 0
             time.sleep(1.2)
-        assert "expired and was not re-authenticated" in s.proc.output()
+        assert "expired and was not re-authenticated" in s.proc.output(limit=1 << 30)
     finally:
         s.proc.close()
 
@@ -767,6 +794,7 @@ def test_users_online_through_admin_apis(acl_broker: Secured) -> None:
     fs = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-pw", b"0123456789abcdef")])
     fs["carol"].result(timeout=TIMEOUT)
+    acl_broker.logs_in_everywhere("SCRAM-SHA-512", "carol", "carol-pw")
     desc = admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=TIMEOUT)
     assert [(ci.mechanism, ci.iterations) for ci in desc.scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 8192)]
@@ -793,10 +821,12 @@ def test_users_online_through_admin_apis(acl_broker: Secured) -> None:
     assert out.returncode == 0, out.stderr
     out = run("users", "list", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
     assert "dave\tSCRAM-SHA-256 (4096 iterations), SCRAM-SHA-512 (4096 iterations)" in out.stdout, out
+    acl_broker.logs_in_everywhere("SCRAM-SHA-256", "dave", "dave-pw")
     assert _admin(acl_broker.rdkafka("SASL_SSL", "SCRAM-SHA-256", "dave", "dave-pw")).list_topics(
         timeout=TIMEOUT).brokers
     out = run("users", "delete", "dave", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
     assert out.returncode == 0, out.stderr
+    acl_broker.logs_in_everywhere("SCRAM-SHA-256", "dave", "dave-pw", expected=False)
     r = Raw(acl_broker.addr("SASL_PLAINTEXT"))
     assert r.sasl("SCRAM-SHA-256", "dave", "dave-pw").error_code == 58
     r.close()
@@ -865,6 +895,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
         _allow("User:alice", ResourceType.GROUP, group, AclOperation.READ),
     ]).values():
         f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
     assert _produce_error(alice, a) is None
     assert _consume_error(alice, a, group) == b"x"
     # topic B: TOPIC_AUTHORIZATION_FAILED, and not in alice's metadata
@@ -898,6 +929,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
     for f in admin.create_acls([_allow("User:alice", ResourceType.TOPIC, "acl-a", AclOperation.READ,
                                        AclPermissionType.DENY, ResourcePatternType.PREFIXED)]).values():
         f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
     err = _consume_error(alice, a, group)
     assert isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     assert _produce_error(alice, a) is None  # the deny is for Read only
@@ -917,6 +949,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
                                                   None,
                                                   None, AclOperation.ANY, AclPermissionType.DENY)])
     assert len(list(deleted.values())[0].result(timeout=TIMEOUT)) == 1
+    acl_broker.acls_everywhere()
     assert _consume_error(alice, a, group) == b"x"
 
 
@@ -954,6 +987,7 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
                   resource_pattern=ResourcePattern(KRT.TOPIC, t, ACLResourcePatternType.LITERAL))
         result = ka.create_acls([acl])
         assert not result["failed"], result
+        acl_broker.acls_everywhere()
         flt = ACLFilter(principal="User:CN=alice", host=None, operation=ACLOperation.ANY,
                         permission_type=ACLPermissionType.ANY,
                         resource_pattern=ResourcePatternFilter(KRT.TOPIC, t, ACLResourcePatternType.LITERAL))
@@ -963,6 +997,7 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
         # the admin certificate is a super user (User:CN=admin)
         assert _produce_error(acl_broker.rdkafka("SSL", cert="admin"), t) is None
         ka.delete_acls([flt])
+        acl_broker.acls_everywhere()
     finally:
         ka.close()
     err = _produce_error(cert_alice, t)
@@ -998,6 +1033,7 @@ def test_acls_cli_online(acl_broker: Secured) -> None:
         t,
     )
     assert out.returncode == 0, out.stderr
+    acl_broker.acls_everywhere()
     bob = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", "bob", "bob-pw")
     assert _produce_error(bob, t) is None
     out = run("list", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob")
@@ -1006,6 +1042,7 @@ def test_acls_cli_online(acl_broker: Secured) -> None:
         "remove", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob"
     )
     assert out.returncode == 0
+    acl_broker.acls_everywhere()
     err = _produce_error(bob, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
