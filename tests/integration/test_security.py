@@ -1073,3 +1073,32 @@ def test_acls_cli_offline(acl_broker: Secured) -> None:
     time.sleep(1.2)
     assert _produce_error(bob, t) is None
     run("remove", "--data-dir", str(acl_broker.proc.data_dir), "--principal", "User:bob")
+
+
+def test_follower_fetch_needs_cluster_action(acl_broker: Secured) -> None:
+    """A Fetch with a replica id (a follower's) needs ClusterAction on the cluster, not Read on the topic: a
+    consumer allowed to read the topic is refused on every partition when it poses as a replica."""
+    admin_conf = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", ADMIN, ADMIN_PW)
+    t = _topic("ffetch")
+    _create(admin_conf, t)
+    assert _produce_error(admin_conf, t) is None
+    admin = _admin(admin_conf)  # alive until the futures are done
+    for f in admin.create_acls([_allow("User:alice", ResourceType.TOPIC, t, AclOperation.READ)]).values():
+        f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
+
+    def fetch(replica_id: int) -> list[int]:
+        r = Raw(acl_broker.addr("SASL_PLAINTEXT"))
+        try:
+            assert r.sasl("SCRAM-SHA-256", ALICE, ALICE_PW).error_code == 0
+            resp = r.call(1, 4, m.FetchRequest.new(
+                replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                topics=[m.FetchRequest.FetchTopic(topic=t, partitions=[m.FetchRequest.FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]))
+        finally:
+            r.close()
+        return [p.error_code for x in resp.responses for p in x.partitions]
+
+    # as a consumer: allowed (a cluster's first broker may not lead the partition: NOT_LEADER_OR_FOLLOWER)
+    assert fetch(-1) in ([0], [6])
+    assert fetch(1) == [29]  # TOPIC_AUTHORIZATION_FAILED
