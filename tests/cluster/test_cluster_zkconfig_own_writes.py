@@ -1,10 +1,11 @@
-"""A broker of a cluster reads its own writes of client quotas: AlterClientQuotas then DescribeClientQuotas on
-the same connection shows the change, also while the change notifications of the broker's earlier writes are
-still being processed (each re-reads the entity from ZooKeeper; one whose read was older than the broker's
-newer write used to put the old quota back until the next notification).
+"""A broker of a cluster reads its own writes of client quotas and ACLs: AlterClientQuotas (or CreateAcls /
+DeleteAcls) then DescribeClientQuotas (DescribeAcls) on the same broker shows the change, also while the
+change notifications of the broker's earlier writes are still being processed (each re-reads the entity from
+ZooKeeper; one whose read was older than the broker's newer write used to put the old value back until the
+next notification).
 
-Requests built by kafka-python's protocol classes, sent to one broker of a one-broker cluster (the race is
-between one broker and its own notifications).
+Quota requests built by kafka-python's protocol classes, ACLs through confluent-kafka's AdminClient, all to
+the one broker of a one-broker cluster (the race is between one broker and its own notifications).
 """
 
 from __future__ import annotations
@@ -65,22 +66,9 @@ def _described(c: _Conn) -> dict[str, float]:
             for x in resp.entries}
 
 
-def test_quota_set_and_removed_reads_back_at_once(cluster_factory: Any) -> None:
-    c = cluster_factory(1)
-    conn = _Conn(c.broker(1).address)
-    try:
-        for i in range(ROUNDS):
-            assert _alter(conn, "10.0.0.1", float(i + 1), False) == 0
-            assert _described(conn) == {"10.0.0.1": float(i + 1)}, f"round {i}: the set"
-            assert _alter(conn, "10.0.0.1", 0.0, True) == 0
-            assert _described(conn) == {}, f"round {i}: the removal"
-    finally:
-        conn.sock.close()
-
-
-def test_acl_created_and_deleted_reads_back_at_once(cluster_factory: Any) -> None:
-    """The same for ACLs: CreateAcls / DeleteAcls then DescribeAcls through the broker that made the change
-    (the resource's znode is created, then deleted, then created again)."""
+def test_quotas_and_acls_read_back_at_once(cluster_factory: Any) -> None:
+    """Client quotas set and removed, then ACLs created and deleted (the resource's znode is created, deleted,
+    created again), each read back at once through the broker that made the change."""
     from confluent_kafka.admin import (
         AclBinding,
         AclBindingFilter,
@@ -93,6 +81,16 @@ def test_acl_created_and_deleted_reads_back_at_once(cluster_factory: Any) -> Non
 
     c = cluster_factory(1, configs=["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
                                     "super.users=User:ANONYMOUS"])
+    conn = _Conn(c.broker(1).address)
+    try:
+        for i in range(ROUNDS):
+            assert _alter(conn, "10.0.0.1", float(i + 1), False) == 0
+            assert _described(conn) == {"10.0.0.1": float(i + 1)}, f"round {i}: the set"
+            assert _alter(conn, "10.0.0.1", 0.0, True) == 0
+            assert _described(conn) == {}, f"round {i}: the removal"
+    finally:
+        conn.sock.close()
+
     admin = AdminClient({"bootstrap.servers": c.broker(1).address})
     flt = AclBindingFilter(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, None, None,
                            AclOperation.ANY, AclPermissionType.ANY)

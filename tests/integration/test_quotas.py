@@ -1,7 +1,8 @@
 """Client quotas against a real broker: AlterClientQuotas / DescribeClientQuotas through ``moldau quotas``,
 producers held at their producer_byte_rate (librdkafka and the moldau client at the same time) while an
 unthrottled client on the same broker keeps going, throttle_time_ms seen by the client, quotas across a
-restart, Kafka's error codes for bad entities.
+restart, Kafka's error codes for bad entities. Against a cluster (docs/cluster.md) the quotas are set through
+one broker and enforced by the topics' leaders.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ Brokers (module scope, one process each):
 * ``acl_broker``: PLAINTEXT + SASL_PLAINTEXT + SSL (certificates required), ACL authorizer on,
   allow.everyone.if.no.acl.found=false, super.users=User:admin.
 * a short-lived broker with connections.max.reauth.ms for KIP-368.
+
+With ``MOLDAU_TEST_BROKER=cluster`` each is three brokers and a ZooKeeper (docs/cluster.md): every broker with
+its own port on each listener, the brokers' own traffic on PLAINTEXT (``User:ANONYMOUS``, a super user under
+the authorizer), PLAIN users in every broker's credential file, SCRAM users and ACLs in ZooKeeper.
 """
 
 from __future__ import annotations
