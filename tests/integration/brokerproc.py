@@ -272,9 +272,17 @@ class ClusterProcess(BrokerProcess):
     """The integration tests' broker as a local three-broker cluster (moldau.broker.cluster.local)."""
 
     def __init__(self, data_dir: Path, *, settings: dict[str, str] | None = None, log_dir: Path | None = None,
-                 **_ignored: object) -> None:
+                 per_broker: dict[int, dict[str, str]] | None = None, **_ignored: object) -> None:
         super().__init__("cluster", data_dir, settings=settings, log_dir=log_dir)
+        #: settings of one broker (node id 1..3) over the shared ones, e.g. its own listener ports
+        self.per_broker = {i: dict(v) for i, v in (per_broker or {}).items()}
         self.cluster = None
+
+    @staticmethod
+    def broker_data_dir(folder: Path, node_id: int) -> Path:
+        """Where broker ``node_id`` of a cluster started on ``folder`` keeps its data (LocalCluster's layout),
+        known before the cluster starts (e.g. to put local credential files there)."""
+        return Path(folder) / f"broker-{node_id}"
 
     @property
     def bootstrap(self) -> str:
@@ -303,6 +311,9 @@ class ClusterProcess(BrokerProcess):
             merged.update(self.settings)
             configs = [f"{k}={v}" for k, v in merged.items()]
             self.cluster = LocalCluster(str(self.data_dir), 3, broker_configs=configs)
+            for b in self.cluster.brokers:
+                assert Path(b.data_dir) == self.broker_data_dir(self.data_dir, b.node_id)
+                b.extra += [f"{k}={v}" for k, v in self.per_broker.get(b.node_id, {}).items()]
         self.starts += 1
         c = self.cluster
         if c.zk.proc is None or c.zk.proc.poll() is not None:

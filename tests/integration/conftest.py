@@ -12,8 +12,9 @@ Fixtures:
 * ``broker`` (session): shared broker for tests that do not restart or damage it.
 * ``fresh_broker`` (function): a broker of its own, for crash/restart tests.
 * ``module_broker_factory``: the same for brokers shared by one module.
-* ``broker_factory`` (function): ``broker_factory(settings={...}, advertised_port=None)`` starts more,
-  all torn down after.
+* ``broker_factory`` (function): ``broker_factory(settings={...}, advertised_port=None, per_broker=None)``
+  starts more, all torn down after (``per_broker``: {node id: settings} of each broker of a cluster, e.g.
+  its own metrics port).
 * ``topic`` / ``make_topic``: unique topic names, created through confluent-kafka's AdminClient.
 """
 
@@ -56,7 +57,8 @@ atexit.register(_cleanup_all)
 
 
 def _new_broker(
-    base: Path, settings: dict[str, str] | None = None, advertised_port: int | None = None
+    base: Path, settings: dict[str, str] | None = None, advertised_port: int | None = None,
+    per_broker: dict[int, dict[str, str]] | None = None,
 ) -> BrokerProcess:
     kind = broker_kind()
     merged = dict(MOLDAU_TEST_SETTINGS) if kind in ("moldau", "cluster") else {}
@@ -64,8 +66,10 @@ def _new_broker(
     if kind == "cluster":
         if advertised_port is not None:
             pytest.skip("needs one broker advertised behind a proxy; the cluster has three")
-        b: BrokerProcess = ClusterProcess(base / "data", settings=merged, log_dir=base)
+        b: BrokerProcess = ClusterProcess(base / "data", settings=merged, log_dir=base, per_broker=per_broker)
     else:
+        if per_broker:
+            raise ValueError("per_broker settings are for the cluster's brokers; one broker takes settings")
         b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base, advertised_port=advertised_port)
     _ALL.append(b)
     return b
@@ -159,11 +163,12 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     started: list[BrokerProcess] = []
 
     def make(
-        settings: dict[str, str] | None = None, start: bool = True, advertised_port: int | None = None
+        settings: dict[str, str] | None = None, start: bool = True, advertised_port: int | None = None,
+        per_broker: dict[int, dict[str, str]] | None = None,
     ) -> BrokerProcess:
         base = tmp_path / f"broker{len(started)}"
         base.mkdir()
-        b = _new_broker(base, settings, advertised_port)
+        b = _new_broker(base, settings, advertised_port, per_broker)
         started.append(b)
         if start:
             b.start()

@@ -461,24 +461,45 @@ def test_legacy_alter_configs_replaces_whole_set(raw, broker, make_topic):
     assert r.responses[0].error_code == 40 and "retention.ms" in r.responses[0].error_message
 
 
-@pytest.mark.single_broker("dynamic broker configs are kept in each broker's data dir, not in ZooKeeper "
-                           "(docs/cluster.md)")
-def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
+def topic_configs_at(address: str, name: str) -> dict[str, tuple[str | None, int]]:
+    """{key: (value, config source)} of a topic as the broker at ``address`` answers DescribeConfigs (its own
+    broker-level configs are the topic's defaults)."""
+    M = m.DescribeConfigsRequest
+    with Raw(address) as raw:
+        r = raw.call(32, 4, M.new(resources=[M.DescribeConfigsResource(
+            resource_type=2, resource_name=name, configuration_keys=None)], include_synonyms=False,
+            include_documentation=False))
+    assert r.results[0].error_code == 0, r.results[0]
+    return {c.name: (c.value, c.config_source) for c in r.results[0].configs}
+
+
+def _eventually(check, what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory, kind):
+    """A per-broker dynamic config and the cluster-wide default reach the topics' configs and survive a
+    restart. Against a cluster: set through its first broker (whose level is changed), the cluster default
+    reaches the other brokers too (ZooKeeper's notifications), the per-broker value does not."""
     b = broker_factory()
+    addr = b.bootstrap.split(",")[0]  # requests and DescribeConfigs to this one broker
+    me = b.cluster.brokers[0].node_id if kind == "cluster" else node_id(addr)
+    others = [x.address for x in b.cluster.brokers[1:]] if kind == "cluster" else []
     name = unique_topic("dyn")
-    create(b.bootstrap, name, 1)
-    create(b.bootstrap, name + "-own", 1, {"retention.ms": "5000"})
-    me = node_id(b.bootstrap)
-    a = admin(b.bootstrap)
+    create(addr, name, 1)
+    create(addr, name + "-own", 1, {"retention.ms": "5000"})
+    a = admin(addr)
     res = ConfigResource(ConfigResource.Type.BROKER, str(me), incremental_configs=[
         ConfigEntry("log.retention.ms", "3333000", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
     a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
-    cfg = describe_topic_configs(b.bootstrap, name)
-    assert cfg["retention.ms"].value == "3333000"
-    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    assert cfg["cleanup.policy"].value == "delete,compact"
-    assert describe_topic_configs(b.bootstrap, name + "-own")["retention.ms"].value == "5000"
+    cfg = topic_configs_at(addr, name)
+    assert cfg["retention.ms"] == ("3333000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert cfg["cleanup.policy"][0] == "delete,compact"
+    assert topic_configs_at(addr, name + "-own")["retention.ms"][0] == "5000"
     bres = ConfigResource(ConfigResource.Type.BROKER, str(me))
     bcfg = a.describe_configs([bres], request_timeout=TIMEOUT)[bres].result(timeout=TIMEOUT)
     assert bcfg["log.retention.ms"].value == "3333000"
@@ -494,24 +515,30 @@ def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory):
 
     # cluster-wide default (resource name ""), below the per-broker value
     IAC = m.IncrementalAlterConfigsRequest
-    with Raw(b.bootstrap) as raw:
+    with Raw(addr) as raw:
         r = raw.call(44, 1, IAC.new(validate_only=False, resources=[IAC.AlterConfigsResource(
             resource_type=4, resource_name="", configs=[
                 IAC.AlterableConfig(name="log.segment.bytes", config_operation=0, value="3145728")])]))
         assert r.responses[0].error_code == 0
-    cfg = describe_topic_configs(b.bootstrap, name)
-    assert cfg["segment.bytes"].value == "3145728"
-    assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    default = ("3145728", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    assert topic_configs_at(addr, name)["segment.bytes"] == default
+    for other in others:  # the cluster default everywhere, broker ``me``'s own level on ``me`` only
+        _eventually(lambda: topic_configs_at(other, name)["segment.bytes"] == default,
+                    f"the cluster default on {other}")
+        cfg = topic_configs_at(other, name)
+        assert cfg["retention.ms"][1] != ConfigSource.DYNAMIC_BROKER_CONFIG.value, cfg["retention.ms"]
+        assert cfg["cleanup.policy"][0] == "delete"
 
     # survives a restart (the admin client goes first: it would log its reconnect attempts meanwhile)
     del a
-    _drop_admin(b.bootstrap)
+    _drop_admin(addr)
     b.restart()
-    cfg = describe_topic_configs(b.bootstrap, name)
-    assert cfg["retention.ms"].value == "3333000"
-    assert cfg["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    assert cfg["segment.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
-    assert describe_topic_configs(b.bootstrap, name + "-own")["retention.ms"].value == "5000"
+    cfg = topic_configs_at(addr, name)
+    assert cfg["retention.ms"] == ("3333000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert cfg["segment.bytes"] == default
+    assert topic_configs_at(addr, name + "-own")["retention.ms"][0] == "5000"
+    for other in others:
+        assert topic_configs_at(other, name)["segment.bytes"] == default
 
 
 def test_broker_logger_configs(raw, broker):

@@ -1,7 +1,8 @@
 """Client quotas against a real broker: AlterClientQuotas / DescribeClientQuotas through ``moldau quotas``,
 producers held at their producer_byte_rate (librdkafka and the moldau client at the same time) while an
 unthrottled client on the same broker keeps going, throttle_time_ms seen by the client, quotas across a
-restart, Kafka's error codes for bad entities.
+restart, Kafka's error codes for bad entities. Against a cluster (docs/cluster.md) the quotas are set through
+one broker and enforced by the topics' leaders.
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ import urllib.request
 from typing import Any
 
 import pytest
-from brokerproc import free_port, moldau_command
+from brokerproc import broker_kind, free_port, moldau_command
 from confluent_kafka import KafkaError, Producer
 from kafkautil import create_topic, unique_topic
 from rawkafka import RawConnection
 
 pytestmark = [
     pytest.mark.moldau_only("client quotas (AlterClientQuotas / DescribeClientQuotas)"),
-    pytest.mark.single_broker("client quotas are kept in each broker's data dir, not in ZooKeeper "
-                              "(docs/cluster.md)"),
 ]
 
 RATE = 1024 * 1024  # producer_byte_rate of the throttled clients
@@ -121,8 +120,15 @@ class MoldauLoad(threading.Thread):
 
 
 def test_producer_byte_rate_holds_clients_and_spares_others(broker_factory: Any) -> None:
-    mport = free_port()
-    b = broker_factory({"metrics.listener": f"127.0.0.1:{mport}"})
+    # against a cluster: each broker its own metrics port; the quotas, set through one broker, hold on the
+    # leaders of the topics (ZooKeeper's change notifications), each broker enforcing its own share as Kafka
+    if broker_kind() == "cluster":
+        mports = [free_port() for _ in range(3)]
+        b = broker_factory(per_broker={i + 1: {"metrics.listener": f"127.0.0.1:{p}"}
+                                       for i, p in enumerate(mports)})
+    else:
+        mports = [free_port()]
+        b = broker_factory({"metrics.listener": f"127.0.0.1:{mports[0]}"})
     for cid in ("throttled-rdkafka", "throttled-moldau"):
         r = quotas_cli(
             "alter",
@@ -176,13 +182,14 @@ def test_producer_byte_rate_holds_clients_and_spares_others(broker_factory: Any)
     assert rd.throttle_max > 0
 
     # per-client metrics: the throttled clients' rate and throttle time; nothing for the unthrottled one
-    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
-        metrics = r.read().decode()
-    throttle = {
-        line.split('client_id="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith("kafka_server_quota_throttle_time_ms_total{") and 'quota="Produce"' in line
-    }
+    throttle: dict[str, float] = {}
+    for mport in mports:  # summed over the brokers (the topics' leaders)
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        for line in metrics.splitlines():
+            if line.startswith("kafka_server_quota_throttle_time_ms_total{") and 'quota="Produce"' in line:
+                cid = line.split('client_id="')[1].split('"')[0]
+                throttle[cid] = throttle.get(cid, 0.0) + float(line.rsplit(" ", 1)[1])
     assert throttle.keys() == {"throttled-rdkafka", "throttled-moldau"}
     assert min(throttle.values()) > 1000
 

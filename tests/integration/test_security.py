@@ -6,6 +6,10 @@ Brokers (module scope, one process each):
 * ``acl_broker``: PLAINTEXT + SASL_PLAINTEXT + SSL (certificates required), ACL authorizer on,
   allow.everyone.if.no.acl.found=false, super.users=User:admin.
 * a short-lived broker with connections.max.reauth.ms for KIP-368.
+
+With ``MOLDAU_TEST_BROKER=cluster`` each is three brokers and a ZooKeeper (docs/cluster.md): every broker with
+its own port on each listener, the brokers' own traffic on PLAINTEXT (``User:ANONYMOUS``, a super user under
+the authorizer), PLAIN users in every broker's credential file, SCRAM users and ACLs in ZooKeeper.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
-from brokerproc import BrokerProcess, free_port, moldau_command
+from brokerproc import BrokerProcess, ClusterProcess, broker_kind, free_port, moldau_command
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -47,9 +51,6 @@ from moldau.protocol.sasl_mechanisms import client_mechanism, plain_message
 
 pytestmark = [
     pytest.mark.moldau_only(reason="TLS/SASL/ACL listeners are configured through moldau's settings"),
-    pytest.mark.single_broker("ACLs and SCRAM credentials are kept in each broker's data dir, not in "
-                              "ZooKeeper, and the brokers talk to each other in plaintext only "
-                              "(docs/cluster.md)"),
 ]
 
 MECHS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -63,13 +64,52 @@ _QUIET.setLevel(logging.CRITICAL)
 # ------------------------------------------------------------------------------------------------ fixtures
 
 class Secured:
-    """A broker process plus its listener ports and certificate files."""
+    """A broker process (one, or the three of a cluster) plus its listener ports and certificate files."""
 
-    def __init__(self, proc: BrokerProcess, ports: dict[str, int], certs: Path) -> None:
+    def __init__(self, proc: BrokerProcess, ports: dict[str, list[int]], certs: Path) -> None:
         self.proc, self.ports, self.certs = proc, ports, certs
 
     def addr(self, listener: str) -> str:
-        return f"127.0.0.1:{self.ports[listener]}"
+        """The bootstrap string of a listener: every broker's address on it."""
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports[listener])
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """Each broker's data dir (its local credential file: PLAIN users are configured per broker)."""
+        return self.proc.data_dirs if isinstance(self.proc, ClusterProcess) else [self.proc.data_dir]
+
+    def add_local_user(self, name: str, pw: str, mechanisms: list[str] | None = None) -> None:
+        """A user in every broker's credential file, as ``moldau users add --data-dir`` (a cluster broker
+        reads only the PLAIN entries from it; SCRAM credentials of a cluster are in ZooKeeper)."""
+        for d in self.data_dirs:
+            CredentialStore(d).add_password(name, pw, mechanisms)
+
+    def _acls_at(self, address: str) -> frozenset[tuple[Any, ...]]:
+        """Every ACL binding as the broker at ``address`` holds them (DescribeAcls as the super user)."""
+        r = Raw(address)
+        try:
+            assert r.sasl("PLAIN", ADMIN, ADMIN_PW).error_code == 0
+            resp = r.call(29, 1, m.DescribeAclsRequest.new(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1))  # 1 = ANY
+        finally:
+            r.close()
+        assert resp.error_code == 0, resp
+        return frozenset((x.resource_type, x.resource_name, x.pattern_type, a.principal, a.host, a.operation,
+                          a.permission_type) for x in resp.resources for a in x.acls)
+
+    def acls_everywhere(self) -> None:
+        """After CreateAcls / DeleteAcls through one broker: wait until every broker holds the same ACLs (the
+        others follow through ZooKeeper's change notifications, as Kafka's brokers do)."""
+        addrs = self.addr("SASL_PLAINTEXT").split(",")
+        if len(addrs) > 1:
+            _eventually(lambda: len({self._acls_at(a) for a in addrs}) == 1, "the same ACLs on every broker")
+
+    def logs_in_everywhere(self, mech: str, user: str, pw: str, expected: bool = True) -> None:
+        """After a SCRAM credential change through one broker: wait until it holds on every broker."""
+        for a in self.addr("SASL_PLAINTEXT").split(","):
+            _eventually(lambda: _logs_in(a, mech, user, pw) == expected,  # noqa: B023 - called at once
+                        f"{user} {'can' if expected else 'cannot'} log in on {a}")
 
     def rdkafka(self, listener: str, mech: str | None = None, user: str = ALICE, pw: str = ALICE_PW,
                 cert: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -87,17 +127,27 @@ class Secured:
         return conf
 
 
+def _eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    """Wait until ``check()`` holds: a change made through one broker of a cluster reaches the others through
+    ZooKeeper's change notifications a moment later (on one broker at once)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+def _logs_in(addr: str, mech: str, user: str, pw: str) -> bool:
+    r = Raw(addr)
+    try:
+        return r.sasl(mech, user, pw).error_code == 0
+    finally:
+        r.close()
+
+
 def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, str]) -> Secured:
-    ports = {"SASL_PLAINTEXT": free_port(), "SSL": free_port(), "SASL_SSL": free_port()}
-    data = tmp / "data"
-    data.mkdir(parents=True)
-    store = CredentialStore(data)  # offline, before the broker starts (moldau users add --data-dir)
-    for name, pw in users.items():
-        store.add_password(name, pw)
+    """One broker, or with MOLDAU_TEST_BROKER=cluster three brokers and a ZooKeeper (each broker with its own
+    port on every listener, the brokers' own traffic on PLAINTEXT), with ``users`` for PLAIN and SCRAM."""
     base = {
-        "listeners": ",".join(
-            ["PLAINTEXT://127.0.0.1:0"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()]
-        ),
         "ssl.certificate.location": str(certs / "broker.pem"),
         "ssl.key.location": str(certs / "broker.key"),
         "ssl.ca.location": str(certs / "ca.pem"),
@@ -107,10 +157,53 @@ def _start(tmp: Path, certs: Path, settings: dict[str, str], users: dict[str, st
         "connection.failed.authentication.delay.ms": "50",
     }
     base.update(settings)
-    proc = BrokerProcess("moldau", data, settings=base, log_dir=tmp)
+    listeners = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")
+    cluster = broker_kind() == "cluster"
+    n = 3 if cluster else 1
+    ports = {name: [free_port() for _ in range(n)] for name in listeners}
+
+    def listeners_of(i: int) -> str:
+        return ",".join(["PLAINTEXT://127.0.0.1:0"]
+                        + [f"{name}://127.0.0.1:{ports[name][i]}" for name in listeners])
+
+    proc: BrokerProcess
+    if not cluster:
+        data = tmp / "data"
+        data.mkdir(parents=True)
+        store = CredentialStore(data)  # offline, before the broker starts (moldau users add --data-dir)
+        for name, pw in users.items():
+            store.add_password(name, pw)
+        proc = BrokerProcess("moldau", data, settings={**base, "listeners": listeners_of(0)}, log_dir=tmp)
+        proc.start()
+        ports["PLAINTEXT"] = [proc.port]
+        return Secured(proc, ports, certs)
+    # The brokers talk to each other on PLAINTEXT (moldau's inter-broker connections are plaintext only), as
+    # User:ANONYMOUS: with an authorizer that principal must be a super user (or be granted ClusterAction),
+    # as Kafka requires of its brokers' principal.
+    base["inter.broker.listener.name"] = "PLAINTEXT"
+    if base.get("authorizer.class.name") and "User:ANONYMOUS" not in base.get("super.users", ""):
+        base["super.users"] = ";".join(x for x in (base.get("super.users"), "User:ANONYMOUS") if x)
+    folder = tmp / "data"
+    for i in (1, 2, 3):  # PLAIN users: each broker's own credential file (Kafka keeps them out of ZooKeeper)
+        store = CredentialStore(ClusterProcess.broker_data_dir(folder, i))
+        for name, pw in users.items():
+            store.add_password(name, pw, ["PLAIN"])
+    proc = ClusterProcess(folder, settings=base, log_dir=tmp,
+                          per_broker={i + 1: {"listeners": listeners_of(i)} for i in range(3)})
     proc.start()
-    ports["PLAINTEXT"] = proc.port
-    return Secured(proc, ports, certs)
+    ports["PLAINTEXT"] = [int(a.rsplit(":", 1)[1]) for a in proc.bootstrap.split(",")]
+    s = Secured(proc, ports, certs)
+    # SCRAM users: through the admin API (the cluster keeps them in ZooKeeper); PLAINTEXT is a super user
+    admin = _admin(s.rdkafka("PLAINTEXT"))
+    scram = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    up = [UserScramCredentialUpsertion(name, ScramCredentialInfo(mech, 4096), pw.encode())
+          for name, pw in users.items() for mech in scram]
+    for f in admin.alter_user_scram_credentials(up).values():
+        f.result(timeout=TIMEOUT)
+    for name, pw in users.items():
+        for one in s.addr("SASL_PLAINTEXT").split(","):
+            _eventually(lambda: _logs_in(one, "SCRAM-SHA-512", name, pw), f"{name} logs in on {one}")
+    return s
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +247,8 @@ def _admin(conf: dict[str, Any]) -> AdminClient:
 
 def _create(conf: dict[str, Any], *names: str) -> None:
     admin = _admin(conf)  # keep it alive until the futures are done
-    fs = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in names],
+    rf = 3 if broker_kind() == "cluster" else 1
+    fs = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=rf) for n in names],
                              request_timeout=TIMEOUT)
     for f in fs.values():
         f.result(timeout=TIMEOUT)
@@ -266,7 +360,7 @@ class Raw:
     """A raw blocking connection for protocol-level checks."""
 
     def __init__(self, addr: str, tls: ssl.SSLContext | None = None) -> None:
-        host, port = addr.rsplit(":", 1)
+        host, port = addr.split(",")[0].rsplit(":", 1)  # the first broker of a bootstrap string
         self.sock = socket.create_connection((host, int(port)), timeout=10)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
@@ -412,7 +506,8 @@ def test_metadata_advertises_the_listener_used(secure: Secured) -> None:
     for listener in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"):
         conf = secure.rdkafka(listener, "SCRAM-SHA-512", cert="alice" if listener == "SSL" else None)
         md = _admin(conf).list_topics(timeout=TIMEOUT)
-        assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", secure.ports[listener])]
+        assert sorted((b.host, b.port) for b in md.brokers.values()) == sorted(
+            ("127.0.0.1", p) for p in secure.ports[listener])
 
 
 def test_wrong_password_confluent(secure: Secured) -> None:
@@ -427,7 +522,7 @@ def test_wrong_password_confluent(secure: Secured) -> None:
         auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
         assert auth, errors
         assert "Authentication failed" in auth[0].str(), auth[0].str()
-    assert "failed authentication with SASL/SCRAM-SHA-512" in secure.proc.output()
+    assert "failed authentication with SASL/SCRAM-SHA-512" in secure.proc.output(limit=1 << 30)
 
 
 def test_wrong_password_kafka_python_and_aiokafka(secure: Secured, caplog: pytest.LogCaptureFixture) -> None:
@@ -577,8 +672,13 @@ def test_unauthenticated_requests_close_the_connection(secure: Secured) -> None:
     lo, hi = c.get_watermark_offsets(TopicPartition(existing, 0), timeout=TIMEOUT)
     c.close()
     assert (lo, hi) == (0, 1)
-    assert "intruder" not in (secure.proc.data_dir / "__moldau_credentials.json").read_text()
-    assert "before SASL authentication completed" in secure.proc.output()
+    admin = _admin(admin_conf)  # alive until the future is done
+    with pytest.raises(Exception, match="RESOURCE_NOT_FOUND") as info:
+        admin.describe_user_scram_credentials(["intruder"])["intruder"].result(timeout=TIMEOUT)
+    assert "intruder" in str(info.value)
+    for d in secure.data_dirs:
+        assert "intruder" not in (d / "__moldau_credentials.json").read_text()
+    assert "before SASL authentication completed" in secure.proc.output(limit=1 << 30)
 
 
 def test_handshake_v0_raw_tokens(secure: Secured) -> None:
@@ -641,7 +741,7 @@ def test_reauthentication(tmp_path: Path, certs: Path) -> None:
         time.sleep(1.0)  # 2 s after the first authentication, 1 s after the second
         assert r.call(3, 1, _metadata_req()).brokers
         # re-authenticating as someone else is refused
-        CredentialStore(s.proc.data_dir).add_password("eve", "eve-pw", ["PLAIN"])
+        s.add_local_user("eve", "eve-pw", ["PLAIN"])
         hs = r.call(17, 1, m.SaslHandshakeRequest.new(mechanism="PLAIN"))
         assert hs.error_code == 0
         resp = r.call(36, 2, m.SaslAuthenticateRequest.new(auth_bytes=plain_message("eve", "eve-pw")))
@@ -655,7 +755,7 @@ def test_reauthentication(tmp_path: Path, certs: Path) -> None:
             p.produce(topic, b"x")
             assert p.flush(TIMEOUT) == 0
             time.sleep(1.2)
-        assert "expired and was not re-authenticated" in s.proc.output()
+        assert "expired and was not re-authenticated" in s.proc.output(limit=1 << 30)
     finally:
         s.proc.close()
 
@@ -698,6 +798,7 @@ def test_users_online_through_admin_apis(acl_broker: Secured) -> None:
     fs = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-pw", b"0123456789abcdef")])
     fs["carol"].result(timeout=TIMEOUT)
+    acl_broker.logs_in_everywhere("SCRAM-SHA-512", "carol", "carol-pw")
     desc = admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=TIMEOUT)
     assert [(ci.mechanism, ci.iterations) for ci in desc.scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 8192)]
@@ -724,10 +825,12 @@ def test_users_online_through_admin_apis(acl_broker: Secured) -> None:
     assert out.returncode == 0, out.stderr
     out = run("users", "list", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
     assert "dave\tSCRAM-SHA-256 (4096 iterations), SCRAM-SHA-512 (4096 iterations)" in out.stdout, out
+    acl_broker.logs_in_everywhere("SCRAM-SHA-256", "dave", "dave-pw")
     assert _admin(acl_broker.rdkafka("SASL_SSL", "SCRAM-SHA-256", "dave", "dave-pw")).list_topics(
         timeout=TIMEOUT).brokers
     out = run("users", "delete", "dave", "--bootstrap-server", acl_broker.addr("SASL_SSL"), *x)
     assert out.returncode == 0, out.stderr
+    acl_broker.logs_in_everywhere("SCRAM-SHA-256", "dave", "dave-pw", expected=False)
     r = Raw(acl_broker.addr("SASL_PLAINTEXT"))
     assert r.sasl("SCRAM-SHA-256", "dave", "dave-pw").error_code == 58
     r.close()
@@ -796,6 +899,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
         _allow("User:alice", ResourceType.GROUP, group, AclOperation.READ),
     ]).values():
         f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
     assert _produce_error(alice, a) is None
     assert _consume_error(alice, a, group) == b"x"
     # topic B: TOPIC_AUTHORIZATION_FAILED, and not in alice's metadata
@@ -829,6 +933,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
     for f in admin.create_acls([_allow("User:alice", ResourceType.TOPIC, "acl-a", AclOperation.READ,
                                        AclPermissionType.DENY, ResourcePatternType.PREFIXED)]).values():
         f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
     err = _consume_error(alice, a, group)
     assert isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     assert _produce_error(alice, a) is None  # the deny is for Read only
@@ -848,6 +953,7 @@ def test_acls_end_to_end(acl_broker: Secured) -> None:
                                                   None,
                                                   None, AclOperation.ANY, AclPermissionType.DENY)])
     assert len(list(deleted.values())[0].result(timeout=TIMEOUT)) == 1
+    acl_broker.acls_everywhere()
     assert _consume_error(alice, a, group) == b"x"
 
 
@@ -885,6 +991,7 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
                   resource_pattern=ResourcePattern(KRT.TOPIC, t, ACLResourcePatternType.LITERAL))
         result = ka.create_acls([acl])
         assert not result["failed"], result
+        acl_broker.acls_everywhere()
         flt = ACLFilter(principal="User:CN=alice", host=None, operation=ACLOperation.ANY,
                         permission_type=ACLPermissionType.ANY,
                         resource_pattern=ResourcePatternFilter(KRT.TOPIC, t, ACLResourcePatternType.LITERAL))
@@ -894,13 +1001,15 @@ def test_acls_tls_principal_and_kafka_python_admin(acl_broker: Secured) -> None:
         # the admin certificate is a super user (User:CN=admin)
         assert _produce_error(acl_broker.rdkafka("SSL", cert="admin"), t) is None
         ka.delete_acls([flt])
+        acl_broker.acls_everywhere()
     finally:
         ka.close()
     err = _produce_error(cert_alice, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> None:
+def test_acls_cli_online(acl_broker: Secured) -> None:
+    """moldau acls add / list / remove with --bootstrap-server: the ACL takes effect (on every broker)."""
     x = [
         "-X",
         "security.protocol=SASL_PLAINTEXT",
@@ -928,6 +1037,7 @@ def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> Non
         t,
     )
     assert out.returncode == 0, out.stderr
+    acl_broker.acls_everywhere()
     bob = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", "bob", "bob-pw")
     assert _produce_error(bob, t) is None
     out = run("list", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob")
@@ -936,9 +1046,22 @@ def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> Non
         "remove", "--bootstrap-server", acl_broker.addr("SASL_PLAINTEXT"), *x, "--principal", "User:bob"
     )
     assert out.returncode == 0
+    acl_broker.acls_everywhere()
     err = _produce_error(bob, t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    # offline, on the running broker's data dir: picked up within a second
+
+
+@pytest.mark.single_broker("offline edits with --data-dir change one broker's local ACL file, which a "
+                           "cluster broker does not read (ZooKeeper holds the cluster's ACLs)")
+def test_acls_cli_offline(acl_broker: Secured) -> None:
+    """moldau acls add --data-dir on the running broker's data dir: picked up within a second."""
+    t = _topic("cli-acl")
+    _create(acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", ADMIN, ADMIN_PW), t)
+    run = lambda *a: subprocess.run([*moldau_command(), "acls", *a], capture_output=True, text=True,  # noqa: E731
+                                    timeout=30)
+    bob = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", "bob", "bob-pw")
+    err = _produce_error(bob, t)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     out = run(
         "add",
         "--data-dir",
@@ -954,3 +1077,32 @@ def test_acls_cli_offline_and_online(acl_broker: Secured, tmp_path: Path) -> Non
     time.sleep(1.2)
     assert _produce_error(bob, t) is None
     run("remove", "--data-dir", str(acl_broker.proc.data_dir), "--principal", "User:bob")
+
+
+def test_follower_fetch_needs_cluster_action(acl_broker: Secured) -> None:
+    """A Fetch with a replica id (a follower's) needs ClusterAction on the cluster, not Read on the topic: a
+    consumer allowed to read the topic is refused on every partition when it poses as a replica."""
+    admin_conf = acl_broker.rdkafka("SASL_PLAINTEXT", "PLAIN", ADMIN, ADMIN_PW)
+    t = _topic("ffetch")
+    _create(admin_conf, t)
+    assert _produce_error(admin_conf, t) is None
+    admin = _admin(admin_conf)  # alive until the futures are done
+    for f in admin.create_acls([_allow("User:alice", ResourceType.TOPIC, t, AclOperation.READ)]).values():
+        f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
+
+    def fetch(replica_id: int) -> list[int]:
+        r = Raw(acl_broker.addr("SASL_PLAINTEXT"))
+        try:
+            assert r.sasl("SCRAM-SHA-256", ALICE, ALICE_PW).error_code == 0
+            resp = r.call(1, 4, m.FetchRequest.new(
+                replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                topics=[m.FetchRequest.FetchTopic(topic=t, partitions=[m.FetchRequest.FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]))
+        finally:
+            r.close()
+        return [p.error_code for x in resp.responses for p in x.partitions]
+
+    # as a consumer: allowed (a cluster's first broker may not lead the partition: NOT_LEADER_OR_FOLLOWER)
+    assert fetch(-1) in ([0], [6])
+    assert fetch(1) == [29]  # TOPIC_AUTHORIZATION_FAILED

@@ -136,6 +136,17 @@ class ZkClient:
         except NoNodeError:
             return []
 
+    async def children_stat(self, path: str) -> tuple[list[str], Any] | None:
+        """(children, the parent's stat) or None when ``path`` does not exist. The stat's pzxid is the zxid
+        of the last change of the children: the list is as of that zxid."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            names, stat = await self._call(self._kz.get_children, path, include_data=True)
+        except NoNodeError:
+            return None
+        return list(names), stat
+
     async def create(
         self,
         path: str,

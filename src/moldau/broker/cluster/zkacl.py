@@ -113,6 +113,10 @@ class ZkAclAuthorizer(az.AclAuthorizer):
                  allow_everyone_if_no_acl_found: bool = False) -> None:
         self.zk = zk
         self._resources: dict[Resource, set[az.AclBinding]] = {}
+        # resource -> the newest znode version (mzxid) this broker applied: a change notification re-reads the
+        # resource, and a re-read older than this broker's own later write must not put the old ACLs back
+        # (Kafka's AclAuthorizer holds one lock over its writes and the notifications' re-reads)
+        self._applied: dict[Resource, int] = {}
         super().__init__("", super_users=super_users,
                          allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
         self.path = "ZooKeeper " + ACL_PATH
@@ -186,13 +190,16 @@ class ZkAclAuthorizer(az.AclAuthorizer):
                     if stat is None:
                         if not result:
                             break
-                        kz.create(path, encode_acls(result), makepath=True)
+                        written = int(kz.create(path, encode_acls(result), makepath=True,
+                                                include_data=True)[1].mzxid)
                     elif result:
-                        kz.set(path, encode_acls(result), stat.version)
+                        written = int(kz.set(path, encode_acls(result), stat.version).mzxid)
                     else:
                         kz.delete(path, stat.version)
+                        written = int(stat.mzxid) + 1  # every version up to the deleted one is older
                 except (BadVersionError, NodeExistsError, NoNodeError):
                     continue
+                self._applied[r] = max(written, self._applied.get(r, -1))
                 self._resources[r] = result
                 if not result:
                     self._resources.pop(r, None)
@@ -209,7 +216,20 @@ class ZkAclAuthorizer(az.AclAuthorizer):
         except (KeyError, ValueError) as e:
             log.error("unreadable ACL change under %s: %s", changes, e)
             return
-        got = await self.zk.get(resource_path(r))
+        path = resource_path(r)
+        got = await self.zk.get(path)
+        if got is not None:
+            seen = int(got[1].mzxid)
+        else:  # gone: as of the parent's last child change (a re-create since shows in the list)
+            parent, _, name = path.rpartition("/")
+            listed = await self.zk.children_stat(parent)
+            if listed is not None and name in listed[0]:
+                got = await self.zk.get(path)
+            seen = int(got[1].mzxid) if got is not None else int(listed[1].pzxid) if listed else -1
+        if seen < self._applied.get(r, -1):
+            log.debug("ACL change of %s: older than what this broker applied, dropped", r)
+            return
+        self._applied[r] = seen
         acls = decode_acls(r, got[0] if got else None)
         if acls:
             self._resources[r] = acls

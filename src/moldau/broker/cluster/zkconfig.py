@@ -99,21 +99,23 @@ def scram_from_string(text: str) -> dict[str, Any]:
             "iterations": int(parts["iterations"])}
 
 
-def write_entity_config(kz: Any, path: str, configs: Mapping[str, str]) -> None:
-    """Write ``/config/<path>`` and the change notification (``AdminZkClient.changeEntityConfig``)."""
+def write_entity_config(kz: Any, path: str, configs: Mapping[str, str]) -> int:
+    """Write ``/config/<path>`` and the change notification (``AdminZkClient.changeEntityConfig``). Returns
+    the znode's mzxid after the write (``ConfigChangeWatcher.wrote``)."""
     from kazoo.exceptions import NodeExistsError, NoNodeError
 
     znode = f"{CONFIG}/{path}"
     data = encode_entity_config(configs)
     try:
-        kz.set(znode, data)
+        stat = kz.set(znode, data)
     except NoNodeError:
         try:
-            kz.create(znode, data, makepath=True)
+            stat = kz.create(znode, data, makepath=True, include_data=True)[1]
         except NodeExistsError:
-            kz.set(znode, data)
+            stat = kz.set(znode, data)
     kz.create(f"{zd.CONFIG_CHANGES}/{CHANGE_PREFIX}", zd.encode_config_change(path), sequence=True,
               makepath=True)
+    return int(stat.mzxid)
 
 
 def read_entity_config(kz: Any, path: str) -> dict[str, str]:
@@ -194,11 +196,17 @@ class NotificationListener:
 class ConfigChangeWatcher:
     """``/config/changes`` (Kafka's ``ZkConfigManager``): each ``config_change_<seq>`` names an entity path;
     the handlers registered for its entity type get the rest of the path (``alice``, ``alice/clients/c1``,
-    ``<default>``) and the entity's current config."""
+    ``<default>``) and the entity's current config.
+
+    The config is re-read when the notification is processed, and this broker's own writes are applied at
+    once (read-your-writes): a notification of an earlier change whose re-read finished before this broker
+    wrote the entity again would put the older config back. So the newest version (mzxid) applied per entity
+    is kept, and a re-read older than it is dropped (the notification of the newer write follows)."""
 
     def __init__(self, zk: Any) -> None:
         self.zk = zk
         self._handlers: dict[str, list[EntityHandler]] = {}
+        self._applied: dict[str, int] = {}  # entity path -> mzxid of the newest config applied
         self._listener = NotificationListener(zk, zd.CONFIG_CHANGES, CHANGE_PREFIX, self._process)
 
     def register(self, entity_type: str, fn: EntityHandler) -> None:
@@ -206,6 +214,10 @@ class ConfigChangeWatcher:
 
     def start(self) -> None:
         self._listener.start()
+
+    def wrote(self, path: str, mzxid: int) -> None:
+        """This broker wrote (and applied) entity ``path`` at ``mzxid`` (``write_entity_config``)."""
+        self._applied[path] = max(mzxid, self._applied.get(path, -1))
 
     async def _process(self, data: bytes) -> None:
         d = json.loads(data.decode())
@@ -218,6 +230,12 @@ class ConfigChangeWatcher:
         if not handlers:
             return
         got = await self.zk.get(f"{CONFIG}/{path}")
+        if got is not None:
+            mzxid = int(got[1].mzxid)
+            if mzxid < self._applied.get(path, -1):
+                log.debug("config change for %s: older than what this broker applied, dropped", path)
+                return
+            self._applied[path] = mzxid
         configs = decode_entity_config(got[0] if got else None)
         log.debug("config change for %s: %s", path, sorted(configs))
         for fn in handlers:
@@ -239,6 +257,7 @@ class ZkBrokerConfigStore:
 
         self.services = services
         self.zk = zk
+        self.watcher = watcher
         self._tc = tc
         kz = zk.sync
         node = services.node_id
@@ -275,8 +294,10 @@ class ZkBrokerConfigStore:
 
     def set_level(self, broker_id: int | None, configs: Mapping[str, str]) -> None:
         name = None if broker_id is None else str(broker_id)
-        write_entity_config(self.zk.sync, entity_path(BROKERS, name), dict(configs))
+        path = entity_path(BROKERS, name)
+        mzxid = write_entity_config(self.zk.sync, path, dict(configs))
         if broker_id is None or broker_id == self.services.node_id:  # read-your-writes on this broker
+            self.watcher.wrote(path, mzxid)
             self._apply(broker_id is None, configs)
 
     def _on_change(self, name: str, configs: dict[str, str]) -> None:
@@ -314,6 +335,7 @@ class ZkQuotaStore:
 
     def __init__(self, zk: Any, watcher: ConfigChangeWatcher) -> None:
         self.zk = zk
+        self.watcher = watcher
         self.on_change: Callable[[], None] | None = None
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}
         kz = zk.sync
@@ -372,7 +394,7 @@ class ZkQuotaStore:
             ours = set(self._quotas.get(entity, {})) | set(new.get(entity, {}))
             merged = {k: v for k, v in current.items() if k not in ours}
             merged.update({k: _quota_string(v) for k, v in new.get(entity, {}).items()})
-            write_entity_config(kz, path, merged)
+            self.watcher.wrote(path, write_entity_config(kz, path, merged))
         self._quotas = new
 
 
@@ -399,6 +421,7 @@ class ZkCredentialStore:
 
     def __init__(self, zk: Any, watcher: ConfigChangeWatcher, local: Any) -> None:
         self.zk = zk
+        self.watcher = watcher
         self.local = local
         self.path = "ZooKeeper /config/users"
         self._scram: dict[str, dict[str, dict[str, Any]]] = {}
@@ -482,7 +505,7 @@ class ZkCredentialStore:
                     cred = credential_from_salted(SCRAM_MECHANISMS[mechanism], salted, salt, iterations)
                     configs[mechanism] = scram_to_string(cred.salt, cred.stored_key, cred.server_key,
                                                          cred.iterations)
-            write_entity_config(kz, path, configs)
+            self.watcher.wrote(path, write_entity_config(kz, path, configs))
             self._set_user(name, configs)
 
     def upsert_scram_salted(self, name: str, mechanism: str, iterations: int, salt: bytes,

@@ -22,9 +22,10 @@
 * v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3);
   topics with message.downconversion.enable=false answer UNSUPPORTED_VERSION instead, as Kafka.
 * Records go out as the log's chunks (a list), which the encoder writes without copying.
-* Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) go to the replica manager with the replica
-  id: in a cluster the leader reads up to its log end offset for them and records the follower's position
-  (docs/cluster.md).
+* Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) need ClusterAction on the cluster (not
+  Read on the topics; otherwise TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka) and go to the
+  replica manager with the replica id: in a cluster the leader reads up to its log end offset for them and
+  records the follower's position (docs/cluster.md).
 * Fetch from the closest replica (KIP-392, a cluster with replica.selector.class): v11+ consumers with a
   rack_id may get preferred_read_replica (the in-sync follower in their rack) from the leader, with no records
   (the answer does not wait); a follower serves v11+ consumers up to its own high watermark (older versions:
@@ -51,7 +52,7 @@ from ..replica_manager import (
     Partition,
     ReadInfo,
 )
-from ..security.authorizer import READ, TOPIC, allowed
+from ..security.authorizer import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC, allowed
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,16 @@ class _Item:
         self.preferred = -1  # preferred_read_replica (KIP-392)
 
 
-def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool) -> None:
+def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool, follower: bool = False) -> None:
     store = ctx.services.metadata
     rm = ctx.services.replica_manager
+    if follower and not allowed(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        for it in items:  # a follower's fetch needs ClusterAction, not Read (Kafka: every partition refused)
+            it.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if by_id and it.topic is None:
+                t = store.get_by_id(it.topic_id)
+                it.topic = t.name if t is not None else None
+        return
     for it in items:
         if by_id:
             t = store.get_by_id(it.topic_id)
@@ -220,7 +228,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
                 for it, cp in zip(items, cps):
                     it.cached = cp
 
-    _resolve(ctx, items, by_id)
+    _resolve(ctx, items, by_id, follower=replica_id >= 0)
     follower_ok = replica_id < 0 and v >= 11  # KIP-392: consumers with client metadata may use followers
     preferred = False
     select = getattr(rm, "preferred_read_replica", None)
