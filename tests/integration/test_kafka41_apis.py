@@ -1,0 +1,119 @@
+"""Kafka 3.7-4.1 APIs: DescribeTopicPartitions (75) and ListConfigResources (74), driven by kafka-python 3.0's
+KafkaAdminClient and by raw requests (kafka-python's protocol classes on a plain socket) where a test needs
+the exact fields (empty ELR lists, INVALID_REQUEST, paging from a cursor)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafkautil import unique_topic
+from rawkafka import RawConnection
+
+pytestmark = pytest.mark.moldau_only(reason="moldau's own Kafka 4.1 API handlers")
+
+
+@pytest.fixture(scope="module")
+def kp_admin(broker):
+    from kafka.admin import KafkaAdminClient
+
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    yield a
+    a.close()
+
+
+def _dtp(bootstrap: str, names: list[str], limit: int = 2000, cursor: tuple[str, int] | None = None):
+    from kafka.protocol.admin import DescribeTopicPartitionsRequest as Req
+    from kafka.protocol.admin import DescribeTopicPartitionsResponse as Resp
+
+    req = Req(topics=[Req.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+              cursor=None if cursor is None else Req.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    with RawConnection.to(bootstrap) as conn:
+        return conn.call(req, Resp, 0)
+
+
+def test_describe_topic_partitions_named(broker, make_topic, kp_admin):
+    a = make_topic(partitions=3)
+    b = make_topic(partitions=2)
+    meta = {t["name"]: t for t in kp_admin.describe_topics([a, b])}
+    out = kp_admin.describe_topic_partitions([b, a])
+    assert out["next_cursor"] is None
+    assert [t["name"] for t in out["topics"]] == sorted([a, b])  # answered in name order
+    for t in out["topics"]:
+        assert t["error_code"] == 0 and t["is_internal"] is False
+        assert str(t["topic_id"]) == str(meta[t["name"]]["topic_id"])
+        assert str(t["topic_id"]) != str(uuid.UUID(int=0))
+        assert t["topic_authorized_operations"] > 0  # every topic operation: no authorizer
+        want = {p["partition_index"]: p for p in meta[t["name"]]["partitions"]}
+        assert sorted(p["partition_index"] for p in t["partitions"]) == sorted(want)
+        for p in t["partitions"]:
+            m = want[p["partition_index"]]
+            assert p["error_code"] == 0
+            assert (p["leader_id"], p["leader_epoch"]) == (m["leader_id"], m["leader_epoch"])
+            assert p["replica_nodes"] == m["replica_nodes"] and p["isr_nodes"] == m["isr_nodes"]
+            assert p["leader_id"] in p["replica_nodes"]
+
+    raw = _dtp(broker.bootstrap, [a])
+    (part0,) = [p for p in raw.topics[0].partitions if p.partition_index == 0]
+    assert part0.eligible_leader_replicas == [] and part0.last_known_elr == []  # no ELR: empty, not null
+    assert part0.offline_replicas == []
+
+
+def test_describe_topic_partitions_errors(broker):
+    missing = unique_topic("dtp-missing")
+    raw = _dtp(broker.bootstrap, [missing, "bad name!"])
+    codes = {t.name: t.error_code for t in raw.topics}
+    assert codes == {missing: 3, "bad name!": 17}  # UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION
+    # the zero topic id (kafka-python decodes it as None)
+    assert all(t.topic_id in (None, uuid.UUID(int=0)) and t.partitions == [] for t in raw.topics), [
+        (t.topic_id, t.partitions) for t in raw.topics]
+    # a cursor naming a topic outside the requested list: INVALID_REQUEST for each topic named
+    raw = _dtp(broker.bootstrap, [missing], cursor=(missing + "-other", 0))
+    assert [(t.name, t.error_code) for t in raw.topics] == [(missing, 42)]
+
+
+def test_describe_topic_partitions_paging(broker, make_topic):
+    a = make_topic(partitions=3)
+    b = a + "-b"  # sorts right after a
+    from kafkautil import create_topic
+
+    create_topic(broker.bootstrap, b, 2)
+    # limit 2: a[0,1] -> cursor a/2; then a[2] + b[0] -> cursor b/1; then b[1], no cursor
+    seen: list[tuple[str, int]] = []
+    cursors = []
+    cursor = None
+    for _ in range(5):
+        raw = _dtp(broker.bootstrap, [b, a], limit=2, cursor=cursor)
+        seen += [(t.name, p.partition_index) for t in raw.topics for p in t.partitions]
+        if raw.next_cursor is None:
+            break
+        cursor = (raw.next_cursor.topic_name, raw.next_cursor.partition_index)
+        cursors.append(cursor)
+    assert cursors == [(a, 2), (b, 1)]
+    assert seen == [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1)]
+    # the limit used up exactly at a topic's end: the cursor names the next topic's partition 0
+    raw = _dtp(broker.bootstrap, [a, b], limit=3)
+    assert [t.name for t in raw.topics] == [a]
+    assert (raw.next_cursor.topic_name, raw.next_cursor.partition_index) == (b, 0)
+    # listing every topic from a cursor: topics sorting before the cursor's are left out
+    raw = _dtp(broker.bootstrap, [], limit=2000, cursor=(b, 1))
+    assert raw.topics[0].name == b and [p.partition_index for p in raw.topics[0].partitions] == [1]
+    assert all(t.name >= b for t in raw.topics) and raw.next_cursor is None
+
+
+def test_list_config_resources(broker, make_topic, kp_admin):
+    from kafka.protocol.admin import ListConfigResourcesRequest as Req
+    from kafka.protocol.admin import ListConfigResourcesResponse as Resp
+
+    t = make_topic(partitions=1)
+    every = kp_admin.list_config_resources()
+    assert t in every["topic"]
+    assert every["broker"] and every["broker"] == every["broker_logger"]
+    assert "client_metrics" not in every and "group" not in every  # moldau keeps no such configs
+    assert kp_admin.list_config_resources(["TOPIC"]) == {"topic": every["topic"]}
+    assert kp_admin.list_config_resources(["CLIENT_METRICS", "GROUP"]) == {}
+    with RawConnection.to(broker.bootstrap) as conn:
+        v0 = conn.call(Req(), Resp, 0)  # ListClientMetricsResources
+        assert v0.error_code == 0 and v0.config_resources == []
+        bad = conn.call(Req(resource_types=[2, 1]), Resp, 1)  # 1 is no config resource type
+        assert bad.error_code == 35 and bad.config_resources == []  # UNSUPPORTED_VERSION, as Kafka
