@@ -1,13 +1,17 @@
-"""Kafka 3.7-4.1 APIs: DescribeTopicPartitions (75) and ListConfigResources (74), driven by kafka-python 3.0's
-KafkaAdminClient and by raw requests (kafka-python's protocol classes on a plain socket) where a test needs
-the exact fields (empty ELR lists, INVALID_REQUEST, paging from a cursor)."""
+"""APIs moldau added for Kafka 4.1 compatibility: DescribeTopicPartitions (75), ListConfigResources (74),
+AlterReplicaLogDirs (34, with DescribeLogDirs' future replicas), driven by kafka-python 3.0's KafkaAdminClient
+and by raw requests (kafka-python's protocol classes on a plain socket) where a test needs the exact fields
+(empty ELR lists, INVALID_REQUEST, paging from a cursor)."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from pathlib import Path
 
 import pytest
-from kafkautil import unique_topic
+from brokerproc import BrokerProcess
+from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic
 from rawkafka import RawConnection
 
 pytestmark = pytest.mark.moldau_only(reason="moldau's own Kafka 4.1 API handlers")
@@ -75,8 +79,6 @@ def test_describe_topic_partitions_errors(broker):
 def test_describe_topic_partitions_paging(broker, make_topic):
     a = make_topic(partitions=3)
     b = a + "-b"  # sorts right after a
-    from kafkautil import create_topic
-
     create_topic(broker.bootstrap, b, 2)
     # limit 2: a[0,1] -> cursor a/2; then a[2] + b[0] -> cursor b/1; then b[1], no cursor
     seen: list[tuple[str, int]] = []
@@ -117,3 +119,93 @@ def test_list_config_resources(broker, make_topic, kp_admin):
         assert v0.error_code == 0 and v0.config_resources == []
         bad = conn.call(Req(resource_types=[2, 1]), Resp, 1)  # 1 is no config resource type
         assert bad.error_code == 35 and bad.config_resources == []  # UNSUPPORTED_VERSION, as Kafka
+
+
+# ------------------------------------------------------------------------------------------------
+# AlterReplicaLogDirs (34) with DescribeLogDirs (35): a broker with two log dirs
+
+
+class TwoDirBroker(BrokerProcess):
+    """A moldau broker whose ``log.dirs`` are its data dir and ``second``."""
+
+    def __init__(self, base: Path, settings: dict[str, str]) -> None:
+        super().__init__("moldau", base / "d1", settings=settings, log_dir=base)
+        self.second = base / "d2"
+        self.second.mkdir()
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        i = cmd.index("--data-dir")
+        cmd[i + 1] = f"{self.data_dir},{self.second}"
+        return cmd
+
+
+def _replicas(admin, topic: str) -> list[tuple[str, bool]]:
+    """(log dir, is_future_key) of every replica of ``topic``-0 DescribeLogDirs lists."""
+    out = []
+    for d in admin.describe_log_dirs({topic: [0]})[0]["log_dirs"]:
+        assert d["error_code"] == 0
+        for t in d["topics"]:
+            out += [(d["log_dir"], p["is_future_key"]) for p in t["partitions"] if t["name"] == topic]
+    return sorted(out)
+
+
+def _on_disk(b: TwoDirBroker, topic: str) -> list[str]:
+    return sorted(f"{d.name}/{e.name}" for d in (b.data_dir, b.second) for e in d.iterdir()
+                  if e.name.startswith(f"{topic}-0"))
+
+
+@pytest.mark.single_broker("one broker's log dirs")
+def test_alter_replica_log_dirs(tmp_path):
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
+    from kafka.structs import TopicPartitionReplica
+
+    # 1 MB/s: the 3 MB replica takes about 3 s to copy, long enough to see (and kill) the move under way
+    b = TwoDirBroker(tmp_path, {"replica.alter.log.dirs.io.max.bytes.per.second": "1000000"})
+    try:
+        b.start()
+        topic = unique_topic("move")
+        create_topic(b.bootstrap, topic, 1)
+        produce_confluent(b.bootstrap, topic, [{"value": b"v" * 1000, "partition": 0} for _ in range(3000)])
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        ((src, _),) = _replicas(a, topic)
+        dest = str(b.second) if src == str(b.data_dir) else str(b.data_dir)
+        node = a.describe_cluster()["controller_id"]  # the one broker
+        tpr, missing = TopicPartitionReplica(topic, 0, node), TopicPartitionReplica(topic, 5, node)
+        res = a.alter_replica_log_dirs({tpr: "/no/such/dir", missing: dest})
+        assert res == {tpr: LogDirNotFoundError, missing: ReplicaNotAvailableError}
+
+        assert a.alter_replica_log_dirs({tpr: dest}) == {tpr: NoError}
+        deadline = time.monotonic() + 10
+        while _replicas(a, topic) != sorted([(src, False), (dest, True)]):
+            assert time.monotonic() < deadline, _replicas(a, topic)
+            time.sleep(0.05)
+        # the replica keeps serving while it is copied
+        produce_confluent(b.bootstrap, topic, [{"value": b"w", "partition": 0} for _ in range(100)])
+        assert _replicas(a, topic) == sorted([(src, False), (dest, True)])  # still under way
+        a.close()
+        b.kill9()  # mid-move
+        b.start()
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        assert _replicas(a, topic) == [(src, False)]  # exactly one replica: the move is abandoned
+        assert len(_on_disk(b, topic)) == 1
+        assert len(read_all_confluent(b.bootstrap, topic, 1)) == 3100
+
+        assert a.alter_replica_log_dirs({tpr: dest}) == {tpr: NoError}
+        deadline = time.monotonic() + 30
+        while _replicas(a, topic) != [(dest, False)]:
+            assert time.monotonic() < deadline, _replicas(a, topic)
+            time.sleep(0.1)
+        assert _on_disk(b, topic) == [f"{Path(dest).name}/{topic}-0"]
+        produce_confluent(b.bootstrap, topic, [{"value": b"x", "partition": 0} for _ in range(10)])
+        recs = read_all_confluent(b.bootstrap, topic, 1)
+        assert [r.offset for r in recs] == list(range(3110))
+        a.close()
+        b.restart()  # the moved replica is found where it now lives, checkpoints and all
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        assert _replicas(a, topic) == [(dest, False)]
+        assert [r.offset for r in read_all_confluent(b.bootstrap, topic, 1)] == list(range(3110))
+        a.close()
+    finally:
+        b.close()

@@ -255,6 +255,8 @@ _d("log.local.retention.bytes", "long", -2, "", True)
 _d("log.initial.task.delay.ms", "long", 30000, "")
 _d("num.recovery.threads.per.data.dir", "int", 2, "", True, _at_least(1))
 _d("num.replica.alter.log.dirs.threads", "int", None, "")
+_d("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+   "Bytes per second a replica move between log dirs (AlterReplicaLogDirs) copies.", True, _at_least(1))
 _d("remote.log.storage.system.enable", "boolean", False, "")
 
 # replication (single node: accepted, mostly unused)
