@@ -34,7 +34,6 @@ from .checkpoint import fsync_dir
 from .partition_log import parse_partition_dir_name
 
 if TYPE_CHECKING:
-    from .manager import LogManager
     from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -217,10 +216,10 @@ def future_size(move: ReplicaMove) -> int:
     return sum(size for name, (size, _m, _i) in move.copied.items() if name.endswith(".log"))
 
 
-async def run_move(manager: LogManager, move: ReplicaMove, rate: Callable[[], int | None] = lambda: None
+async def run_move(manager: Any, move: ReplicaMove, rate: Callable[[], int | None] = lambda: None
                    ) -> None:
     """Copy passes in a worker thread (at most ``rate()`` bytes per second), then the final pass and the
-    swap on the event loop."""
+    swap on the event loop. ``manager``: the LogManager (``get``, ``finish_move``, ``abandon_move``)."""
     loop = asyncio.get_running_loop()
     try:
         for _ in range(MAX_PASSES):
