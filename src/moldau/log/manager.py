@@ -354,13 +354,17 @@ class LogManager:
 
     get_or_create_log = create
 
-    def delete(self, topic: str, partition: int) -> bool:
-        """Delete the partition's directory. Returns False when it did not exist."""
+    def _forget(self, topic: str, partition: int) -> PartitionLog | None:
+        """Stop tracking the partition (its move, cleaning, directory); its log, or None when not here."""
         self._cancel_move(topic, partition)
         if (topic, partition) in self._logs:
             self.cleaner.forget(topic, partition)
-        plog = self._logs.pop((topic, partition), None)
         self._dir_of.pop((topic, partition), None)
+        return self._logs.pop((topic, partition), None)
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Delete the partition's directory. Returns False when it did not exist."""
+        plog = self._forget(topic, partition)
         if plog is None:
             return False
         plog.delete()
@@ -370,14 +374,8 @@ class LogManager:
         """Close the partition and rename its directory to ``<topic>-<p>.<id>-delete`` (Kafka's asynchronous
         delete); the caller removes that directory later, and a restart removes it if the broker stops first.
         The renamed path, or None when the partition is not here."""
-        self._cancel_move(topic, partition)
-        if (topic, partition) in self._logs:
-            self.cleaner.forget(topic, partition)
-        plog = self._logs.pop((topic, partition), None)
-        self._dir_of.pop((topic, partition), None)
-        if plog is None:
-            return None
-        return plog.delete(remove=False)
+        plog = self._forget(topic, partition)
+        return None if plog is None else plog.delete(remove=False)
 
     def delete_topic(self, topic: str) -> int:
         keys = [k for k in self._logs if k[0] == topic]
@@ -527,7 +525,10 @@ class LogManager:
             move.cancelled = True
             task = move.task
             if task is not None and not task.done():
-                task.cancel()
+                try:
+                    task.cancel()
+                except RuntimeError:  # its event loop is closed: the task never runs again anyway
+                    pass
             self.abandon_move(move)
 
     def abandon_move(self, move: ReplicaMove) -> None:
