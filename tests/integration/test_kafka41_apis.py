@@ -192,6 +192,18 @@ def test_alter_replica_log_dirs(tmp_path):
         assert len(_on_disk(b, topic)) == 1
         assert len(read_all_confluent(b.bootstrap, topic, 1)) == 3100
 
+        # a clean stop mid-move: the move is abandoned too
+        assert a.alter_replica_log_dirs({tpr: dest}) == {tpr: NoError}
+        deadline = time.monotonic() + 10
+        while _replicas(a, topic) != sorted([(src, False), (dest, True)]):
+            assert time.monotonic() < deadline, _replicas(a, topic)
+            time.sleep(0.05)
+        a.close()
+        assert b.stop() == 0
+        b.start()
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
+        assert _replicas(a, topic) == [(src, False)] and len(_on_disk(b, topic)) == 1
+
         assert a.alter_replica_log_dirs({tpr: dest}) == {tpr: NoError}
         deadline = time.monotonic() + 30
         while _replicas(a, topic) != [(dest, False)]:

@@ -537,6 +537,7 @@ class LogManager:
         if self.moves.get(move.key) is move:
             del self.moves[move.key]
             self.cleaner.resume(move.topic, move.partition)
+            log.info("abandoned moving %s-%d to %s", move.topic, move.partition, move.dest_dir)
         shutil.rmtree(move.future_path, ignore_errors=True)
 
     def finish_move(self, move: ReplicaMove) -> None:

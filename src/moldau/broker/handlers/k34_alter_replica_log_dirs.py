@@ -12,6 +12,9 @@ swapped). Per partition, in Kafka's order of checks:
   later; moldau does not keep such preferences); a replica in an offline dir: KAFKA_STORAGE_ERROR.
 * Already in that dir, or already moving there: NONE, nothing to do. Moving elsewhere: the running move is
   abandoned for the new one.
+
+The copy is throttled by ``replica.alter.log.dirs.io.max.bytes.per.second`` (dynamic; unlimited by default).
+A stop (clean or not) mid-move abandons it: the replica stays where it was; the client asks again.
 """
 
 from __future__ import annotations
