@@ -14,7 +14,8 @@ swapped). Per partition, in Kafka's order of checks:
   abandoned for the new one.
 
 The copy is throttled by ``replica.alter.log.dirs.io.max.bytes.per.second`` (dynamic; unlimited by default).
-A stop (clean or not) mid-move abandons it: the replica stays where it was; the client asks again.
+A stop (clean or not) mid-move abandons it: the replica stays where it was and the client asks again (Kafka
+resumes a future replica it finds at start; moldau removes it).
 """
 
 from __future__ import annotations
