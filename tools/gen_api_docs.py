@@ -12,6 +12,23 @@ from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "apis.md"
 
+# (key, API, why): the client-facing APIs of Kafka 4.1 the broker does not register
+NOT_SERVED = [
+    ("38-41", "CreateDelegationToken, RenewDelegationToken, ExpireDelegationToken, "
+              "DescribeDelegationToken", "delegation tokens are not built (nor the cluster's "
+              "`/delegation_token` znodes)"),
+    ("55", "DescribeQuorum", "describes KRaft's controller quorum (KIP-595); moldau's cluster is "
+                             "coordinated by ZooKeeper and has no Raft quorum, so, as a ZooKeeper-mode Kafka "
+                             "broker, it does not advertise the API"),
+    ("57", "UpdateFeatures", "not built (ApiVersions answers no supported or finalized features to update)"),
+    ("76-79", "ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge",
+     "share groups (KIP-932) are not built"),
+    ("88-89", "StreamsGroupHeartbeat, StreamsGroupDescribe", "streams groups (KIP-1071) are not built"),
+    ("-", "Vote, BeginQuorumEpoch, FetchSnapshot, BrokerRegistration, "
+          "BrokerHeartbeat, AddRaftVoter, ...", "KRaft's controller and registration APIs: moldau's cluster "
+                                               "uses ZooKeeper (docs/cluster.md)"),
+]
+
 
 def render() -> str:
     from moldau.broker import handlers  # noqa: F401  (importing registers every handler)
@@ -37,6 +54,17 @@ def render() -> str:
             f"| {key} | {name} | v{spec.min_version}-v{spec.max_version} "
             f"| v{req.min_version}-v{req.max_version} | {flex} |"
         )
+    lines += [
+        "",
+        "## Kafka 4.1 APIs moldau does not serve",
+        "",
+        "Not advertised by ApiVersions: a client sees what a Kafka broker without the API gives it",
+        "(kafka-python raises IncompatibleBrokerVersion, the Java admin UnsupportedVersionException).",
+        "",
+        "| key | API | why |",
+        "|---:|---|---|",
+    ]
+    lines += [f"| {key} | {name} | {why} |" for key, name, why in NOT_SERVED]
     return "\n".join(lines) + "\n"
 
 

@@ -1106,3 +1106,38 @@ def test_follower_fetch_needs_cluster_action(acl_broker: Secured) -> None:
     # as a consumer: allowed (a cluster's first broker may not lead the partition: NOT_LEADER_OR_FOLLOWER)
     assert fetch(-1) in ([0], [6])
     assert fetch(1) == [29]  # TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafka41_admin_apis_acls(acl_broker: Secured) -> None:
+    """DescribeTopicPartitions (Describe per topic), ListConfigResources (DescribeConfigs on the cluster),
+    AlterReplicaLogDirs (Alter on the cluster) for a principal with one topic ACL."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import ClusterAuthorizationFailedError
+    from kafka.structs import TopicPartitionReplica
+
+    admin_conf = acl_broker.rdkafka("SASL_PLAINTEXT", "SCRAM-SHA-256", ADMIN, ADMIN_PW)
+    seen, hidden = _topic("dtp-seen"), _topic("dtp-hidden")
+    _create(admin_conf, seen, hidden)
+    admin = _admin(admin_conf)
+    acl = _allow("User:alice", ResourceType.TOPIC, seen, AclOperation.DESCRIBE)
+    for f in admin.create_acls([acl]).values():
+        f.result(timeout=TIMEOUT)
+    acl_broker.acls_everywhere()
+    ka = KafkaAdminClient(bootstrap_servers=acl_broker.addr("SASL_PLAINTEXT"),
+                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                          sasl_plain_username=ALICE, sasl_plain_password=ALICE_PW)
+    try:
+        out = ka.describe_topic_partitions([hidden, seen])
+        assert [(t["name"], t["error_code"]) for t in out["topics"]] == [(seen, 0), (hidden, 29)]
+        ok, denied = out["topics"]
+        assert ok["topic_authorized_operations"] == 1 << 8  # DESCRIBE, alice's only operation
+        assert len(ok["partitions"]) == 1
+        assert denied["partitions"] == [] and denied["topic_id"] in (None, uuid.UUID(int=0))
+        every = {t["name"] for t in ka.describe_topic_partitions([])["topics"]}
+        assert seen in every and hidden not in every  # left out, not reported
+        with pytest.raises(ClusterAuthorizationFailedError):
+            ka.list_config_resources()
+        tpr = TopicPartitionReplica(seen, 0, ka.describe_cluster()["controller_id"])
+        assert ka.alter_replica_log_dirs({tpr: "/anywhere"}) == {tpr: ClusterAuthorizationFailedError}
+    finally:
+        ka.close()

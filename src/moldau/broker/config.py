@@ -206,7 +206,8 @@ _d("alter.config.policy.class.name", "class", None, "")
 
 # log
 _d("log.dir", "string", "/tmp/kafka-logs", "Log directory (used when log.dirs is not set).")
-_d("log.dirs", "list", ["./moldau-data"], "Log directories (moldau: the first one holds everything).")
+_d("log.dirs", "list", ["./moldau-data"],
+   "Log directories (partitions spread over them; the broker's files in the first).")
 _d("metadata.log.dir", "string", None, "")
 _d("log.segment.bytes", "int", 1073741824, "Segment size.", True, _at_least(14))
 _d("log.roll.ms", "long", None, "Segment roll time (overrides log.roll.hours).", True, _at_least(1))
@@ -255,6 +256,8 @@ _d("log.local.retention.bytes", "long", -2, "", True)
 _d("log.initial.task.delay.ms", "long", 30000, "")
 _d("num.recovery.threads.per.data.dir", "int", 2, "", True, _at_least(1))
 _d("num.replica.alter.log.dirs.threads", "int", None, "")
+_d("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+   "Bytes per second a replica move between log dirs (AlterReplicaLogDirs) copies.", True, _at_least(1))
 _d("remote.log.storage.system.enable", "boolean", False, "")
 
 # replication (single node: accepted, mostly unused)

@@ -901,6 +901,7 @@ class LogCleaner:
         self._checkpoints: dict[tuple[str, int], int] = {}
         self._horizons: dict[tuple[str, int], int] = {}  # earliest pending delete horizon per log
         self._uncleanable: set[tuple[str, int]] = set()
+        self._paused: set[tuple[str, int]] = set()  # replicas moving to another log dir (dir_move.py)
         self._task: _Task | None = None
         self._task_log: Any = None
         self._future: Future | None = None
@@ -1000,7 +1001,7 @@ class LogCleaner:
         horizon_best: _Candidate | None = None
         for plog in self.manager.logs():
             key = (plog.topic, plog.partition)
-            if key in self._uncleanable:
+            if key in self._uncleanable or key in self._paused:
                 continue
             try:
                 c = self.candidate(plog, now_ms)
@@ -1192,9 +1193,7 @@ class LogCleaner:
         task = self._make_task(c, now_ms)
         return self._install(plog, run_pass(task))
 
-    def forget(self, topic: str, partition: int) -> None:
-        """The partition is being deleted: abort its pass, drop its checkpoint entry."""
-        key = (topic, partition)
+    def _abort_pass(self, key: tuple[str, int]) -> None:
         if self._task is not None and self._task.key == key and self._future is not None:
             self._task.cancel.set()
             try:
@@ -1202,6 +1201,20 @@ class LogCleaner:
             except Exception:
                 pass
             self._future = self._task = self._task_log = None
+
+    def pause(self, topic: str, partition: int) -> None:
+        """No cleaning of the partition until ``resume`` (Kafka's abortAndPauseCleaning): its pass, if one
+        runs, is aborted."""
+        self._paused.add((topic, partition))
+        self._abort_pass((topic, partition))
+
+    def resume(self, topic: str, partition: int) -> None:
+        self._paused.discard((topic, partition))
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition is being deleted: abort its pass, drop its checkpoint entry."""
+        key = (topic, partition)
+        self._abort_pass(key)
         self._horizons.pop(key, None)
         self._uncleanable.discard(key)
         if self._checkpoints.pop(key, None) is not None:

@@ -30,7 +30,9 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
+import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
@@ -49,6 +51,7 @@ from .checkpoint import (
 )
 from .cleaner import LogCleaner
 from .config import LogConfig
+from .dir_move import ReplicaMove, copy_pass, fsync_tree, future_dir_name, recover_moves
 from .errors import InvalidTopicError, StorageError
 from .partition_log import PartitionLog, parse_partition_dir_name
 from .segment import SegmentCache
@@ -147,6 +150,11 @@ class LogManager:
         # shutdown marker there until a restart (which recovers them)
         self.offline_dirs: dict[str, str] = {}
         self._locks: dict[str, int] = {}
+        # replicas moving to another log dir (AlterReplicaLogDirs; dir_move.py)
+        self.moves: dict[tuple[str, int], ReplicaMove] = {}
+        # held while checkpoints are written and while a moved replica changes dir: a periodic checkpoint
+        # never writes a dir's files from a view the move has made stale
+        self._checkpoint_lock = threading.RLock()
         self._loaded = False
         self._closed = False
         self._last_retention_ms: int | None = None
@@ -175,6 +183,7 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
             self._lock_dir(d)
         self._init_meta()
+        recover_moves(self.log_dirs)
         for d in self.log_dirs:
             self._load_dir(d)
         self.cleaner.load_checkpoints()
@@ -345,12 +354,17 @@ class LogManager:
 
     get_or_create_log = create
 
-    def delete(self, topic: str, partition: int) -> bool:
-        """Delete the partition's directory. Returns False when it did not exist."""
+    def _forget(self, topic: str, partition: int) -> PartitionLog | None:
+        """Stop tracking the partition (its move, cleaning, directory); its log, or None when not here."""
+        self._cancel_move(topic, partition)
         if (topic, partition) in self._logs:
             self.cleaner.forget(topic, partition)
-        plog = self._logs.pop((topic, partition), None)
         self._dir_of.pop((topic, partition), None)
+        return self._logs.pop((topic, partition), None)
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Delete the partition's directory. Returns False when it did not exist."""
+        plog = self._forget(topic, partition)
         if plog is None:
             return False
         plog.delete()
@@ -360,13 +374,8 @@ class LogManager:
         """Close the partition and rename its directory to ``<topic>-<p>.<id>-delete`` (Kafka's asynchronous
         delete); the caller removes that directory later, and a restart removes it if the broker stops first.
         The renamed path, or None when the partition is not here."""
-        if (topic, partition) in self._logs:
-            self.cleaner.forget(topic, partition)
-        plog = self._logs.pop((topic, partition), None)
-        self._dir_of.pop((topic, partition), None)
-        if plog is None:
-            return None
-        return plog.delete(remove=False)
+        plog = self._forget(topic, partition)
+        return None if plog is None else plog.delete(remove=False)
 
     def delete_topic(self, topic: str) -> int:
         keys = [k for k in self._logs if k[0] == topic]
@@ -461,30 +470,112 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every directory."""
-        for d in self.log_dirs:
-            if d in self.offline_dirs:
-                continue
-            keys = sorted(k for k, dd in self._dir_of.items() if dd == d)
-            logs = [(k, self._logs[k]) for k in keys if k in self._logs]
-            try:
-                write_offset_checkpoint(
-                    os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                    [(t, p, lg.recovery_point) for (t, p), lg in logs],
-                )
-                write_offset_checkpoint(
-                    os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                    [(t, p, lg.log_start_offset) for (t, p), lg in logs],
-                )
-                write_offset_checkpoint(
-                    os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                    [(t, p, lg.high_watermark) for (t, p), lg in logs],
-                )
-            except OSError as e:
-                log.error("cannot write checkpoints in %s: %s", d, e)
+        with self._checkpoint_lock:
+            for d in self.log_dirs:
+                if d in self.offline_dirs:
+                    continue
+                self._checkpoint_dir(d, {k for k, dd in self._dir_of.items() if dd == d})
+
+    def _checkpoint_dir(self, d: str, keys: set[tuple[str, int]]) -> None:
+        """The three offset checkpoint files of log dir ``d``, with the partitions ``keys``."""
+        logs = [(k, self._logs[k]) for k in sorted(keys) if k in self._logs]
+        try:
+            write_offset_checkpoint(
+                os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                [(t, p, lg.recovery_point) for (t, p), lg in logs],
+            )
+            write_offset_checkpoint(
+                os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                [(t, p, lg.log_start_offset) for (t, p), lg in logs],
+            )
+            write_offset_checkpoint(
+                os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                [(t, p, lg.high_watermark) for (t, p), lg in logs],
+            )
+        except OSError as e:
+            log.error("cannot write checkpoints in %s: %s", d, e)
+
+    # ================================================================================================
+    # replica moves between log dirs (dir_move.py)
+    def start_move(self, topic: str, partition: int, dest: str) -> ReplicaMove | None:
+        """Begin moving the partition's replica to log dir ``dest`` (one of ``log_dirs``, online): the move
+        to run with ``dir_move.run_move``, or None when there is nothing to start (already there, or
+        already moving there). A move to another dir replaces a running one."""
+        key = (topic, partition)
+        source = self._dir_of[key]
+        running = self.moves.get(key)
+        if running is not None:
+            if running.dest_dir == dest:
+                return None
+            self._cancel_move(topic, partition)
+        if source == dest:
+            return None
+        future = os.path.join(dest, future_dir_name(topic, partition))
+        os.makedirs(future)
+        fsync_dir(dest)
+        move = ReplicaMove(topic, partition, source, dest, future)
+        self.moves[key] = move
+        self.cleaner.pause(topic, partition)
+        log.info("moving %s-%d from %s to %s", topic, partition, source, dest)
+        return move
+
+    def _cancel_move(self, topic: str, partition: int) -> None:
+        move = self.moves.get((topic, partition))
+        if move is not None:
+            move.cancelled = True
+            task = move.task
+            if task is not None and not task.done():
+                try:
+                    task.cancel()
+                except RuntimeError:  # its event loop is closed: the task never runs again anyway
+                    pass
+            self.abandon_move(move)
+
+    def abandon_move(self, move: ReplicaMove) -> None:
+        """Drop the future replica; the replica stays where it is."""
+        move.cancelled = True
+        if self.moves.get(move.key) is move:
+            del self.moves[move.key]
+            self.cleaner.resume(move.topic, move.partition)
+            log.info("abandoned moving %s-%d to %s", move.topic, move.partition, move.dest_dir)
+        shutil.rmtree(move.future_path, ignore_errors=True)
+
+    def finish_move(self, move: ReplicaMove) -> None:
+        """The final copy pass and the swap (dir_move.py steps 1-5). Runs on the event loop: nothing reads or
+        appends meanwhile."""
+        key = move.key
+        plog = self._logs[key]
+        plog.flush()
+        src_path = plog.dir
+        final = os.path.join(move.dest_dir, os.path.basename(src_path))
+        moved = f"{src_path}.{uuid.uuid4().hex}-moved"
+
+        def swap() -> None:
+            copy_pass(move, src_path, final=True)  # under the log's lock: nothing changes any more
+            fsync_tree(move.future_path)
+            dest_keys = {k for k, dd in self._dir_of.items() if dd == move.dest_dir} | {key}
+            self._checkpoint_dir(move.dest_dir, dest_keys)
+            os.rename(src_path, moved)
+            fsync_dir(move.source_dir)
+            os.rename(move.future_path, final)
+            fsync_dir(move.dest_dir)
+
+        with self._checkpoint_lock:
+            plog.relocate(final, swap)
+            self._dir_of[key] = move.dest_dir
+            del self.moves[key]
+            self._checkpoint_dir(move.source_dir,
+                                 {k for k, dd in self._dir_of.items() if dd == move.source_dir})
+        self.cleaner.resume(move.topic, move.partition)
+        self.cleaner._write_checkpoints({move.source_dir, move.dest_dir})
+        shutil.rmtree(moved, ignore_errors=True)
+        log.info("moved %s-%d from %s to %s", move.topic, move.partition, move.source_dir, move.dest_dir)
 
     def close(self) -> None:
         """Clean shutdown: flush and close every partition, write checkpoints and the clean-shutdown
         marker."""
+        for move in list(self.moves.values()):  # unfinished: the replicas stay where they are
+            self._cancel_move(move.topic, move.partition)
         self.cleaner.shutdown()
         self.drain()
         if self._own_executor and self.flush_executor is not None:

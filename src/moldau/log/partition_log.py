@@ -1229,6 +1229,26 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    def relocate(self, new_dir: str, swap: Callable[[], None]) -> None:
+        """Point this log at ``new_dir``, a byte-identical copy of its directory (a replica moved to another
+        log dir, moldau.log.dir_move): under the log's lock, with every file handle closed, ``swap()`` puts
+        the copy in place (renames), then every path follows. The caller excludes readers (event loop)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close_handle()
+            swap()
+            new_dir = os.path.abspath(new_dir)
+            self.dir = new_dir
+            for seg in self._segments:
+                seg.dir = new_dir
+                seg.log_path = os.path.join(new_dir, os.path.basename(seg.log_path))
+                seg.index_path = os.path.join(new_dir, os.path.basename(seg.index_path))
+                seg.timeindex_path = os.path.join(new_dir, os.path.basename(seg.timeindex_path))
+                seg.offset_index.path = seg.index_path
+                seg.time_index.path = seg.timeindex_path
+            if self.byte_offsets is not None:
+                self.byte_offsets.path = os.path.join(new_dir, os.path.basename(self.byte_offsets.path))
+
     def delete(self, remove: bool = True) -> str:
         """Close the handles and remove the partition directory (renamed to ``<dir>.<id>-delete`` first, as
         Kafka does, so a crash mid-way leaves a directory the manager removes at start). ``remove`` False:

@@ -77,38 +77,40 @@ def _auto_create(ctx: RequestContext, name: str) -> Any:
     return svc.metadata.create_topic(name, -1, -1, {})
 
 
-def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) -> Any:
+def partition_fields(ctx: RequestContext, topic: Any, i: int) -> dict[str, Any]:
+    """One partition as Metadata / DescribeTopicPartitions answer it (field name -> value): in a cluster the
+    controller's view (UpdateMetadata), on one node this broker's replica."""
     svc = ctx.services
-    node = svc.node_id
-    rm = svc.replica_manager
-    parts = []
     store = svc.metadata
-    for i in range(topic.num_partitions):
-        view = store.partition_state(topic.name, i)
-        if view is not None:  # a cluster: the controller's view (UpdateMetadata)
-            parts.append(msg.MetadataResponsePartition(
-                error_code=ErrorCode.LEADER_NOT_AVAILABLE if view.leader < 0 else ErrorCode.NONE,
-                partition_index=i,
-                leader_id=view.leader, leader_epoch=view.leader_epoch, replica_nodes=list(view.replicas),
-                isr_nodes=list(view.isr), offline_replicas=list(view.offline)))
-            continue
-        p = rm.get_partition(topic.name, i)
-        if p is None:
-            replicas = store.replicas_of(topic.name, i) or [node]
-            parts.append(msg.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                                                       partition_index=i, leader_id=-1, leader_epoch=-1,
-                                                       replica_nodes=replicas,
-                                                       isr_nodes=[],
-                                                       offline_replicas=[]))
-            continue
-        parts.append(msg.MetadataResponsePartition(
-            error_code=ErrorCode.NONE, partition_index=i, leader_id=p.leader_id, leader_epoch=p.leader_epoch,
-            replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
+    view = store.partition_state(topic.name, i)
+    if view is not None:  # a cluster: the controller's view (UpdateMetadata)
+        return dict(error_code=ErrorCode.LEADER_NOT_AVAILABLE if view.leader < 0 else ErrorCode.NONE,
+                    partition_index=i, leader_id=view.leader, leader_epoch=view.leader_epoch,
+                    replica_nodes=list(view.replicas), isr_nodes=list(view.isr),
+                    offline_replicas=list(view.offline))
+    p = svc.replica_manager.get_partition(topic.name, i)
+    if p is None:
+        replicas = store.replicas_of(topic.name, i) or [svc.node_id]
+        return dict(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i, leader_id=-1,
+                    leader_epoch=-1, replica_nodes=replicas, isr_nodes=[], offline_replicas=[])
+    return dict(error_code=ErrorCode.NONE, partition_index=i, leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+                offline_replicas=[])
+
+
+def topic_entry(ctx: RequestContext, msg: Any, topic: Any, include_ops: bool) -> Any:
+    parts = [msg.MetadataResponsePartition(**partition_fields(ctx, topic, i))
+             for i in range(topic.num_partitions)]
     return msg.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=parts,
-        topic_authorized_operations=(_ops(ctx, TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
+        topic_authorized_operations=(topic_operations(ctx, topic.name) if include_ops
                                      else AUTHORIZED_OPERATIONS_OMITTED))
+
+
+def topic_operations(ctx: RequestContext, name: str) -> int:
+    """The TOPIC operations the principal may do on ``name`` (every one without an authorizer)."""
+    return _ops(ctx, TOPIC, name, TOPIC_OPERATIONS)
 
 
 def _ops(ctx: RequestContext, resource_type: int, name: str, everything: int) -> int:

@@ -1,7 +1,9 @@
 """DescribeLogDirs (key 35), v0-5 (Kafka 4.1: 1-5; moldau keeps v0).
 
 One result per configured log dir (absolute path) with the partitions stored there: partition_size is the
-bytes of its segment files, offset_lag 0 (no replica moves), is_future_key false.  ``topics`` null = every
+bytes of its segment files, offset_lag 0, is_future_key false. A replica moving to another log dir
+(AlterReplicaLogDirs, moldau.log.dir_move) is also listed in its destination with is_future_key true, the
+bytes copied so far and offset_lag = the offsets the copy is behind.  ``topics`` null = every
 partition; otherwise only the named partitions (unknown ones are left out, as Kafka).
 v3+: top-level error_code; v4+: total_bytes / usable_bytes of the file system (shutil.disk_usage);
 v5+: is_cordoned false.  A log dir that cannot be read: KAFKA_STORAGE_ERROR for that dir.
@@ -14,6 +16,7 @@ import os
 import shutil
 from typing import Any
 
+from moldau.log.dir_move import future_lag, future_size
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
@@ -103,6 +106,15 @@ async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) 
                 by_topic.setdefault(p.topic, []).append(RESP.DescribeLogDirsPartition(
                     partition_index=p.index, partition_size=partition_size(p, pdir), offset_lag=0,
                     is_future_key=False))
+            for move in list(ctx.services.log_manager.moves.values()):
+                plog = ctx.services.log_manager.get(move.topic, move.partition)
+                if move.dest_dir != log_dir or plog is None:
+                    continue
+                if wanted is not None and move.partition not in wanted.get(move.topic, ()):
+                    continue
+                by_topic.setdefault(move.topic, []).append(RESP.DescribeLogDirsPartition(
+                    partition_index=move.partition, partition_size=future_size(move),
+                    offset_lag=future_lag(move, plog), is_future_key=True))
         results.append(RESP.DescribeLogDirsResult(
             error_code=error, log_dir=log_dir,
             topics=[RESP.DescribeLogDirsTopic(name=name, partitions=parts) for name,
