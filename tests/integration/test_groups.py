@@ -214,6 +214,11 @@ class KafkaPythonMember(Member):
         for t in self.topics:
             wait_until(lambda t=t: bool(c.partitions_for_topic(t)), what=f"kafka-python metadata of {t}")
         c.subscribe(self.topics)
+        from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+        # a commit refused during a rebalance is made again on the next round: a member that keeps its
+        # partitions through the rebalance may get no more records, and its positions must still be committed
+        uncommitted = False
         try:
             while not self.stop_evt.is_set():
                 batch = c.poll(timeout_ms=100, max_records=500)
@@ -223,13 +228,12 @@ class KafkaPythonMember(Member):
                     for m in msgs:
                         self.got(m.topic, m.partition, m.offset, m.value)
                         n += 1
-                if n:
-                    from kafka.errors import CommitFailedError, RebalanceInProgressError
-
+                if n or uncommitted:
                     try:
                         c.commit()
+                        uncommitted = False
                     except (CommitFailedError, RebalanceInProgressError):
-                        pass
+                        uncommitted = True
         finally:
             c.close(autocommit=False)
 
