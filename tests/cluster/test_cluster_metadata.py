@@ -333,3 +333,40 @@ def test_create_topics_answers_once_the_partitions_have_leaders(cluster):
         leaderless = [(n, p.id) for n in names for p in md.topics[n].partitions.values() if p.leader < 0]
         assert not leaderless
         assert all(len(md.topics[n].partitions) == 6 for n in names)
+
+
+def test_new_partition_leader_takes_produce_as_soon_as_metadata_names_it(cluster):
+    """Issue 12 (kafka-python with an old api_version wrote a partition's records out of order): the
+    controller sends a new partition's LeaderAndIsr before the UpdateMetadata that names its leader, and
+    waits for the replicas' answers. A Produce sent to the leader that Metadata names, right after
+    CreateTopics answered, is then taken: no UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER for a
+    producer to retry."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.protocol.producer import ProduceResponse
+
+    from moldau.protocol.records import BatchBuilder
+
+    controller = AdminClient({"logger": QUIET, "bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).controller_id
+    a = AdminClient({"logger": QUIET, "bootstrap.servers": cluster.broker(controller).address})
+    conns = {b.node_id: RawConnection.to(b.address) for b in cluster.brokers}
+    bb = BatchBuilder()
+    bb.append(0, b"k", b"v", [])
+    batch = bytes(bb.build(0))
+    refused = []
+    try:
+        for rnd in range(3):
+            names = [f"first-{rnd}-{i}" for i in range(4)]
+            for f in a.create_topics([NewTopic(n, 6, 3) for n in names], operation_timeout=15).values():
+                f.result(30)
+            md = a.list_topics(timeout=10)  # the broker that answered CreateTopics
+            for n in names:
+                for p in md.topics[n].partitions.values():
+                    resp = conns[p.leader].call(produce_request(n, p.id, batch, acks=1), ProduceResponse, 3)
+                    code = resp.responses[0].partition_responses[0].error_code
+                    if code != 0:
+                        refused.append((n, p.id, p.leader, code))
+    finally:
+        for c in conns.values():
+            c.close()
+    assert not refused, f"first Produce refused by the leader (topic, partition, leader, code): {refused}"

@@ -412,9 +412,19 @@ class Controller:
             self.zk.watch_data(zd.topic_path(t), self._topic_data_watch(t))
         created = await self._initialize_new_partitions(added)
         if created:
-            self._send_update_metadata(list(self.live), created)
-            for tp in created:
-                self._send_leader_and_isr(tp)
+            await self._announce_new_partitions(created)
+
+    async def _announce_new_partitions(self, created: list[TP]) -> None:
+        """New partitions: LeaderAndIsr to their replicas first, UpdateMetadata to every broker once the
+        replicas answered (at most the controller's request timeout). A broker then names a new partition's
+        leader in its Metadata responses only when that leader hosts the partition: a client that produces
+        right after CreateTopics answered gets no UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, which
+        a producer retrying with several requests in flight and no idempotence (kafka-python with an old
+        ``api_version``) turns into records out of order."""
+        waits = [f for tp in created for f in self._send_leader_and_isr(tp)]
+        if waits:
+            await asyncio.wait(waits, timeout=self.timeout_ms / 1000.0)
+        self._send_update_metadata(list(self.live), created)
 
     def _topic_data_watch(self, topic: str) -> Callable[[bytes | None, Any], bool]:
         def watch(data: bytes | None, _stat: Any) -> bool:
@@ -433,9 +443,7 @@ class Controller:
         self.assignments[topic] = a
         created = await self._initialize_new_partitions([topic])
         if created:
-            self._send_update_metadata(list(self.live), created)
-            for tp in created:
-                self._send_leader_and_isr(tp)
+            await self._announce_new_partitions(created)
 
     async def _on_delete_topics(self, children: list[str]) -> None:
         for topic in children:
