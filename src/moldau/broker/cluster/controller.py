@@ -78,6 +78,7 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._watches_set = False
         self._closed = False
+        self._announcements: set[asyncio.Task[None]] = set()  # UpdateMetadata after new partitions settle
         self._waiting: set[asyncio.Future[Any]] = set()
         self._rebalance: asyncio.Task[None] | None = None
 
@@ -90,6 +91,8 @@ class Controller:
         self._closed = True
         if self._rebalance is not None:
             self._rebalance.cancel()
+        for task in list(self._announcements):
+            task.cancel()
         for fut in list(self._waiting):  # controlled shutdowns of other brokers: NOT_CONTROLLER, they retry
             fut.cancel()
         await self._resign()
@@ -420,11 +423,25 @@ class Controller:
         leader in its Metadata responses only when that leader hosts the partition: a client that produces
         right after CreateTopics answered gets no UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, which
         a producer retrying with several requests in flight and no idempotence (kafka-python with an old
-        ``api_version``) turns into records out of order."""
+        ``api_version``) turns into records out of order.
+
+        The wait runs beside the controller's event queue, not in it: a replica that does not answer (stopped,
+        cut off) must not hold up broker deaths, AlterPartition and elections for the request timeout."""
         waits = [f for tp in created for f in self._send_leader_and_isr(tp)]
-        if waits:
+        if not waits:
+            self._send_update_metadata(list(self.live), created)
+            return
+        epoch = self.epoch
+
+        async def then_update_metadata() -> None:
             await asyncio.wait(waits, timeout=self.timeout_ms / 1000.0)
-        self._send_update_metadata(list(self.live), created)
+            if self.active and self.epoch == epoch and not self._closed:
+                # the states as they are now (a later event may have moved a leader meanwhile)
+                self._send_update_metadata(list(self.live), [tp for tp in created if tp in self.states])
+
+        task = asyncio.get_running_loop().create_task(then_update_metadata(), name="controller-announce")
+        self._announcements.add(task)
+        task.add_done_callback(self._announcements.discard)
 
     def _topic_data_watch(self, topic: str) -> Callable[[bytes | None, Any], bool]:
         def watch(data: bytes | None, _stat: Any) -> bool:
