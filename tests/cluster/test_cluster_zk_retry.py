@@ -1,0 +1,125 @@
+"""ZooKeeper unreachable for a while: the broker's ZooKeeper calls wait and are retried (Kafka's
+KafkaZkClient.retryRequestsUntilConnected), a broker starting while ZooKeeper is stopped comes up once it is
+back, and a broker whose *first* connection cannot be made within zookeeper.connection.timeout.ms exits with
+one line, as Kafka's start-up does.
+
+ZooKeeper is stopped with SIGSTOP: its port still accepts connections, nothing answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from moldau.broker.cluster import zkdata as zd
+from moldau.broker.cluster.local import LocalBroker, LocalZooKeeper, free_port, zookeeper_installed
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[LocalZooKeeper]:
+    if not zookeeper_installed():
+        pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
+    zk = LocalZooKeeper(str(tmp_path / "zk"))
+    zk.start()
+    try:
+        yield zk
+    finally:
+        if zk.proc is not None and zk.proc.poll() is None:
+            zk.proc.send_signal(signal.SIGCONT)
+        zk.stop()
+
+
+def _zk_signal(zk: LocalZooKeeper, sig: int) -> None:
+    assert zk.proc is not None
+    zk.proc.send_signal(sig)
+
+
+def test_calls_wait_while_zookeeper_is_stopped(zookeeper: LocalZooKeeper) -> None:
+    """Calls made while ZooKeeper answers nothing (past kazoo's read timeout: ConnectionLoss) complete once it
+    is back; the ephemeral create is ours, whatever session the client ends up with."""
+    from moldau.broker.cluster.zk import ZkClient
+
+    async def main() -> None:
+        zk = ZkClient(zookeeper.connect, session_timeout_ms=4000, connection_timeout_ms=10000)
+        await zk.start()
+        try:
+            await zk.create("/retry/base", b"0")
+            _zk_signal(zookeeper, signal.SIGSTOP)
+            t0 = time.monotonic()
+            calls = asyncio.gather(
+                zk.create("/retry/eph", b"mine", ephemeral=True),
+                zk.set("/retry/base", b"1", 0),
+                zk.get("/retry/base"),
+            )
+            await asyncio.sleep(6.0)  # kazoo drops the connection after 2/3 of the session timeout
+            assert not calls.done()
+            _zk_signal(zookeeper, signal.SIGCONT)
+            path, stat, got = await asyncio.wait_for(calls, 30)
+            assert time.monotonic() - t0 >= 6.0
+            assert path == "/retry/eph"
+            assert stat.version == 1
+            assert got is not None and got[0] == b"1"
+            assert zk.retries >= 1
+            eph = await zk.get("/retry/eph")
+            assert eph is not None and eph[0] == b"mine"
+            assert eph[1].ephemeralOwner == zk.session_id
+        finally:
+            _zk_signal(zookeeper, signal.SIGCONT)
+            await zk.close()
+
+    asyncio.run(main())
+
+
+def test_broker_started_while_zookeeper_is_stopped_registers_when_it_is_back(
+    zookeeper: LocalZooKeeper, tmp_path: Path
+) -> None:
+    from kazoo.client import KazooClient
+
+    broker = LocalBroker(1, str(tmp_path), free_port(), zookeeper.connect,
+                         ["zookeeper.session.timeout.ms=4000", "zookeeper.connection.timeout.ms=30000"])
+    _zk_signal(zookeeper, signal.SIGSTOP)
+    broker.start()
+    try:
+        time.sleep(4.0)
+        assert broker.running, "the broker gave up before zookeeper.connection.timeout.ms"
+        _zk_signal(zookeeper, signal.SIGCONT)
+        broker.wait_listening(60)
+        kz = KazooClient(hosts=zookeeper.connect)
+        kz.start(10)
+        try:
+            deadline = time.monotonic() + 30
+            while kz.exists(zd.broker_path(1)) is None:
+                assert time.monotonic() < deadline, "broker 1 did not register"
+                assert broker.running
+                time.sleep(0.2)
+        finally:
+            kz.stop()
+            kz.close()
+    finally:
+        _zk_signal(zookeeper, signal.SIGCONT)
+        broker.stop()
+
+
+def test_first_connection_bounded_by_connection_timeout(zookeeper: LocalZooKeeper, tmp_path: Path) -> None:
+    broker = LocalBroker(1, str(tmp_path), free_port(), zookeeper.connect,
+                         ["zookeeper.session.timeout.ms=4000", "zookeeper.connection.timeout.ms=2000"])
+    _zk_signal(zookeeper, signal.SIGSTOP)
+    t0 = time.monotonic()
+    broker.start()
+    try:
+        assert broker.proc is not None
+        code = broker.proc.wait(60)
+        took = time.monotonic() - t0
+        assert code != 0
+        assert took >= 2.0
+        out = Path(broker.log_path).read_text()
+        assert "cannot connect to ZooKeeper" in out
+        assert "Traceback" not in out
+    finally:
+        _zk_signal(zookeeper, signal.SIGCONT)
+        broker.stop()
