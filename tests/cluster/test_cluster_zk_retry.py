@@ -20,11 +20,12 @@ from moldau.broker.cluster import zkdata as zd
 from moldau.broker.cluster.local import LocalBroker, LocalZooKeeper, free_port, zookeeper_installed
 
 
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[LocalZooKeeper]:
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    """One ZooKeeper for the module; each test leaves it running (SIGCONT) and its brokers stopped."""
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
-    zk = LocalZooKeeper(str(tmp_path / "zk"))
+    zk = LocalZooKeeper(str(tmp_path_factory.mktemp("zk")))
     zk.start()
     try:
         yield zk
@@ -123,3 +124,51 @@ def test_first_connection_bounded_by_connection_timeout(zookeeper: LocalZooKeepe
     finally:
         _zk_signal(zookeeper, signal.SIGCONT)
         broker.stop()
+
+
+def test_restarted_broker_cut_off_while_waiting_for_its_old_registration(
+    zookeeper: LocalZooKeeper, tmp_path: Path
+) -> None:
+    """The fault run's case: a broker restarted after kill -9 waits for its old session's ephemeral
+    registration to expire; ZooKeeper stops answering meanwhile (ConnectionLoss, then a session expiry).
+    The broker keeps waiting and registers once ZooKeeper is back, instead of exiting."""
+    from kazoo.client import KazooClient
+
+    port = free_port()
+    first = LocalBroker(1, str(tmp_path), port, zookeeper.connect, ["zookeeper.session.timeout.ms=9000"])
+    first.start()
+    kz = KazooClient(hosts=zookeeper.connect)
+    kz.start(10)
+    try:
+        first.wait_listening(60)
+        deadline = time.monotonic() + 30
+        while kz.exists(zd.broker_path(1)) is None:
+            assert time.monotonic() < deadline, "broker 1 did not register"
+            time.sleep(0.1)
+        old_owner = kz.exists(zd.broker_path(1)).ephemeralOwner
+        first.kill()  # its registration stays until its 9 s session expires
+        second = LocalBroker(1, str(tmp_path), port, zookeeper.connect, ["zookeeper.session.timeout.ms=4000"])
+        second.start()
+        try:
+            time.sleep(3.0)  # connected, waiting for the old registration to go
+            _zk_signal(zookeeper, signal.SIGSTOP)
+            time.sleep(5.0)
+            assert second.running, "the restarted broker exited while ZooKeeper was unreachable"
+            _zk_signal(zookeeper, signal.SIGCONT)
+            deadline = time.monotonic() + 60
+            while True:
+                stat = kz.exists(zd.broker_path(1))
+                if stat is not None and stat.ephemeralOwner != old_owner:
+                    break
+                assert second.running, "the restarted broker exited"
+                assert time.monotonic() < deadline, "the restarted broker did not register"
+                time.sleep(0.2)
+            second.wait_listening(30)
+            assert second.running
+        finally:
+            _zk_signal(zookeeper, signal.SIGCONT)
+            second.stop()
+    finally:
+        kz.stop()
+        kz.close()
+        first.stop()

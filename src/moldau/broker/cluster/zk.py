@@ -5,10 +5,10 @@ calls stay in order. Watches and session events come back to the loop with ``cal
 callbacks given to ``watch_children`` / ``watch_data`` therefore always run on the loop. kazoo's watch recipes
 re-register themselves after reconnects, also after a new session.
 
-Once the first connection is made (within ``zookeeper.connection.timeout.ms``, else start-up fails), every call
-waits while ZooKeeper is unreachable and is retried when the session is connected again, as Kafka's
-``KafkaZkClient.retryRequestsUntilConnected``: a ConnectionLoss or OperationTimeout (the request may or may not
-have been applied), or a session expired or being re-established (kazoo makes a new session). Writes whose
+Once the first connection is made (within ``zookeeper.connection.timeout.ms``, else start-up fails), every
+call waits while ZooKeeper is unreachable and is retried when the session is connected again, as Kafka's
+``KafkaZkClient.retryRequestsUntilConnected``: a ConnectionLoss or OperationTimeout (the request may or may
+not have been applied), or a session expired or being re-established (kazoo makes a new session). Writes whose
 answer was lost are retried so that they stay correct: a create that finds the znode is a success when the
 znode is an ephemeral of our own session (or a persistent one with our data); a conditional set that finds
 the version moved on is a success when the znode holds our data at the next version; a delete that finds no
