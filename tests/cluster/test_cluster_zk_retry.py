@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,35 +41,42 @@ def _zk_signal(zk: LocalZooKeeper, sig: int) -> None:
     zk.proc.send_signal(sig)
 
 
-def test_calls_wait_while_zookeeper_is_stopped(zookeeper: LocalZooKeeper) -> None:
-    """Calls made while ZooKeeper answers nothing (past kazoo's read timeout: ConnectionLoss) complete once it
-    is back; the ephemeral create is ours, whatever session the client ends up with."""
+def test_calls_whose_answers_are_lost_are_retried(zookeeper: LocalZooKeeper) -> None:
+    """Calls in flight when the connection breaks (ZooKeeper stopped with the requests in its socket buffer,
+    then the client's connection reset: kazoo's ConnectionLoss; ZooKeeper may still apply them when it
+    resumes): they wait until the session is connected again and are sent again, in the same session. The
+    create that then finds its own ephemeral and the conditional set that finds its own data one version on
+    are successes; the set is applied once."""
     from moldau.broker.cluster.zk import ZkClient
 
     async def main() -> None:
-        zk = ZkClient(zookeeper.connect, session_timeout_ms=4000, connection_timeout_ms=10000)
+        zk = ZkClient(zookeeper.connect, session_timeout_ms=10000, connection_timeout_ms=10000)
         await zk.start()
         try:
-            await zk.create("/retry/base", b"0")
+            await zk.create("/lost/base", b"0")
+            session = zk.session_id
             _zk_signal(zookeeper, signal.SIGSTOP)
-            t0 = time.monotonic()
             calls = asyncio.gather(
-                zk.create("/retry/eph", b"mine", ephemeral=True),
-                zk.set("/retry/base", b"1", 0),
-                zk.get("/retry/base"),
+                zk.create("/lost/eph", b"mine", ephemeral=True),
+                zk.set("/lost/base", b"1", 0),
+                zk.get("/lost/base"),
             )
-            await asyncio.sleep(6.0)  # kazoo drops the connection after 2/3 of the session timeout
+            await asyncio.sleep(0.5)  # sent, unanswered
+            zk.sync._connection._socket.shutdown(socket.SHUT_RDWR)  # a connection reset
+            await asyncio.sleep(1.0)
             assert not calls.done()
             _zk_signal(zookeeper, signal.SIGCONT)
             path, stat, got = await asyncio.wait_for(calls, 30)
-            assert time.monotonic() - t0 >= 6.0
-            assert path == "/retry/eph"
+            assert zk.session_id == session
+            assert path == "/lost/eph"
             assert stat.version == 1
             assert got is not None and got[0] == b"1"
-            assert zk.retries >= 1
-            eph = await zk.get("/retry/eph")
+            assert zk.retries >= 1  # the create (calls go one at a time: the others waited behind it)
+            eph = await zk.get("/lost/eph")
             assert eph is not None and eph[0] == b"mine"
-            assert eph[1].ephemeralOwner == zk.session_id
+            assert eph[1].ephemeralOwner == session
+            base = await zk.get("/lost/base")
+            assert base is not None and base[1].version == 1  # written once
         finally:
             _zk_signal(zookeeper, signal.SIGCONT)
             await zk.close()
@@ -165,6 +173,8 @@ def test_restarted_broker_cut_off_while_waiting_for_its_old_registration(
                 time.sleep(0.2)
             second.wait_listening(30)
             assert second.running
+            out = Path(second.log_path).read_text()
+            assert "retrying when connected" in out  # the ConnectionLoss was met, and waited out
         finally:
             _zk_signal(zookeeper, signal.SIGCONT)
             second.stop()

@@ -58,13 +58,17 @@ class ClusterServices:
             await self.zk.start()
         except ZkUnavailable as e:
             raise ClusterError(str(e)) from None
-        for path in zd.PERSISTENT_PATHS:
-            await self.zk.ensure_path(path)
         wanted = cfg.get("cluster.id") or _new_cluster_id()
-        data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
-        self.cluster_id = zd.decode_cluster_id(data)
+
+        async def steps() -> None:
+            for path in zd.PERSISTENT_PATHS:
+                await self.zk.ensure_path(path)
+            data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
+            self.cluster_id = zd.decode_cluster_id(data)
+
+        await self._through_expiry("start-up", steps)
         self.zk.add_session_listener(self._on_session_state)
-        await self._broker_id()
+        await self._through_expiry("broker id", self._broker_id)
         from .zkconfig import ConfigChangeWatcher
 
         self.config_changes = ConfigChangeWatcher(self.zk)
@@ -183,7 +187,21 @@ class ClusterServices:
             self.controller.start_rebalance(float(self.config.get("leader.imbalance.check.interval.seconds")),
                                             int(self.config.get("leader.imbalance.per.broker.percentage")))
 
+    async def _through_expiry(self, what: str, step: Any) -> Any:
+        """``step()`` again when the session expired under it (ZkClient raises SessionExpiredError; the next
+        try runs in the new session), as Kafka's broker repeats its registration after a new session."""
+        from kazoo.exceptions import SessionExpiredError
+
+        while True:
+            try:
+                return await step()
+            except SessionExpiredError:
+                log.info("ZooKeeper session expired during %s; again in the new session", what)
+
     async def _create_registration(self, info: zd.BrokerInfo) -> None:
+        await self._through_expiry("registration", lambda: self._register_once(info))
+
+    async def _register_once(self, info: zd.BrokerInfo) -> None:
         """The ephemeral ``/brokers/ids/<id>``. ZooKeeper unreachable meanwhile: the calls wait and are
         retried (``ZkClient``), a create whose answer was lost counts when the znode is our session's. A
         znode of another session (this broker before a kill -9 and restart) is waited out, up to twice the

@@ -6,9 +6,11 @@ callbacks given to ``watch_children`` / ``watch_data`` therefore always run on t
 re-register themselves after reconnects, also after a new session.
 
 Once the first connection is made (within ``zookeeper.connection.timeout.ms``, else start-up fails), every
-call waits while ZooKeeper is unreachable and is retried when the session is connected again, as Kafka's
-``KafkaZkClient.retryRequestsUntilConnected``: a ConnectionLoss or OperationTimeout (the request may or may
-not have been applied), or a session expired or being re-established (kazoo makes a new session). Writes whose
+call waits while ZooKeeper is unreachable (kazoo reconnects for ever) and is sent again when the session is
+connected again, as Kafka's ``KafkaZkClient.retryRequestsUntilConnected``: a ConnectionLoss or an
+OperationTimeout (the request may or may not have been applied). A call made while a new session is being
+set up (after an expiry) waits for it; a call whose session expired before it was answered raises kazoo's
+SessionExpiredError, as Kafka's client answers SESSIONEXPIRED: its caller decides. Writes whose
 answer was lost are retried so that they stay correct: a create that finds the znode is a success when the
 znode is an ephemeral of our own session (or a persistent one with our data); a conditional set that finds
 the version moved on is a success when the znode holds our data at the next version; a delete that finds no
@@ -157,29 +159,45 @@ class ZkClient:
         if logged:
             log.info("connected to ZooKeeper again")
 
-    async def _retrying(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """``fn`` until it gets an answer, waiting for the connection between tries (for idempotent calls;
-        ``create`` and ``set`` check what a lost answer may have done)."""
+    async def _send(
+        self, what: str, fn: Callable[..., Any], *args: Any, lost: list[bool] | None = None, **kw: Any
+    ) -> Any:
+        """``fn`` until it gets an answer within one session. Sent while disconnected: waits for the
+        connection (a new session after an expiry) first. Its answer lost (ConnectionLoss, OperationTimeout):
+        waits, and sends it again when the same session is connected again; ``lost`` (when given) gets True,
+        for ``create`` and ``set`` to check what the lost try may have done. The session expired meanwhile:
+        kazoo's SessionExpiredError goes to the caller, as Kafka answers SESSIONEXPIRED (the ephemerals and
+        watches of that session are gone; the caller decides, see ``ClusterServices``)."""
+        from kazoo.exceptions import SessionExpiredError
+
         retryable = _retryable()
+        sid = -1
         while True:
             if self.closed:
                 raise ZkUnavailable("ZooKeeper client closed")
+            if not self._kz.connected:
+                await self.wait_connected()
+            cur = self.session_id
+            if sid != -1 and cur != sid:
+                raise SessionExpiredError(f"ZooKeeper session 0x{sid:x} expired before {what} was answered")
+            sid = cur
             try:
                 return await self._call(fn, *args, **kw)
             except retryable as e:
                 log.info("ZooKeeper %s: %s; retrying when connected", what, type(e).__name__)
                 self.retries += 1
-            await self.wait_connected()
+                if lost is not None:
+                    lost[0] = True
 
     async def exists(self, path: str) -> Any:
-        return await self._retrying(f"exists {path}", self._kz.exists, path)
+        return await self._send(f"exists {path}", self._kz.exists, path)
 
     async def get(self, path: str) -> tuple[bytes, Any] | None:
         """(data, stat) or None when the znode does not exist."""
         from kazoo.exceptions import NoNodeError
 
         try:
-            return await self._retrying(f"get {path}", self._kz.get, path)  # type: ignore[no-any-return]
+            return await self._send(f"get {path}", self._kz.get, path)  # type: ignore[no-any-return]
         except NoNodeError:
             return None
 
@@ -187,7 +205,7 @@ class ZkClient:
         from kazoo.exceptions import NoNodeError
 
         try:
-            return list(await self._retrying(f"children {path}", self._kz.get_children, path))
+            return list(await self._send(f"children {path}", self._kz.get_children, path))
         except NoNodeError:
             return []
 
@@ -200,31 +218,23 @@ class ZkClient:
         sequence: bool = False,
         makepath: bool = True,
     ) -> str:
-        """Raises kazoo's NodeExistsError when the znode exists (and is not what a retry of ours made)."""
+        """Raises kazoo's NodeExistsError when the znode exists (and is not what a lost try of ours made)."""
         from kazoo.exceptions import NodeExistsError
 
-        retryable = _retryable()
-        answer_lost = False
-        while True:
-            if self.closed:
-                raise ZkUnavailable("ZooKeeper client closed")
-            try:
-                return await self._call(  # type: ignore[no-any-return]
-                    self._kz.create, path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
-                )
-            except NodeExistsError:
-                if not answer_lost or sequence:
-                    raise
-                got = await self.get(path)
-                if got is not None and self._made_by_us(got, data, ephemeral):
-                    log.info("ZooKeeper create %s: made by the try whose answer was lost", path)
-                    return path
+        lost = [False]
+        try:
+            return await self._send(  # type: ignore[no-any-return]
+                f"create {path}", self._kz.create, path, data,
+                ephemeral=ephemeral, sequence=sequence, makepath=makepath, lost=lost,
+            )
+        except NodeExistsError:
+            if not lost[0] or sequence:
                 raise
-            except retryable as e:
-                log.info("ZooKeeper create %s: %s; retrying when connected", path, type(e).__name__)
-                self.retries += 1
-                answer_lost = True
-            await self.wait_connected()
+            got = await self.get(path)
+            if got is not None and self._made_by_us(got, data, ephemeral):
+                log.info("ZooKeeper create %s: made by the try whose answer was lost", path)
+                return path
+            raise
 
     def _made_by_us(self, got: tuple[bytes, Any], data: bytes, ephemeral: bool) -> bool:
         owner = int(got[1].ephemeralOwner)
@@ -237,38 +247,29 @@ class ZkClient:
         at ``version`` + 1 with our data after a try whose answer was lost)."""
         from kazoo.exceptions import BadVersionError
 
-        retryable = _retryable()
-        answer_lost = False
-        while True:
-            if self.closed:
-                raise ZkUnavailable("ZooKeeper client closed")
-            try:
-                return await self._call(self._kz.set, path, data, version)
-            except BadVersionError:
-                if not answer_lost:
-                    raise
-                got = await self.get(path)
-                if got is not None and got[0] == data and got[1].version == version + 1:
-                    log.info("ZooKeeper set %s: made by the try whose answer was lost", path)
-                    return got[1]
+        lost = [False]
+        try:
+            return await self._send(f"set {path}", self._kz.set, path, data, version, lost=lost)
+        except BadVersionError:
+            if not lost[0]:
                 raise
-            except retryable as e:
-                log.info("ZooKeeper set %s: %s; retrying when connected", path, type(e).__name__)
-                self.retries += 1
-                answer_lost = True
-            await self.wait_connected()
+            got = await self.get(path)
+            if got is not None and got[0] == data and got[1].version == version + 1:
+                log.info("ZooKeeper set %s: made by the try whose answer was lost", path)
+                return got[1]
+            raise
 
     async def delete(self, path: str, *, recursive: bool = False) -> bool:
         from kazoo.exceptions import NoNodeError
 
         try:
-            await self._retrying(f"delete {path}", self._kz.delete, path, recursive=recursive)
+            await self._send(f"delete {path}", self._kz.delete, path, recursive=recursive)
             return True
         except NoNodeError:
             return False
 
     async def ensure_path(self, path: str) -> None:
-        await self._retrying(f"ensure_path {path}", self._kz.ensure_path, path)
+        await self._send(f"ensure_path {path}", self._kz.ensure_path, path)
 
     async def create_or_get(self, path: str, data: bytes) -> bytes:
         """Create ``path`` with ``data`` unless it exists; the znode's data either way."""
@@ -291,7 +292,8 @@ class ZkClient:
                 getattr(t, name)(*args)
             return list(t.commit())
 
-        await self.wait_connected()
+        if not self._kz.connected:
+            await self.wait_connected()
         return await self._call(work)
 
     # ------------------------------------------------------------------------------------------ watches
