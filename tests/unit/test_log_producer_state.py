@@ -266,3 +266,19 @@ def test_aborted_transactions_are_indexed_and_returned_by_read(tmp_path):
     lg3.truncate_to(4)
     assert lg3.read(0, 10**6).aborted_transactions is None
     assert not os.path.exists(seg.txnindex_path)
+
+
+def test_sequenceless_batch_of_a_fenced_epoch_is_refused(tmp_path):
+    """A coordinator's transactional batch without sequences (TxnOffsetCommit's offsets in
+    __consumer_offsets) of an epoch older than the producer's current one is refused, as Kafka's
+    checkProducerEpoch does for every origin. The fault run found one appended after the ABORT marker of the
+    newer epoch: a transaction left open for good (the group's offsets unstable, its consumer stuck)."""
+    lg = new_log(tmp_path)
+    append(lg, pbatch(1, 1000, 2, -1, txn=True))
+    append(lg, marker(1000, 3, commit=False))  # the coordinator fenced epoch 2 and aborted
+    with pytest.raises(InvalidProducerEpochError):
+        append(lg, pbatch(1, 1000, 2, -1, txn=True))
+    assert lg.log_end_offset == 2
+    assert lg.producer_state.first_unstable_offset() is None
+    append(lg, pbatch(1, 1000, 3, -1, txn=True))  # the current epoch goes in
+    assert lg.log_end_offset == 3

@@ -550,6 +550,10 @@ class PartitionLog:
                                     dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
                                     self.log_start_offset, True,
                                 )
+                        elif not h.attributes & ATTR_CONTROL:
+                            # a coordinator's batch without sequences (transactional offsets): fenced by a
+                            # newer epoch all the same (Kafka's checkProducerEpoch for every origin)
+                            self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
             else:
                 has_pid = any(h.producer_id >= 0 for _p, h in batches)
             # ---- offsets, leader epoch, LogAppendTime

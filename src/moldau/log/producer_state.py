@@ -169,6 +169,14 @@ class ProducerStateManager:
         pending[producer_id] = (epoch, last_seq)
         return None
 
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        """INVALID_PRODUCER_EPOCH for a batch of an epoch older than the producer's current one."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id}: epoch {epoch} is older than the current epoch {entry.epoch}"
+            )
+
     def update(
         self,
         producer_id: int,

@@ -58,13 +58,17 @@ class ClusterServices:
             await self.zk.start()
         except ZkUnavailable as e:
             raise ClusterError(str(e)) from None
-        for path in zd.PERSISTENT_PATHS:
-            await self.zk.ensure_path(path)
         wanted = cfg.get("cluster.id") or _new_cluster_id()
-        data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
-        self.cluster_id = zd.decode_cluster_id(data)
+
+        async def steps() -> None:
+            for path in zd.PERSISTENT_PATHS:
+                await self.zk.ensure_path(path)
+            data = await self.zk.create_or_get(zd.CLUSTER_ID, zd.encode_cluster_id(wanted))
+            self.cluster_id = zd.decode_cluster_id(data)
+
+        await self._through_expiry("start-up", steps)
         self.zk.add_session_listener(self._on_session_state)
-        await self._broker_id()
+        await self._through_expiry("broker id", self._broker_id)
         from .zkconfig import ConfigChangeWatcher
 
         self.config_changes = ConfigChangeWatcher(self.zk)
@@ -183,11 +187,31 @@ class ClusterServices:
             self.controller.start_rebalance(float(self.config.get("leader.imbalance.check.interval.seconds")),
                                             int(self.config.get("leader.imbalance.per.broker.percentage")))
 
+    async def _through_expiry(self, what: str, step: Any) -> Any:
+        """``step()`` again when the session expired under it (ZkClient raises SessionExpiredError; the next
+        try runs in the new session), as Kafka's broker repeats its registration after a new session."""
+        from kazoo.exceptions import SessionExpiredError
+
+        while True:
+            try:
+                return await step()
+            except SessionExpiredError:
+                log.info("ZooKeeper session expired during %s; again in the new session", what)
+
     async def _create_registration(self, info: zd.BrokerInfo) -> None:
+        await self._through_expiry("registration", lambda: self._register_once(info))
+
+    async def _register_once(self, info: zd.BrokerInfo) -> None:
+        """The ephemeral ``/brokers/ids/<id>``. ZooKeeper unreachable meanwhile: the calls wait and are
+        retried (``ZkClient``), a create whose answer was lost counts when the znode is our session's. A
+        znode of another session (this broker before a kill -9 and restart) is waited out, up to twice the
+        session timeout plus 10 s of answers (time without a connection does not count): then another live
+        broker has the id."""
         from kazoo.exceptions import NodeExistsError
 
         path = zd.broker_path(info.broker_id)
-        for _attempt in range(int(self.zk.session_timeout_ms / 500) + 2):
+        waits = int((2 * self.zk.session_timeout_ms + 10000) / 500)
+        for attempt in range(waits + 1):
             try:
                 await self.zk.create(path, info.encode(), ephemeral=True)
                 got = await self.zk.get(path)
@@ -197,12 +221,15 @@ class ClusterServices:
                 log.info("registered broker %d in ZooKeeper at %s", info.broker_id, path)
                 return
             except NodeExistsError:
-                # an earlier session of this broker (kill -9 and restart) until it expires
                 got = await self.zk.get(path)
                 if got is not None and got[1].ephemeralOwner == self.zk.session_id:
                     self.broker_epoch = got[1].czxid
                     self._registered = True
+                    log.info("registered broker %d in ZooKeeper at %s", info.broker_id, path)
                     return
+                if attempt == 0 and got is not None:
+                    log.info("%s is held by session 0x%x (an earlier run of this broker?); waiting for it to "
+                             "expire", path, got[1].ephemeralOwner)
                 await asyncio.sleep(0.5)
         raise ClusterError(f"broker id {info.broker_id} is registered by another live broker ({path})")
 

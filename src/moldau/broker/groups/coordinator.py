@@ -1628,4 +1628,6 @@ def _storage_error(exc: BaseException) -> int:
         return E.NOT_COORDINATOR
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
         return E.UNKNOWN_SERVER_ERROR
+    if code == E.INVALID_PRODUCER_EPOCH:  # transactional offsets of a fenced producer (the log's epoch check)
+        return E.INVALID_PRODUCER_EPOCH
     return E.COORDINATOR_NOT_AVAILABLE
