@@ -54,10 +54,14 @@ def _sees_cluster(address: str, n: int) -> bool:
     return len(md.brokers) == n and md.controller_id > 0
 
 
-@pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+def require_zookeeper() -> None:
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    require_zookeeper()
     made: list[LocalCluster] = []
 
     def make(brokers: int = 3, configs: list[str] | None = None, metrics: bool = False,
@@ -95,10 +99,13 @@ def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
 @pytest.fixture(scope="module")
 def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One cluster of three brokers shared by a module's tests (they must leave it whole)."""
-    if not zookeeper_installed():
-        pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
-    c = LocalCluster(str(tmp_path_factory.mktemp("module-cluster")), 3,
-                     broker_configs=FAST + ["default.replication.factor=3"])
+    yield from shared_cluster(tmp_path_factory.mktemp("module-cluster"), ["default.replication.factor=3"])
+
+
+def shared_cluster(folder: Path, configs: list[str]) -> Iterator[LocalCluster]:
+    """A module-scoped cluster fixture's body: three brokers with FAST + ``configs``, stopped at the end."""
+    require_zookeeper()
+    c = LocalCluster(str(folder), 3, broker_configs=FAST + configs)
     try:
         c.start()
         wait_formed(c)

@@ -18,9 +18,9 @@ import pytest
 from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
-from moldau.broker.cluster.local import LocalCluster, zookeeper_installed
+from moldau.broker.cluster.local import LocalCluster
 
-from .conftest import FAST, wait_formed
+from .conftest import shared_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
@@ -29,18 +29,10 @@ WAIT_MS = 8000  # the followers' long poll: acks=all must not take anywhere near
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    if not zookeeper_installed():
-        pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
     # the long poll stays below replica.lag.time.max.ms, as Kafka requires (a follower waiting in a fetch at
     # the log end is caught up)
-    configs = [*FAST, f"replica.fetch.wait.max.ms={WAIT_MS}", f"replica.lag.time.max.ms={3 * WAIT_MS}"]
-    c = LocalCluster(str(tmp_path_factory.mktemp("replpath")), 3, broker_configs=configs)
-    try:
-        c.start()
-        wait_formed(c)
-        yield c
-    finally:
-        c.stop(graceful=False)
+    configs = [f"replica.fetch.wait.max.ms={WAIT_MS}", f"replica.lag.time.max.ms={3 * WAIT_MS}"]
+    yield from shared_cluster(tmp_path_factory.mktemp("replpath"), configs)
 
 
 def producer(bs: str, **conf: Any) -> Producer:

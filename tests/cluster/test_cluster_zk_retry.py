@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from moldau.broker.cluster import zkdata as zd
-from moldau.broker.cluster.local import LocalBroker, LocalZooKeeper, free_port, zookeeper_installed
+from moldau.broker.cluster.local import LocalBroker, LocalZooKeeper, free_port
+
+from .conftest import require_zookeeper
 
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
     """One ZooKeeper for the module; each test leaves it running (SIGCONT) and its brokers stopped."""
-    if not zookeeper_installed():
-        pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
+    require_zookeeper()
     zk = LocalZooKeeper(str(tmp_path_factory.mktemp("zk")))
     zk.start()
     try:
