@@ -21,7 +21,8 @@ def register(sub: Any) -> None:
                    help="set a broker config key (repeatable), e.g. --set num.partitions=3")
     p.add_argument("--host", help="listen host (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 9092)")
-    p.add_argument("--data-dir", help="data directory = log.dirs (default ./moldau-data)")
+    p.add_argument("--data-dir", help="data directory = log.dirs (default ./moldau-data); ':memory:' keeps "
+                   "the logs in RAM, removed when the broker stops (not durable; docs/testing.md)")
     p.add_argument("--log-level", default="INFO", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="logging level (INFO)")
     p.set_defaults(func=run)
@@ -71,9 +72,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from moldau.broker.broker import run as run_server
     from moldau.broker.cluster import ClusterError
+    from moldau.broker.memory import MemoryLogDir, is_memory
     from moldau.log.errors import StorageError
 
+    memory = None
     try:
+        if is_memory(config):
+            memory = MemoryLogDir()
+            config = memory.apply(config)
         run_server(config)
     except ConfigError as e:  # found while starting (listeners, TLS certificates, ACL file)
         print(f"moldau broker: error: {e}", file=sys.stderr)
@@ -87,4 +93,7 @@ def run(args: argparse.Namespace) -> int:
     except ClusterError as e:  # zookeeper.connect: ZooKeeper unreachable, broker id taken, single-node data
         print(f"moldau broker: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        if memory is not None:
+            memory.remove()
     return 0
