@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         st = measure(mode, args.cycles)
         results.append(st)
         print(json.dumps(asdict(st)), flush=True)
-    cols = ["mode", "cycles", "start_median_s", "start_p95_s", "threads_before", "threads_after", "fds_before",
-            "fds_after", "rss_before_mib", "rss_after_mib", "children_after", "ram_dirs_after"]
+    cols = ["mode", "cycles", "start_median_s", "start_p95_s", "threads_before", "threads_after",
+            "fds_before", "fds_after", "rss_before_mib", "rss_after_mib", "children_after", "ram_dirs_after"]
     print()
     print("  ".join(cols))
     for st in results:

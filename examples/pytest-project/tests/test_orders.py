@@ -6,7 +6,6 @@ import asyncio
 import uuid
 
 import pytest
-
 from orders import Order, audit, publish_orders, totals_by_customer
 
 ORDERS = [Order(f"o{i}", f"customer-{i % 3}", 100 * (i + 1)) for i in range(9)]
