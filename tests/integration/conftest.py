@@ -35,7 +35,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from brokerproc import BrokerProcess, ClusterProcess, broker_kind  # noqa: E402
+from brokerproc import BrokerProcess, ClusterProcess, broker_kind, in_memory  # noqa: E402
 from kafkautil import create_topic, unique_topic  # noqa: E402
 
 # Settings every moldau test broker gets: answer a new group's first JoinGroup at once instead of
@@ -82,7 +82,8 @@ def _collect_clients() -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"integration broker: {broker_kind()} (set MOLDAU_TEST_BROKER=moldau|tansu|cluster)"
+    storage = " with log.dirs=:memory:" if in_memory() else ""
+    return f"integration broker: {broker_kind()}{storage} (MOLDAU_TEST_BROKER=moldau|tansu|cluster|memory)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
