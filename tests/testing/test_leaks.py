@@ -8,9 +8,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from moldau.broker.memory import ram_parent
 
 _BENCH = Path(__file__).resolve().parents[2] / "bench" / "embedded_broker.py"
 _spec = importlib.util.spec_from_file_location("embedded_broker_bench", _BENCH)
@@ -27,7 +30,10 @@ RSS_GROWTH_MIB = 20.0
 
 
 @pytest.mark.parametrize("mode", bench.MODES)
-def test_cycles_leak_nothing(mode: str) -> None:
+def test_cycles_leak_nothing(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the RAM dirs of this test's brokers under a directory of its own: others' brokers do not count
+    ram = tempfile.mkdtemp(prefix="test-ram-", dir=ram_parent())
+    monkeypatch.setenv("MOLDAU_MEMORY_DIR", ram)
     shape = mode.split("-")[0]
     cycles = int(os.environ.get("MOLDAU_TEST_LEAK_CYCLES") or DEFAULT_CYCLES[shape])
     st = bench.measure(mode, cycles)
@@ -36,3 +42,4 @@ def test_cycles_leak_nothing(mode: str) -> None:
     assert st.children_after == 0, st
     assert st.ram_dirs_after == st.ram_dirs_before, st
     assert st.rss_growth_mib < RSS_GROWTH_MIB, st
+    os.rmdir(ram)  # empty: every broker removed its own

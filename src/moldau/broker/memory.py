@@ -6,6 +6,10 @@ RAM file system (``/dev/shm`` on Linux when it is a tmpfs with room), created wh
 removed, with everything in it, when it stops. Nothing survives the broker's process, and a machine without
 such a file system falls back to the temporary directory (``tempfile.gettempdir()``), still removed at stop.
 ``MOLDAU_MEMORY_DIR`` names another parent directory.
+
+A broker that cannot clean up (``kill -9``, a signal before its handlers are installed) leaves its directory
+behind; the next in-memory broker under the same parent removes such orphans: directories older than a
+minute whose ``.lock`` no broker holds (the log manager keeps it locked while it owns the directory).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 
 from .config import SOURCE_STATIC, BrokerConfig, ConfigError
 
-__all__ = ["MEMORY", "MemoryLogDir", "is_memory", "ram_parent"]
+__all__ = ["MEMORY", "MemoryLogDir", "is_memory", "ram_parent", "remove_orphans"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,40 @@ def is_memory(config: BrokerConfig) -> bool:
     if len(dirs) != 1:
         raise ConfigError("log.dirs", f"log.dirs={MEMORY} cannot be combined with other directories")
     return True
+
+
+def remove_orphans(parent: str, prefix: str, min_age_s: float = 60.0) -> list[str]:
+    """Remove ``parent/<prefix>*`` directories left by brokers that are gone (see the module's docstring);
+    returns them. A directory younger than ``min_age_s`` is left alone: its broker may not have locked it
+    yet."""
+    import fcntl
+
+    removed: list[str] = []
+    now = time.time()
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(parent, name)
+        try:
+            if now - os.stat(path).st_mtime < min_age_s:
+                continue
+            fd = os.open(os.path.join(path, ".lock"), os.O_RDWR)
+        except OSError:
+            continue  # not a log dir of ours (no .lock), or gone meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a running broker holds it
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            log.info("removed %s, left by an in-memory broker that did not stop cleanly", path)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def ram_parent() -> str:
@@ -60,7 +99,9 @@ class MemoryLogDir:
 
     def create(self) -> str:
         if self.path is None:
-            self.path = tempfile.mkdtemp(prefix=self.prefix, dir=ram_parent())
+            parent = ram_parent()
+            remove_orphans(parent, self.prefix)
+            self.path = tempfile.mkdtemp(prefix=self.prefix, dir=parent)
             log.debug("in-memory log dir %s", self.path)
         return self.path
 
