@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=50)
     ap.add_argument("--modes", default=",".join(MODES))
     args = ap.parse_args(argv)
+    if not os.environ.get("MOLDAU_MEMORY_DIR"):  # count only this run's RAM dirs, not other brokers'
+        import tempfile
+
+        from moldau.broker.memory import ram_parent
+
+        os.environ["MOLDAU_MEMORY_DIR"] = tempfile.mkdtemp(prefix="bench-ram-", dir=ram_parent())
     results = []
     for mode in args.modes.split(","):
         st = measure(mode, args.cycles)
