@@ -501,8 +501,7 @@ def _read_text(path: str) -> str:
 
 
 def _to_str(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return ",".join(str(x) for x in v)
-    return str(v)
+    """A setting's string form, as the broker's config takes it (booleans as true/false, lists joined)."""
+    from moldau.broker.config import _to_str as config_str
+
+    return config_str(v)

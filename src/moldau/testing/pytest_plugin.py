@@ -77,10 +77,11 @@ def moldau_broker(pytestconfig: pytest.Config) -> Iterator[EmbeddedBroker]:
     broker = EmbeddedBroker(memory=storage == "memory", process=bool(process), config=_settings(pytestconfig))
     broker.start()
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    imports = (f" (importing moldau's broker modules before it: {broker.import_seconds:.3f} s)"
+               if broker.import_seconds >= 0.001 else "")
     pytestconfig.stash[_STARTS].append(
         f"moldau: broker ({broker.mode}) at {broker.bootstrap_servers} started in "
-        f"{broker.start_seconds:.3f} s (importing moldau's broker modules before it: "
-        f"{broker.import_seconds:.3f} s){f' (worker {worker})' if worker else ''}")
+        f"{broker.start_seconds:.3f} s{imports}{f' (worker {worker})' if worker else ''}")
     try:
         yield broker
     finally:
