@@ -332,7 +332,10 @@ class EmbeddedBroker:
     # ------------------------------------------------------------------------------------------- process
     def _start_process(self) -> None:
         assert self._work is not None
-        ports = [_free_port(self.host) for _ in range(self._listener_count())]
+        # one listener: port 0, the bound port read from the ready line; more: free ports picked here (the
+        # ready line names only the first listener)
+        count = self._listener_count()
+        ports = [0] if count == 1 else [_free_port(self.host) for _ in range(count)]
         cmd = [sys.executable, "-m", "moldau", "broker", "--data-dir", self._resolved_data_dir or "",
                "--set", f"listeners={self._listener_spec(ports)}"]
         for k, v in self.config.items():
@@ -344,7 +347,8 @@ class EmbeddedBroker:
         deadline = time.monotonic() + self.start_timeout
         while True:
             text = _read_text(out_path)
-            if _READY.search(text):
+            ready = _READY.search(text)
+            if ready:
                 break
             if self._proc.poll() is not None:
                 raise BrokerStartError(f"the broker exited with {self._proc.returncode}:\n{text[-4000:]}")
@@ -352,6 +356,8 @@ class EmbeddedBroker:
                 raise BrokerStartError(f"the broker did not start within {self.start_timeout:.0f} s:\n"
                                        f"{text[-4000:]}")
             time.sleep(0.01)
+        if count == 1:
+            ports = [int(ready.group(2))]
         spec = self._listener_spec(ports)
         for item in spec.split(","):
             name, addr = item.split("://")
