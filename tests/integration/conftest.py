@@ -97,6 +97,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if one is not None and kind == "cluster":
             why = one.kwargs.get("reason") or (one.args[0] if one.args else "needs one broker process")
             item.add_marker(pytest.mark.skip(reason=f"single broker ({why}); broker under test is {kind}"))
+        durable = item.get_closest_marker("durable")
+        if durable is not None and in_memory():
+            why = durable.kwargs.get("reason") or (durable.args[0] if durable.args else "restart")
+            item.add_marker(pytest.mark.skip(reason=f"durability ({why}); log.dirs=:memory: keeps nothing"))
         gap = item.get_closest_marker("tansu_gap")
         if gap is not None and kind == "tansu":
             why = gap.kwargs.get("reason") or (gap.args[0] if gap.args else "known tansu defect")

@@ -467,6 +467,7 @@ def test_member_closes_another_is_killed_partitions_move_nothing_lost(broker):
                 k.kill9()
 
 
+@pytest.mark.durable("committed offsets after a broker restart")
 @pytest.mark.moldau_only(reason="broker restart keeps __consumer_offsets")
 def test_committed_offsets_survive_consumer_and_broker_restart(fresh_broker):
     b = fresh_broker

@@ -408,6 +408,7 @@ def test_describe_list_transactions_and_producers(txn_broker):
 # ------------------------------------------------------------------------------------------------ crashes
 
 
+@pytest.mark.durable("an open transaction found after kill -9")
 def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_factory):
     b = broker_factory(settings=TXN_SETTINGS)
     bs = b.bootstrap
@@ -434,6 +435,7 @@ def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_fa
     assert values(read_confluent(bs, topic, 2, "read_committed")) == [b"after", b"before-0", b"before-1"]
 
 
+@pytest.mark.durable("a prepared commit found after a crash")
 def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory, kind):
     """A crash between PrepareCommit and the markers: the restarted coordinator writes the markers.
 
@@ -780,6 +782,7 @@ def test_aiokafka_transactional_producer(txn_broker):
     assert values(read_moldau(bs, topic, 1, "read_uncommitted", 3)) == [b"aio-a0", b"aio-c0", b"aio-c1"]
 
 
+@pytest.mark.durable("transactional offsets after a restart")
 def test_committed_offsets_survive_a_broker_restart(broker_factory):
     """TxnOffsetCommit records are transactional batches in __consumer_offsets: a restart keeps committed
     ones and never resurrects aborted ones."""
@@ -884,6 +887,7 @@ def test_moldau_producer_is_fenced_by_a_newer_instance(txn_broker):
     assert values(read_confluent(bs, topic, 1, "read_committed")) == [b"fresh"]
 
 
+@pytest.mark.durable("a transaction's state after a restart")
 def test_moldau_transaction_across_a_broker_restart(broker_factory):
     """kill -9 of the broker with the moldau producer's transaction open: after the restart that
     transaction times out (aborted), the producer is fenced, a new instance commits."""
