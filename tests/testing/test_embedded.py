@@ -115,6 +115,16 @@ def test_sasl_and_tls_listeners() -> None:
         assert sorted(r.value for r in got) == [b"SASL_SSL", b"SSL"]
 
 
+def test_tls_broker_restarts_with_new_certificates() -> None:
+    from confluent_kafka.admin import AdminClient
+
+    broker = EmbeddedBroker(tls=True)
+    for _ in range(2):
+        with broker:
+            md = AdminClient(broker.client_config("SSL")).list_topics(timeout=20)
+            assert len(md.brokers) == 1
+
+
 def test_sasl_plaintext_with_moldau_client() -> None:
     with EmbeddedBroker(users={"bob": "bob-secret"}) as broker:
         cfg = broker.client_config("SASL_PLAINTEXT")

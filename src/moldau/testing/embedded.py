@@ -101,6 +101,7 @@ class EmbeddedBroker:
         for k, v in (config or {}).items():
             self.config[k] = _to_str(v)
         self._data_dir = os.fspath(data_dir) if data_dir is not None else None
+        self._settings: dict[str, str] = {}
         self._work: str | None = None  # our temporary folder (data, certificates, process output)
         self._memory_dir: Any = None
         self._tls_files: Any = None
@@ -226,6 +227,7 @@ class EmbeddedBroker:
     _resolved_data_dir: str | None = None
 
     def _prepare(self) -> None:
+        self._settings = dict(self.config)  # this start's settings: its own certificate paths
         self._work = tempfile.mkdtemp(prefix="moldau-embedded-")
         if self.brokers > 1:
             data = None  # the cluster's folder holds every broker's data dir
@@ -243,9 +245,9 @@ class EmbeddedBroker:
 
             self._tls_files = generate(os.path.join(self._work, "tls"), hostnames=[self.host, "localhost"],
                                        clients=[], days=30, reuse_ca=False)
-            self.config.setdefault("ssl.certificate.location", self._tls_files.broker_cert)
-            self.config.setdefault("ssl.key.location", self._tls_files.broker_key)
-            self.config.setdefault("ssl.ca.location", self._tls_files.ca_cert)
+            self._settings.setdefault("ssl.certificate.location", self._tls_files.broker_cert)
+            self._settings.setdefault("ssl.key.location", self._tls_files.broker_key)
+            self._settings.setdefault("ssl.ca.location", self._tls_files.ca_cert)
         if self.users:
             if data is None:
                 raise ValueError("users are stored per broker; a cluster takes them with `moldau users add "
@@ -256,7 +258,7 @@ class EmbeddedBroker:
             for name, password in self.users.items():
                 # few iterations: test credentials, and each start pays for the hashing
                 store.add_password(name, password, None, iterations=4096)
-            self.config.setdefault("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
+            self._settings.setdefault("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
 
     def _listener_spec(self, ports: Sequence[int]) -> str:
         names = ["PLAINTEXT"]
@@ -275,7 +277,7 @@ class EmbeddedBroker:
         from moldau.broker.broker import Broker
         from moldau.broker.config import BrokerConfig
 
-        settings = {**self.config, "log.dirs": self._resolved_data_dir or ""}
+        settings = {**self._settings, "log.dirs": self._resolved_data_dir or ""}
         settings.setdefault("listeners", self._listener_spec([0] * self._listener_count()))
         config = BrokerConfig.from_dict(settings)
         ready = threading.Event()
@@ -285,13 +287,15 @@ class EmbeddedBroker:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             self._loop = loop
-            broker = Broker(config)
+            broker: Any = None
             try:
+                broker = Broker(config)
                 loop.run_until_complete(broker.start())
             except BaseException as e:  # reported to start()'s caller
                 failure.append(e)
                 try:
-                    loop.run_until_complete(broker.stop())
+                    if broker is not None:
+                        loop.run_until_complete(broker.stop())
                 except Exception:  # noqa: BLE001 - best effort after a failed start
                     log.debug("stop after a failed start", exc_info=True)
                 _close_loop(loop)
@@ -338,7 +342,7 @@ class EmbeddedBroker:
         ports = [0] if count == 1 else [_free_port(self.host) for _ in range(count)]
         cmd = [sys.executable, "-m", "moldau", "broker", "--data-dir", self._resolved_data_dir or "",
                "--set", f"listeners={self._listener_spec(ports)}"]
-        for k, v in self.config.items():
+        for k, v in self._settings.items():
             cmd += ["--set", f"{k}={v}"]
         out_path = os.path.join(self._work, "broker.out")
         with open(out_path, "wb") as out:
@@ -395,7 +399,7 @@ class EmbeddedBroker:
             folder = self._data_dir or os.path.join(self._work or ".", "cluster")
         self._resolved_data_dir = folder
         self._cluster = LocalCluster(folder, brokers=self.brokers,
-                                     broker_configs=[f"{k}={v}" for k, v in self.config.items()])
+                                     broker_configs=[f"{k}={v}" for k, v in self._settings.items()])
         self._cluster.start(self.start_timeout)
         self._listeners["PLAINTEXT"] = self._cluster.bootstrap
         self._wait_formed()
