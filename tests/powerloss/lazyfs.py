@@ -581,6 +581,8 @@ def fuse_unavailable() -> str | None:
         return "/dev/fuse is missing (no FUSE in this kernel or container)"
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return "/dev/fuse is not accessible to this user"
+    if os.geteuid() != 0 and shutil.which("fusermount") is None:
+        return "not root and no fusermount to mount as a user"
     try:
         import fuse  # noqa: F401  (fusepy: raises EnvironmentError without libfuse.so.2)
     except (ImportError, OSError) as e:
