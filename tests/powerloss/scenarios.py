@@ -99,6 +99,7 @@ def single_node(
     partitions: int = 3,
     seed: int = 1,
     during_write: bool = False,
+    settings: dict[str, str] | None = None,
 ) -> PowerLossResult:
     """``during_write``: the power goes during a write picked at random (torn when ``tear``), else at a
     random moment."""
@@ -111,6 +112,8 @@ def single_node(
     cmd = [*moldau_command(), "broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data)]
     if fsync:
         cmd += ["--set", "log.flush.interval.messages=1"]
+    for key, value in (settings or {}).items():
+        cmd += ["--set", f"{key}={value}"]
     broker = Proc("broker", "127.0.0.1", port, cmd, str(folder / "broker.log"))
     how = ("fsync per message" if fsync else "no per-message fsync") + (", torn write" if tear else "") + (
         ", during a write" if during_write else "") + (

@@ -43,7 +43,7 @@ def test_single_node_fsync_per_message_power_loss_during_writes(tmp_path: Path, 
     _assert_nothing_acknowledged_lost(r)
 
 
-def test_cluster_one_broker_losing_power_loses_nothing_acknowledged(tmp_path: Path, require_fuse: None) -> None:
+def test_cluster_one_broker_power_loss_loses_nothing_acked(tmp_path: Path, require_fuse: None) -> None:
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
     r = cluster(tmp_path, victims=1, cycles=1, run_s=5.0, seed=3)
