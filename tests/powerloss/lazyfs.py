@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 PAGE = 4096
 ROOT_INO = 1
+# the operations an armed power loss counts (``arm ops=N``)
+MUTATING = frozenset({"create", "mkdir", "write", "truncate", "fallocate", "rename", "unlink", "rmdir",
+                      "chmod", "utimens", "fsync", "fsyncdir"})
 
 
 @dataclass
@@ -368,11 +371,28 @@ def _fuse_operations() -> Any:
                 if self.model.dead and op not in ("destroy", "release", "releasedir", "init"):
                     raise FuseOSError(errno.EIO)
                 try:
+                    if self.armed is not None and self.armed["kind"] == "ops" and op in MUTATING:
+                        self._count_op(op, args)
                     return super().__call__(op, *args)
                 except OSError as e:
                     if isinstance(e, FuseOSError):
                         raise
                     raise FuseOSError(e.errno or errno.EIO) from None
+
+        def _count_op(self, op: str, args: tuple[Any, ...]) -> None:
+            """An armed power loss at the n-th changing operation: before it, or during it for a write."""
+            armed = self.armed
+            assert armed is not None
+            if armed["match"] and not any(isinstance(a, str) and armed["match"] in a for a in args):
+                return
+            armed["count"] -= 1
+            if armed["count"] > 0:
+                return
+            path = args[0] if args and isinstance(args[0], str) else None
+            if op == "write":  # the write reaches the page cache, then the power goes (torn when asked)
+                self.model.write(self._node(args[0], args[3]), args[2], args[1])
+            self._crash(armed, path, op)
+            raise OSError(errno.EIO, path)
 
         lock = None  # no FUSE lock operation: the kernel keeps flock/fcntl locks of the mount itself
 
@@ -465,16 +485,18 @@ def _fuse_operations() -> Any:
 
         def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
             n = self.model.write(self._node(path, fh), offset, data)
-            if self.armed is not None:
-                self.armed["writes"] -= 1
-                if self.armed["writes"] <= 0 and (not self.armed["match"] or self.armed["match"] in path):
-                    self._crash(self.armed, path)
+            armed = self.armed
+            if armed is not None and armed["kind"] == "writes" and armed["match"] in path:
+                armed["count"] -= 1
+                if armed["count"] <= 0:
+                    self._crash(armed, path)
                     raise OSError(errno.EIO, path)  # the power went during this write
             return n
 
-        def _crash(self, args: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+        def _crash(self, args: dict[str, Any], path: str | None = None, op: str = "write") -> dict[str, Any]:
             report = self.model.power_loss(tear=args["tear"], keep=args["keep"], seed=args["seed"])
-            report["during_write_to"] = path
+            report["during_write_to"] = path if op == "write" else None
+            report["at"] = f"{op} {path}" if path else None
             self.model.save(self.backing, "durable")
             self.saved = True
             self.armed = None
@@ -539,14 +561,18 @@ def _fuse_operations() -> Any:
                 if words[0] == "stats":
                     return {"dead": self.model.dead, "report": self.report, **self.model.unsynced(),
                             **self.model.counts}
+                if words[0] == "revive":  # the same mount serves again, from what survived
+                    self.model.dead = False
+                    return {"dead": False}
                 if self.model.dead:
                     return {"error": "the power is already lost"}
                 opts = {"tear": args.get("tear", "0") == "1", "keep": float(args.get("keep", "0")),
                         "seed": int(args["seed"]) if "seed" in args else None}
                 if words[0] == "crash":
                     return self._crash(opts)
-                if words[0] == "arm":  # the power goes during the n-th write from now (to a path with match)
-                    self.armed = {**opts, "writes": int(args.get("writes", "1")),
+                if words[0] == "arm":  # the power goes at the n-th write (or changing operation) from now
+                    kind = "ops" if "ops" in args else "writes"
+                    self.armed = {**opts, "kind": kind, "count": int(args.get(kind, "1")),
                                   "match": args.get("match", "")}
                     return {"armed": self.armed}
                 return {"error": f"unknown command {words[0]!r}"}
@@ -638,11 +664,14 @@ class LazyFSMount:
         line = f"crash tear={int(tear)} keep={keep}" + (f" seed={seed}" if seed is not None else "")
         return self.command(line)
 
-    def arm(self, writes: int, *, match: str = "", tear: bool = True, keep: float = 0.0,
+    def arm(self, writes: int = 0, *, ops: int = 0, match: str = "", tear: bool = True, keep: float = 0.0,
             seed: int | None = None) -> None:
-        """The power goes during the ``writes``-th write from now (to a path containing ``match``): that
-        write torn when ``tear``; :meth:`wait_dead` waits for it."""
-        line = f"arm writes={writes} tear={int(tear)} keep={keep}" + (f" match={match}" if match else "")
+        """The power goes during the ``writes``-th write from now, or at the ``ops``-th changing operation
+        (create, write, truncate, rename, unlink, mkdir, rmdir, fsync, ...; before it, during it for a
+        write), counting only those on a path containing ``match``; a write it hits is torn when ``tear``;
+        :meth:`wait_dead` waits for it."""
+        count = f"ops={ops}" if ops else f"writes={writes}"
+        line = f"arm {count} tear={int(tear)} keep={keep}" + (f" match={match}" if match else "")
         self.command(line + (f" seed={seed}" if seed is not None else ""))
 
     def wait_dead(self, timeout: float) -> dict[str, Any] | None:
@@ -655,6 +684,11 @@ class LazyFSMount:
                 return report
             time.sleep(0.05)
         return None
+
+    def revive(self) -> None:
+        """After a power loss, serve again from what survived without remounting (the kernel caches
+        nothing: see the module's docstring); processes that used the mount should be gone."""
+        self.command("revive")
 
     def unmount(self, timeout: float = 30.0) -> None:
         if self.proc is None:

@@ -1,8 +1,8 @@
 """The bounded power-loss runs of the default suite (docs/faults.md, "Power loss"; longer runs:
 ``python -m tests.powerloss``).
 
-* one broker with ``log.flush.interval.messages=1``, the power lost during a write picked at random (that
-  write torn), three times: every acknowledged record is there after each restart;
+* one broker with ``log.flush.interval.messages=1`` and small segments, the power lost during a write picked
+  at random (that write torn), three times: every acknowledged record is there after each restart;
 * three brokers with Kafka's default flush settings (no fsync per message), replication factor 3,
   ``min.insync.replicas=2``, acks=all: one broker loses power: nothing acknowledged is lost.
 """
@@ -35,7 +35,9 @@ def _assert_nothing_acknowledged_lost(r: PowerLossResult) -> None:
 
 
 def test_single_node_fsync_per_message_power_loss_during_writes(tmp_path: Path, require_fuse: None) -> None:
-    r = single_node(tmp_path, cycles=3, fsync=True, tear=True, during_write=True, run_s=2.5, seed=11)
+    # small segments: rolls happen between the losses (a new segment's name must be durable with its records)
+    r = single_node(tmp_path, cycles=3, fsync=True, tear=True, during_write=True, run_s=2.5, seed=11,
+                    settings={"log.segment.bytes": "16384"})
     _report(r)
     assert len(r.losses) == 3
     assert all(loss["during_write_to"] for loss in r.losses), r.losses  # each loss hit a write in flight
