@@ -561,6 +561,9 @@ def _fuse_operations() -> Any:
                 if words[0] == "stats":
                     return {"dead": self.model.dead, "report": self.report, **self.model.unsynced(),
                             **self.model.counts}
+                if words[0] == "disarm":
+                    self.armed = None
+                    return {"armed": None}
                 if words[0] == "revive":  # the same mount serves again, from what survived
                     self.model.dead = False
                     return {"dead": False}
@@ -677,13 +680,17 @@ class LazyFSMount:
     def wait_dead(self, timeout: float) -> dict[str, Any] | None:
         """The report of the armed power loss once it happened, None if it did not within ``timeout``."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             st = self.stats()
             if st["dead"]:
                 report: dict[str, Any] = st["report"]
                 return report
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(0.05)
-        return None
+
+    def disarm(self) -> None:
+        self.command("disarm")
 
     def revive(self) -> None:
         """After a power loss, serve again from what survived without remounting (the kernel caches
