@@ -121,10 +121,7 @@ def _crash_points(fs: LazyFSMount, mnt: Path, name: str, write: Writer, read: Re
         fs.revive()
         got = read(d)
         assert got in (v1, v2), f"{name}: power loss at operation {n} ({dead.get('at')}) left {got!r}"
-        if got == v2:
-            write(d, 1)
-        else:
-            write(d, 1)  # restore version 1 durably for the next point
+        write(d, 1)  # version 1 again, durably, for the next point
         assert read(d) == v1
         n += 1
     return n - 1
