@@ -3,7 +3,9 @@
     python -m tests.powerloss single --cycles 10                      # fsync per message: must lose nothing
     python -m tests.powerloss single --cycles 10 --during-write --tear --segment-bytes 16384
     python -m tests.powerloss single --cycles 5 --no-fsync            # no fsync per message: loss measured
+    python -m tests.powerloss files                                   # a loss while writing each file kind
     python -m tests.powerloss cluster --victims 1 --cycles 5          # one broker: must lose nothing
+    python -m tests.powerloss cluster --victims 1 --cycles 4 --tear --keep 0.5
     python -m tests.powerloss cluster --victims 2 --cycles 3          # two at once: measured
     python -m tests.powerloss cluster --victims 3 --cycles 1          # the whole cluster: measured
 
@@ -20,7 +22,7 @@ import tempfile
 
 from tests.faults.checker import table
 
-from .scenarios import cluster, single_node
+from .scenarios import FILE_KINDS, cluster, file_kinds, single_node
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--keep", type=float, default=0.0, help="fraction of unsynced pages that reach the disk")
     s.add_argument("--during-write", action="store_true", help="the power goes during a random write")
     s.add_argument("--segment-bytes", type=int, default=0, help="log.segment.bytes (small: many rolls)")
+    f = sub.add_parser("files", help="one broker, the power lost during a write of each kind of file")
+    f.add_argument("--kinds", default=",".join(FILE_KINDS), help="comma-separated (default: all)")
     c = sub.add_parser("cluster", help="three brokers, each on its own lazy file system")
     c.add_argument("--victims", type=int, default=1, choices=(1, 2, 3))
     c.add_argument("--cycles", type=int, default=3)
-    for p in (s, c):
+    c.add_argument("--tear", action="store_true", help="tear each victim's last unsynced write")
+    c.add_argument("--keep", type=float, default=0.0, help="fraction of unsynced pages that reach the disk")
+    for p in (s, c, f):
         p.add_argument("--run", type=float, default=5.0, help="seconds of producing before each loss")
         p.add_argument("--rate", type=float, default=150.0)
         p.add_argument("--seed", type=int, default=1)
@@ -49,15 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         settings = {"log.segment.bytes": str(a.segment_bytes)} if a.segment_bytes else None
         r = single_node(folder, cycles=a.cycles, fsync=not a.no_fsync, tear=a.tear, keep=a.keep,
                         during_write=a.during_write, run_s=a.run, rate=a.rate, seed=a.seed, settings=settings)
+    elif a.cmd == "files":
+        r = file_kinds(folder, tuple(a.kinds.split(",")), rate=a.rate, seed=a.seed)
     else:
-        r = cluster(folder, victims=a.victims, cycles=a.cycles, run_s=a.run, rate=a.rate, seed=a.seed)
+        r = cluster(folder, victims=a.victims, cycles=a.cycles, run_s=a.run, rate=a.rate, seed=a.seed,
+                    tear=a.tear, keep=a.keep)
     print(table([r.result]))
     for loss in r.losses:
         print(loss)
     for kind, examples in r.result.examples.items():
         print(kind, examples)
     print(f"acknowledged {r.acked}, lost {r.lost}, recovered {r.recovered}; folder {folder}")
-    return 1 if r.lost else 0
+    print(f"transactions: committed {r.result.txn_committed}, aborted {r.result.txn_aborted}, "
+          f"aborted read {r.result.aborted_read}, committed lost {r.result.txn_lost}; "
+          f"tracebacks in broker logs: {len(r.traceback_logs)}")
+    return 1 if r.lost or r.result.aborted_read or r.result.txn_lost else 0
 
 
 if __name__ == "__main__":

@@ -168,8 +168,12 @@ def cluster(
     partitions: int = 3,
     settle_s: float = 4.0,
     seed: int = 1,
+    tear: bool = False,
+    keep: float = 0.0,
 ) -> PowerLossResult:
-    """``victims`` brokers lose power at once, ``cycles`` times (the victims picked at random)."""
+    """``victims`` brokers lose power at once, ``cycles`` times (the victims picked at random); ``tear`` and
+    ``keep`` as for :meth:`LazyFSMount.power_loss` (a victim may come back with records the others never
+    had: unsynced pages kept, out of order)."""
     folder = Path(folder)
     configs = [
         "zookeeper.session.timeout.ms=6000",
@@ -183,7 +187,8 @@ def cluster(
     ]
     c = LocalCluster(str(folder / "cluster"), 3, broker_configs=configs)
     mounts: dict[int, LazyFSMount] = {}
-    name = f"3 brokers, {victims} losing power at once, {cycles} x, no fsync per message"
+    name = f"3 brokers, {victims} losing power at once, {cycles} x, no fsync per message" + (
+        ", torn write" if tear else "") + (f", {keep:.0%} of unsynced pages kept" if keep else "")
     out = PowerLossResult(Result(name))
     rng = random.Random(seed)
     t0 = time.monotonic()
@@ -207,7 +212,8 @@ def cluster(
             time.sleep(run_s * rng.uniform(0.7, 1.3))
             acked = len(prod.acks)
             chosen = rng.sample([b.node_id for b in c.brokers], victims)
-            losses = {n: mounts[n].power_loss(seed=seed * 1000 + i * 10 + n) for n in chosen}
+            losses = {n: mounts[n].power_loss(tear=tear, keep=keep, seed=seed * 1000 + i * 10 + n)
+                      for n in chosen}
             for n in chosen:
                 c.broker(n).kill()
             out.losses.append({"cycle": i + 1, "acked_before": acked, "brokers": chosen, **{
@@ -268,3 +274,98 @@ def _wait_isr(admin: AdminClient, partitions: int, size: int, timeout: float) ->
             last = e
         time.sleep(0.5)
     raise RuntimeError(f"{TOPIC}: in-sync replicas not {size} within {timeout:.0f} s: {last}")
+
+
+# every file a single node writes while it serves, and what makes it write one
+FILE_KINDS = (
+    ".log", ".index", ".timeindex", ".txnindex", ".snapshot", "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint", "leader-epoch-checkpoint", "partition.metadata", "__moldau_metadata.json",
+)
+_NEEDS_TOPIC = ("leader-epoch-checkpoint", "partition.metadata", "__moldau_metadata.json")
+
+
+def file_kinds(
+    folder: str | Path,
+    kinds: tuple[str, ...] = FILE_KINDS,
+    *,
+    rate: float = 150.0,
+    partitions: int = 3,
+    seed: int = 1,
+    wait_s: float = 30.0,
+) -> PowerLossResult:
+    """One broker with an fsync per message, small segments and checkpoints every second, an idempotent
+    producer and a transactional one (every other transaction aborted); for each kind of file in turn the
+    power goes during a write to such a file (torn), and the broker restarts from what survived. At the end:
+    every acknowledged record at its offset, every committed transaction's records there and no aborted one
+    read_committed."""
+    from tests.faults.workload import Transactions
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fs = LazyFSMount(folder / "disk", folder / "mnt").mount()
+    data = folder / "mnt" / "data"
+    _durable_dir(data)
+    port = free_port()
+    cmd = [*moldau_command(), "broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data)]
+    for kv in ("log.flush.interval.messages=1", "log.segment.bytes=16384",
+               "log.flush.offset.checkpoint.interval.ms=1000",
+               "log.flush.start.offset.checkpoint.interval.ms=1000"):
+        cmd += ["--set", kv]
+    broker = Proc("broker", "127.0.0.1", port, cmd, str(folder / "broker.log"))
+    name = f"single node, power lost during a write of each of {len(kinds)} file kinds"
+    out = PowerLossResult(Result(name))
+    t0 = time.monotonic()
+    prod: Producers | None = None
+    txn: Transactions | None = None
+    try:
+        broker.start()
+        broker.wait_listening(60)
+        bs = broker.address
+        admin = AdminClient({"bootstrap.servers": bs, "log_level": 2})
+        admin.create_topics([NewTopic(TOPIC, partitions, 1), NewTopic("powerloss-txn", partitions, 1)],
+                            operation_timeout=20, request_timeout=30)[TOPIC].result(30)
+        prod = Producers(bs, TOPIC, partitions, count=1, rate=rate, message_timeout_ms=180000)
+        txn = Transactions(bs, "powerloss-txn", partitions, pause=0.1)
+        prod.start()
+        txn.start()
+        time.sleep(3)
+        for i, kind in enumerate(kinds):
+            acked = len(prod.acks)
+            fs.arm(1, match=kind, tear=True, seed=seed * 1000 + i)
+            if kind in _NEEDS_TOPIC:
+                admin.create_topics([NewTopic(f"extra-{i}", 1, 1)], operation_timeout=20, request_timeout=30)
+            loss = fs.wait_dead(wait_s)
+            if loss is None:
+                fs.disarm()
+                out.losses.append({"kind": kind, "written": False})
+                out.result.notes.append(f"{kind}: not written within {wait_s:.0f} s")
+                continue
+            broker.kill()
+            out.losses.append({"kind": kind, "written": True, "acked_before": acked, **loss})
+            out.result.faults.append(f"power loss during a write to {loss.get('during_write_to')}")
+            fs.remount()
+            broker.start()
+            broker.wait_listening(90)
+            time.sleep(2)
+        txn.stop()
+        txn.join(120)
+        _finish(out, prod, bs, partitions, t0)
+        r = out.result
+        r.txn_committed, r.txn_aborted = len(txn.committed), len(txn.aborted)
+        txn_log = read_all(bs, "powerloss-txn", partitions, committed=True)
+        seen = {v for recs in txn_log.values() for _, v in recs}
+        for v in sorted(seen & txn.aborted):
+            r.aborted_read += 1
+            r.example("aborted_read", v.decode())
+        for v in sorted(txn.committed - seen):
+            r.txn_lost += 1
+            r.example("txn_lost", v.decode())
+        out.traceback_logs = _tracebacks(broker.log_path)
+        return out
+    finally:
+        for w in (prod, txn):
+            if w is not None and w.is_alive():
+                w.stop()
+        gc.collect()
+        broker.kill()
+        fs.unmount()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from moldau.broker.metadata import MetadataStore
 from moldau.broker.quotas import QUOTAS_FILE, FileQuotaStore, make_entity
 from moldau.broker.security.authorizer import (
     ACL_FILE,
@@ -223,7 +224,27 @@ def _read_acls(d: Path) -> Any:
     return sorted(str(b) for b in a.describe(AclFilter()))
 
 
+def _metadata(d: Path, v: int) -> None:
+    """The single node's topics. Version 1: t1; version 2: t1 and t2."""
+    m = MetadataStore(str(d))
+    m.load()
+    if v == 1:
+        if "t1" not in m.topics:
+            m.create_topic("t1", 2, 1)
+        if "t2" in m.topics:
+            m.delete_topic("t2")
+    else:
+        m.create_topic("t2", 3, 1)
+
+
+def _read_metadata(d: Path) -> Any:
+    m = MetadataStore(str(d))
+    m.load()
+    return sorted((t.name, t.num_partitions, str(t.topic_id)) for t in m.topics.values())
+
+
 WRITERS: dict[str, tuple[Writer, Reader]] = {
+    "single-node-metadata": (_metadata, _read_metadata),
     "offset-checkpoint": (_offsets, lambda d: read_offset_checkpoint(str(d / RECOVERY_POINT_CHECKPOINT))),
     "leader-epoch-checkpoint": (_epochs, lambda d: read_epoch_checkpoint(str(d / LEADER_EPOCH_CHECKPOINT))),
     "partition.metadata": (_partition_metadata, lambda d: read_partition_metadata(str(d))),
