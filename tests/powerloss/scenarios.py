@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.broker.cluster.local import LocalCluster, free_port, moldau_command
@@ -332,8 +333,15 @@ def file_kinds(
         for i, kind in enumerate(kinds):
             acked = len(prod.acks)
             fs.arm(1, match=kind, tear=True, seed=seed * 1000 + i)
-            if kind in _NEEDS_TOPIC:
-                admin.create_topics([NewTopic(f"extra-{i}", 1, 1)], operation_timeout=20, request_timeout=30)
+            if kind in _NEEDS_TOPIC:  # a new topic, and a record in it (its first leader epoch entry)
+                try:
+                    admin.create_topics([NewTopic(f"extra-{i}", 1, 1)], operation_timeout=20,
+                                        request_timeout=30)[f"extra-{i}"].result(30)
+                    one = Producer({"bootstrap.servers": bs, "log_level": 2, "message.timeout.ms": 10000})
+                    one.produce(f"extra-{i}", value=b"x")
+                    one.flush(15)
+                except KafkaException as e:  # the power went while the topic was made
+                    out.result.notes.append(f"{kind}: {e}")
             loss = fs.wait_dead(wait_s)
             if loss is None:
                 fs.disarm()

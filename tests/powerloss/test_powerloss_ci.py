@@ -1,8 +1,10 @@
 """The bounded power-loss runs of the default suite (docs/faults.md, "Power loss"; longer runs:
 ``python -m tests.powerloss``).
 
-* one broker with ``log.flush.interval.messages=1`` and small segments, the power lost during a write picked
-  at random (that write torn), three times: every acknowledged record is there after each restart;
+* one broker with ``log.flush.interval.messages=1``, small segments, an idempotent producer and a
+  transactional one: the power lost during a write (torn) to a segment, a ``.txnindex``, a producer snapshot
+  and the recovery-point checkpoint in turn: every acknowledged record is there after each restart, every
+  committed transaction, no aborted record read_committed;
 * three brokers with Kafka's default flush settings (no fsync per message), replication factor 3,
   ``min.insync.replicas=2``, acks=all: one broker loses power: nothing acknowledged is lost.
 """
@@ -16,7 +18,7 @@ import pytest
 from moldau.broker.cluster.local import zookeeper_installed
 from tests.faults.checker import table
 
-from .scenarios import PowerLossResult, cluster, single_node
+from .scenarios import PowerLossResult, cluster, file_kinds
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,15 +36,16 @@ def _assert_nothing_acknowledged_lost(r: PowerLossResult) -> None:
     assert r.recovered == res.acked
 
 
-def test_single_node_fsync_per_message_power_loss_during_writes(tmp_path: Path, require_fuse: None) -> None:
-    # small segments: rolls happen between the losses (a new segment's name must be durable with its records)
-    r = single_node(tmp_path, cycles=3, fsync=True, tear=True, during_write=True, run_s=2.5, seed=11,
-                    settings={"log.segment.bytes": "16384"})
+def test_single_node_power_loss_while_writing_each_kind_of_file(tmp_path: Path, require_fuse: None) -> None:
+    kinds = (".log", ".txnindex", ".snapshot", "recovery-point-offset-checkpoint")
+    r = file_kinds(tmp_path, kinds, seed=11)
     _report(r)
-    assert len(r.losses) == 3
-    assert all(loss["during_write_to"] for loss in r.losses), r.losses  # each loss hit a write in flight
+    assert [loss["kind"] for loss in r.losses if loss["written"]] == list(kinds), r.losses
+    assert all(kind in loss["during_write_to"] for kind, loss in zip(kinds, r.losses)), r.losses
     assert r.result.acked > 500, r.result.notes
     _assert_nothing_acknowledged_lost(r)
+    assert r.result.txn_committed > 10 and r.result.txn_aborted > 10, r.result.notes
+    assert r.result.aborted_read == 0 and r.result.txn_lost == 0, r.result.examples
 
 
 def test_cluster_one_broker_power_loss_loses_nothing_acked(tmp_path: Path, require_fuse: None) -> None:
