@@ -329,7 +329,7 @@ def file_kinds(
         txn = Transactions(bs, "powerloss-txn", partitions, pause=0.1)
         prod.start()
         txn.start()
-        time.sleep(3)
+        time.sleep(2)
         for i, kind in enumerate(kinds):
             acked = len(prod.acks)
             fs.arm(1, match=kind, tear=True, seed=seed * 1000 + i)
@@ -354,7 +354,7 @@ def file_kinds(
             fs.remount()
             broker.start()
             broker.wait_listening(90)
-            time.sleep(2)
+            time.sleep(1)
         txn.stop()
         txn.join(120)
         _finish(out, prod, bs, partitions, t0)

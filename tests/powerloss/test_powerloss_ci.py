@@ -44,14 +44,14 @@ def test_single_node_power_loss_while_writing_each_kind_of_file(tmp_path: Path, 
     assert all(kind in loss["during_write_to"] for kind, loss in zip(kinds, r.losses)), r.losses
     assert r.result.acked > 500, r.result.notes
     _assert_nothing_acknowledged_lost(r)
-    assert r.result.txn_committed > 10 and r.result.txn_aborted > 10, r.result.notes
+    assert r.result.txn_committed >= 1 and r.result.txn_aborted >= 1, r.result.notes  # (and a .txnindex write)
     assert r.result.aborted_read == 0 and r.result.txn_lost == 0, r.result.examples
 
 
 def test_cluster_one_broker_power_loss_loses_nothing_acked(tmp_path: Path, require_fuse: None) -> None:
     if not zookeeper_installed():
         pytest.skip("ZooKeeper is not installed (scripts/setup.sh --test installs Debian's zookeeper)")
-    r = cluster(tmp_path, victims=1, cycles=1, run_s=5.0, seed=3)
+    r = cluster(tmp_path, victims=1, cycles=1, run_s=4.0, settle_s=3.0, seed=3)
     _report(r)
     (loss,) = r.losses
     victim = loss["brokers"][0]
