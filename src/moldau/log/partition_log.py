@@ -156,6 +156,8 @@ class PartitionLog:
         self.tail_cache_max = 0  # bytes; 0: off
         self._tail: deque[tuple[int, int, Any, list[tuple[int, int, int]]]] = deque()
         self._tail_bytes = 0
+        # a new partition directory's own name reaches the disk with the first flush (the parent fsynced)
+        self._parent_dirty = not os.path.isdir(self.dir)
         os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
@@ -1185,6 +1187,7 @@ class PartitionLog:
                     work.append((seg, fd, idxs))
             self._roll_flush_pending = False
             sync_dir, self._dir_dirty = self._dir_dirty, False
+            sync_parent, self._parent_dirty = self._parent_dirty, False
         try:
             for seg, fd, idxs in work:
                 os.fsync(fd)
@@ -1193,8 +1196,10 @@ class PartitionLog:
                         ix.fsync()
                     except FileNotFoundError:  # segment deleted meanwhile
                         pass
-            if sync_dir:  # after the files: a name never points at data that is not on the disk
-                dfd = os.open(self.dir, os.O_RDONLY)
+            # after the files: a name never points at data that is not on the disk
+            dirs = ([self.dir] if sync_dir else []) + ([os.path.dirname(self.dir)] if sync_parent else [])
+            for path in dirs:
+                dfd = os.open(path, os.O_RDONLY)
                 try:
                     os.fsync(dfd)
                 finally:
@@ -1202,8 +1207,8 @@ class PartitionLog:
         except OSError as e:
             for seg, _fd, _ in work:
                 seg.dirty = True
-            if sync_dir:
-                self._dir_dirty = True
+            self._dir_dirty = self._dir_dirty or sync_dir
+            self._parent_dirty = self._parent_dirty or sync_parent
             raise StorageError(f"fsync of {self.dir} failed: {e}") from e
         finally:
             for _seg, fd, _ in work:
