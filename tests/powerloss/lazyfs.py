@@ -37,6 +37,7 @@ Run: ``python -m tests.powerloss.lazyfs BACKING MOUNTPOINT CONTROL_SOCKET`` (as 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import os
@@ -604,8 +605,9 @@ def is_mounted(path: Path) -> bool:
         return any(line.split()[1].replace("\\040", " ") == target for line in f if line.strip())
 
 
+@functools.lru_cache(maxsize=1)
 def fuse_unavailable() -> str | None:
-    """Why a lazy file system cannot be mounted here, or None."""
+    """Why a lazy file system cannot be mounted here, or None (a trial mount, once per process)."""
     if not os.path.exists("/dev/fuse"):
         return "/dev/fuse is missing (no FUSE in this kernel or container)"
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
@@ -616,6 +618,16 @@ def fuse_unavailable() -> str | None:
         import fuse  # noqa: F401  (fusepy: raises EnvironmentError without libfuse.so.2)
     except (ImportError, OSError) as e:
         return f"fusepy or libfuse2 is not installed ({e}): run scripts/setup.sh --test"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lazyfs-probe-") as tmp:
+        trial = LazyFSMount(Path(tmp) / "disk", Path(tmp) / "mnt")
+        try:
+            trial.mount(timeout=20)
+        except RuntimeError as e:  # e.g. a container without CAP_SYS_ADMIN
+            return f"a FUSE mount failed here: {e}"
+        finally:
+            trial.unmount()
     return None
 
 
