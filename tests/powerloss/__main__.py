@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table([r.result]))
     for loss in r.losses:
         print(loss)
+    for note in r.result.notes:
+        print(note)
     for kind, examples in r.result.examples.items():
         print(kind, examples)
     print(f"acknowledged {r.acked}, lost {r.lost}, recovered {r.recovered}; folder {folder}")

@@ -18,6 +18,7 @@ import gc
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -278,11 +279,68 @@ def _wait_isr(admin: AdminClient, partitions: int, size: int, timeout: float) ->
 
 
 # every file a single node writes while it serves, and what makes it write one
+_NEEDS_TOPIC = ("leader-epoch-checkpoint", "partition.metadata", "__moldau_metadata.json")
+# the log cleaner's files (a compacted topic written with keys): a write to a .cleaned file; the second
+# operation on a .swap name (after the commit rename, before or during the swap's completion)
+CLEANER_KINDS = (".cleaned", ".swap")
 FILE_KINDS = (
     ".log", ".index", ".timeindex", ".txnindex", ".snapshot", "recovery-point-offset-checkpoint",
-    "log-start-offset-checkpoint", "leader-epoch-checkpoint", "partition.metadata", "__moldau_metadata.json",
+    "log-start-offset-checkpoint", *_NEEDS_TOPIC, *CLEANER_KINDS,
 )
-_NEEDS_TOPIC = ("leader-epoch-checkpoint", "partition.metadata", "__moldau_metadata.json")
+COMPACT_TOPIC = "powerloss-compact"
+
+
+class KeyedWriter(threading.Thread):
+    """acks=all writes of ``keys`` keys in turn to a compacted topic; remembers, per key, the values sent in
+    order and the last acknowledged one."""
+
+    def __init__(self, bootstrap: str, keys: int = 20) -> None:
+        super().__init__(name="keyed-writer", daemon=True)
+        self.bootstrap, self.keys = bootstrap, keys
+        self.sent: dict[bytes, list[bytes]] = {}
+        self.acked: dict[bytes, bytes] = {}
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "message.timeout.ms": 120000, "log_level": 2, "linger.ms": 5})
+        i = 0
+        while not self.stop_event.is_set():
+            key, value = b"k%d" % (i % self.keys), b"c%d" % i
+            self.sent.setdefault(key, []).append(value)
+            try:
+                p.produce(COMPACT_TOPIC, key=key, value=value + b"-" + b"y" * 100, on_delivery=self._acked)
+            except BufferError:
+                p.poll(0.5)
+            p.poll(0)
+            i += 1
+            time.sleep(0.01)
+        p.flush(150)
+
+    def _acked(self, err: Any, msg: Any) -> None:
+        if err is None:
+            with self._lock:
+                key, value = msg.key(), msg.value().split(b"-")[0]
+                order = self.sent[key]
+                if key not in self.acked or order.index(value) > order.index(self.acked[key]):
+                    self.acked[key] = value
+
+    def check(self, r: Result) -> None:
+        """The value of each key at the end: its last acknowledged one or one sent after it."""
+        final: dict[bytes, bytes] = {}
+        for recs in read_all(self.bootstrap, COMPACT_TOPIC, 1, timeout=120).values():
+            for _off, v in recs:
+                final_key = b"k%d" % (int(v.split(b"-")[0][1:]) % self.keys)
+                final[final_key] = v.split(b"-")[0]
+        r.notes.append(f"compacted topic: {sum(len(v) for v in self.sent.values())} keyed records sent, "
+                       f"{len(self.acked)} keys acknowledged")
+        for key, value in self.acked.items():
+            order = self.sent[key]
+            got = final.get(key)
+            if got is None or order.index(got) < order.index(value):
+                r.lost += 1
+                r.example("lost", f"key {key.decode()}: acknowledged {value.decode()}, holds {got!r}")
 
 
 def file_kinds(
@@ -310,7 +368,7 @@ def file_kinds(
     cmd = [*moldau_command(), "broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data)]
     for kv in ("log.flush.interval.messages=1", "log.segment.bytes=16384",
                "log.flush.offset.checkpoint.interval.ms=1000",
-               "log.flush.start.offset.checkpoint.interval.ms=1000"):
+               "log.flush.start.offset.checkpoint.interval.ms=1000", "log.cleaner.backoff.ms=200"):
         cmd += ["--set", kv]
     broker = Proc("broker", "127.0.0.1", port, cmd, str(folder / "broker.log"))
     name = f"single node, power lost during a write of each of {len(kinds)} file kinds"
@@ -318,6 +376,7 @@ def file_kinds(
     t0 = time.monotonic()
     prod: Producers | None = None
     txn: Transactions | None = None
+    keyed: KeyedWriter | None = None
     try:
         broker.start()
         broker.wait_listening(60)
@@ -327,12 +386,22 @@ def file_kinds(
                             operation_timeout=20, request_timeout=30)[TOPIC].result(30)
         prod = Producers(bs, TOPIC, partitions, count=1, rate=rate, message_timeout_ms=180000)
         txn = Transactions(bs, "powerloss-txn", partitions, pause=0.1)
+        if any(k in CLEANER_KINDS for k in kinds):
+            compact_cfg = {"cleanup.policy": "compact",
+                           "min.cleanable.dirty.ratio": "0.01"}
+            admin.create_topics([NewTopic(COMPACT_TOPIC, 1, 1, config=compact_cfg)], operation_timeout=20,
+                                request_timeout=30)[COMPACT_TOPIC].result(30)
+            keyed = KeyedWriter(bs)
+            keyed.start()
         prod.start()
         txn.start()
         time.sleep(2)
         for i, kind in enumerate(kinds):
             acked = len(prod.acks)
-            fs.arm(1, match=kind, tear=True, seed=seed * 1000 + i)
+            if kind == ".swap":
+                fs.arm(ops=2, match=kind, tear=True, seed=seed * 1000 + i)
+            else:
+                fs.arm(1, match=kind, tear=True, seed=seed * 1000 + i)
             if kind in _NEEDS_TOPIC:  # a new topic, and a record in it (its first leader epoch entry)
                 try:
                     admin.create_topics([NewTopic(f"extra-{i}", 1, 1)], operation_timeout=20,
@@ -358,6 +427,10 @@ def file_kinds(
         txn.stop()
         txn.join(120)
         _finish(out, prod, bs, partitions, t0)
+        if keyed is not None:
+            keyed.stop_event.set()
+            keyed.join(180)
+            keyed.check(out.result)
         r = out.result
         r.txn_committed, r.txn_aborted = len(txn.committed), len(txn.aborted)
         txn_log = read_all(bs, "powerloss-txn", partitions, committed=True)
@@ -374,6 +447,8 @@ def file_kinds(
         for w in (prod, txn):
             if w is not None and w.is_alive():
                 w.stop()
+        if keyed is not None:
+            keyed.stop_event.set()
         gc.collect()
         broker.kill()
         fs.unmount()
