@@ -59,6 +59,7 @@ if [ "$want_test" = 1 ]; then
     #   chromium, chromium-driver   tests/console (selenium drives Debian's browser; nothing downloads one)
     #   nodejs, npm                 tests/kafka07 (the 0.7-era Node.js client franz-kafka)
     #   iproute2                    tests/faults (`ip`: network namespaces; without it, process faults only)
+    #   libfuse2                    tests/powerloss (fusepy's libfuse.so.2: the lazy file system)
     missing=()
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
     { command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; } \
@@ -68,6 +69,8 @@ if [ "$want_test" = 1 ]; then
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
     { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || missing+=(nodejs npm)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    { [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 ] || ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2'; } \
+        || missing+=(libfuse2)
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup.sh: installing Debian packages: ${missing[*]}"
         sudo=""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 from moldau.log.checkpoint import atomic_write
+from moldau.log.errors import StorageError
 from moldau.log.manager import MAX_TOPIC_LENGTH as MAX_NAME_LENGTH  # noqa: F401  (re-exported)
 from moldau.log.manager import validate_topic_name  # Kafka's topic name rules (InvalidTopicError, code 17)
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -216,10 +217,14 @@ class MetadataStore(TopicIndex):
         try:
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
+            topics = [TopicInfo.from_json(d) for d in doc.get("topics", [])]
         except FileNotFoundError:
             return
-        for d in doc.get("topics", []):
-            self._index(TopicInfo.from_json(d))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # written atomically: a corrupt disk
+            raise StorageError(f"cannot read the topic metadata {self.path}: {e!r}; the broker does not "
+                               "start without its topics (restore the file from a backup)") from None
+        for t in topics:
+            self._index(t)
         log.debug("loaded metadata: %d topics", len(self.topics))
 
     def save(self) -> None:

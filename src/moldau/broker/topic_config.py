@@ -821,7 +821,7 @@ def save_dynamic_broker_configs(broker: Any, dyn: DynamicBrokerConfigs) -> None:
         return
     os.makedirs(data_dir, exist_ok=True)
     path = os.path.join(data_dir, DYNAMIC_CONFIGS_FILE)
-    atomic_write(path, json.dumps(dyn.to_json(), indent=1, sort_keys=True).encode(), sync_dir=False)
+    atomic_write(path, json.dumps(dyn.to_json(), indent=1, sort_keys=True).encode())
 
 
 def _mirror_into_broker_config(cfg: Any, dyn: DynamicBrokerConfigs, keys: Iterable[str]) -> None:

@@ -323,7 +323,15 @@ def read_partition_metadata(directory: str) -> str | None:
     if fields.get("version") != "0":
         log.warning("%s/%s: unsupported version %r", directory, PARTITION_METADATA, fields.get("version"))
         return None
-    return fields.get("topic_id")
+    topic_id = fields.get("topic_id")
+    try:  # a torn file may hold part of the id: never take it for another topic's
+        if topic_id is None or len(topic_id) != 22 or len(base64.urlsafe_b64decode(topic_id + "==")) != 16:
+            raise ValueError(topic_id)
+    except ValueError:
+        log.warning("%s/%s: malformed topic id %r; ignoring the file", directory, PARTITION_METADATA,
+                    topic_id)
+        return None
+    return topic_id
 
 
 def write_meta_properties(directory: str, props: Mapping[str, str]) -> None:

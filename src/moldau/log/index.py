@@ -25,7 +25,7 @@ import sys
 from array import array
 from bisect import bisect_right
 
-from .checkpoint import atomic_write
+from .checkpoint import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,8 @@ TXN_ENTRY_SIZE = _TXN_ENTRY.size  # 34
 class TxnIndex:
     """``.txnindex``: aborted transactions whose ABORT marker is in the segment (Kafka's TransactionIndex):
     entries of (version int16 = 0, producer_id int64, first_offset int64, last_offset int64,
-    last_stable_offset int64). Aborts are rare, so entries are written (and fsynced) as they happen."""
+    last_stable_offset int64). Aborts are rare, so entries are written (and fsynced, with the directory when
+    the file is new) as they happen."""
 
     @staticmethod
     def read(path: str) -> list[tuple[int, int, int, int]]:
@@ -348,12 +349,19 @@ class TxnIndex:
     def append(
         path: str, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int
     ) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            created = False
         try:
             os.write(fd, _TXN_ENTRY.pack(0, producer_id, first_offset, last_offset, last_stable_offset))
             os.fsync(fd)
         finally:
             os.close(fd)
+        if created:  # the new file's name too: a power loss must not take the entry with it
+            fsync_dir(os.path.dirname(path) or ".")
 
     @staticmethod
     def rewrite(path: str, entries: list[tuple[int, int, int, int]]) -> None:
@@ -363,4 +371,4 @@ class TxnIndex:
             except FileNotFoundError:
                 pass
             return
-        atomic_write(path, b"".join(_TXN_ENTRY.pack(0, *e) for e in entries), sync_dir=False)
+        atomic_write(path, b"".join(_TXN_ENTRY.pack(0, *e) for e in entries))

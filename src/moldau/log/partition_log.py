@@ -145,6 +145,9 @@ class PartitionLog:
         self._aborted: list[tuple[int, int, int, int]] = []
         self._closed = False
         self._roll_flush_pending = False
+        # segment files created or deleted since the last flush: flush() fsyncs the directory too, so that
+        # a new segment's name survives a power loss with the records fsynced into it
+        self._dir_dirty = False
         self.log_start_offset = 0
         self.recovery_point = 0
         self.high_watermark = 0
@@ -153,6 +156,8 @@ class PartitionLog:
         self.tail_cache_max = 0  # bytes; 0: off
         self._tail: deque[tuple[int, int, Any, list[tuple[int, int, int]]]] = deque()
         self._tail_bytes = 0
+        # a new partition directory's own name reaches the disk with the first flush (the parent fsynced)
+        self._parent_dirty = not os.path.isdir(self.dir)
         os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
@@ -205,6 +210,7 @@ class PartitionLog:
                 self.dir, max(log_start_offset, 0), cfg.segment_index_bytes, self._cache, now
             )
             seg.active = True
+            self._dir_dirty = True
             segs = [seg]
         else:
             segs = [
@@ -770,6 +776,7 @@ class PartitionLog:
             self._segments.append(seg)
             self._bases.append(new_base)
         self._roll_flush_pending = True
+        self._dir_dirty = True  # the new segment's files (and the snapshot's rename) reach the disk at flush
         try:
             self.producer_state.write_snapshot(self._snapshot_path(new_base))
         except OSError as e:
@@ -1118,6 +1125,7 @@ class PartitionLog:
             self._unlink(self._snapshot_path(off))
         seg = Segment.create(self.dir, offset, self.config.segment_index_bytes, self._cache, now_ms)
         seg.active = True
+        self._dir_dirty = True
         self._segments = [seg]
         self._bases = [offset]
         self.log_start_offset = offset
@@ -1178,6 +1186,8 @@ class PartitionLog:
                     fd, idxs = seg.sync_handles()
                     work.append((seg, fd, idxs))
             self._roll_flush_pending = False
+            sync_dir, self._dir_dirty = self._dir_dirty, False
+            sync_parent, self._parent_dirty = self._parent_dirty, False
         try:
             for seg, fd, idxs in work:
                 os.fsync(fd)
@@ -1186,9 +1196,19 @@ class PartitionLog:
                         ix.fsync()
                     except FileNotFoundError:  # segment deleted meanwhile
                         pass
+            # after the files: a name never points at data that is not on the disk
+            dirs = ([self.dir] if sync_dir else []) + ([os.path.dirname(self.dir)] if sync_parent else [])
+            for path in dirs:
+                dfd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         except OSError as e:
             for seg, _fd, _ in work:
                 seg.dirty = True
+            self._dir_dirty = self._dir_dirty or sync_dir
+            self._parent_dirty = self._parent_dirty or sync_parent
             raise StorageError(f"fsync of {self.dir} failed: {e}") from e
         finally:
             for _seg, fd, _ in work:
