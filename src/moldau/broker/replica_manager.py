@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -47,8 +48,31 @@ log = logging.getLogger(__name__)
 # worker threads make their files, CREATE_CHUNK partitions per job, CREATE_WORKERS jobs at a time.
 SYNC_CREATE_PARTITIONS = 32
 CREATE_CHUNK = 50
-CREATE_WORKERS = 4
+CREATE_WORKERS = 2
+CREATE_SWITCH_INTERVAL_S = 0.0005
 _creation_executor: ThreadPoolExecutor | None = None
+
+
+class _GilShare:
+    """While worker threads make partition files, the event loop thread must get the GIL back quickly after
+    each of its system calls: the interpreter's switch interval (5 ms, for each of the loop's many GIL
+    acquisitions per request) is lowered to ``CREATE_SWITCH_INTERVAL_S`` for that time."""
+
+    active = 0
+    saved = 0.005
+
+    @classmethod
+    def enter(cls) -> None:
+        if cls.active == 0:
+            cls.saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(cls.saved, CREATE_SWITCH_INTERVAL_S))
+        cls.active += 1
+
+    @classmethod
+    def leave(cls) -> None:
+        cls.active -= 1
+        if cls.active == 0:
+            sys.setswitchinterval(cls.saved)
 
 
 def _creation_pool() -> ThreadPoolExecutor:
@@ -305,6 +329,7 @@ class ReplicaManager:
             return d, [lm.build_log(d, name, j, cfg, topic_id) for j in indexes]
 
         t0 = time.perf_counter()
+        _GilShare.enter()
         pending: set[asyncio.Future[tuple[str, list[Any]]]] = set()
         i = start
         created = 0
@@ -332,6 +357,7 @@ class ReplicaManager:
                         d, plogs = fut.result()
                         for plog in plogs:
                             self._adopt_log(topic, plog, d, cfg)
+            _GilShare.leave()
         log.info("created %d partitions of %s in %.2f s", created, name, time.perf_counter() - t0)
 
     def _adopt_log(self, topic: "TopicInfo", plog: Any, d: str, cfg: Any) -> int:
@@ -387,13 +413,14 @@ class ReplicaManager:
 
     async def _maintenance(self) -> None:
         """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is
-        due)."""
+        due), in steps of a few ms with the loop serving others between them."""
         lm = self.services.log_manager
         clock = self.services.clock
         while True:
             await asyncio.sleep(1.0)
             try:
-                lm.tick(clock.time_ms())
+                for _ in lm.tick_steps(clock.time_ms()):
+                    await asyncio.sleep(0)
             except Exception:  # never let maintenance die
                 log.exception("log maintenance failed")
             # retention may have moved log start offsets: nothing else to update (HW >= log start holds)

@@ -435,6 +435,12 @@ class LogManager:
     # background
     def tick(self, now_ms: int | None = None) -> None:
         """Periodic work: time-based roll, retention, flushes due, checkpoints."""
+        for _ in self.tick_steps(now_ms):
+            pass
+
+    def tick_steps(self, now_ms: int | None = None, slice_s: float = 0.005) -> Iterator[None]:
+        """:meth:`tick` in steps: yields after each ``slice_s`` of work, so that an event loop driving it can
+        serve others between the steps (with tens of thousands of partitions one tick takes long)."""
         if self._closed:
             return
         if now_ms is None:
@@ -445,7 +451,13 @@ class LogManager:
             self._last_checkpoint_ms = now_ms
         retention_due = now_ms - self._last_retention_ms >= self.retention_check_interval_ms
         offline = self.offline_dirs
-        for key, plog in list(self._logs.items()):
+        began = time.perf_counter()
+        for n, (key, plog) in enumerate(list(self._logs.items())):
+            if n % 64 == 63 and time.perf_counter() - began >= slice_s:
+                yield
+                if self._closed:
+                    return
+                began = time.perf_counter()
             if plog.closed or offline and self._dir_of.get(key) in offline:
                 continue
             try:
