@@ -19,6 +19,7 @@ recording each round trip; its worst round trip bounds the broker's event-loop s
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -330,4 +331,28 @@ def test_partition_ceilings_and_other_bounds_leave_nothing_half_created(broker_f
     with pytest.raises(KafkaException) as info:
         fut.result(timeout=30)
     assert info.value.args[0].code() == CKError.POLICY_VIOLATION
+    del a
+
+
+def test_topic_deleted_while_its_partitions_are_made(broker_factory: Any) -> None:
+    """A topic deleted while its partitions are still being made in the background: the task stops, every
+    directory goes (those made after the deletion too), the name can be used again, nothing is logged as a
+    failure."""
+    b = broker_factory()
+    name = unique_topic("gone")
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(name, 3000, 1)], operation_timeout=0, request_timeout=60)[name].result(60)
+    a.delete_topics([name], request_timeout=60)[name].result(60)
+    deadline = time.monotonic() + 120
+    while partition_dirs(b.data_dir, name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)  # chunks being made at the deletion are registered and deleted when done
+    assert partition_dirs(b.data_dir, name) == 0
+    assert topic_partitions(b.bootstrap, name) is None
+    a.create_topics([NewTopic(name, 40, 1)], operation_timeout=60, request_timeout=70)[name].result(70)
+    assert all_led(a, name, 40) and partition_dirs(b.data_dir, name) == 40
+    out = b.output(10_000_000)
+    assert "Traceback" not in out and " ERROR " not in out, out[-3000:]
+    made = re.search(rf"created (\d+) partitions of {name} in", out)  # the first creation, cut short
+    assert made is not None and int(made.group(1)) < 3000, made
     del a
