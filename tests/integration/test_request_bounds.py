@@ -19,8 +19,8 @@ recording each round trip; its worst round trip bounds the broker's event-loop s
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
