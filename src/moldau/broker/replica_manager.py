@@ -291,14 +291,15 @@ class ReplicaManager:
         self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
 
     def _schedule_creation(self, topic: "TopicInfo", start: int) -> None:
-        """Create the partitions ``start..`` of ``topic``: at once when few (or without a running loop),
-        else in a background task (see the module's docstring)."""
+        """Create the partitions ``start..`` of ``topic``: at once when few, for the internal topics (their
+        coordinators use them right after creating them) or without a running loop, else in a background
+        task (see the module's docstring)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is None or (topic.num_partitions - start <= SYNC_CREATE_PARTITIONS
-                            and topic.name not in self._creating):
+        if loop is None or topic.is_internal or (topic.num_partitions - start <= SYNC_CREATE_PARTITIONS
+                                                 and topic.name not in self._creating):
             self._create_partitions(topic, start)
             return
         previous = self._creating.get(topic.name)
