@@ -167,12 +167,16 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
     new: dict[str, range] = {}
-    try:  # the whole request first: nothing is created when it asks for too many partitions
+    try:  # the whole request first (the topics it may create, as Kafka's ControllerApis): nothing is created
+        # when it asks for too many partitions
         default_partitions = int(ctx.services.config.get("num.partitions"))
-        check_partitions_per_request(requested_partitions(topics, default_partitions))
+        permitted = {t.name for t in topics if allowed_create_topic(ctx, t.name)}
+        check_partitions_per_request(requested_partitions([t for t in topics if t.name in permitted],
+                                                          default_partitions))
     except KafkaError as refusal:
         log.info("CreateTopics of %d topic(s) refused: %s", len(topics), refusal)
-        results = [_result(ctx, t.name, exc=refusal) for t in topics]
+        denied = _err(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        results = [_result(ctx, t.name, exc=refusal if t.name in permitted else denied) for t in topics]
         topics = []
     ceilings = PartitionCeilings(ctx.services.config, ctx.services.metadata.topics.values() if topics else (),
                                  _broker_count(ctx))

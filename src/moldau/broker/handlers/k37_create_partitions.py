@@ -29,7 +29,7 @@ from ..context import RequestContext
 from ..limits import PartitionCeilings, check_partitions_per_request
 from ..quotas import ControllerMutationQuota, mutation_throttle, request_mutation_quota
 from ..registry import handler
-from ..security.authorizer import ALTER, TOPIC, require
+from ..security.authorizer import ALTER, TOPIC, allowed, require
 from ._common import attempt, split_duplicates, wait_for_leaders
 from ._common import err as _err
 
@@ -97,11 +97,11 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool, ceilings: Partit
 
 
 def _added_partitions(ctx: RequestContext, topics: list[Any]) -> int:
-    """New partitions the request asks for (topics that exist and would grow)."""
+    """New partitions the request asks for (topics that exist, that it may alter and that would grow)."""
     md = ctx.services.metadata
     total = 0
     for t in topics:
-        info = md.topics.get(t.name)
+        info = md.topics.get(t.name) if allowed(ctx, ALTER, TOPIC, t.name) else None
         if info is not None and t.count > info.num_partitions:
             total += t.count - info.num_partitions
     return total
@@ -117,9 +117,11 @@ async def create_partitions(ctx: RequestContext,
         check_partitions_per_request(_added_partitions(ctx, topics))
     except KafkaError as refusal:
         log.info("CreatePartitions of %d topic(s) refused: %s", len(topics), refusal)
-        results = [RESP.CreatePartitionsTopicResult(name=t.name, error_code=tc.error_code_of(refusal),
-                                                    error_message=tc.error_message_of(refusal))
-                   for t in topics]
+        denied = KafkaError.for_code(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))  # what require() raises
+        for t in topics:
+            why = refusal if allowed(ctx, ALTER, TOPIC, t.name) else denied
+            results.append(RESP.CreatePartitionsTopicResult(name=t.name, error_code=tc.error_code_of(why),
+                                                            error_message=tc.error_message_of(why)))
         topics = []
     listener = getattr(ctx.connection, "listener_name", None)
     ceilings = PartitionCeilings(ctx.services.config, ctx.services.metadata.topics.values() if topics else (),
