@@ -362,3 +362,35 @@ def test_topic_deleted_while_its_partitions_are_made(broker_factory: Any) -> Non
     made = re.search(rf"created (\d+) partitions of {name} in", out)  # the first creation, cut short
     assert made is not None and int(made.group(1)) < 3000, made
     del a
+
+
+def test_acl_and_quota_batches_over_ten_thousand_refused_whole(broker_factory: Any) -> None:
+    """More than 10,000 ACL bindings in one CreateAcls, or quota entities in one AlterClientQuotas, are
+    refused with POLICY_VIOLATION, each item, nothing stored (Kafka's MAX_RECORDS_PER_USER_OP); 10,000
+    pass."""
+    b = broker_factory({"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"})
+    CA, AQ = m.CreateAclsRequest, m.AlterClientQuotasRequest
+
+    def acls(n: int, tag: str) -> Any:
+        return CA.new(creations=[
+            CA.AclCreation(resource_type=2, resource_name=f"{tag}-{i}", resource_pattern_type=3,
+                           principal="User:bob", host="*", operation=3, permission_type=3) for i in range(n)])
+
+    def quotas(n: int, tag: str) -> Any:
+        return AQ.new(validate_only=False, entries=[AQ.EntryData(
+            entity=[AQ.EntityData(entity_type="client-id", entity_name=f"{tag}-{i}")],
+            ops=[AQ.OpData(key="producer_byte_rate", value=1e6, remove=False)]) for i in range(n)])
+
+    with Raw(b.bootstrap) as raw:
+        r = raw.call(30, 3, acls(10_001, "big"))
+        assert len(r.results) == 10_001
+        assert {(x.error_code, x.error_message) for x in r.results} == {
+            (POLICY_VIOLATION, "Unable to perform excessively large batch operation.")}
+        r = raw.call(49, 1, quotas(10_001, "big"))
+        assert {x.error_code for x in r.entries} == {POLICY_VIOLATION}
+        described = raw.call(29, 3, m.DescribeAclsRequest.new(
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+            principal_filter=None, host_filter=None, operation=1, permission_type=1))
+        assert described.error_code == 0 and described.resources == []
+        r = raw.call(30, 3, acls(10_000, "ok"))
+        assert {x.error_code for x in r.results} == {0}
