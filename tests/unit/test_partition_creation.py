@@ -26,7 +26,8 @@ def test_logs_built_in_worker_threads_are_registered_by_the_owner(tmp_path) -> N
     try:
         with ThreadPoolExecutor(4) as pool:
             jobs = [(lm.dir_for_new_log(), i) for i in range(40)]
-            built = list(pool.map(lambda job: (job[0], lm.build_log(job[0], "t", job[1], topic_id=tid)), jobs))
+            built = list(pool.map(lambda job: (job[0], lm.build_log(job[0], "t", job[1], topic_id=tid)),
+                                  jobs))
         assert lm.partitions() == []  # nothing registered by the workers
         for d, plog in built:
             lm.register_log(plog, d)
