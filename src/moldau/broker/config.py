@@ -192,6 +192,12 @@ _d("kafka07.zookeeper.session.timeout.ms", "int", 6000,
 _d("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics.")
 _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.")
 _d("num.partitions", "int", 1, "Partitions of auto-created topics.", validator=_at_least(1))
+_d("max.topic.partitions", "int", 50_000,
+   "moldau: most partitions one topic may have; CreateTopics / CreatePartitions beyond it are refused with "
+   "POLICY_VIOLATION.", validator=_at_least(1))
+_d("max.broker.partitions", "int", 100_000,
+   "moldau: most partition replicas one broker may hold (KIP-578's name; not in a Kafka release); "
+   "CreateTopics / CreatePartitions beyond it are refused with POLICY_VIOLATION.", validator=_at_least(1))
 _d("default.replication.factor", "int", 1, "Replication factor of auto-created topics.",
    validator=_at_least(1))
 _d("min.insync.replicas", "int", 1, "", True, _at_least(1))

@@ -12,6 +12,12 @@
 * :class:`ClientLog`: one log line per client (ip) and kind of event, then at most one line per interval with
   the number of events since; events are counted per kind for the metrics (``bad_frames``, refused
   connections).
+* Request bounds (what one request may make the broker create or hold), checked for the whole request before
+  anything is created: :func:`check_partitions_per_request` (Kafka's ``ReplicationControlManager``
+  ``MAX_PARTITIONS_PER_BATCH``, 10,000 partitions per CreateTopics / CreatePartitions),
+  :class:`PartitionCeilings` (``max.topic.partitions``, moldau's, and ``max.broker.partitions``, KIP-578's
+  name; both POLICY_VIOLATION) and :func:`check_records_per_request` (Kafka's ``QuorumController``
+  ``MAX_RECORDS_PER_USER_OP``: 10,000 ACL bindings or quota entities per request).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -181,3 +189,73 @@ class RequestMemory:
             if self.used >= self.capacity or not self._waiting:
                 break
             self._waiting.popleft().memory_available()
+
+
+# ------------------------------------------------------------------------------------------ request bounds
+MAX_PARTITIONS_PER_BATCH = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+MAX_RECORDS_PER_USER_OP = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+
+
+def policy_violation(message: str) -> KafkaError:
+    return KafkaError.for_code(int(ErrorCode.POLICY_VIOLATION), message)
+
+
+def requested_partitions(topics: Any, default_num_partitions: int) -> int:
+    """Partitions a CreateTopics request asks for, counted as Kafka's ``validateTotalNumberOfPartitions``:
+    the assignments when given, else ``num_partitions`` (the broker's default for -1; nothing for other
+    non-positive values, which fail on their own)."""
+    total = 0
+    for t in topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default_num_partitions
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
+
+def check_partitions_per_request(total: int) -> None:
+    """POLICY_VIOLATION for more than 10,000 partitions in one CreateTopics or CreatePartitions."""
+    if total > MAX_PARTITIONS_PER_BATCH:
+        raise policy_violation(EXCESSIVE_PARTITIONS)
+
+
+def check_records_per_request(count: int) -> None:
+    """POLICY_VIOLATION for more than 10,000 items (ACL bindings, quota entities) in one request, as Kafka's
+    controller refuses a request that would write more records than ``MAX_RECORDS_PER_USER_OP``."""
+    if count > MAX_RECORDS_PER_USER_OP:
+        raise policy_violation(EXCESSIVE_BATCH)
+
+
+class PartitionCeilings:
+    """``max.topic.partitions`` (moldau: partitions of one topic) and ``max.broker.partitions`` (KIP-578's
+    name: partition replicas one broker holds; replicas are spread evenly, so a cluster counts the average
+    over its live brokers, rounded up), for one request: :meth:`check` before a topic is created or grown
+    (POLICY_VIOLATION), :meth:`add` after."""
+
+    def __init__(self, config: Any, topics: Iterable[Any], brokers: int) -> None:
+        self.max_topic = int(config.get("max.topic.partitions"))
+        self.max_broker = int(config.get("max.broker.partitions"))
+        self.brokers = max(1, brokers)
+        self.replicas = sum(t.num_partitions * max(1, int(getattr(t, "replication_factor", 1) or 1))
+                            for t in topics)
+
+    def per_broker(self, replicas: int) -> int:
+        return -(-replicas // self.brokers)
+
+    def check(self, name: str, topic_partitions: int, new_replicas: int) -> None:
+        if topic_partitions > self.max_topic:
+            raise policy_violation(
+                f"Topic '{name}' would have {topic_partitions} partitions, more than max.topic.partitions "
+                f"({self.max_topic}).")
+        after = self.per_broker(self.replicas + new_replicas)
+        if new_replicas > 0 and after > self.max_broker:
+            raise policy_violation(
+                f"Topic '{name}' would bring a broker to {after} partition replicas, more than "
+                f"max.broker.partitions ({self.max_broker}).")
+
+    def add(self, new_replicas: int) -> None:
+        self.replicas += new_replicas

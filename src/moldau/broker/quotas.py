@@ -21,6 +21,14 @@ throttle computation.
   the sample that caused it expires; with the bucket a greedy client holds its rate within a few percent
   over any 10 s (simulated in tests/unit/test_quotas.py). The sampled rate is still kept per client for the
   metrics.
+* ``controller_mutation_rate`` (KIP-599): partitions created or deleted per second by CreateTopics,
+  CreatePartitions and DeleteTopics, counted in a token bucket per sharing group exactly as Kafka's
+  ``TokenBucket``: a burst of ``quota * quota.window.num * quota.window.size.seconds`` (a new client starts
+  with the whole burst), refilled at the quota. :class:`ControllerMutationQuota` is one request's view: strict
+  (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+: a mutation is refused with
+  THROTTLING_QUOTA_EXCEEDED while the bucket is negative, one that finds it non-negative is accepted whole,
+  as Kafka's ``StrictControllerMutationQuota``) or permissive (older versions: everything is accepted and the
+  deficit becomes the throttle time, ``PermissiveControllerMutationQuota``).
 * The store sits behind :class:`QuotaStore`. :class:`FileQuotaStore` keeps the quotas in
   ``<data-dir>/__moldau_quotas.json`` (atomic rewrite on every change); a cluster keeps them elsewhere
   (ZooKeeper ``/config/users``, ``/config/clients``, ``/config/ips``) behind the same interface.
@@ -34,9 +42,10 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from moldau.log.checkpoint import atomic_write
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,10 @@ IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
 
 # ApiVersions and the SASL requests are never throttled (a client must be able to connect and log in).
 QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})
+
+# Sensors and buckets kept per sharing group; client ids are chosen by clients, so the oldest go first beyond
+# this many (Kafka expires a client's sensors after an hour without use).
+MAX_SENSORS = 100_000
 
 # An entity: sorted tuple of (entity type, name or None for the default).
 Entity = tuple[tuple[str, "str | None"], ...]
@@ -242,6 +255,73 @@ class ClientMetrics:
     recorded_total: float = 0.0
 
 
+@dataclass(slots=True)
+class MutationBucket:
+    """Kafka's ``TokenBucket`` of one sharing group's controller mutations."""
+
+    tokens: float
+    last: float
+    throttle_ms_total: float = 0.0
+    throttled: int = 0
+    recorded_total: float = 0.0
+
+
+# the strict controller mutation quota applies from these versions on (Kafka's KafkaApis / ControllerApis)
+STRICT_MUTATION_SINCE = {19: 6, 20: 5, 37: 3}  # CreateTopics, DeleteTopics, CreatePartitions
+
+
+class ControllerMutationQuota:
+    """One request's controller mutation quota (Kafka's ``ControllerMutationQuota``): ``record(partitions)``
+    before each topic's mutation, ``throttle_time_ms`` for the response. Without a quota for the client
+    (``bound`` None) it accepts everything (Kafka's ``UnboundedControllerMutationQuota``)."""
+
+    def __init__(self, manager: "QuotaManager | None", group: tuple[str, str] | None, bound: float | None,
+                 strict: bool) -> None:
+        self.manager = manager
+        self.group = group
+        self.bound = bound
+        self.strict = strict
+        self._throttle_ms = 0
+        self._recorded_at = 0.0
+
+    @property
+    def unbounded(self) -> bool:
+        return self.bound is None or self.manager is None
+
+    def record(self, partitions: int) -> None:
+        """Charge ``partitions`` mutations. Strict: raises KafkaError THROTTLING_QUOTA_EXCEEDED (nothing
+        charged) while the bucket is negative. Permissive: always charged; a negative balance is the throttle
+        time."""
+        if self.manager is None or self.bound is None or self.group is None:
+            return
+        now = self.manager.clock()
+        bucket = self.manager._mutation_bucket(self.group, self.bound, now)
+        if self.strict and bucket.tokens < 0:
+            self._set_throttle(bucket, now)
+            raise KafkaError.for_code(int(ErrorCode.THROTTLING_QUOTA_EXCEEDED),
+                                      "The throttling quota has been exceeded.")
+        burst = self.bound * self.manager.window_num * self.manager.window_s
+        bucket.tokens = min(burst, bucket.tokens - partitions)
+        bucket.recorded_total += partitions
+        if not self.strict and bucket.tokens < 0:
+            self._set_throttle(bucket, now)
+
+    def _set_throttle(self, bucket: MutationBucket, now: float) -> None:
+        assert self.bound is not None
+        self._throttle_ms = round(-bucket.tokens / self.bound * 1000)
+        self._recorded_at = now
+        bucket.throttled += 1
+        bucket.throttle_ms_total += self._throttle_ms
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """The throttle time recorded, less the time since (the answer may leave later than the refusal)."""
+        if not self._throttle_ms or self.manager is None:
+            return 0
+        elapsed_ms = (self.manager.clock() - self._recorded_at) * 1000
+        return max(0, int(self._throttle_ms - elapsed_ms))
+
+
 class QuotaManager:
     """Resolves quotas for (user, client-id) and ip, records usage and computes throttle times."""
 
@@ -260,6 +340,7 @@ class QuotaManager:
         self._quotas: dict[Entity, dict[str, float]] = store.all()
         self._sensors: dict[tuple[str, str, str], ClientMetrics] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
+        self._mutation_buckets: dict[tuple[str, str], MutationBucket] = {}
 
     # --------------------------------------------------------------------------- admin
     @property
@@ -363,6 +444,8 @@ class QuotaManager:
         sk = (key, group[0], group[1])
         sensor = self._sensors.get(sk)
         if sensor is None:
+            if len(self._sensors) >= MAX_SENSORS:
+                del self._sensors[next(iter(self._sensors))]
             sensor = self._sensors[sk] = ClientMetrics(Rate(self.window_num, self.window_s))
         sensor.rate.record(value, now)
         sensor.recorded_total += value
@@ -404,6 +487,31 @@ class QuotaManager:
             ms = max(ms, self.record(REQUEST_PERCENTAGE, user, cid, seconds * 100.0))
         return ms
 
+    def mutation_quota(self, principal: str | None, client_id: str | None, api_key: int,
+                       version: int) -> ControllerMutationQuota:
+        """The controller mutation quota of one CreateTopics / CreatePartitions / DeleteTopics request: strict
+        from the version Kafka made it strict, permissive before."""
+        strict = version >= STRICT_MUTATION_SINCE.get(api_key, 0)
+        resolved = self.quota_for(CONTROLLER_MUTATION_RATE, user_of(principal), client_id or "")
+        if resolved is None:
+            return ControllerMutationQuota(None, None, None, strict)
+        bound, group = resolved
+        return ControllerMutationQuota(self, group, bound, strict)
+
+    def _mutation_bucket(self, group: tuple[str, str], bound: float, now: float) -> MutationBucket:
+        """The sharing group's bucket, refilled at ``bound`` per second up to the burst (a new one is
+        full)."""
+        burst = bound * self.window_num * self.window_s
+        bucket = self._mutation_buckets.get(group)
+        if bucket is None:
+            if len(self._mutation_buckets) >= MAX_SENSORS:
+                del self._mutation_buckets[next(iter(self._mutation_buckets))]
+            bucket = self._mutation_buckets[group] = MutationBucket(burst, now)
+        else:
+            bucket.tokens = min(burst, bucket.tokens + (now - bucket.last) * bound)
+            bucket.last = now
+        return bucket
+
     def metrics(self) -> list[tuple[str, str, str, float, float, float]]:
         """(key, user, client_id, rate now, throttle ms total, recorded total) per sensor."""
         now = self.clock()
@@ -418,3 +526,23 @@ def user_of(principal: str | None) -> str:
     if not principal:
         return "ANONYMOUS"
     return principal.removeprefix("User:")
+
+
+def request_mutation_quota(ctx: Any) -> ControllerMutationQuota:
+    """The controller mutation quota of the request in ``ctx`` (a handler's RequestContext)."""
+    quotas = ctx.services.quotas
+    if quotas is None or quotas.empty:
+        return ControllerMutationQuota(None, None, None, False)
+    return quotas.mutation_quota(getattr(ctx.connection, "principal", None), ctx.client_id, ctx.api_key,
+                                 ctx.version)
+
+
+def mutation_throttle(ctx: Any, quota: ControllerMutationQuota) -> int:
+    """The throttle time for the response of a mutating request (KIP-599); a throttled connection handles
+    nothing more for that long (KIP-219), as for the other client quotas."""
+    ms = quota.throttle_time_ms
+    if ms > 0:
+        mute = getattr(ctx.connection, "mute", None)
+        if mute is not None:
+            mute(ms)
+    return ms

@@ -4,6 +4,13 @@ background log maintenance, and the fetch session cache (KIP-227).
 Single node, but the data model is a cluster's: every partition has a leader epoch, a high watermark kept
 apart from the log end offset, and replicas / ISR lists (of this node). On one node the ISR is this node, so
 the high watermark advances to the log end offset right after each local append.
+
+A new topic's (or CreatePartitions') partitions are created off the request path when there are many: a task
+has their directories and files made by worker threads (``LogManager.build_log``, a chunk of partitions per
+job) and registers each chunk on the event loop when it is ready, so one CreateTopics of 10,000 partitions
+never holds up other connections. Until
+its partition exists, Metadata answers LEADER_NOT_AVAILABLE for it and produce / fetch
+UNKNOWN_TOPIC_OR_PARTITION (both retriable), as Kafka's partitions answer while a creation propagates.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Protocol
 
@@ -34,6 +43,43 @@ if TYPE_CHECKING:
     from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
+
+# At most this many new partitions are created at once on the event loop; more go to a background task whose
+# worker threads make their files, CREATE_CHUNK partitions per job, CREATE_WORKERS jobs at a time.
+SYNC_CREATE_PARTITIONS = 32
+CREATE_CHUNK = 50
+CREATE_WORKERS = 2
+CREATE_SWITCH_INTERVAL_S = 0.0005
+_creation_executor: ThreadPoolExecutor | None = None
+
+
+class _GilShare:
+    """While worker threads make partition files, the event loop thread must get the GIL back quickly after
+    each of its system calls: the interpreter's switch interval (5 ms, for each of the loop's many GIL
+    acquisitions per request) is lowered to ``CREATE_SWITCH_INTERVAL_S`` for that time."""
+
+    active = 0
+    saved = 0.005
+
+    @classmethod
+    def enter(cls) -> None:
+        if cls.active == 0:
+            cls.saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(cls.saved, CREATE_SWITCH_INTERVAL_S))
+        cls.active += 1
+
+    @classmethod
+    def leave(cls) -> None:
+        cls.active -= 1
+        if cls.active == 0:
+            sys.setswitchinterval(cls.saved)
+
+
+def _creation_pool() -> ThreadPoolExecutor:
+    global _creation_executor
+    if _creation_executor is None:
+        _creation_executor = ThreadPoolExecutor(CREATE_WORKERS, thread_name_prefix="moldau-create-partitions")
+    return _creation_executor
 
 UNKNOWN_SERVER_ERROR = -1
 KAFKA_STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
@@ -202,6 +248,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.flusher = GroupFlusher()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._creating: dict[str, asyncio.Task[None]] = {}  # topic -> its partitions being created
         self.shutting_down = False
         slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
         self.fetch_sessions = FetchSessionCache(slots)
@@ -235,9 +282,108 @@ class ReplicaManager:
     def _create_partitions(self, topic: "TopicInfo", start: int) -> None:
         cfg = self._log_config(topic)
         for i in range(start, topic.num_partitions):
-            plog = self._open_log(topic, i, cfg)
-            self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id,
-                                                         cfg)
+            self._create_partition(topic, i, cfg)
+
+    def _create_partition(self, topic: "TopicInfo", i: int, cfg: Any) -> None:
+        if (topic.name, i) in self.partitions:
+            return
+        plog = self._open_log(topic, i, cfg)
+        self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
+
+    def _schedule_creation(self, topic: "TopicInfo", start: int) -> None:
+        """Create the partitions ``start..`` of ``topic``: at once when few, for the internal topics (their
+        coordinators use them right after creating them) or without a running loop, else in a background
+        task (see the module's docstring)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or topic.is_internal or (topic.num_partitions - start <= SYNC_CREATE_PARTITIONS
+                                                 and topic.name not in self._creating):
+            self._create_partitions(topic, start)
+            return
+        previous = self._creating.get(topic.name)
+        task = loop.create_task(self._create_in_background(topic, start, previous),
+                                name=f"create-partitions-{topic.name}")
+        self._creating[topic.name] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._creating.get(topic.name) is t:
+                del self._creating[topic.name]
+            if not t.cancelled() and t.exception() is not None:
+                log.error("creating the partitions of %s failed: %r", topic.name, t.exception())
+
+        task.add_done_callback(done)
+
+    async def _create_in_background(self, topic: "TopicInfo", start: int,
+                                    previous: "asyncio.Task[None] | None") -> None:
+        if previous is not None:  # a CreatePartitions while the topic's first partitions are still created
+            await asyncio.wait((previous,))
+        lm = self.services.log_manager
+        store = self.services.metadata
+        cfg = self._log_config(topic)
+        loop = asyncio.get_running_loop()
+        pool = _creation_pool()
+        name, topic_id = topic.name, topic.topic_id
+
+        def build(d: str, indexes: list[int]) -> tuple[str, list[Any]]:  # in a worker thread: files only
+            return d, [lm.build_log(d, name, j, cfg, topic_id) for j in indexes]
+
+        t0 = time.perf_counter()
+        _GilShare.enter()
+        pending: set[asyncio.Future[tuple[str, list[Any]]]] = set()
+        i = start
+        created = 0
+        try:
+            while True:
+                while (i < topic.num_partitions and len(pending) < CREATE_WORKERS
+                       and store.topics.get(name) is topic):
+                    indexes = [j for j in range(i, min(i + CREATE_CHUNK, topic.num_partitions))
+                               if (name, j) not in self.partitions]
+                    i += CREATE_CHUNK
+                    if indexes:
+                        pending.add(loop.run_in_executor(pool, build, lm.dir_for_new_log(), indexes))
+                if not pending:
+                    break
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    d, plogs = fut.result()
+                    for plog in plogs:
+                        created += self._adopt_log(topic, plog, d, cfg)
+        finally:
+            if pending:  # stopped (or failed): the files being made are registered when done
+                await asyncio.wait(pending)
+                for fut in pending:
+                    if not fut.cancelled() and fut.exception() is None:
+                        d, plogs = fut.result()
+                        for plog in plogs:
+                            self._adopt_log(topic, plog, d, cfg)
+            _GilShare.leave()
+        log.info("created %d partitions of %s in %.2f s", created, name, time.perf_counter() - t0)
+
+    def _adopt_log(self, topic: "TopicInfo", plog: Any, d: str, cfg: Any) -> int:
+        """Register a log built in a worker thread; one of a topic deleted meanwhile is deleted. 1 when the
+        partition was added."""
+        lm = self.services.log_manager
+        key = (topic.name, plog.partition)
+        lm.register_log(plog, d)
+        if self.services.metadata.topics.get(topic.name) is not topic:
+            lm.delete(*key)
+            return 0
+        self.partitions[key] = Partition(topic.name, plog.partition, topic.topic_id, plog, self.node_id, cfg)
+        return 1
+
+    def creating(self, topic: str) -> bool:
+        """Whether partitions of ``topic`` are still being created in the background."""
+        return topic in self._creating
+
+    async def wait_created(self, topics: Iterable[str], timeout_s: float) -> set[str]:
+        """Wait (at most ``timeout_s``) for the background creation of these topics' partitions; the topics
+        still being created."""
+        tasks = [t for name in topics if (t := self._creating.get(name)) is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=max(0.0, timeout_s))
+        return {name for name in topics if name in self._creating}
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -250,6 +396,10 @@ class ReplicaManager:
             p.wake()
 
     async def stop(self) -> None:
+        creating = list(self._creating.values())
+        for t in creating:  # the next start creates what is missing (load)
+            t.cancel()
+        await asyncio.gather(*creating, return_exceptions=True)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -264,25 +414,27 @@ class ReplicaManager:
 
     async def _maintenance(self) -> None:
         """log_manager.tick(now) every second: retention, roll, flush, checkpoints (it decides what is
-        due)."""
+        due), in steps of a few ms with the loop serving others between them."""
         lm = self.services.log_manager
         clock = self.services.clock
         while True:
             await asyncio.sleep(1.0)
             try:
-                lm.tick(clock.time_ms())
+                for _ in lm.tick_steps(clock.time_ms()):
+                    await asyncio.sleep(0)
             except Exception:  # never let maintenance die
                 log.exception("log maintenance failed")
             # retention may have moved log start offsets: nothing else to update (HW >= log start holds)
 
     # ---------------------------------------------------------------------------------------- metadata events
     def on_topic_created(self, topic: "TopicInfo") -> None:
-        self._create_partitions(topic, 0)
+        self._schedule_creation(topic, 0)
 
     def on_partitions_created(self, topic: "TopicInfo", old_count: int) -> None:
-        self._create_partitions(topic, old_count)
+        self._schedule_creation(topic, old_count)
 
     def on_topic_deleted(self, topic: "TopicInfo") -> None:
+        # a background creation of its partitions sees the topic gone and stops after its current slice
         lm = self.services.log_manager
         for i in range(topic.num_partitions):
             p = self.partitions.pop((topic.name, i), None)

@@ -158,7 +158,8 @@ class Router:
         resp_msg = m.RESPONSES[api_key]
         if not _has_field(resp_msg, "throttle_time_ms", version):
             return parts
-        resp.throttle_time_ms = min(ms, 2**31 - 1)
+        # the larger of this and a throttle the handler set (controller mutations, KIP-599), as Kafka
+        resp.throttle_time_ms = min(max(ms, getattr(resp, "throttle_time_ms", 0) or 0), 2**31 - 1)
         return frame_response(correlation_id, api_key, version, resp_msg.encode_parts(resp, version))
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:

@@ -328,17 +328,33 @@ class LogManager:
                 write_partition_metadata(existing.dir, topic_id)
                 existing.topic_id = read_partition_metadata(existing.dir)
             return existing
-        validate_topic_name(topic)
-        if partition < 0:
-            raise ValueError(f"invalid partition {partition}")
+        d = self.dir_for_new_log()
+        return self.register_log(self.build_log(d, topic, partition, config, topic_id), d)
+
+    get_or_create_log = create
+
+    # A new partition in three steps, so that its files can be made off the event loop: the directory is
+    # chosen (dir_for_new_log) and the log registered (register_log) by the owner of the manager, while
+    # build_log, which only creates files, may run in a worker thread.
+    def dir_for_new_log(self) -> str:
+        """The online log directory holding the fewest partitions."""
         counts = {d: 0 for d in self.log_dirs if d not in self.offline_dirs}
         if not counts:
             raise StorageError("every log directory is offline")
-        for k, d in self._dir_of.items():
-            if d in counts:
-                counts[d] += 1
-        d = min(counts, key=lambda x: counts[x])
-        plog = PartitionLog(
+        if len(counts) > 1:  # counted only when there is a choice (a loop over every partition)
+            for d in self._dir_of.values():
+                if d in counts:
+                    counts[d] += 1
+        return min(counts, key=lambda x: counts[x])
+
+    def build_log(self, d: str, topic: str, partition: int, config: LogConfig | None = None,
+                  topic_id: Any = None) -> PartitionLog:
+        """A new partition's log in log directory ``d`` (its directory, first segment and partition.metadata),
+        not yet registered: touches no state of the manager, so it may run in a worker thread."""
+        validate_topic_name(topic)
+        if partition < 0:
+            raise ValueError(f"invalid partition {partition}")
+        return PartitionLog(
             os.path.join(d, f"{topic}-{partition}"),
             config or self.default_config,
             topic=topic,
@@ -348,11 +364,13 @@ class LogManager:
             topic_id=topic_id,
             clean_shutdown=True,
         )
+
+    def register_log(self, plog: PartitionLog, d: str) -> PartitionLog:
+        """Track a log made by :meth:`build_log`."""
+        key = (plog.topic, plog.partition)
         self._logs[key] = plog
         self._dir_of[key] = d
         return plog
-
-    get_or_create_log = create
 
     def _forget(self, topic: str, partition: int) -> PartitionLog | None:
         """Stop tracking the partition (its move, cleaning, directory); its log, or None when not here."""
@@ -417,6 +435,12 @@ class LogManager:
     # background
     def tick(self, now_ms: int | None = None) -> None:
         """Periodic work: time-based roll, retention, flushes due, checkpoints."""
+        for _ in self.tick_steps(now_ms):
+            pass
+
+    def tick_steps(self, now_ms: int | None = None, slice_s: float = 0.005) -> Iterator[None]:
+        """:meth:`tick` in steps: yields after each ``slice_s`` of work, so that an event loop driving it can
+        serve others between the steps (with tens of thousands of partitions one tick takes long)."""
         if self._closed:
             return
         if now_ms is None:
@@ -427,7 +451,13 @@ class LogManager:
             self._last_checkpoint_ms = now_ms
         retention_due = now_ms - self._last_retention_ms >= self.retention_check_interval_ms
         offline = self.offline_dirs
-        for key, plog in list(self._logs.items()):
+        began = time.perf_counter()
+        for n, (key, plog) in enumerate(list(self._logs.items())):
+            if n % 64 == 63 and time.perf_counter() - began >= slice_s:
+                yield
+                if self._closed:
+                    return
+                began = time.perf_counter()
             if plog.closed or offline and self._dir_of.get(key) in offline:
                 continue
             try:

@@ -46,7 +46,7 @@ async def wait_for_leaders(ctx: Any, partitions: Mapping[str, Iterable[int]], ti
     """Kafka's DelayedCreatePartitions: CreateTopics / CreatePartitions answer once this broker's metadata
     has a leader for every new partition (a client's next Metadata request finds them led), at most
     ``timeout_ms``. Returns the topics still without a leader for some partition (REQUEST_TIMED_OUT for
-    them). One broker leads its partitions at once (``partition_state`` None)."""
+    them). One broker leads its partitions once they are created (``partition_state`` None)."""
     import asyncio
     import time
 
@@ -63,7 +63,9 @@ async def wait_for_leaders(ctx: Any, partitions: Mapping[str, Iterable[int]], ti
         return out
 
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-    left = missing()
+    # one node: partitions created in the background (replica_manager) must exist first
+    creating = await ctx.services.replica_manager.wait_created(list(partitions), max(timeout_ms, 0) / 1000)
+    left = missing() | creating
     while left and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
         left = missing()

@@ -9,6 +9,15 @@
 * A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, as Kafka.
 * In a cluster the answer waits (at most timeout_ms) until this broker's metadata has a leader for every new
   partition, as Kafka's DelayedCreatePartitions; a topic still without one gets REQUEST_TIMED_OUT (it exists).
+  On one node a large topic's partitions are created in the background (replica_manager) and the answer
+  waits for them the same way.
+* Bounds (moldau.broker.limits), checked before anything is created: more than 10,000 partitions in the
+  request refuses every topic with POLICY_VIOLATION "Excessively large number of partitions per request."
+  (Kafka's MAX_PARTITIONS_PER_BATCH); a topic over ``max.topic.partitions`` or a broker over
+  ``max.broker.partitions`` refuses that topic with POLICY_VIOLATION.
+* ``controller_mutation_rate`` (KIP-599): each topic's partitions are charged after its validation; v6+
+  strict (THROTTLING_QUOTA_EXCEEDED for the topics met while the quota is exhausted), older versions
+  permissive; the response's throttle_time_ms and a muted connection carry the throttle.
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ from typing import Any
 
 from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..context import RequestContext
+from ..limits import PartitionCeilings, check_partitions_per_request, requested_partitions
+from ..quotas import ControllerMutationQuota, mutation_throttle, request_mutation_quota
 from ..registry import handler
 from ..security.authorizer import allowed_create_topic
 from ._common import attempt, split_duplicates, wait_for_leaders
@@ -91,7 +102,8 @@ def _configs_of(topic: Any) -> dict[str, str | None]:
     return out
 
 
-def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+def _create_one(ctx: RequestContext, topic: Any, validate_only: bool, ceilings: PartitionCeilings,
+                quota: ControllerMutationQuota) -> Any:
     from ..metadata import validate_topic_name
 
     md = ctx.services.metadata
@@ -122,8 +134,14 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     tc.broker_dynamic_configs(ctx.services)
     manual = ({a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments
               else None)
-    info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=validate_only,
+    info = md.create_topic(name, num_partitions, replication_factor, configs, validate_only=True,
                            assignment=manual)
+    ceilings.check(name, info.num_partitions, info.num_partitions * replication_factor)
+    quota.record(info.num_partitions)  # after every other check, as Kafka's ReplicationControlManager
+    if validate_only:
+        return info, configs
+    info = md.create_topic(name, num_partitions, replication_factor, configs, assignment=manual)
+    ceilings.add(info.num_partitions * replication_factor)
     return info, configs
 
 
@@ -149,11 +167,26 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
     new: dict[str, range] = {}
+    try:  # the whole request first (the topics it may create, as Kafka's ControllerApis): nothing is created
+        # when it asks for too many partitions
+        default_partitions = int(ctx.services.config.get("num.partitions"))
+        permitted = {t.name for t in topics if allowed_create_topic(ctx, t.name)}
+        check_partitions_per_request(requested_partitions([t for t in topics if t.name in permitted],
+                                                          default_partitions))
+    except KafkaError as refusal:
+        log.info("CreateTopics of %d topic(s) refused: %s", len(topics), refusal)
+        denied = _err(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        results = [_result(ctx, t.name, exc=refusal if t.name in permitted else denied) for t in topics]
+        topics = []
+    ceilings = PartitionCeilings(ctx.services.config, ctx.services.metadata.topics.values() if topics else (),
+                                 _broker_count(ctx))
+    quota = request_mutation_quota(ctx)
     for t in topics:
         # the topic's files (metadata, partition.metadata ...) are fsynced in the writer thread, not on the
         # event loop: other connections go on meanwhile (deferred_writes, moldau.log.checkpoint)
         with deferred_writes() as batch:
-            created, exc = attempt(log, f"create topic {t.name}", _create_one, ctx, t, validate_only)
+            created, exc = attempt(log, f"create topic {t.name}", _create_one, ctx, t, validate_only,
+                                   ceilings, quota)
         await batch.flush()
         if created is None:
             results.append(_result(ctx, t.name, exc=exc))
@@ -169,4 +202,4 @@ async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.Cr
                     f"had a leader within {req.timeout_ms} ms."))
     for name in duplicates:
         results.append(_result(ctx, name, exc=_err(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")))
-    return RESP.new(throttle_time_ms=0, topics=results)
+    return RESP.new(throttle_time_ms=mutation_throttle(ctx, quota), topics=results)

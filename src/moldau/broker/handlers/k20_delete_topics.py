@@ -8,6 +8,9 @@
 * The metadata store removes the topic; its listeners (replica manager / log manager) close and delete the
   partition directories.
 * v5+: error messages; v6+: topic ids in the response.
+* ``controller_mutation_rate`` (KIP-599): each topic's partitions are charged before it is deleted; v5+
+  strict (THROTTLING_QUOTA_EXCEEDED for the topics met while the quota is exhausted), older versions
+  permissive; throttle_time_ms carries the throttle.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 
 from .. import topic_config as tc
 from ..context import RequestContext
+from ..quotas import ControllerMutationQuota, mutation_throttle, request_mutation_quota
 from ..registry import handler
 from ..security.authorizer import DELETE, TOPIC, allowed
 from ._common import attempt
@@ -38,10 +42,11 @@ def _result(name: str | None, topic_id: uuid.UUID | None, code: int, message: st
                                      error_message=message)
 
 
-def _delete_one(ctx: RequestContext, info: Any) -> None:
+def _delete_one(ctx: RequestContext, info: Any, quota: ControllerMutationQuota) -> None:
     if info.is_internal:
         raise KafkaError.for_code(int(ErrorCode.INVALID_REQUEST),
                                   f"Topic {info.name} is an internal topic and cannot be deleted.")
+    quota.record(info.num_partitions)
     ctx.services.metadata.delete_topic(info.name)
 
 
@@ -102,17 +107,19 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
         else:
             targets.append((name, info.topic_id, info))
 
+    quota = request_mutation_quota(ctx)
     for name, target_id, info in targets:
         if not allowed(ctx, DELETE, TOPIC, name):
             results.append(_result(name, target_id, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                                    "Authorization failed."))
             continue
         with deferred_writes() as batch:  # the metadata file is rewritten in the writer thread
-            _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, log_refusal=False)
+            _, exc = attempt(log, f"delete topic {name}", _delete_one, ctx, info, quota,
+                             log_refusal=False)
         await batch.flush()
         if exc is not None:
             results.append(_result(name, target_id, tc.error_code_of(exc), tc.error_message_of(exc)))
             continue
         log.info("deleted topic %s (id %s)", name, target_id)
         results.append(_result(name, target_id, 0, None))
-    return RESP.new(throttle_time_ms=0, responses=results)
+    return RESP.new(throttle_time_ms=mutation_throttle(ctx, quota), responses=results)

@@ -9,6 +9,8 @@
   twice in one request.
 * Valid entries are applied together and persisted before the answer (``QuotaStore.alter``); they apply to
   the next request of every connection. ``validate_only``: checks only.
+* More than 10,000 entries in one request: POLICY_VIOLATION "Unable to perform excessively large batch
+  operation." for each, nothing altered (Kafka's controller, MAX_RECORDS_PER_USER_OP).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..context import RequestContext
+from ..limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from ..quotas import Entity, QuotaError, describe_entity, make_entity, validate_quota
 from ..registry import handler
 from ..security.authorizer import ALTER_CONFIGS, allowed_cluster
@@ -64,6 +67,9 @@ async def alter_client_quotas(ctx: RequestContext, req: m.AlterClientQuotasReque
             throttle_time_ms=0,
             entries=[result(e, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for e in entries],
         )
+    if len(entries) > MAX_RECORDS_PER_USER_OP:  # Kafka's controller: one batch of records per request
+        return RESP.new(throttle_time_ms=0, entries=[
+            result(e, ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for e in entries])
     out: list[Any] = []
     changes: list[tuple[Entity, dict[str, float | None]]] = []
     seen: dict[Entity, int] = {}
