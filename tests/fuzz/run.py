@@ -227,6 +227,7 @@ class Fuzzer:
                 key, ver, frame, valid = self.source(rng, corr)
                 if creation_size(frame) > self.broker.max_partitions:
                     self.stats.guarded += 1
+                    self._issued -= 1  # not sent: another frame takes its place
                     continue
                 if conn is None:
                     try:
