@@ -21,6 +21,7 @@ import collections
 import logging
 import random
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from .harness import SASL_PASSWORD, SASL_USER, FuzzBroker
 from .mutate import mutate
 
 log = logging.getLogger(__name__)
+
+STOP = threading.Event()  # set (SIGTERM to ``python -m tests.fuzz``): the runs end, the checks still run
 
 _SIZE = struct.Struct(">i")
 _PEEK = struct.Struct(">hhi")
@@ -131,20 +134,35 @@ def structure_source(pairs: list[tuple[int, int]], names: NamePool, hostility: f
         key, ver = pairs[counter[0] % len(pairs)]
         counter[0] += 1
         sane = rng.random() < 0.3
-        gen = g.valid() if sane else g
-        return key, ver, gen.frame(key, ver, corr), sane
+        if sane:
+            v = gens.get(-id(rng))
+            if v is None:
+                v = gens[-id(rng)] = g.valid()
+            return key, ver, v.frame(key, ver, corr), True
+        return key, ver, g.frame(key, ver, corr), False
 
     return next_frame
 
 
-def mutation_source(pairs: list[tuple[int, int]], names: NamePool) -> Source:
+def mutation_source(pairs: list[tuple[int, int]], names: NamePool, pool: int = 8) -> Source:
+    """Mutated valid frames, every pair in turn; each pair's valid frames come from a small pool renewed
+    now and then (making a valid frame costs more than mutating one)."""
     counter = [0]
+    gens: dict[int, Generator] = {}
+    bases: dict[tuple[int, int], list[bytes]] = {}
 
     def next_frame(rng: random.Random, corr: int) -> tuple[int, int, bytes, bool]:
         key, ver = pairs[counter[0] % len(pairs)]
         counter[0] += 1
-        base = Generator(rng, names, hostility=0.0).frame(key, ver, corr)
-        return key, ver, mutate(base, rng), False
+        g = gens.get(id(rng))
+        if g is None:
+            g = gens[id(rng)] = Generator(rng, names, hostility=0.0)
+        frames = bases.setdefault((key, ver), [])
+        if len(frames) < pool:
+            frames.append(g.frame(key, ver, corr))
+        elif rng.random() < 0.05:
+            frames[rng.randrange(pool)] = g.frame(key, ver, corr)
+        return key, ver, mutate(rng.choice(frames), rng), False
 
     return next_frame
 
@@ -154,7 +172,7 @@ class Fuzzer:
     def __init__(self, broker: FuzzBroker, *, port: int, source: Source, requests: int, connections: int,
                  seed: int, deadline_s: float = 5.0, sasl: bool = False, janitor_every: int = 20000,
                  keep_topics: list[str] | None = None, validate_responses: bool = True,
-                 closes_expected: bool = False) -> None:
+                 closes_expected: bool = False, duration_s: float | None = None) -> None:
         self.broker = broker
         self.port = port
         self.source = source
@@ -167,18 +185,22 @@ class Fuzzer:
         self.keep_topics = keep_topics or []
         self.validate = validate_responses
         self.closes_expected = closes_expected  # SASL before authentication: the gate closes on most frames
+        self.duration_s = duration_s
+        self._until = float("inf")
         self.stats = Stats()
         self._issued = 0
         self._next_janitor = janitor_every
 
     async def run(self) -> Stats:
         t0 = time.monotonic()
+        if self.duration_s is not None:
+            self._until = t0 + self.duration_s
         await asyncio.gather(*(self._worker(i) for i in range(self.connections)))
         self.stats.seconds = time.monotonic() - t0
         return self.stats
 
     def _take(self) -> bool:
-        if self._issued >= self.requests:
+        if self._issued >= self.requests or STOP.is_set() or time.monotonic() > self._until:
             return False
         self._issued += 1
         return True
@@ -210,7 +232,7 @@ class Fuzzer:
                               (SASL_AUTHENTICATE, 2, m.SaslAuthenticateRequest.new(
                                   auth_bytes=plain_message(SASL_USER, SASL_PASSWORD)))):
             writer.write(_frame.encode_request(key, ver, 1, "fuzz", obj))
-            body = await asyncio.wait_for(_read_frame(reader), self.deadline_s)
+            body = await _within(_read_frame(reader), self.deadline_s)
             hdr, off = _frame.decode_response_header(body, key, ver)
             resp, _ = m.RESPONSES[key].decode(body, ver, off)
             if resp.error_code:
@@ -256,7 +278,7 @@ class Fuzzer:
             writer.write(frame)
             if acks0:  # no answer to an acks=0 produce: a probe's answer shows the connection still reads
                 writer.write(_PROBE)
-            body = await asyncio.wait_for(_read_frame(reader), self.deadline_s)
+            body = await _within(_read_frame(reader), self.deadline_s)
         except (asyncio.IncompleteReadError, ConnectionError):
             if acks0:  # Kafka closes the connection after an acks=0 produce that failed
                 st.closed += 1
@@ -299,7 +321,7 @@ class Fuzzer:
         st = self.stats
         try:
             writer.write(frame)
-            await asyncio.wait_for(_read_frame(reader), 0.5)
+            await _within(_read_frame(reader), 0.5)
             st.answered += 1
         except (asyncio.IncompleteReadError, ConnectionError):
             st.closed += 1
@@ -340,6 +362,12 @@ def _check_response(body: bytes, key: int, ver: int, corr: int) -> str | None:
     except Exception as e:  # noqa: BLE001 - a finding
         return f"response does not decode: {e}"
     return None
+
+
+async def _within(aw: Any, seconds: float) -> Any:
+    """``await aw`` or TimeoutError after ``seconds`` (cheaper than wait_for: no task per request)."""
+    async with asyncio.timeout(seconds):
+        return await aw
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
@@ -401,15 +429,20 @@ class LegacyFuzzer:
     followed by an OFFSETS request whose answer shows the connection still reads."""
 
     def __init__(self, broker: FuzzBroker, names: NamePool, *, requests: int, connections: int, seed: int,
-                 hostility: float = 0.3, mutated_share: float = 0.5, deadline_s: float = 5.0) -> None:
+                 hostility: float = 0.3, mutated_share: float = 0.5, deadline_s: float = 5.0,
+                 duration_s: float | None = None) -> None:
         self.broker, self.names = broker, names
         self.requests, self.connections, self.seed = requests, connections, seed
         self.hostility, self.mutated_share, self.deadline_s = hostility, mutated_share, deadline_s
         self.stats = Stats()
         self._issued = 0
+        self.duration_s = duration_s
+        self._until = float("inf")
 
     async def run(self) -> Stats:
         t0 = time.monotonic()
+        if self.duration_s is not None:
+            self._until = t0 + self.duration_s
         await asyncio.gather(*(self._worker(i) for i in range(self.connections)))
         self.stats.seconds = time.monotonic() - t0
         return self.stats
@@ -419,7 +452,7 @@ class LegacyFuzzer:
         st = self.stats
         conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         probe = k07.encode_request(k07.OffsetsRequest(self.names.topics[0], 0, -1, 1))
-        while self._issued < self.requests:
+        while self._issued < self.requests and not STOP.is_set() and time.monotonic() < self._until:
             self._issued += 1
             mutated = rng.random() < self.mutated_share
             kind, frame, valid = legacy_frame(rng, self.names, self.hostility, mutated)
@@ -433,11 +466,11 @@ class LegacyFuzzer:
             try:
                 writer.write(frame)
                 if unframed:  # out of step from here on (see Fuzzer._unframed): whatever comes, then close
-                    await asyncio.wait_for(_read_frame(reader), 0.5)
+                    await _within(_read_frame(reader), 0.5)
                     raise ConnectionResetError("closed by the fuzzer")
                 if kind in (k07.PRODUCE, k07.MULTIPRODUCE):
                     writer.write(probe)  # no answer to a produce: the probe's answer follows it
-                await asyncio.wait_for(_read_frame(reader), self.deadline_s)
+                await _within(_read_frame(reader), self.deadline_s)
                 st.answered += 1
             except (asyncio.IncompleteReadError, ConnectionError):
                 st.closed += 1
