@@ -80,3 +80,30 @@ def test_deferred_write_into_a_deleted_directory(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert not part.exists()
+
+
+def test_invalid_utf8_is_answered_not_closed(fuzz_broker: FuzzBroker) -> None:
+    """Kafka reads a string with ``new String(bytes, UTF_8)`` (Readable.readString): malformed UTF-8 becomes
+    U+FFFD and the request is answered with the error its values deserve. moldau closed the connection as
+    on a request that does not parse."""
+    from moldau.protocol import frame as fr
+
+    C = m.CreateTopicsRequest
+    T = m.MetadataRequest.MetadataRequestTopic
+    with Raw(fuzz_broker.port) as r:
+        for key, version, req in (
+                (19, 2, C.new(topics=[C.CreatableTopic(name="QQQQ", num_partitions=1, replication_factor=1)],
+                              timeout_ms=1000)),
+                (19, 7, C.new(topics=[C.CreatableTopic(name="QQQQ", num_partitions=1, replication_factor=1)],
+                              timeout_ms=1000)),
+                (3, 9, m.MetadataRequest.new(topics=[T(name="QQQQ")], allow_auto_topic_creation=True))):
+            r.corr += 1
+            frame = fr.encode_request(key, version, r.corr, "fuzz", req).replace(b"QQQQ", b"\xff\xfeQ\xc3")
+            r.sock.sendall(frame)
+            body = r.recv_frame()
+            hdr, off = fr.decode_response_header(body, key, version)
+            assert hdr.correlation_id == r.corr
+            resp, _ = m.RESPONSES[key].decode(body, version, off)
+            (t,) = resp.topics
+            assert t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, (key, version, t)
+        _still_serving(r)
