@@ -91,6 +91,7 @@ class Stats:
                 "guarded": self.guarded, "connections": self.connections, "seconds": round(self.seconds, 1),
                 "requests_per_s": round(self.sent / self.seconds, 1) if self.seconds else 0.0,
                 "pairs_covered": len(self.per_pair), "max_ping_s": round(max(self.pings, default=0.0), 3),
+                "closed_by_key": dict(self.closed_per_key.most_common(12)),
                 "findings": [f.as_dict() for f in self.findings]}
 
 
