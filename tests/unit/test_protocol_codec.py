@@ -164,10 +164,10 @@ def test_decode_errors_are_protocol_decode_errors() -> None:
         m.MetadataRequest.decode(b"\xff\xff\xff\xff\x7f", 9)  # varint too long
     with pytest.raises(ProtocolDecodeError):
         m.MetadataRequest.decode(struct.pack(">i", -2), 0)  # negative non-null length
-    # invalid utf-8
+    # invalid utf-8 is not a decode error: as Kafka's readString (new String(bytes, UTF_8)), each malformed
+    # byte becomes U+FFFD and the request is answered (a topic named so is INVALID_TOPIC_EXCEPTION)
     bad = struct.pack(">ih", 1, 2) + b"\xff\xfe"
-    with pytest.raises(ProtocolDecodeError):
-        m.MetadataRequest.decode(bad, 0)
+    assert m.MetadataRequest.decode(bad, 0)[0].topics[0].name == "\ufffd\ufffd"
     with pytest.raises(ProtocolDecodeError):
         m.MetadataRequest.decode(b"", 99)  # unsupported version
 

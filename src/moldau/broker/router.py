@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
+from moldau.protocol.errors import ErrorCode, KafkaError, ProtocolEncodeError, error_code_of
 
 from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
@@ -63,6 +63,26 @@ def _has_field(msg: Any, attr: str, version: int) -> bool:
         if f.attr == attr:
             return bool(f.present(version))
     return False
+
+
+MAX_ERROR_MESSAGE = 1024  # characters of an error message kept when a response would not encode
+
+
+def shorten_error_messages(obj: Any) -> bool:
+    """Cut every ``error_message`` in a response object (and its nested structs) to MAX_ERROR_MESSAGE
+    characters; whether any was cut."""
+    cut = False
+    for attr in getattr(type(obj), "__slots__", ()):
+        value = getattr(obj, attr, None)
+        if attr == "error_message" and isinstance(value, str) and len(value) > MAX_ERROR_MESSAGE:
+            setattr(obj, attr, value[:MAX_ERROR_MESSAGE] + "...")
+            cut = True
+        elif isinstance(value, list):
+            for item in value:
+                cut = shorten_error_messages(item) or cut
+        elif hasattr(type(value), "_fields"):
+            cut = shorten_error_messages(value) or cut
+    return cut
 
 
 class Router:
@@ -135,7 +155,14 @@ class Router:
             if metrics is not None:
                 metrics.observe_request(api_key, len(frame), None, time.perf_counter() - t0)
             return None
-        body = m.RESPONSES[api_key].encode_parts(resp, version)
+        try:
+            body = m.RESPONSES[api_key].encode_parts(resp, version)
+        except ProtocolEncodeError:
+            # an error message echoing a client's string of up to 32,767 bytes ("Topic name ... is illegal")
+            # can outgrow a non-compact string: cut the messages, answer, rather than close the connection
+            if not shorten_error_messages(resp):
+                raise
+            body = m.RESPONSES[api_key].encode_parts(resp, version)
         parts = frame_response(correlation_id, api_key, version, body)
         if quotas is not None and not quotas.empty:
             parts = self._throttle(conn, quotas, resp, api_key, version, correlation_id, client_id,

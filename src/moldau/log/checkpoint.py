@@ -138,10 +138,18 @@ def _write_claimed(path: str, data: bytes, sync_dir: bool, mode: int, lock: thre
     with lock:
         with _paths_lock:
             superseded = _generation.get(path) != gen
-        if not superseded:
-            _atomic_write_now(path, data, sync_dir, mode)
-    if not superseded:
-        _release(path, gen)
+        try:
+            if not superseded:
+                _atomic_write_now(path, data, sync_dir, mode)
+        except FileNotFoundError:
+            if os.path.isdir(os.path.dirname(path) or "."):
+                raise
+            # its directory was deleted while the write waited (a topic deleted while the files of its
+            # creation were queued): there is nothing left to write to
+            log.info("skipped writing %s: its directory was deleted meanwhile", path)
+        finally:
+            if not superseded:
+                _release(path, gen)
 
 
 class DeferredWrites:

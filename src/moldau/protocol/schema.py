@@ -403,7 +403,9 @@ class _VersionCompiler:
         s(i2, f"if {e} > blen:")
         s(i2 + 1, f"raise _T('{f_elem} of length %d exceeds input' % {n})")
         if f_elem == "string":
-            s(i2, f"{target} = str(buf[pos:{e}], 'utf-8')")
+            # as Kafka's Readable.readString (new String(bytes, UTF_8)): malformed UTF-8 becomes U+FFFD, the
+            # request still parses and is answered (e.g. INVALID_TOPIC_EXCEPTION), the connection stays open
+            s(i2, f"{target} = str(buf[pos:{e}], 'utf-8', 'replace')")
         elif f_elem == "bytes":
             s(i2, f"{target} = bytes(buf[pos:{e}])")
         else:  # records: zero copy

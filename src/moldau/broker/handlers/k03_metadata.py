@@ -3,8 +3,10 @@
 * Brokers: every live broker (the metadata store's view; this node alone without a cluster), with the
   host/port advertised for the listener the client connected on (rack from ``broker.rack``, v1+).
 * cluster_id (v2+), controller_id (v1+): the active controller (this node without a cluster).
-* Topics: v0 an empty list means all topics; v1+ null means all topics and an empty list none. v10+ may name
-  topics by id (name null): unknown id -> UNKNOWN_TOPIC_ID; v12+ answers such topics with their name.
+* Topics: v0 an empty list means all topics; v1+ null means all topics and an empty list none. v12+ may name
+  topics by id (name null): unknown id -> UNKNOWN_TOPIC_ID, a known one answered with its name. v10-11
+  declare the ids but a null name or a topic id there is Kafka's INVALID_REQUEST for every requested topic
+  (KafkaApis.handleTopicMetadataRequest; the response's name is not nullable before v12).
 * Unknown topic: auto-created with ``num.partitions`` / ``default.replication.factor`` when
   ``auto.create.topics.enable`` and the request allows it (``allow_auto_topic_creation``, v4+; always before
   v4); a freshly created topic is answered at once with its partitions (one node: the leader is known), no
@@ -31,6 +33,7 @@ from typing import Any
 from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.primitives import ZERO_UUID
 
 from ..context import RequestContext
 from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, is_valid_topic_name
@@ -135,6 +138,14 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
     topics_out: list[Any] = []
 
     requested = req.topics
+    if requested and v < 12 and any(rt.name is None or rt.topic_id != ZERO_UUID for rt in requested):
+        # v10-11 declare topic ids but Kafka serves them from v12 only (the response's name is not nullable
+        # before v12): Kafka's InvalidRequestException, answered by MetadataRequest.getErrorResponse
+        return msg.new(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+            msg.MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=rt.name or "",
+                                      topic_id=rt.topic_id, is_internal=False, partitions=[],
+                                      topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+            for rt in requested], cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, error_code=0)
     if requested is None or (v == 0 and not requested):
         for info in sorted(store.topics.values(), key=lambda t: t.name):
             if allowed(ctx, DESCRIBE, TOPIC, info.name):  # hidden when not describable
@@ -145,7 +156,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
         seen: set[Any] = set()
         for rt in requested:
             name = rt.name
-            if name is None and v >= 10:
+            if name is None:  # v12+ (refused above before)
                 tid = rt.topic_id
                 if tid in seen:
                     continue
@@ -161,7 +172,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                 else:
                     topics_out.append(topic_entry(ctx, msg, t, include_topic_ops))
                 continue
-            assert name is not None  # names are not nullable below v10
+            assert name is not None
             if name in seen:
                 continue
             seen.add(name)
