@@ -117,7 +117,7 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 def _run_tool(cmd: list[str], cwd: Path, timeout: float, what: str) -> None:
-    log.info("%s: %s", what, " ".join(cmd))
+    log.debug("%s: %s", what, " ".join(cmd))
     try:
         done = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
@@ -132,6 +132,8 @@ def _run_tool(cmd: list[str], cwd: Path, timeout: float, what: str) -> None:
 
 def _build(module: str, dest: Path) -> None:
     d = module_dir(module)
+    log.info("%s: resolving with Maven and compiling into %s", module, dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     try:
         cp_file = work / "dependencies.txt"
