@@ -77,7 +77,8 @@ def make_broker(kind: str, base: Path, settings: dict[str, str] | None = None) -
     pytest.param("cluster", marks=pytest.mark.jvm_full),
     pytest.param("kafka", marks=pytest.mark.jvm_full),
 ])
-def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def target(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = make_broker(request.param, tmp_path_factory.mktemp(f"jvm-{request.param}"))
     try:
         yield b
@@ -92,8 +93,8 @@ def replication_factor(b: BrokerProcess) -> int:
 
 @pytest.fixture
 def jtopic(target: BrokerProcess, request: pytest.FixtureRequest) -> Callable[..., str]:
-    from kafkautil import admin, wait_for_topic
     from confluent_kafka.admin import NewTopic
+    from kafkautil import admin, wait_for_topic
 
     def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = unique_topic(request.node.name)

@@ -1,4 +1,4 @@
-"""The JVM peer harness: Kafka's Java clients, Kafka's tools and the Apache Kafka broker, run with ``java -cp``.
+"""The JVM peer harness: Kafka's Java clients, tools and broker, run with ``java -cp``.
 
 Each module is a folder under ``tests/jvm`` with a small ``pom.xml`` (its parent ``tests/jvm/pom.xml`` holds
 the one Kafka version of all of them) and, optionally, Java sources in ``src/main/java`` and resources in
@@ -122,7 +122,8 @@ def _run_tool(cmd: list[str], cwd: Path, timeout: float, what: str) -> None:
         done = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout)
     except FileNotFoundError as exc:
-        raise JvmError(f"{what}: {cmd[0]} not found (scripts/setup.sh --test installs Maven and a JDK)") from exc
+        raise JvmError(f"{what}: {cmd[0]} not found (scripts/setup.sh --test installs Maven and a JDK)") \
+            from exc
     except subprocess.TimeoutExpired as exc:
         raise JvmError(f"{what}: no result within {timeout:.0f}s: {' '.join(cmd)}") from exc
     if done.returncode != 0:
@@ -153,8 +154,9 @@ def _build(module: str, dest: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(res, target)
             if java_sources:
-                _run_tool(["javac", "--release", _pom_property("maven.compiler.release"), "-encoding", "UTF-8",
-                           "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(deps),
+                release = _pom_property("maven.compiler.release")
+                _run_tool(["javac", "--release", release, "-encoding", "UTF-8", "-nowarn",
+                           "-d", str(classes), "-cp", os.pathsep.join(deps),
                            *[str(s) for s in java_sources]],
                           d, JAVAC_TIMEOUT_S, f"javac ({module})")
         (work / "classpath.json").write_text(json.dumps({"module": module, "classpath": entries + deps}))
@@ -176,7 +178,7 @@ def _cached(dest: Path) -> list[str] | None:
 
 
 def classpath(module: str) -> list[str]:
-    """The module's classpath (its compiled classes first, then its runtime dependencies), built on first use."""
+    """The module's classpath (its compiled classes, then its runtime dependencies), built on first use."""
     dest = _cache_dir(module)
     cp = _cached(dest)
     if cp is not None:
@@ -209,7 +211,8 @@ def java_command(module: str, main_class: str, args: Sequence[str] = (), *, heap
                  jvm_args: Sequence[str] = ()) -> list[str]:
     """The command line that runs ``main_class`` of ``module`` with a heap capped at ``heap``."""
     return [
-        java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+        java_binary(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         *jvm_args, "-cp", os.pathsep.join(classpath(module)), main_class, *args,
     ]
