@@ -8,7 +8,11 @@ Fixtures:
   default run; ``cluster`` (three moldau brokers and a ZooKeeper, replication factor 3) and ``kafka`` (the
   Apache Kafka broker of the same version as the clients, KRaft, one node: the control that checks the
   tests themselves) with the whole matrix only.
+  A test module may give the brokers settings of its own: ``BROKER_SETTINGS = {kind: {name: value}}``.
 * ``jtopic``: ``jtopic(partitions=1, config=None)`` creates a topic on ``target``.
+* ``jrun``: ``jrun(main_class, *args, timeout=120)`` runs a program of the ``clients`` module against
+  ``target`` to its end and returns its JSON lines (a non-zero exit fails the test with its output).
+* ``jstart``: ``jstart(main_class, *args)`` starts one (``jvm.JsonProcess``), finished at teardown.
 
 The whole matrix (every row against every target) is behind ``MOLDAU_JVM_FULL=1``::
 
@@ -79,7 +83,9 @@ def make_broker(kind: str, base: Path, settings: dict[str, str] | None = None) -
 ])
 def target(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = make_broker(request.param, tmp_path_factory.mktemp(f"jvm-{request.param}"))
+    # a test module's own broker settings: BROKER_SETTINGS = {kind: {name: value}}
+    settings = getattr(request.module, "BROKER_SETTINGS", {}).get(request.param)
+    b = make_broker(request.param, tmp_path_factory.mktemp(f"jvm-{request.param}"), settings)
     try:
         yield b
     finally:
@@ -107,3 +113,34 @@ def jtopic(target: BrokerProcess, request: pytest.FixtureRequest) -> Callable[..
         return name
 
     return make
+
+
+@pytest.fixture
+def jrun(target: BrokerProcess) -> Callable[..., list[dict[str, object]]]:
+    import jvm
+
+    def run(main_class: str, *args: str, timeout: float = 120.0, check: bool = True) -> list[dict[str, object]]:
+        done = jvm.run("clients", f"moldau.jvm.{main_class}", ["--bootstrap", target.bootstrap, *args],
+                       timeout=timeout, check=check)
+        return jvm.json_lines(done.stdout)
+
+    return run
+
+
+@pytest.fixture
+def jstart(target: BrokerProcess, tmp_path: Path) -> Iterator[Callable[..., object]]:
+    import jvm
+
+    started: list[jvm.JsonProcess] = []
+
+    def start(main_class: str, *args: str) -> jvm.JsonProcess:
+        p = jvm.JsonProcess("clients", f"moldau.jvm.{main_class}", ["--bootstrap", target.bootstrap, *args],
+                            stderr_path=tmp_path / f"{main_class}-{len(started)}.stderr")
+        started.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in started:
+            p.finish(timeout=30)

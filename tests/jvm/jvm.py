@@ -253,6 +253,77 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
+class JsonProcess:
+    """A running JVM program whose stdout JSON lines are collected as they come (a reader thread); stderr goes
+    to a file. ``wait_for(predicate)`` waits for an event; ``close_stdin()`` asks programs that watch stdin
+    to finish; ``finish()`` waits for the exit (killing it after the timeout) and returns the exit code."""
+
+    def __init__(self, module: str, main_class: str, args: Sequence[str] = (), *, stderr_path: Path,
+                 heap: str = DEFAULT_HEAP, jvm_args: Sequence[str] = ()) -> None:
+        import threading
+
+        self.events: list[dict[str, Any]] = []
+        self.stderr_path = stderr_path
+        self._err = open(stderr_path, "wb")
+        self._cond = threading.Condition()
+        self.proc = java(module, main_class, args, heap=heap, jvm_args=jvm_args, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            for ev in json_lines(line):
+                with self._cond:
+                    self.events.append(ev)
+                    self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Any, timeout: float, what: str = "an event") -> dict[str, Any]:
+        """The first event for which ``predicate(event)`` is true; raises (with the program's stderr) when none
+        came within ``timeout`` seconds or the program exited first."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for ev in self.events:
+                    if predicate(ev):
+                        return ev
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    break
+                self._cond.wait(min(left, 0.5))
+        raise AssertionError(f"no {what} within {timeout:.0f}s (exit code {self.proc.poll()}); events: "
+                             f"{self.events[-10:]}\n--- stderr ---\n{self.stderr()}")
+
+    def stderr(self, limit: int = 6000) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+    def finish(self, timeout: float = 60.0) -> int:
+        self.close_stdin()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._reader.join(timeout=10)
+        self._err.close()
+        return code
+
+
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="jvm.py: %(message)s")
     if not argv or argv[0] in ("-h", "--help"):

@@ -18,7 +18,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 /**
  * Consume --topic (comma-separated) in --group with --protocol classic|consumer (KIP-848) and, for classic,
  * --assignor (e.g. cooperative-sticky), until --expect records arrived or --timeout-ms passed, or, with
- * --idle-ms, until no record came for that long after the first one. Commits synchronously after each poll
+ * --idle-ms, until no record came for that long after the first one, or, with --until-eof true, until its
+ * standard input closes (the test's signal to leave the group). Commits synchronously after each poll
  * (--commit false: never). Prints "assigned"/"revoked" lines, one "record" line per record (unless
  * --quiet true) and a closing "done" line.
  */
@@ -30,6 +31,21 @@ public final class Consume {
         long timeoutMs = cli.getLong("timeout-ms", 60000);
         long idleMs = cli.getLong("idle-ms", 0);
         boolean quiet = cli.getBool("quiet");
+        java.util.concurrent.atomic.AtomicBoolean eof = new java.util.concurrent.atomic.AtomicBoolean();
+        if (cli.getBool("until-eof")) {
+            Thread watcher = new Thread(() -> {
+                try {
+                    while (System.in.read() >= 0) {
+                        continue;
+                    }
+                } catch (java.io.IOException e) {
+                    // closed: the same as end of input
+                }
+                eof.set(true);
+            });
+            watcher.setDaemon(true);
+            watcher.start();
+        }
         boolean commit = Boolean.parseBoolean(cli.get("commit", "true"));
         Properties p = cli.config();
         p.put("group.id", cli.get("group"));
@@ -68,7 +84,7 @@ public final class Consume {
             });
             while (got < expect) {
                 long now = System.currentTimeMillis();
-                if (now - start > timeoutMs || (idleMs > 0 && last > 0 && now - last > idleMs)) {
+                if (eof.get() || now - start > timeoutMs || (idleMs > 0 && last > 0 && now - last > idleMs)) {
                     break;
                 }
                 ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(200));
