@@ -407,8 +407,9 @@ class KafkaProcess(BrokerProcess):
 
     def __init__(self, data_dir: Path, *, port: int | None = None, settings: dict[str, str] | None = None,
                  log_dir: Path | None = None, host: str = "127.0.0.1", heap: str | None = None,
-                 **_ignored: object) -> None:
-        super().__init__("kafka", data_dir, port=port, settings=settings, log_dir=log_dir, host=host)
+                 advertised_port: int | None = None, **_ignored: object) -> None:
+        super().__init__("kafka", data_dir, port=port, settings=settings, log_dir=log_dir, host=host,
+                         advertised_port=advertised_port)
         self.controller_port = free_port(host)
         self.heap = heap or self.HEAP
         self.config_dir = self.data_dir.parent / f"kafka-config-{self.port}"
