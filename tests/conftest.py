@@ -35,8 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "kafka_differs(reason): moldau differs from Apache Kafka here on purpose (docs/compat.md); reported as "
-        "skipped when MOLDAU_TEST_BROKER=kafka",
+        "kafka_differs(reason): moldau differs from Apache Kafka here on purpose (docs/compat.md); "
+        "reported as skipped when MOLDAU_TEST_BROKER=kafka",
     )
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     # kafka-python loads its JSON schemas with importlib.resources' legacy API

@@ -5,8 +5,9 @@ to validate the tests themselves), ``cluster`` (three moldau brokers and a ZooKe
 or ``kafka`` (the Apache Kafka broker, KRaft, one node, from tests/jvm: the control).
 Tests marked ``moldau_only`` need broker features tansu lacks (persistence, restart, moldau-specific limits);
 against tansu they are reported as skipped with the reason (see the ``-ra`` summary), never silently
-dropped; Kafka has those features, so they run against it. Tests marked ``kafka_differs(reason)`` check something where moldau differs from Kafka on
-purpose (docs/compat.md); against Kafka they are skipped with that reason.
+dropped; Kafka has those features, so they run against it. Tests marked ``kafka_differs(reason)`` check
+something where moldau differs from Kafka on purpose (docs/compat.md); against Kafka they are skipped with
+that reason.
 Tests marked ``single_broker`` need exactly one broker process (a proxy in front of its one address, its
 process-wide limits, ...); against the cluster they are skipped with the reason. Tests that restart "the
 broker" restart every broker of the cluster (``ClusterProcess``).
