@@ -124,7 +124,8 @@ def run_rate(bootstrap: str, rate: int, seconds: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--rates", default="1000,10000,50000", help="target records/s, comma separated")
-    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per rate (after 1 s warm-up)")
+    ap.add_argument("--seconds", type=float, default=10.0,
+                    help="measured seconds per rate (after 1 s warm-up)")
     ap.add_argument("--brokers", default=",".join(KINDS), help="brokers to compare, comma separated")
     ap.add_argument("--out", type=Path, help="JSON output (default bench/results/e2e-latency-<time>.json)")
     args = ap.parse_args(argv)
@@ -139,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                 for rate in rates:
                     r = run_rate(b.bootstrap, rate, args.seconds)
                     results[kind][rate] = r
-                    print(f"  {kind:6s} {rate:6d}/s: achieved {r['achieved_rps']:8.0f}/s, p50 {r['p50_ms']:.2f} ms, "
-                          f"p99 {r['p99_ms']:.2f} ms, p99.9 {r['p999_ms']:.2f} ms ({r['measured']} measured)",
+                    print(f"  {kind:6s} {rate:6d}/s: achieved {r['achieved_rps']:8.0f}/s, "
+                          f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+                          f"p99.9 {r['p999_ms']:.2f} ms ({r['measured']} measured)",
                           file=sys.stderr, flush=True)
             finally:
                 b.close()
@@ -153,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['p999_ms']:9.2f}")
         for peer in (k for k in kinds if k != "moldau" and "moldau" in kinds):
             mo, pe = results["moldau"][rate], results[peer][rate]
-            print(f"{'ratio':8s} {rate:7d} {'':9s} | {mo['p50_ms'] / pe['p50_ms']:8.2f} {mo['p99_ms'] / pe['p99_ms']:8.2f} "
-                  f"{mo['p999_ms'] / pe['p999_ms']:9.2f}   (moldau / {peer}; below 1: moldau is faster)")
+            print(f"{'ratio':8s} {rate:7d} {'':9s} | {mo['p50_ms'] / pe['p50_ms']:8.2f} "
+                  f"{mo['p99_ms'] / pe['p99_ms']:8.2f} {mo['p999_ms'] / pe['p999_ms']:9.2f}   "
+                  f"(moldau / {peer}; below 1: moldau is faster)")
     print(f"(load average at the start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs)")
     doc = {"benchmark": "e2e-latency", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "record_bytes": SIZE,
            "seconds": args.seconds, "load_average_at_start": load, "cpus": os.cpu_count(),
