@@ -4,7 +4,9 @@
 #   ./scripts/setup.sh          moldau (editable) and its runtime dependencies (+ extra "cluster": kazoo)
 #   ./scripts/setup.sh --test   also the test dependencies (pip extras "test", "spark"), the Debian packages
 #                               the tests drive (kcat, Java 17, ZooKeeper, chromium + chromium-driver,
-#                               nodejs + npm, iproute2) and the npm packages of tests/kafka07
+#                               nodejs + npm, iproute2, Maven and a JDK), the npm packages of tests/kafka07 and
+#                               the JVM modules of tests/jvm (Kafka's clients, tools and broker from Maven Central,
+#                               cached outside the repository: tests/jvm/jvm.py)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
@@ -60,6 +62,8 @@ if [ "$want_test" = 1 ]; then
     #   nodejs, npm                 tests/kafka07 (the 0.7-era Node.js client franz-kafka)
     #   iproute2                    tests/faults (`ip`: network namespaces; without it, process faults only)
     #   libfuse2                    tests/powerloss (fusepy's libfuse.so.2: the lazy file system)
+    #   maven, openjdk-17-jdk-headless  tests/jvm (resolves Kafka's jars from Maven Central; javac compiles the
+    #                               small Java test programs)
     missing=()
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
     { command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; } \
@@ -71,6 +75,9 @@ if [ "$want_test" = 1 ]; then
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     { [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 ] || ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2'; } \
         || missing+=(libfuse2)
+    command -v mvn >/dev/null 2>&1 || missing+=(maven)
+    { command -v javac >/dev/null 2>&1 && javac -version 2>&1 | grep -Eq 'javac (1[7-9]|[2-9][0-9])'; } \
+        || missing+=(openjdk-17-jdk-headless)
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "setup.sh: installing Debian packages: ${missing[*]}"
         sudo=""
@@ -90,6 +97,11 @@ if [ "$want_test" = 1 ]; then
         (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
         echo "$node_digest" > "$node_stamp"
     fi
+
+    # tests/jvm: resolve every module's Maven dependencies and compile its Java programs now, so that no
+    # test downloads mid-run (cached by digest of the poms and sources; quick when nothing changed)
+    echo "setup.sh: warming the JVM modules of tests/jvm"
+    "$venv/bin/python" tests/jvm/jvm.py warm
 fi
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies and tools'))"

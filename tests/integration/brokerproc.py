@@ -11,6 +11,9 @@ Two kinds are supported, chosen by ``MOLDAU_TEST_BROKER``:
 * ``cluster``: three moldau brokers and a ZooKeeper (``ClusterProcess``, docs/cluster.md), every topic and the
   internal topics with replication factor 3; the bootstrap string names all three. ``restart()`` and
   ``kill9()`` + ``start()`` act on all three brokers; tests marked single_broker are skipped.
+* ``kafka``: the Apache Kafka broker (``KafkaProcess``), one node in KRaft combined mode (broker and
+  controller), run from Maven Central's jars by the JVM harness (tests/jvm/jvm.py, module ``kafka``): the
+  control that shows whether a failing test is a wrong test (docs/compat.md lists the ones that differ).
 
 Used by tests/integration/conftest.py and by bench/throughput.py (which imports it by path).
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
-KINDS = ("moldau", "tansu", "cluster", "memory")
+KINDS = ("moldau", "tansu", "cluster", "memory", "kafka")
 
 
 def broker_kind() -> str:
@@ -157,6 +160,12 @@ class BrokerProcess:
     def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
         if self.alive():
             raise BrokerStartError(f"{self.kind} broker already running (pid {self.pid})")
+        self._spawn()
+        self._wait_ready(timeout)
+        return self
+
+    def _spawn(self) -> None:
+        """Start the process, its output into a new log file (``start()`` then waits until it is ready)."""
         self.starts += 1
         self.log_path = self.log_dir / f"{self.kind}-{self.port}-{self.starts}.log"
         env = dict(os.environ)
@@ -172,8 +181,6 @@ class BrokerProcess:
                 env=env,
                 start_new_session=True,  # own process group: kill9() takes any children along
             )
-        self._wait_ready(timeout)
-        return self
 
     def _ready_seen(self) -> bool:
         if self.log_path is None:
@@ -376,3 +383,174 @@ class ClusterProcess(BrokerProcess):
                 self.cluster.stop(graceful=False)
             except Exception:  # noqa: BLE001 - teardown never fails
                 pass
+
+
+def _jvm_harness():  # type: ignore[no-untyped-def]
+    """tests/jvm/jvm.py, imported by path (this module is imported by path from bench/ too)."""
+    here = str(Path(__file__).resolve().parent.parent / "jvm")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import jvm  # type: ignore[import-not-found]
+
+    return jvm
+
+
+# the Kafka broker's own log: warnings, and the line that says it started (what start() waits for)
+_KAFKA_LOG4J2 = """status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = OUT
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = info
+"""
+
+
+class KafkaProcess(BrokerProcess):
+    """The Apache Kafka broker, one node in KRaft combined mode, on a loopback port with its own data dir.
+
+    The first start formats the data dir (Kafka's StorageTool with a new cluster id); restarts keep it.
+    ``settings`` are written into server.properties over the defaults below (a single node: every internal
+    topic with one replica)."""
+
+    HEAP = "768m"
+    READY_LINE = "Kafka Server started"
+
+    def __init__(self, data_dir: Path, *, port: int | None = None, settings: dict[str, str] | None = None,
+                 log_dir: Path | None = None, host: str = "127.0.0.1", heap: str | None = None,
+                 advertised_port: int | None = None, node_id: int = 1, **_ignored: object) -> None:
+        super().__init__("kafka", data_dir, port=port, settings=settings, log_dir=log_dir, host=host,
+                         advertised_port=advertised_port)
+        self.controller_port = free_port(host)
+        self.heap = heap or self.HEAP
+        self.node_id = node_id
+        #: the controller quorum (KafkaCluster sets every node's); default: this node alone
+        self.voters = f"{node_id}@{host}:{self.controller_port}"
+        self.cluster_id: str | None = None
+        self.config_dir = self.data_dir.parent / f"kafka-config-{self.port}"
+
+    def server_properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.advertised_port or self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "10",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+        }
+        props.update(self.settings)
+        return props
+
+    def _write_config(self) -> Path:
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.config_dir / "server.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        (self.config_dir / "log4j2.properties").write_text(_KAFKA_LOG4J2)
+        return conf
+
+    def _jvm_args(self) -> list[str]:
+        return [f"-Dlog4j2.configurationFile={self.config_dir / 'log4j2.properties'}"]
+
+    def _format(self, conf: Path) -> None:
+        import base64
+        import uuid
+
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cluster_id = self.cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        _jvm_harness().run("kafka", "kafka.tools.StorageTool",
+                           ["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
+                           timeout=180, heap="256m", jvm_args=self._jvm_args())
+
+    def command(self) -> list[str]:
+        conf = self.config_dir / "server.properties"
+        return list(_jvm_harness().java_command("kafka", "kafka.Kafka", [str(conf)], heap=self.heap,
+                                                jvm_args=self._jvm_args()))
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+        self._format(self._write_config())
+        # a JVM broker takes longer than the Python one to come up, more so on a loaded machine
+        return super().start(max(timeout, 90.0))
+
+    @property
+    def address(self) -> str:
+        return self.bootstrap
+
+    def spawn_formatted(self) -> None:
+        """Write the config, format the data dir if new and start the process without waiting (the nodes of
+        a quorum start together: none is ready before a majority runs)."""
+        self._format(self._write_config())
+        self._spawn()
+
+    def _ready_seen(self) -> bool:
+        if self.log_path is None:
+            return False
+        try:
+            return self.READY_LINE in self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+
+
+class KafkaCluster:
+    """``n`` Apache Kafka nodes in KRaft combined mode, one controller quorum, on loopback: the peer of a
+    three-broker moldau cluster in the benchmarks. The interface of ``LocalCluster`` that they use:
+    ``start()``, ``stop(graceful)``, ``bootstrap``, ``brokers`` (each with ``node_id``, ``proc``,
+    ``data_dir``, ``address``)."""
+
+    def __init__(self, folder: str | Path, n: int = 3, *, settings: dict[str, str] | None = None,
+                 heap: str = "512m") -> None:
+        import base64
+        import uuid
+
+        folder = Path(folder)
+        base = {"offsets.topic.replication.factor": str(min(3, n)),
+                "transaction.state.log.replication.factor": str(min(3, n)),
+                "transaction.state.log.min.isr": str(min(2, n)),
+                "share.coordinator.state.topic.replication.factor": str(min(3, n)),
+                "share.coordinator.state.topic.min.isr": str(min(2, n)),
+                "default.replication.factor": str(min(3, n))}
+        base.update(settings or {})
+        self.brokers = [KafkaProcess(folder / f"kafka-{i}" / "data", log_dir=folder / f"kafka-{i}",
+                                     settings=base, heap=heap, node_id=i) for i in range(1, n + 1)]
+        voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in self.brokers)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        for b in self.brokers:
+            b.voters = voters
+            b.cluster_id = cluster_id
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self, timeout: float = 180.0) -> "KafkaCluster":
+        try:
+            for b in self.brokers:
+                b.spawn_formatted()
+            for b in self.brokers:
+                b._wait_ready(timeout)
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+        return self
+
+    def stop(self, graceful: bool = True) -> None:
+        for b in self.brokers:
+            if graceful:
+                b.close()
+            else:
+                b.kill9()
