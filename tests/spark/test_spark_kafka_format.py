@@ -26,6 +26,8 @@ from confluent_kafka import Producer
 from kafkautil import produce_confluent
 from spark_helpers import produce_values, random_records, read_values, reader, rows_by_position
 
+# Spark's start (in the first test's setup) and its JVM jobs are slow on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(900)
 full_only = pytest.mark.skipif(not os.environ.get("MOLDAU_JVM_FULL"),
                                reason="whole JVM matrix only: MOLDAU_JVM_FULL=1 runs it")
 

@@ -37,6 +37,7 @@ WINDOW_MS = 10_000
 #: event time of the windowed input: six windows from a window boundary
 BASE_TS = 1_700_000_000_000 - 1_700_000_000_000 % WINDOW_MS
 HEAP = "384m"
+pytestmark = pytest.mark.timeout(900)
 #: B's death is seen by the group after the session timeout; its open transaction ends with
 #: transaction.timeout.ms: both short, so that the test does not wait Kafka's defaults (45 s, 60 s)
 STREAMS_CONFIG = {
