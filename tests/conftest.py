@@ -33,6 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "test defect); reported as xfail when MOLDAU_TEST_BROKER=tansu (not run unless "
         "MOLDAU_TEST_RUN_GAPS=1)",
     )
+    config.addinivalue_line(
+        "markers",
+        "kafka_differs(reason): moldau differs from Apache Kafka here on purpose (docs/compat.md); "
+        "reported as skipped when MOLDAU_TEST_BROKER=kafka",
+    )
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     # kafka-python loads its JSON schemas with importlib.resources' legacy API
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")

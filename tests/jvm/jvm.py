@@ -282,8 +282,8 @@ class JsonProcess:
             self._cond.notify_all()
 
     def wait_for(self, predicate: Any, timeout: float, what: str = "an event") -> dict[str, Any]:
-        """The first event for which ``predicate(event)`` is true; raises (with the program's stderr) when none
-        came within ``timeout`` seconds or the program exited first."""
+        """The first event for which ``predicate(event)`` is true; raises (with the program's stderr) when
+        none came within ``timeout`` seconds or the program exited first."""
         import time
 
         deadline = time.monotonic() + timeout

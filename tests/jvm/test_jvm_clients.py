@@ -1,5 +1,5 @@
-"""Kafka's Java producer and consumer against moldau (and, in the whole matrix, the three-broker cluster and the
-Apache Kafka broker as the control), alone and mixed with Python clients in one group and one pipeline.
+"""Kafka's Java producer and consumer against moldau (and, in the whole matrix, the three-broker cluster and
+the Apache Kafka broker as the control), alone and mixed with Python clients in one group and one pipeline.
 
 The default run: the acks=all idempotent round trip (Java producer, Java consumer, confluent-kafka reading the
 same records). Everything else with ``MOLDAU_JVM_FULL=1``.
@@ -28,11 +28,14 @@ def _last(events: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return found[-1]
 
 
+Read = list[tuple[int, int, bytes | None, bytes]]
+
+
 def _python_read(bootstrap: str, topic: str, expected: int, *, isolation: str = "read_uncommitted",
-                 group: str | None = None, timeout: float = 60.0) -> list[tuple[int, int, bytes | None, bytes]]:
+                 group: str | None = None, timeout: float = 60.0) -> Read:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"py-{uuid.uuid4().hex[:8]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    out: list[tuple[int, int, bytes | None, bytes]] = []
+    out: Read = []
     try:
         c.subscribe([topic])
         deadline = time.monotonic() + timeout
@@ -121,7 +124,7 @@ def _produce_keyed(bootstrap: str, topic: str, partitions: int, count: int, pref
 
 
 def _assigned(events: list[dict[str, Any]]) -> set[str]:
-    """The partitions a consumer holds after its assigned/revoked callbacks so far (cooperative: increments)."""
+    """The partitions a consumer holds after its assigned/revoked callbacks so far (cooperative: deltas)."""
     held: set[str] = set()
     for e in events:
         if e.get("event") == "assigned":
@@ -199,10 +202,11 @@ def test_java_consumer_group_protocol_consumer(target: BrokerProcess, jtopic: Ca
 @pytest.mark.jvm_full
 def test_java_exactly_once_pipeline_with_python_ends(target: BrokerProcess, jtopic: Callable[..., str],
                                                      jrun: Callable[..., Any]) -> None:
-    """A Python transactional producer commits 300 records and aborts 50 more; a Java consume-transform-produce
-    loop (read_committed, sendOffsetsToTransaction, its first transaction aborted and redone) writes each
-    committed record once; a Python read_committed consumer reads exactly those, and the group's offsets that
-    Java committed inside its transactions are where a Python consumer of that group resumes."""
+    """A Python transactional producer commits 300 records and aborts 50 more; a Java
+    consume-transform-produce loop (read_committed, sendOffsetsToTransaction, its first transaction aborted
+    and redone) writes each committed record once; a Python read_committed consumer reads exactly those, and
+    the group's offsets that Java committed inside its transactions are where a Python consumer of that
+    group resumes."""
     src, dst = jtopic(partitions=2), jtopic(partitions=2)
     group = f"eos-{uuid.uuid4().hex[:8]}"
     p = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"py-{uuid.uuid4().hex[:8]}"})
@@ -218,8 +222,8 @@ def test_java_exactly_once_pipeline_with_python_ends(target: BrokerProcess, jtop
     p.abort_transaction(30)
     del p
     events = jrun("Transact", "--input", src, "--output", dst, "--group", group, "--transactional-id",
-                  f"java-{uuid.uuid4().hex[:8]}", "--expect", "300", "--per-txn", "40", "--abort-first", "true",
-                  timeout=180)
+                  f"java-{uuid.uuid4().hex[:8]}", "--expect", "300", "--per-txn", "40",
+                  "--abort-first", "true", timeout=180)
     done = _last(events, "done")
     assert done["error"] is None and done["committed"] == 300 and done["aborted"] > 0, done
     out = _python_read(target.bootstrap, dst, 300, isolation="read_committed")

@@ -275,6 +275,28 @@ def test_dynamic_broker_key_validation() -> None:
     assert _code(info.value) == 40 and "log.segment.bytes" in tc.error_message_of(info.value)
 
 
+def test_dynamic_broker_setting_set_and_deleted() -> None:
+    """A broker setting moldau reads at runtime (dynamic in Kafka too) is set, validated and deleted on a
+    BROKER resource: kafka-reassign-partitions.sh --verify deletes the three throttle keys on every broker."""
+    key = "replica.alter.log.dirs.io.max.bytes.per.second"
+    assert tc.is_dynamic_broker_key(key) and not tc.is_dynamic_broker_key("num.partitions")
+    assert tc.validate_broker_config(key, "1048576") == "1048576"
+    for bad in ("0", "lots"):
+        with pytest.raises(Exception) as info:
+            tc.validate_broker_config(key, bad)
+        assert _code(info.value) == 40 and key in tc.error_message_of(info.value)
+    view = tc.BrokerConfigView({}, tc.DynamicBrokerConfigs())
+    new = tc.apply_broker_ops({}, [(key, Op.SET, "2048")], view)
+    assert new == {key: "2048"}
+    throttles = ["leader.replication.throttled.rate", "follower.replication.throttled.rate", key]
+    assert tc.apply_broker_ops(new, [(k, Op.DELETE, None) for k in throttles], view) == {}
+    with pytest.raises(Exception) as info:      # still refused: a setting moldau does not change at runtime
+        tc.apply_broker_ops({}, [("num.partitions", Op.DELETE, None)], view)
+    assert _code(info.value) == 42
+    entries = {e.name: e for e in tc.describe_broker_configs(view, [key, "num.partitions"])}
+    assert not entries[key].read_only and entries["num.partitions"].read_only
+
+
 # ---------------------------------------------------------------------------------------------- LogConfig
 
 

@@ -397,10 +397,28 @@ def _broker_defs() -> Mapping[str, Any]:
     return getattr(broker_config_mod, "BROKER_CONFIGS", {}) or {}
 
 
+def _runtime_broker_def(key: str) -> Any | None:
+    """The broker config definition (moldau.broker.config) of a key that is not a topic synonym but that
+    the broker reads at runtime, so AlterConfigs may change it (e.g.
+    ``replica.alter.log.dirs.io.max.bytes.per.second``, dynamic in Kafka too); None for any other key."""
+    if key in BROKER_KEY_TO_TOPIC:
+        return None
+    defn = _broker_defs().get(key)
+    return defn if defn is not None and getattr(defn, "dynamic", False) else None
+
+
+def is_dynamic_broker_key(key: str) -> bool:
+    """Whether IncrementalAlterConfigs / AlterConfigs may set or delete ``key`` on a BROKER resource and the
+    broker applies it: a topic synonym (:data:`DYNAMIC_BROKER_KEYS`) or a dynamic broker setting."""
+    return key in DYNAMIC_BROKER_KEYS or _runtime_broker_def(key) is not None
+
+
 def validate_broker_config(key: str, value: object) -> Any:
-    """Check a dynamic broker-level key (only the topic synonyms are dynamic in moldau): INVALID_REQUEST for
-    a known key moldau cannot change at runtime, INVALID_CONFIG for an unknown key or a bad value."""
-    if key not in DYNAMIC_BROKER_KEYS:
+    """Check a dynamic broker-level key (the topic synonyms and the broker settings moldau reads at runtime):
+    INVALID_REQUEST for a known key moldau cannot change at runtime, INVALID_CONFIG for an unknown key or a
+    bad value."""
+    runtime = _runtime_broker_def(key)
+    if key not in DYNAMIC_BROKER_KEYS and runtime is None:
         if key in _broker_defs() or key in BROKER_KEY_TO_TOPIC:
             raise config_error(f"Cannot update these configs dynamically: Set({key})",
                                ErrorCode.INVALID_REQUEST)
@@ -408,6 +426,19 @@ def validate_broker_config(key: str, value: object) -> Any:
             raise config_error(f"Unknown broker config name: {key}")
     if value is None:
         raise config_error(f"Null value not supported for broker config: {key}")
+    if runtime is not None:
+        from moldau.broker.config import ConfigError
+        from moldau.broker.config import parse_value as parse_broker_value
+
+        try:
+            parsed_setting = parse_broker_value(runtime, str(value))
+        except ConfigError as exc:
+            raise invalid_value(key, value, str(exc)) from None
+        check = runtime.validator
+        problem = check(parsed_setting) if check is not None and parsed_setting is not None else None
+        if problem:
+            raise invalid_value(key, value, problem)
+        return str(value)
     if key not in DYNAMIC_BROKER_KEYS:  # a Kafka key moldau only stores
         return str(value)
     d, mult = BROKER_KEY_TO_TOPIC[key]
@@ -674,7 +705,7 @@ def _broker_key_meta(key: str) -> tuple[ConfigType, bool, bool, str]:
     if defn is not None:
         ctype = _TYPE_BY_NAME.get(str(getattr(defn, "type", "")).lower(), ConfigType.UNKNOWN)
         sensitive = bool(getattr(defn, "sensitive", False)) or ctype == ConfigType.PASSWORD
-        return ctype, key in DYNAMIC_BROKER_KEYS, sensitive, str(getattr(defn, "doc", "") or "")
+        return ctype, is_dynamic_broker_key(key), sensitive, str(getattr(defn, "doc", "") or "")
     if key in BROKER_KEY_TO_TOPIC:
         d = BROKER_KEY_TO_TOPIC[key][0]
         return broker_key_type(key), key in DYNAMIC_BROKER_KEYS, False, d.doc
@@ -743,7 +774,7 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
     for key, raw_op, value in _unique_keys(ops):
         op = _alter_op(raw_op, key)
         if op == AlterConfigOp.DELETE:
-            if key not in DYNAMIC_BROKER_KEYS:
+            if not is_dynamic_broker_key(key):
                 validate_broker_config(key, "")     # raises with the right code and message
             new.pop(key, None)
             continue
@@ -753,7 +784,7 @@ def apply_broker_ops(current: Mapping[str, str], ops: Iterable[tuple[str, int, s
             validate_broker_config(key, value)
             new[key] = to_kafka_string(parse_value(broker_key_type(key), key, value)) or ""
             continue
-        if key not in DYNAMIC_BROKER_KEYS:
+        if not is_dynamic_broker_key(key):
             validate_broker_config(key, "")     # raises, naming the key
         if broker_key_type(key) != ConfigType.LIST:
             raise config_error(f"Can only {op.name} to configurations of type LIST, but {key} is not of "
@@ -932,7 +963,8 @@ __all__ = [
     "ConfigSource", "ConfigSynonymEntry", "ConfigType", "DYNAMIC_BROKER_KEYS",
     "DynamicBrokerConfigs", "TOPIC_CONFIGS", "TopicConfigDef", "apply_incremental_ops",
     "attach_dynamic_configs", "broker_lookup", "config_error", "describe_topic_config",
-    "describe_topic_configs", "dynamic_configs_of", "effective_topic_configs", "error_code_of",
+    "describe_topic_configs", "is_dynamic_broker_key", "dynamic_configs_of", "effective_topic_configs",
+    "error_code_of",
     "error_message_of", "log_config_for", "log_config_kwargs", "normalize_topic_configs", "parse_value",
     "replace_configs", "to_kafka_string", "validate_broker_config", "validate_topic_config",
     "validate_topic_configs", "describe_broker_configs", "apply_broker_ops", "load_dynamic_broker_configs",

@@ -26,10 +26,11 @@ public final class Produce {
         int size = cli.getInt("size", 0);
         Properties p = cli.config();
         p.put("acks", cli.get("acks", "all"));
-        p.put("enable.idempotence", cli.get("idempotent", "false"));
+        String txn = cli.get("transactional-id", null);
+        // a transactional producer is idempotent
+        p.put("enable.idempotence", cli.get("idempotent", txn != null ? "true" : "false"));
         p.put("key.serializer", ByteArraySerializer.class.getName());
         p.put("value.serializer", ByteArraySerializer.class.getName());
-        String txn = cli.get("transactional-id", null);
         if (txn != null) {
             p.put("transactional.id", txn);
         }
