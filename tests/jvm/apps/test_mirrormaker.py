@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from connectproc import JavaService, make_broker, write_properties
 from kafkautil import admin, produce_confluent
 
-pytestmark = [pytest.mark.jvm_full, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.jvm_full, pytest.mark.timeout(1500)]
 
 PARTITIONS = 3
 N = 900
@@ -133,7 +133,7 @@ def test_topics_and_group_offsets_replicated(target: BrokerProcess, downstream: 
     try:
         remote = f"up.{topic}"
         _wait(f"{remote} on the target cluster",
-              lambda: remote in admin(downstream.bootstrap).list_topics(timeout=5).topics, 180, mm)
+              lambda: remote in admin(downstream.bootstrap).list_topics(timeout=5).topics, 480, mm)
         def all_copied() -> dict[int, list[bytes]] | None:
             r = _read_all(downstream.bootstrap, remote, N, 10)
             return r if sum(len(v) for v in r.values()) >= N else None
@@ -142,11 +142,11 @@ def test_topics_and_group_offsets_replicated(target: BrokerProcess, downstream: 
             got = _committed(downstream.bootstrap, group, remote)
             return got if all(o >= 0 for o in got) else None
 
-        copied = _wait("every record replicated", all_copied, 180, mm)
+        copied = _wait("every record replicated", all_copied, 300, mm)
         assert {p: v for p, v in copied.items()} == {
             p: [b"r%05d" % i for i in range(p, N, PARTITIONS)] for p in range(PARTITIONS)}
         # the group's offsets, translated by MirrorCheckpointConnector and committed on the target
-        offsets = _wait("the group's offsets on the target cluster", all_translated, 180, mm)
+        offsets = _wait("the group's offsets on the target cluster", all_translated, 300, mm)
         # MirrorMaker translates through the offset syncs it kept (a sparse set since KAFKA-14666), never
         # past the committed offset: each translated offset is at most the source's, and past the start
         assert all(0 < o <= per_partition for o in offsets), offsets
