@@ -204,33 +204,3 @@ def test_kafka_source_into_moldau_sink_and_back(spark: Any, kafka_format: str, b
         time.sleep(0.5)
     assert sorted(out) == sorted(b"v%07d" % i for i in range(600))
 
-
-@full_only
-def test_clickstream_example_with_format_kafka(spark: Any, kafka_format: str, bootstrap: str, topic: str,
-                                               tmp_path: Path) -> None:
-    """The example pipeline (examples/clickstream.py) with Spark's own connector as its source and sink
-    (``--format kafka``): the same verified windows as with format("moldau") (test_spark_example.py)."""
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parents[2] / "examples" / "clickstream.py"
-    spec = importlib.util.spec_from_file_location("clickstream_example", path)
-    assert spec is not None and spec.loader is not None
-    cs = sys.modules.get("clickstream_example") or importlib.util.module_from_spec(spec)
-    if "clickstream_example" not in sys.modules:
-        sys.modules["clickstream_example"] = cs
-        spec.loader.exec_module(cs)
-    clicks, counts = topic + "-clicks", topic + "-counts"
-    cs.create_topics(bootstrap, 4, clicks, counts)
-    n = 6_000
-    assert cs.generate(bootstrap, n, seed=9, clicks=clicks) == n + 1
-    out = str(tmp_path / "out")
-    q = cs.start_job(spark, bootstrap, out, str(tmp_path / "cp"), max_offsets=2_500, clicks=clicks,
-                     counts=counts, fmt=kafka_format)
-    q.awaitTermination(600)
-    assert q.exception() is None
-    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [2_500, 2_500, 1_001]
-    report = cs.verify(spark, bootstrap, out, n, 9, counts=counts)
-    assert report["windows"] > 10
-    assert report["parquet_matches"], report
-    assert report["topic_matches"], report
