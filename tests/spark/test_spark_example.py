@@ -48,7 +48,11 @@ def test_clickstream_pipeline_matches_pure_python(spark, bootstrap, topic, tmp_p
     )
     q.awaitTermination(300)
     assert q.exception() is None
-    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [2_500, 2_500, 1_001]
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    if fmt == "moldau":
+        assert sizes == [2_500, 2_500, 1_001]
+    else:  # Spark's own source splits the limit over the partitions by their share, rounding each down
+        assert sum(sizes) == 6_001 and len(sizes) == 3 and max(sizes) <= 2_500, sizes
     report = cs.verify(spark, bootstrap, out, n, 9, counts=counts)
     assert report["windows"] > 10
     assert report["parquet_matches"], report

@@ -75,10 +75,11 @@ def test_batch_read_exact_records(spark: Any, kafka_format: str, bootstrap: str,
     diffs = [(k, col, ours[k][col], got[k][col]) for k in got for col in COLUMNS + ["headers"]
              if ours[k][col] != got[k][col]]
     assert not diffs, f"{len(diffs)} fields differ between format('moldau') and format('kafka'): {diffs[:5]}"
-    # an exact range per partition: [10, 50) of partition 0, [0, 5) of partition 2, nothing of partition 1
+    # an exact range per partition: [10, 50) of partition 0, [0, 5) of partition 2 (-2: earliest), nothing
+    # of partition 1 (Spark refuses -1, latest, as a batch query's start)
     ranged = kafka_reader(spark, kafka_format, bootstrap, subscribe=topic,
-                          startingOffsets=json.dumps({topic: {"0": 10, "1": -1, "2": -2}}),
-                          endingOffsets=json.dumps({topic: {"0": 50, "1": -1, "2": 5}})).load()
+                          startingOffsets=json.dumps({topic: {"0": 10, "1": -2, "2": -2}}),
+                          endingOffsets=json.dumps({topic: {"0": 50, "1": 0, "2": 5}})).load()
     pos = sorted((r["partition"], r["offset"]) for r in ranged.select("partition", "offset").collect())
     assert pos == [(0, o) for o in range(10, 50)] + [(2, o) for o in range(5)]
 
