@@ -1,4 +1,5 @@
-"""Spark data source throughput: format("moldau") against an in-memory source, in one run.
+"""Spark data source throughput: format("moldau") against an in-memory source and against Spark's own Kafka
+source and sink (format("kafka"), spark-sql-kafka-0-10) on the same topic, in one run.
 
 Fills a 4-partition topic with N records of 100 bytes (confluent-kafka), then, in local Spark:
 
@@ -10,6 +11,9 @@ Fills a 4-partition topic with N records of 100 bytes (confluent-kafka), then, i
   baseline the moldau source is compared with;
 * writes N rows (100-byte values) with ``df.write.format("moldau")``, Arrow writer and row writer, next to
   a Python Arrow sink that drops the same rows (the floor of PySpark's Python data source write path);
+* the same reads and writes through Spark's own Kafka source and sink, ``format("kafka")``, on the same topic
+  and the same broker (its jars from the JVM harness's cache, tests/jvm/apps/spark; ``--no-kafka`` leaves
+  them out);
 * streams the topic into another topic (``readStream ... writeStream.format("moldau")``, availableNow, 10
   micro-batches by default, ``--stream-batches``) at least once and exactly once (transactions), Arrow writer and row writer, next to the
   same stream into ``noop``.
@@ -42,6 +46,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests" / "spark"))
 sys.path.insert(0, str(ROOT / "src"))
 
 from pyspark.sql.datasource import (
@@ -153,6 +158,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", help="use a running broker instead of starting one")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--stream-batches", type=int, default=10, help="micro-batches of the stream-write section")
+    ap.add_argument("--no-kafka", action="store_true", help="leave out Spark's own format(\"kafka\")")
     ap.add_argument("--only", default="read,write,stream-write",
                     help="comma-separated sections to run: read, write, stream-write")
     args = ap.parse_args()
@@ -183,13 +189,37 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
     t = time.perf_counter()
     topic = fill_topic(bootstrap, n)
     fill_s = time.perf_counter() - t
-    spark = (SparkSession.builder.master(args.master).appName("moldau-spark-bench")
+    builder = SparkSession.builder
+    kafka = not args.no_kafka
+    if kafka:
+        from sparkkafka import kafka_jars, spark_kafka_version
+
+        builder = builder.config("spark.jars", ",".join(kafka_jars()))
+    spark = (builder.master(args.master).appName("moldau-spark-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     moldau.spark.register(spark)
     spark.dataSource.register(MemorySource)
     tmp = Path(tempfile.mkdtemp(prefix="bench-spark-cp-"))
+
+    def kafka_batch_read() -> None:
+        (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+         .load().write.format("noop").mode("overwrite").save())
+
+    def kafka_stream_read() -> None:
+        q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("startingOffsets", "earliest").load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp / uuid.uuid4().hex))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        got = sum(p["numInputRows"] for p in q.recentProgress)
+        assert got == n, f"format('kafka') streaming read {got} rows, expected {n}"
+
+    def kafka_write() -> None:
+        dst = "bench-spark-out-" + uuid.uuid4().hex[:8]
+        (rows_to_write().write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", dst).save())
 
     def batch_read(arrow: bool) -> Callable[[], None]:
         def go() -> None:
@@ -239,7 +269,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
                  .option("maxOffsetsPerTrigger", str(max(n // args.stream_batches, 1))).load()
                  .selectExpr("key", "value").writeStream.format(sink)
                  .option("checkpointLocation", str(tmp / uuid.uuid4().hex)))
-            if sink == "moldau":
+            if sink in ("moldau", "kafka"):
                 w = w.option("kafka.bootstrap.servers", bootstrap).option("topic", "bench-spark-stream-" + uuid.uuid4().hex[:8])
             for k, v in options.items():
                 w = w.option(k, v)
@@ -256,6 +286,8 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
      .option("endingOffsets", json.dumps({topic: {str(p): 1000 for p in range(PARTITIONS)}})).load()
      .write.format("noop").mode("overwrite").save())
     memory()
+    if kafka:
+        kafka_batch_read()
 
     sections = {x.strip() for x in args.only.split(",") if x.strip()}
     results: dict[str, dict] = {}
@@ -269,13 +301,20 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
             ms = min(batch_ms[arrow])
             results[f"  (same, time inside micro-batches, {label})"] = {"seconds": round(ms / 1000, 3),
                                                                         "rows_per_s": round(n / (ms / 1000))}
+        if kafka:
+            results["Spark's Kafka source (format kafka) batch read"] = timed(kafka_batch_read, n, args.repeat)
+            results["Spark's Kafka source (format kafka) streaming availableNow"] = timed(
+                kafka_stream_read, n, args.repeat)
     if "write" in sections:
         results["Python Arrow sink that drops the rows, baseline"] = timed(discard, n, args.repeat)
         results["moldau batch write, Arrow writer"] = timed(write(True), n, args.repeat)
         results["moldau batch write, row writer"] = timed(write(False), n, args.repeat)
+        if kafka:
+            results["Spark's Kafka sink (format kafka) batch write"] = timed(kafka_write, n, args.repeat)
     if "stream-write" in sections:
         runs = [
             ("stream topic -> noop (baseline)", "noop", {}),
+            *([("stream -> kafka (Spark's Kafka sink, at least once)", "kafka", {})] if kafka else []),
             ("stream -> moldau, Arrow, at-least-once", "moldau", {"deliveryGuarantee": "at-least-once"}),
             ("stream -> moldau, Arrow, exactly-once", "moldau", {"deliveryGuarantee": "exactly-once"}),
             ("stream -> moldau, rows, at-least-once", "moldau",
@@ -298,7 +337,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
     for name, r in results.items():
         print(f"{name:<{width}} {r['seconds']:>8.2f} {r['rows_per_s']:>10,} {r['rows_per_s'] / base:>11.2f}x")
     print(json.dumps({"records": n, "value_bytes": VALUE_SIZE, "partitions": PARTITIONS, "master": args.master,
-                      "results": results}, indent=1))
+                      "spark_sql_kafka": spark_kafka_version() if kafka else None, "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
 2. ``job``: a Spark Structured Streaming job reads ``clicks`` with ``format("moldau")``, parses the JSON,
    counts clicks per page in 1-minute event-time windows with a 1-minute watermark, and writes every
    finished window to the topic ``page-counts`` (key = page, value = JSON) and to Parquet.
+   ``--format kafka`` reads and writes the topics with Spark's own Kafka connector instead
+   (``format("kafka")``, spark-sql-kafka-0-10: its jars through ``--kafka-jars`` or spark-submit's
+   ``--packages``).
 3. ``verify``: the windows in Parquet and in ``page-counts`` are compared with the same counts computed in
    plain Python from the generated events.
 
@@ -108,12 +111,14 @@ def generate(bootstrap: str, n: int, seed: int = 42, clicks: str = CLICKS) -> in
 # the Spark job
 
 
-def spark_session(master: str | None, app: str = "moldau-clickstream") -> Any:
+def spark_session(master: str | None, app: str = "moldau-clickstream", jars: str | None = None) -> Any:
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder.appName(app)
     if master:
         b = b.master(master)
+    if jars:  # e.g. Spark's Kafka connector for --format kafka
+        b = b.config("spark.jars", jars)
     b = (b.config("spark.sql.shuffle.partitions", "4")
          .config("spark.ui.showConsoleProgress", "false"))
     spark = b.getOrCreate()
@@ -124,11 +129,12 @@ def spark_session(master: str | None, app: str = "moldau-clickstream") -> Any:
 
 
 def page_counts(spark: Any, bootstrap: str, starting: str = "earliest", max_offsets: int | None = None,
-                clicks_topic: str = CLICKS) -> Any:
-    """The streaming DataFrame of finished windows: window_start, window_end, page, clicks."""
+                clicks_topic: str = CLICKS, fmt: str = "moldau") -> Any:
+    """The streaming DataFrame of finished windows: window_start, window_end, page, clicks; ``fmt``: the
+    source, ``moldau`` or Spark's own ``kafka`` (same options, same row shape)."""
     from pyspark.sql import functions as F
 
-    r = (spark.readStream.format("moldau")
+    r = (spark.readStream.format(fmt)
          .option("kafka.bootstrap.servers", bootstrap)
          .option("subscribe", clicks_topic)
          .option("startingOffsets", starting))
@@ -148,7 +154,8 @@ def page_counts(spark: Any, bootstrap: str, starting: str = "earliest", max_offs
 
 
 def start_job(spark: Any, bootstrap: str, out: str, checkpoint: str, trigger: str = "availableNow",
-              max_offsets: int | None = None, clicks: str = CLICKS, counts: str = COUNTS) -> Any:
+              max_offsets: int | None = None, clicks: str = CLICKS, counts: str = COUNTS,
+              fmt: str = "moldau") -> Any:
     """Start the query; every micro-batch's finished windows go to Parquet and to COUNTS."""
     from pyspark.sql import functions as F
 
@@ -164,12 +171,13 @@ def start_job(spark: Any, bootstrap: str, out: str, checkpoint: str, trigger: st
                        F.to_json(F.struct(F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
                                           F.unix_millis("window_start").alias("window_start_ms"),
                                           "page", "clicks")).alias("value"))
-             .write.format("moldau").mode("append")
+             .write.format(fmt).mode("append")
              .option("kafka.bootstrap.servers", bootstrap).option("topic", counts).save())
         finally:
             df.unpersist()
 
-    w = (page_counts(spark, bootstrap, max_offsets=max_offsets, clicks_topic=clicks).writeStream
+    counts_df = page_counts(spark, bootstrap, max_offsets=max_offsets, clicks_topic=clicks, fmt=fmt)
+    w = (counts_df.writeStream
          .outputMode("append").foreachBatch(write_batch).option("checkpointLocation", checkpoint)
          .queryName("clickstream"))
     w = w.trigger(availableNow=True) if trigger == "availableNow" else w.trigger(processingTime=trigger)
@@ -279,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--checkpoint", help="checkpoint directory")
     common.add_argument("--trigger", default="availableNow", help="availableNow or a processing time like '10 seconds'")
     common.add_argument("--workdir", help="demo: where broker data, output and checkpoint go (default: a temp dir)")
+    common.add_argument("--format", default="moldau", choices=("moldau", "kafka"), dest="fmt",
+                        help="the job's source and sink: moldau's data source or Spark's own Kafka connector")
+    common.add_argument("--kafka-jars", help="--format kafka: comma-separated jars of spark-sql-kafka-0-10 "
+                        "and its dependencies (spark.jars), unless spark-submit's --packages provides them")
     for name in ("demo", "generate", "job", "verify"):
         sub.add_parser(name, parents=[common])
     args = ap.parse_args(argv)
@@ -307,13 +319,13 @@ def main(argv: list[str] | None = None) -> int:
             from moldau.spark import WorkerPythonError
 
             try:
-                spark = spark_session(master)
+                spark = spark_session(master, jars=args.kafka_jars)
             except WorkerPythonError as exc:  # the interpreter set for PySpark's workers lacks moldau
                 print(f"clickstream: {exc}", file=sys.stderr)
                 return 2
             if args.cmd in ("demo", "job"):
                 t = time.monotonic()
-                q = start_job(spark, bootstrap, out, checkpoint, args.trigger)
+                q = start_job(spark, bootstrap, out, checkpoint, args.trigger, fmt=args.fmt)
                 q.awaitTermination()
                 log.info("job finished in %.1f s; Parquet in %s, windows in topic %s", time.monotonic() - t, out,
                          COUNTS)

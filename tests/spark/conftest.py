@@ -53,6 +53,34 @@ if _WHY_NOT is None and shutil.which("java") is None and not os.environ.get("JAV
     _WHY_NOT = "no Java runtime: ./scripts/setup.sh installs openjdk-17-jre-headless"
 
 
+# Spark's own Kafka source and sink (format("kafka")): the connector's jars from the JVM harness's cache
+_KAFKA_JARS: list[str] | None = None
+_KAFKA_WHY_NOT: str | None = None
+
+
+def _kafka_jars() -> list[str]:
+    global _KAFKA_JARS, _KAFKA_WHY_NOT
+    if _KAFKA_JARS is None:
+        from sparkkafka import kafka_jars
+
+        try:
+            _KAFKA_JARS = kafka_jars()
+        except Exception as exc:  # noqa: BLE001 - no Maven, no cache: the format("kafka") tests say why
+            _KAFKA_JARS = []
+            _KAFKA_WHY_NOT = f"spark-sql-kafka-0-10 not resolved ({exc}): ./scripts/setup.sh --test warms it"
+    return _KAFKA_JARS
+
+
+@pytest.fixture(scope="session")
+def kafka_format(spark: Any) -> str:
+    """The name of Spark's own Kafka source and sink, when its jars are on the session's classpath."""
+    if _KAFKA_WHY_NOT is not None:
+        if os.environ.get("CI"):
+            pytest.fail(_KAFKA_WHY_NOT)
+        pytest.skip(_KAFKA_WHY_NOT)
+    return "kafka"
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if _WHY_NOT is not None:
@@ -64,8 +92,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import moldau.spark
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    builder = SparkSession.builder
+    jars = _kafka_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("moldau-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -313,13 +313,17 @@ class ColumnBuilder:
         list_offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(hcount, out=list_offsets[1:])
         h_total = int(list_offsets[-1])
+        # a record without headers has null, not an empty list, as in Spark's own Kafka source
+        has = hcount > 0
+        validity = pa.py_buffer(np.packbits(has, bitorder="little"))
+        nulls = n - int(np.count_nonzero(has))
         if h_total == 0:
             if (after != ends).any():
                 raise InvalidRecordError("record length mismatch")
             empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())],
                                                fields=list(HEADER_STRUCT))
             return pa.Array.from_buffers(
-                HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[empty]
+                HEADERS_TYPE, n, [validity, pa.py_buffer(list_offsets)], null_count=nulls, children=[empty]
             )
         ks = np.empty(h_total, dtype=np.int64)
         kl = np.empty(h_total, dtype=np.int64)
@@ -352,7 +356,8 @@ class ColumnBuilder:
         hk = _cut(buf, ks, kl, pa.string())
         hv = _cut(buf, vs, vl, pa.binary())
         structs = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_STRUCT))
-        return pa.Array.from_buffers(HEADERS_TYPE, n, [None, pa.py_buffer(list_offsets)], children=[structs])
+        return pa.Array.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(list_offsets)],
+                                     null_count=nulls, children=[structs])
 
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
@@ -378,6 +383,6 @@ def rows_from_batch(buf: Any, pos: int, h: BatchHeader, lo: int, hi: int, topic:
                 ts_type,
             )
             if include_headers:
-                row += (list(r.headers),)
+                row += (list(r.headers) or None,)  # null without headers, as in Spark's own Kafka source
             out.append(row)
     return out
