@@ -95,8 +95,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 from crc32c import crc32c
 
+from moldau.protocol.records.batch import encode_record, seal_batch
+
 from ._batch import (
-    ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
     ATTR_LOG_APPEND_TIME,
@@ -104,7 +105,6 @@ from ._batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_ABORT,
     CONTROL_COMMIT,
-    CRC_OFFSET,
     F_ATTRIBUTES,
     F_BASE_OFFSET,
     F_BASE_SEQUENCE,
@@ -122,7 +122,6 @@ from ._batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
-    U32,
     control_type,
 )
 from .checkpoint import (
@@ -371,58 +370,28 @@ def _map_key(key: bytes) -> bytes:
 
 def _encode_records(records: Sequence[Any], base_offset: int, base_ts: int) -> bytearray:
     """The records section of a v2 batch for ``records`` (decoded ``Record``s) with their own offsets."""
-    from moldau.protocol.records import encode_varint as vi
-
     out = bytearray()
     for r in records:
-        body = bytearray(b"\x00")
-        body += vi(r.timestamp - base_ts)
-        body += vi(r.offset - base_offset)
-        if r.key is None:
-            body += b"\x01"
-        else:
-            body += vi(len(r.key))
-            body += r.key
-        if r.value is None:
-            body += b"\x01"
-        else:
-            body += vi(len(r.value))
-            body += r.value
-        body += vi(len(r.headers))
-        for hk, hv in r.headers:
-            hkb = hk.encode("utf-8")
-            body += vi(len(hkb))
-            body += hkb
-            if hv is None:
-                body += b"\x01"
-            else:
-                body += vi(len(hv))
-                body += hv
-        out += vi(len(body))
-        out += body
+        pieces = encode_record(r.offset - base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+        out += b"".join(pieces)
     return out
 
 
 def _pack_batch(
     f: tuple, attrs: int, base_ts: int, max_ts: int, count: int, records: bytes | bytearray
 ) -> bytes:
-    buf = bytearray(HEADER_SIZE)
-    buf += records
-    HEADER.pack_into(
-        buf, 0,
-        f[F_BASE_OFFSET], len(buf) - LOG_OVERHEAD, f[F_LEADER_EPOCH], 2, 0, attrs, f[F_LAST_OFFSET_DELTA],
-        base_ts, max_ts, f[F_PRODUCER_ID], f[F_PRODUCER_EPOCH], f[F_BASE_SEQUENCE], count,
-    )
-    U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
+    """Batch ``f``'s header fields around ``records`` (uncompressed; the codec of ``attrs`` applies)."""
+    return bytes(seal_batch(
+        bytearray(HEADER_SIZE) + records, attributes=attrs, records_count=count, base_timestamp=base_ts,
+        max_timestamp=max_ts, last_offset_delta=f[F_LAST_OFFSET_DELTA], base_offset=f[F_BASE_OFFSET],
+        partition_leader_epoch=f[F_LEADER_EPOCH], producer_id=f[F_PRODUCER_ID],
+        producer_epoch=f[F_PRODUCER_EPOCH], base_sequence=f[F_BASE_SEQUENCE]))
 
 
 def rebuild_batch(f: tuple, records: Sequence[Any], horizon: int | None) -> bytes:
     """Re-batch the retained ``records`` of the batch with header ``f`` (Kafka's buildRetainedRecordsInto):
     same base offset, last offset delta, producer fields, leader epoch, flags and codec; ``horizon`` (ms) sets
     the delete-horizon flag and becomes the base timestamp (None: keep the batch's horizon if it has one)."""
-    from moldau.protocol.records import compress
-
     attrs = f[F_ATTRIBUTES]
     if horizon is not None:
         attrs |= ATTR_DELETE_HORIZON
@@ -435,10 +404,7 @@ def rebuild_batch(f: tuple, records: Sequence[Any], horizon: int | None) -> byte
         max_ts = f[F_MAX_TIMESTAMP]
     else:
         max_ts = max(r.timestamp for r in records)
-    body: bytes | bytearray = _encode_records(records, f[F_BASE_OFFSET], base_ts)
-    codec = attrs & ATTR_COMPRESSION_MASK
-    if codec:
-        body = compress(codec, body)
+    body = _encode_records(records, f[F_BASE_OFFSET], base_ts)
     return _pack_batch(f, attrs, base_ts, max_ts, len(records), body)
 
 
