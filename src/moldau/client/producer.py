@@ -58,6 +58,7 @@ from .errors import (
 )
 from .futures import BatchResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
+from .transactions import ProducerIds, TransactionManager
 from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
@@ -173,12 +174,11 @@ class ProducerBatch:
 
 
 class _PartitionState:
-    __slots__ = ("queue", "in_flight", "next_sequence", "next_order", "retrying")
+    __slots__ = ("queue", "in_flight", "next_order", "retrying")
 
     def __init__(self) -> None:
         self.queue: collections.deque[ProducerBatch] = collections.deque()
         self.in_flight = 0
-        self.next_sequence = 0
         self.next_order = 0
         self.retrying = False  # a batch of this partition failed and waits to be sent again
 
@@ -308,6 +308,15 @@ class _Accumulator:
                 with self.lock:
                     self.memory_waiters -= 1
 
+    def resequence(self) -> None:
+        """A new producer id or epoch: queued batches take new sequences when they are drained."""
+        with self.lock:
+            for parts in self.parts.values():
+                for st in parts.values():
+                    st.retrying = False
+                    for b in st.queue:
+                        b.base_sequence = -1
+
     def release(self, batch: ProducerBatch) -> None:
         """Give a completed batch's memory back (loop thread)."""
         with self.memory_cond:
@@ -390,9 +399,7 @@ class _Sender:
         self.retry_backoff_max = max(self.cfg["retry.backoff.max.ms"] / 1000.0, self.retry_backoff)
         self.node_in_flight: dict[int, int] = collections.defaultdict(int)
         self.event = _Wakeup()
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.need_bump = False
+        self.ids = producer._ids  # id, epoch, sequences (owned by the transaction manager when transactional)
         self.total_in_flight = 0
         self.fatal: BaseException | None = None
         self.running = True
@@ -426,10 +433,10 @@ class _Sender:
                 return None
             return self._drain_and_send(now)
         if self.idempotent:
-            if self.need_bump or self.producer_id < 0:
+            if self.ids.need_bump or self.ids.producer_id < 0:
                 if self.total_in_flight:
                     return None  # wait for in-flight requests to come back first
-                await self._init_producer_id(bump=self.producer_id >= 0)
+                await self._init_producer_id(bump=self.ids.producer_id >= 0)
                 return 0
         return self._drain_and_send(now)
 
@@ -443,7 +450,7 @@ class _Sender:
                         expired.append(q.popleft())
         for b in expired:
             if b.base_sequence >= 0 and b.attempts > 0:
-                self.need_bump = True  # outcome unknown: the broker's sequence state may be ahead of ours
+                self.ids.need_bump = True  # outcome unknown: the broker's sequence state may be ahead of ours
             self._fail(b, KafkaTimeoutError(
                 f"{b.records} record(s) for {b.topic}-{b.partition} expired: not delivered within "
                 f"delivery.timeout.ms ({self.delivery_timeout * 1000:.0f} ms)"
@@ -539,24 +546,19 @@ class _Sender:
         if b.built is None:
             if self.idempotent:
                 # first send: stamp the producer fields before the CRC is computed (no patching later)
-                st = self.acc.state(b.topic, b.partition)
-                b.producer_id = self.producer_id
-                b.producer_epoch = self.producer_epoch
-                b.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+                ids = self.ids
+                b.producer_id = ids.producer_id
+                b.producer_epoch = ids.producer_epoch
+                b.base_sequence = ids.next_sequence(b.topic, b.partition, b.records)
             return b.build(self.acc.codec, self.acc.level, self.txn is not None)
         data = b.built
         if self.idempotent:
-            if (
-                b.producer_id != self.producer_id
-                or b.producer_epoch != self.producer_epoch
-                or b.base_sequence < 0
-            ):
-                st = self.acc.state(b.topic, b.partition)
-                b.producer_id = self.producer_id
-                b.producer_epoch = self.producer_epoch
-                b.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+            ids = self.ids
+            stale = b.producer_id != ids.producer_id or b.producer_epoch != ids.producer_epoch
+            if stale or b.base_sequence < 0:
+                b.producer_id = ids.producer_id
+                b.producer_epoch = ids.producer_epoch
+                b.base_sequence = ids.next_sequence(b.topic, b.partition, b.records)
                 set_producer_state(data, 0, b.producer_id, b.producer_epoch, b.base_sequence)
         return data
 
@@ -650,26 +652,26 @@ class _Sender:
                     b.partition,
                     b.base_sequence,
                 )
-                self.need_bump = True
+                self.ids.need_bump = True
             self._retry(b, broker_error(code, msg), code, force=True)
             return
         if self.idempotent and code in (Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING,
                                         Codes.INVALID_PRODUCER_EPOCH):
-            self.need_bump = True
+            self.ids.need_bump = True
             self._retry(b, broker_error(code, msg), code, force=True)
             return
         if code in _RETRY_CODES:
             self._retry(b, broker_error(code, msg), code)
             return
         if self.idempotent and b.base_sequence >= 0:
-            self.need_bump = True  # the batches after this one carry sequences the broker will not accept
+            self.ids.need_bump = True  # the batches after this one carry sequences the broker will not accept
         self._fail(b, broker_error(code, msg))
 
     def _retry(self, b: ProducerBatch, exc: BaseException, code: int | None, force: bool = False) -> None:
         now = time.monotonic()
         if not force and (b.attempts >= self.retries or now - b.created >= self.delivery_timeout):
             if self.idempotent and b.base_sequence >= 0:
-                self.need_bump = True
+                self.ids.need_bump = True
             self._fail(b, exc)
             return
         if now - b.created >= self.delivery_timeout:
@@ -708,8 +710,8 @@ class _Sender:
                 req = m.InitProducerIdRequest.new(
                     transactional_id=None,
                     transaction_timeout_ms=-1,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
+                    producer_id=self.ids.producer_id,
+                    producer_epoch=self.ids.producer_epoch,
                 )
             else:
                 req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1)
@@ -733,8 +735,7 @@ class _Sender:
                 return
             if bump and resp.error_code in (Codes.INVALID_PRODUCER_EPOCH, Codes.PRODUCER_FENCED,
                                             Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING):
-                self.producer_id = -1  # start over with a new producer id
-                self.need_bump = False
+                self.ids.forget()  # start over with a new producer id
                 return
             err = broker_error(resp.error_code, "InitProducerId")
             log.error("producer: InitProducerId failed: %s", err)
@@ -742,17 +743,9 @@ class _Sender:
             await asyncio.sleep(self.retry_backoff)
             return
         log.debug("producer: producer id %d epoch %d (was %d/%d)", resp.producer_id, resp.producer_epoch,
-                  self.producer_id, self.producer_epoch)
-        self.producer_id = resp.producer_id
-        self.producer_epoch = resp.producer_epoch
-        self.need_bump = False
-        with self.acc.lock:
-            for parts in self.acc.parts.values():
-                for st in parts.values():
-                    st.next_sequence = 0
-                    st.retrying = False
-                    for b in st.queue:
-                        b.base_sequence = -1  # re-sequenced when drained
+                  self.ids.producer_id, self.ids.producer_epoch)
+        self.ids.reset(resp.producer_id, resp.producer_epoch)
+        self.acc.resequence()
 
     def _fail_all(self, exc: BaseException) -> None:
         batches: list[ProducerBatch] = []
@@ -807,11 +800,10 @@ class AsyncProducer:
         self._sender_task: asyncio.Task | None = None
         self._started = False
         self._closed = False
-        self._txn: Any = None
+        self._txn: TransactionManager | None = None
         if c["transactional.id"] is not None:
-            from .transactions import TransactionManager
-
-            self._txn = TransactionManager(self)
+            self._txn = TransactionManager(c, self._cluster, _TransactionHooks(self))
+        self._ids = self._txn.ids if self._txn is not None else ProducerIds()
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -1089,7 +1081,7 @@ class AsyncProducer:
         return sorted(t.partitions)
 
     # -- transactions (moldau.client.transactions) ----------------------------------------------------
-    def _transactions(self) -> Any:
+    def _transactions(self) -> TransactionManager:
         if self._txn is None:
             raise IllegalStateError("not a transactional producer: set transactional.id")
         return self._txn
@@ -1117,8 +1109,47 @@ class AsyncProducer:
     @property
     def producer_id(self) -> tuple[int, int]:
         """(producer id, epoch) of the idempotent producer; (-1, -1) before the first send."""
-        s = self._sender
-        return (s.producer_id, s.producer_epoch) if s else (-1, -1)
+        return self._ids.producer_id, self._ids.producer_epoch
+
+
+class _TransactionHooks:
+    """The producer's side of the transaction manager (``ProducerHooks``)."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: AsyncProducer) -> None:
+        self._producer = producer
+
+    def check_started(self) -> None:
+        if self._producer._sender is None:
+            raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
+
+    async def flush(self, timeout: float | None = None) -> None:
+        await self._producer.flush(timeout)
+
+    def queued_partitions(self) -> list[tuple[str, int]]:
+        acc = self._producer._acc
+        with acc.lock:
+            return [(t, p) for t, parts in acc.parts.items() for p, st in parts.items() if st.queue]
+
+    def fail_unsent(self, exc: BaseException) -> bool:
+        acc = self._producer._acc
+        batches: list[ProducerBatch] = []
+        with acc.lock:
+            for parts in acc.parts.values():
+                for st in parts.values():
+                    keep = [b for b in st.queue if b.in_flight]
+                    batches.extend(b for b in st.queue if not b.in_flight)
+                    st.queue.clear()
+                    st.queue.extend(keep)
+        sender = self._producer._sender
+        assert sender is not None  # a transaction is open or aborting: the producer was started
+        for b in batches:
+            sender._fail(b, exc)
+        return any(b.base_sequence >= 0 for b in batches)
+
+    def resequence(self) -> None:
+        self._producer._acc.resequence()
 
 
 def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:

@@ -533,9 +533,9 @@ class ArrowProducer:
             for j, k in zip(todo.tolist(), ks):
                 if k is not None:
                     out[j] = key_partition(k.encode() if isinstance(k, str) else k, nparts)
-        todo = out < 0
-        if todo.any():
-            out[todo] = next(self.s.sticky) % nparts  # keyless: one partition per Arrow batch, rotating
+        keyless = out < 0
+        if keyless.any():
+            out[keyless] = next(self.s.sticky) % nparts  # keyless: one partition per Arrow batch, rotating
         return out
 
     def _batches(self, topic: str, p: int, k: pa.Array | None, v: pa.Array, now: int) -> list:
