@@ -645,7 +645,7 @@ _OD_BYTES = (_OD_BYTE0, _OD_BYTE1, _OD_BYTE2)
 _ZIGZAG7 = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # one-byte varint -> value
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 _run_structs: dict[tuple[int, int, int, int], struct.Struct] = {}
-_tuple_makers: dict[type, Callable[..., object]] = {}
+_tuple_makers: dict[type[tuple[object, ...]], Callable[[tuple[object, ...]], object]] = {}
 
 
 def _run_struct(fmt: str) -> struct.Struct:
@@ -674,9 +674,10 @@ def _varint_width(data: bytes | memoryview, p: int) -> tuple[int, int]:
     return (-1, 0) if u & 1 else (u >> 1, 2)
 
 
-def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list,
+def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list[object],
             base_offset: int,
-            base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
+            base_timestamp: int, lat: int | None, ts_table: list[int] | None,
+            make: Callable[[tuple[object, ...]], object],
             topic: str, partition: int, timestamp_type: int,
             leader_epoch: int) -> tuple[int, int, list | None]:
     """Decode the run of records laid out like record ``i`` (at ``pos``) into ``out``; returns (records
