@@ -78,23 +78,33 @@ def expected(records, offsets: list[int] | None = None):
 
 def test_encode_record_is_kafkas_record_encoding():
     theirs = kp_batch(SAMPLE)
-    section = b"".join(b"".join(encode_record(i, ts - SAMPLE[0][0], k, v, hs))
-                       for i, (ts, k, v, hs) in enumerate(SAMPLE))
+    section = records_section(SAMPLE)
     assert section == theirs[HEADER_SIZE:]
 
 
-def test_encode_record_copies_mutable_buffers():
+def records_section(records) -> bytes:
+    pieces: list[bytes] = []
+    for i, (ts, k, v, hs) in enumerate(records):
+        size = encode_record(pieces, i, ts - records[0][0], k, v, hs)
+        assert size > 0
+    return b"".join(pieces)
+
+
+def test_encode_record_copies_mutable_buffers_and_counts_its_bytes():
     key = bytearray(b"key")
-    pieces = encode_record(0, 0, key, memoryview(b"value"), [("h", bytearray(b"v"))])
+    pieces: list[bytes] = [b"before"]
+    size = encode_record(pieces, 0, 0, key, memoryview(b"value"), [("h", bytearray(b"v"))])
     key[:] = b"xxx"
-    assert all(type(p) is bytes for p in pieces)
-    assert b"".join(pieces) == b"".join(encode_record(0, 0, b"key", b"value", [("h", b"v")]))
+    assert pieces[0] == b"before" and all(type(p) is bytes for p in pieces)
+    assert size == sum(map(len, pieces[1:]))
+    fresh: list[bytes] = []
+    encode_record(fresh, 0, 0, b"key", b"value", [("h", b"v")])
+    assert b"".join(pieces[1:]) == b"".join(fresh)
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_seal_batch(codec):
-    section = b"".join(b"".join(encode_record(i, ts - SAMPLE[0][0], k, v, hs))
-                       for i, (ts, k, v, hs) in enumerate(SAMPLE))
+    section = records_section(SAMPLE)
     sealed = seal_batch(bytearray(HEADER_SIZE) + section, attributes=codec, records_count=len(SAMPLE),
                         base_timestamp=SAMPLE[0][0], max_timestamp=max(r[0] for r in SAMPLE), producer_id=5,
                         producer_epoch=1, base_sequence=9)

@@ -148,9 +148,7 @@ class ProducerBatch:
         elif ts > self.max_ts:
             self.max_ts = ts
         assert self.parts is not None
-        pieces = encode_record(count, ts - self.base_ts, key, value, headers)
-        self.parts += pieces
-        self.size += sum(map(len, pieces))
+        self.size += encode_record(self.parts, count, ts - self.base_ts, key, value, headers)
         self.records = count + 1
         return count
 

@@ -294,6 +294,67 @@ def crc_ok(buf: _Buf, pos: int, header: BatchHeader) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# the header as one tuple (``HEADER_STRUCT.unpack_from``): the log's scans read fields by these indexes
+
+F_BASE_OFFSET = 0
+F_BATCH_LENGTH = 1
+F_LEADER_EPOCH = 2
+F_MAGIC = 3
+F_CRC = 4
+F_ATTRIBUTES = 5
+F_LAST_OFFSET_DELTA = 6
+F_BASE_TIMESTAMP = 7
+F_MAX_TIMESTAMP = 8
+F_PRODUCER_ID = 9
+F_PRODUCER_EPOCH = 10
+F_BASE_SEQUENCE = 11
+F_RECORDS_COUNT = 12
+
+INT16 = _I16
+INT32 = _I32
+INT64 = _I64
+UINT32 = _U32
+OFFSET_AND_LENGTH = struct.Struct(">qi")  # base_offset, batch_length: the front of every batch
+
+
+def increment_sequence(seq: int, delta: int) -> int:
+    """Kafka's sequence arithmetic: wraps from Int.MaxValue to 0."""
+    if seq > 2147483647 - delta:
+        return delta - (2147483647 - seq) - 1
+    return seq + delta
+
+
+def record_offsets_and_timestamps(batch: _Buf) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every record of one whole batch (any compression)."""
+    fields = HEADER_STRUCT.unpack_from(batch, 0)
+    if fields[F_ATTRIBUTES] & TIMESTAMP_TYPE_FLAG:
+        base, ts = fields[F_BASE_OFFSET], fields[F_MAX_TIMESTAMP]
+        return [(base + i, ts) for i in range(fields[F_LAST_OFFSET_DELTA] + 1)]
+    return [(r.offset, r.timestamp) for r in decode_batch(batch, 0)]
+
+
+def control_type(buf: _Buf, pos: int = 0) -> int:
+    """Type of the end-transaction marker in the (uncompressed) control batch at ``pos``: 0 = ABORT,
+    1 = COMMIT; -1 when the batch does not hold a readable control record."""
+    try:
+        mv = memoryview(buf)
+        if (_I16.unpack_from(mv, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK) != 0:
+            return -1
+        p = pos + HEADER_SIZE
+        _length, p = decode_varint(mv, p)
+        p += 1  # record attributes
+        _ts, p = decode_varint(mv, p)
+        _od, p = decode_varint(mv, p)
+        klen, p = decode_varint(mv, p)
+        if klen < 4:
+            return -1
+        _version, ctype = _CONTROL_KEY.unpack_from(mv, p)
+        return int(ctype)
+    except (IndexError, struct.error, ValueError):
+        return -1
+
+
+# ------------------------------------------------------------------------------------------------------------
 # in-place patching (broker side)
 
 
@@ -1051,16 +1112,32 @@ def _immutable(b: _Buf) -> bytes:
     return b if type(b) is bytes else bytes(b)
 
 
+def _headers_bytes(headers: Sequence[tuple[str | bytes, _Buf | None]]) -> bytearray:
+    """A record's header count and headers (keys str or bytes, values bytes-like or None)."""
+    hbuf = bytearray(encode_varint(len(headers)))
+    for hk, hv in headers:
+        hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        hbuf += encode_varint(len(hkb))
+        hbuf += hkb
+        if hv is None:
+            hbuf += b"\x01"
+        else:
+            hbuf += encode_varint(_nbytes(hv))
+            hbuf += hv
+    return hbuf
+
+
 def encode_record(
+    out: list[bytes],
     offset_delta: int,
     timestamp_delta: int,
     key: _Buf | None,
     value: _Buf | None,
     headers: Sequence[tuple[str | bytes, _Buf | None]] | None = None,
-) -> list[bytes]:
-    """One v2 record (any sizes, any headers) as the list of its pieces, length prefix first: joined, they
-    are the record's bytes. Keys, values and header values that are not ``bytes`` are copied (the caller may
-    change them later); ``bytes`` are shared."""
+) -> int:
+    """Append one v2 record (any sizes, any headers) to ``out`` as its pieces, length prefix first (joined,
+    they are the record's bytes); returns its size. Keys, values and header values that are not ``bytes``
+    are copied (the caller may change them later); ``bytes`` are shared."""
     pieces = [b"\x00" + encode_varint(timestamp_delta), encode_varint(offset_delta)]
     if key is None:
         pieces.append(b"\x01")
@@ -1072,24 +1149,14 @@ def encode_record(
     else:
         pieces.append(encode_varint(_nbytes(value)))
         pieces.append(_immutable(value))
-    if headers:
-        pieces.append(encode_varint(len(headers)))
-        for hk, hv in headers:
-            hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-            pieces.append(encode_varint(len(hkb)))
-            pieces.append(hkb)
-            if hv is None:
-                pieces.append(b"\x01")
-            else:
-                pieces.append(encode_varint(_nbytes(hv)))
-                pieces.append(_immutable(hv))
-    else:
-        pieces.append(NO_RECORD_HEADERS)
+    pieces.append(bytes(_headers_bytes(headers)) if headers else NO_RECORD_HEADERS)
     length = 0
     for x in pieces:
         length += len(x)
-    pieces.insert(0, encode_varint(length))
-    return pieces
+    lb = encode_varint(length)
+    out.append(lb)
+    out += pieces
+    return len(lb) + length
 
 
 def seal_batch(
@@ -1229,10 +1296,6 @@ class BatchBuilder:
             self._max_ts = timestamp
         elif timestamp > self._max_ts:
             self._max_ts = timestamp
-        if headers:
-            self._body += b"".join(encode_record(count, timestamp - self._base_ts, key, value, headers))
-            self._count = count + 1
-            return
         table = _VARINT_TABLE
         tsize = _VARINT_TABLE_SIZE
         u = ((timestamp - self._base_ts) << 1) ^ ((timestamp - self._base_ts) >> 63)
@@ -1250,7 +1313,8 @@ class BatchBuilder:
         else:
             vlen = _nbytes(value)
             vlen_b = table[vlen << 1] if vlen < 8192 else encode_varint(vlen)
-        length = 1 + len(ts_b) + len(off_b) + len(klen_b) + klen + len(vlen_b) + vlen + 1
+        hdr_b: _Buf = _headers_bytes(headers) if headers else b"\x00"
+        length = 1 + len(ts_b) + len(off_b) + len(klen_b) + klen + len(vlen_b) + vlen + len(hdr_b)
         body = self._body
         body += table[length << 1] if length < 8192 else encode_varint(length)
         body += b"\x00"
@@ -1262,7 +1326,7 @@ class BatchBuilder:
         body += vlen_b
         if value is not None:
             body += value
-        body += b"\x00"
+        body += hdr_b
         self._count = count + 1
 
     @property
