@@ -211,3 +211,24 @@ def test_cleaner_rebuild_batch_keeps_offsets_and_header():
     same_batch(rebuilt, theirs)
     h = parse_batch_header(rebuilt)
     assert h.last_offset_delta == len(SAMPLE) - 1 and h.records_count == len(keep)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# one builder
+
+
+def test_only_the_codec_packs_a_batch_header():
+    """The v2 header layout and its packing live in moldau.protocol.records.batch alone (``seal_batch``)."""
+    import re
+    from pathlib import Path
+
+    import moldau
+
+    root = Path(moldau.__file__).parent
+    codec = root / "protocol" / "records" / "batch.py"
+    layout = re.compile(r"qiibIhiqqqhii|(?<!\w)(_?HEADER|HEADER_STRUCT)\.pack|struct\.pack.*[Bb]atch")
+    offenders = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p != codec
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+                 if layout.search(line)]
+    assert offenders == []
+    assert len(re.findall(r"_HEADER\.pack_into", codec.read_text(encoding="utf-8"))) == 1
