@@ -157,8 +157,6 @@ objects, or as ``cls`` tuples (topic, partition, offset, timestamp, timestamp_ty
 leader_epoch); each returns the position after the records.
 """
 
-# mypy: ignore-errors
-
 
 def make_section_loops(_Fallback, _decode_varint_slow, _decode_record_general, Record, NO_HEADERS):
     _tuple_new = tuple.__new__
@@ -321,8 +319,6 @@ SEND_HEAD = '''"""The producer's ``send`` and ``send_blocking`` (tools/gen_hot_p
 serializers, custom partitioner or transaction) whose partition has an open batch with room is encoded into
 it here, with the codec's varint tables; anything else goes to the producer's general path.
 """
-
-# mypy: ignore-errors
 
 from time import time_ns as _time_ns
 

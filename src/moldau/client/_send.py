@@ -6,8 +6,6 @@ serializers, custom partitioner or transaction) whose partition has an open batc
 it here, with the codec's varint tables; anything else goes to the producer's general path.
 """
 
-# mypy: ignore-errors
-
 from time import time_ns as _time_ns
 
 from moldau.protocol.records.batch import ATTRIBUTES_AND_TIMESTAMP_DELTA as _ATTR_TS

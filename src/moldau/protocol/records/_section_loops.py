@@ -7,8 +7,6 @@ objects, or as ``cls`` tuples (topic, partition, offset, timestamp, timestamp_ty
 leader_epoch); each returns the position after the records.
 """
 
-# mypy: ignore-errors
-
 
 def make_section_loops(_Fallback, _decode_varint_slow, _decode_record_general, Record, NO_HEADERS):
     _tuple_new = tuple.__new__
