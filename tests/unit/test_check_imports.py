@@ -65,3 +65,16 @@ def test_graph_resolves_relative_imports_and_reports_unaccepted_cycles(tmp_path)
     assert found == ["import cycle: pkg.x.y <-> pkg.z"]
     assert tool.problems(graph, ("pkg.broker", "pkg.log"),
                          accepted={frozenset({"pkg.x.y", "pkg.z"}): "test"}) == []
+
+
+def test_the_client_is_strict_and_has_no_cycle():
+    """moldau.client has no waiver: membership and the transaction manager talk to the consumer and the
+    producer through narrow interfaces (client/subscription.py, transactions.ProducerHooks)."""
+    tool = _tool()
+    assert "moldau.client" in tool.STRICT
+    assert not any(any(m.startswith("moldau.client") or m in ("moldau", "moldau.aio") for m in cycle)
+                   for cycle in tool.ACCEPTED)
+    graph = tool.build_graph(ROOT / "src", "moldau")
+    assert "moldau.client.consumer" not in graph["moldau.client.group"]
+    assert "moldau.client.producer" not in graph["moldau.client.transactions"]
+    assert tool.problems(graph) == []

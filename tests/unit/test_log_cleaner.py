@@ -9,7 +9,7 @@ import pytest
 import moldau.log.cleaner as cleaner_mod
 from moldau.log import LogConfig, LogManager, OutOfOrderSequenceError, PartitionLog
 from moldau.log.checkpoint import read_offset_checkpoint
-from moldau.log.cleaner import ATTR_DELETE_HORIZON, CLEANER_OFFSET_CHECKPOINT
+from moldau.log.cleaner import CLEANER_OFFSET_CHECKPOINT
 from moldau.protocol.records import (
     BatchBuilder,
     build_control_batch,
@@ -17,6 +17,7 @@ from moldau.protocol.records import (
     parse_batch_header,
     split_batches,
 )
+from moldau.protocol.records.batch import DELETE_HORIZON_FLAG
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
@@ -182,7 +183,7 @@ def test_tombstones_are_removed_after_delete_retention(tmp_path):
     lm.cleaner.clean_log(lg, NOW)
     assert kv(lg) == [(1, b"kept", b"v1"), (2, b"gone", None), (22, b"other", b"x" * 60)]
     h = next(h for h, recs in all_batches(lg) if recs and recs[0].key == b"gone")
-    assert h.attributes & ATTR_DELETE_HORIZON and h.base_timestamp == NOW + 60_000
+    assert h.attributes & DELETE_HORIZON_FLAG and h.base_timestamp == NOW + 60_000
     assert h.max_timestamp == NOW + 5
     # before the horizon the tombstone stays, however often the log is cleaned
     lm.cleaner.clean_log(lg, NOW + 59_999)

@@ -127,9 +127,10 @@ class AdminConn:
 
     def version_for(self, api_key: int) -> int:
         msg = m.REQUESTS[api_key]
-        lo, hi = self.versions.get(api_key, (None, None))
-        if lo is None:
+        versions = self.versions.get(api_key)
+        if versions is None:
             raise AdminConnError(f"the broker does not support {msg.name}")
+        lo, hi = versions
         v = min(hi, msg.max_version)
         if v < max(lo, msg.min_version):
             raise AdminConnError(f"no common version of {msg.name}")

@@ -151,8 +151,8 @@ def cmd_add(args: argparse.Namespace) -> int:
                     req.AclCreation(resource_type=b.resource_type, resource_name=b.name,
                                     resource_pattern_type=b.pattern_type, principal=b.principal, host=b.host,
                                     operation=b.operation, permission_type=b.permission) for b in bindings]))
-        except AdminConnError as e:
-            return _err(str(e))
+        except AdminConnError as exc:
+            return _err(str(exc))
         errors = [
             (r.error_message or f"error {r.error_code}") if r.error_code else None for r in resp.results
         ]

@@ -190,17 +190,18 @@ def cmd_describe(args: argparse.Namespace) -> int:
                         strict=args.strict,
                     ),
                 )
-        except AdminConnError as e:
-            return _err(str(e))
+        except AdminConnError as exc:
+            return _err(str(exc))
         if resp.error_code:
             return _err(f"{resp.error_message or 'error'} (code {resp.error_code})")
         found = [
-            ([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
+            ([(ent.entity_type, ent.entity_name) for ent in entry.entity],
+             {v.key: v.value for v in entry.values})
             for entry in resp.entries or []
         ]
     if args.json:
-        print(json.dumps([{"entity": {t: n for t, n in e}, "quotas": v} for e, v in found]))
+        print(json.dumps([{"entity": dict(entity), "quotas": vals} for entity, vals in found]))
         return 0
-    for e, v in found:
-        print(f"{_show(e)}\t" + ", ".join(f"{k}={val:g}" for k, val in sorted(v.items())))
+    for entity, vals in found:
+        print(f"{_show(entity)}\t" + ", ".join(f"{k}={val:g}" for k, val in sorted(vals.items())))
     return 0

@@ -13,6 +13,7 @@ import logging
 import random
 import time
 import uuid
+from functools import partial
 from typing import Any, Iterable
 
 from moldau.protocol import messages as m
@@ -47,6 +48,11 @@ def _silence(fut: asyncio.Future) -> None:
         fut.exception()
 
 
+
+def _forget(connecting: dict[int, asyncio.Future[Connection]], node_id: int, _fut: object) -> None:
+    connecting.pop(node_id, None)
+
+
 class _NodeState:
     __slots__ = ("failures", "next_attempt", "last_error")
 
@@ -78,7 +84,7 @@ class Cluster:
         self._wanted: set[str] = set()
         self._all_topics = False
         self._conns: dict[int, Connection] = {}
-        self._connecting: dict[int, asyncio.Future] = {}
+        self._connecting: dict[int, asyncio.Future[Connection]] = {}
         self._nodes: dict[int, _NodeState] = {}
         self._aliases: dict[int, int] = {}  # coordinator connection id -> broker node id
         self._update_event: asyncio.Event | None = None
@@ -185,7 +191,7 @@ class Cluster:
         if fut is None:
             fut = asyncio.ensure_future(self._connect(node_id))
             self._connecting[node_id] = fut
-            fut.add_done_callback(lambda _f, n=node_id: self._connecting.pop(n, None))
+            fut.add_done_callback(partial(_forget, self._connecting, node_id))
         return await asyncio.shield(fut)
 
     def coordinator_node(self, node_id: int) -> int:
@@ -506,12 +512,12 @@ class Cluster:
                     self.topics.pop(name, None)
                 continue
             self.topic_errors.pop(name, None)
-            old = self.topics.get(name)
+            old_topic = self.topics.get(name)
             parts: dict[int, PartitionMetadata] = {}
             for p in t.partitions:
                 leader = p.leader_id if p.error_code in (0, Codes.REPLICA_NOT_AVAILABLE) else -1
                 epoch = getattr(p, "leader_epoch", -1)
-                prev = old.partitions.get(p.partition_index) if old is not None else None
+                prev = old_topic.partitions.get(p.partition_index) if old_topic is not None else None
                 if prev is not None and 0 <= epoch < prev.leader_epoch:
                     parts[p.partition_index] = prev  # stale answer from a lagging broker: keep the newer
                     continue

@@ -121,7 +121,7 @@ def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
 def _sasl_mechanism(name: str, v: Any) -> str:
     s = v.strip().upper() if isinstance(v, str) else v
     if s in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-        return s  # type: ignore[no-any-return]
+        return s
     if s in ("GSSAPI", "OAUTHBEARER"):
         raise ConfigError(
             f"{name}: {s} is not supported by the moldau client (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"

@@ -31,6 +31,7 @@ import struct
 import time
 from typing import Any
 
+from moldau._version import __version__
 from moldau.protocol import frame
 from moldau.protocol import messages as m
 from moldau.protocol.sasl_mechanisms import SaslError, client_mechanism
@@ -160,7 +161,7 @@ class Connection(asyncio.BufferedProtocol):
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000.0
         self.software_name = software_name
-        self.software_version = software_version or _moldau_version()
+        self.software_version = software_version or __version__
         self._sndbuf = send_buffer_bytes
         self._rcvbuf = receive_buffer_bytes
         self._loop = loop or asyncio.get_running_loop()
@@ -641,12 +642,3 @@ class Connection(asyncio.BufferedProtocol):
 
     def __repr__(self) -> str:
         return f"<Connection node={self.node_id} {self.host}:{self.port}>"
-
-
-def _moldau_version() -> str:
-    try:
-        from moldau import __version__
-
-        return __version__
-    except Exception:  # noqa: BLE001
-        return "0"

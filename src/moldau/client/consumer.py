@@ -24,6 +24,7 @@ from .config import resolve_config
 from .errors import ConsumerClosedError, IllegalStateError, KafkaTimeoutError
 from .fetcher import EARLIEST, LATEST, Fetcher, PartitionState
 from .group import GroupCoordinator, make_coordinator
+from .subscription import SubscriptionState
 from .transactions import ConsumerGroupMetadata
 from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -77,14 +78,11 @@ class AsyncConsumer:
         self._cluster = Cluster(c, allow_auto_topic_creation=c["allow.auto.create.topics"])
         self._states: dict[TopicPartition, PartitionState] = {}
         self._fetcher = Fetcher(self)
-        self._coordinator: GroupCoordinator | None = make_coordinator(self) if c["group.id"] else None
-        self._subscription: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
+        self._sub = SubscriptionState(self._cluster, c["exclude.internal.topics"])
+        self._coordinator: GroupCoordinator | None = (
+            make_coordinator(c, self._cluster, self._sub, _Rebalancer(self)) if c["group.id"] else None)
         self._listener: Any = None
-        self._subscribed = False
         self._user_assigned = False
-        self._group_assignment: set[TopicPartition] = set()
-        self._partitions_lost_pending = False
         self._initial_topics = topics
         self._max_poll_records = c["max.poll.records"]
         self._auto_commit = bool(c["enable.auto.commit"] and c["group.id"])
@@ -134,13 +132,13 @@ class AsyncConsumer:
             if self._coordinator is not None:
                 if autocommit:
                     await self._maybe_auto_commit_sync()
-                if self._subscribed and self._group_assignment:
+                if self._sub.subscribed and self._sub.assignment:
                     try:
-                        await self._revoke(set(self._group_assignment))
+                        await self._revoke(set(self._sub.assignment))
                     except Exception:  # noqa: BLE001
                         log.exception("rebalance listener failed during close")
                 self._coordinator._closing = True
-                if self._subscribed:
+                if self._sub.subscribed:
                     await self._coordinator.leave()
                 await self._coordinator.close()
         finally:
@@ -161,7 +159,7 @@ class AsyncConsumer:
     def assign(self, partitions: Iterable[Any]) -> None:
         """Consume exactly these partitions (no group membership; commits still go to group.id if set)."""
         self._check_open()
-        if self._subscribed:
+        if self._sub.subscribed:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = [_tp(p) for p in partitions]
         self._user_assigned = bool(tps)
@@ -201,49 +199,38 @@ class AsyncConsumer:
             pattern = topics  # type: ignore[assignment]
             topics = None
         if pattern is not None:
-            self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
-            self._subscription = set()
+            self._sub.subscribe_pattern(re.compile(pattern) if isinstance(pattern, str) else pattern)
             self._cluster.want_all_topics(True)
         else:
-            self._pattern = None
-            self._subscription = set(topics or [])
-            if not self._subscription:
+            names = set(topics or [])
+            if not names:
                 raise ValueError("subscribe() needs topics or a pattern")
-            self._cluster.set_topics(self._subscription)
+            self._sub.subscribe_topics(names)
+            self._cluster.set_topics(names)
         self._listener = listener
-        self._subscribed = True
         self._coordinator.request_rejoin()
 
     def subscription(self) -> set[str]:
-        return self._subscribed_topics() if self._subscribed else set()
-
-    def _subscribed_topics(self) -> set[str]:
-        if self._pattern is not None:
-            exclude = self.config["exclude.internal.topics"]
-            return {t for t, md in self._cluster.topics.items()
-                    if self._pattern.fullmatch(t) and not (exclude and md.is_internal)}
-        return set(self._subscription)
+        return self._sub.subscribed_topics() if self._sub.subscribed else set()
 
     async def unsubscribe(self) -> None:
         self._check_open()
-        if self._subscribed and self._coordinator is not None:
-            if self._group_assignment:
+        if self._sub.subscribed and self._coordinator is not None:
+            if self._sub.assignment:
                 await self._maybe_auto_commit_sync()
-                await self._revoke(set(self._group_assignment))
+                await self._revoke(set(self._sub.assignment))
             await self._coordinator.leave("the consumer unsubscribed")
-        self._subscribed = False
+        self._sub.unsubscribe()
         self._user_assigned = False
-        self._pattern = None
-        self._subscription = set()
         self._cluster.want_all_topics(False)
         self._set_assignment([])
 
     def _on_metadata(self, cluster: Cluster) -> None:
         coord = self._coordinator
-        if coord is None or not self._subscribed:
+        if coord is None or not self._sub.subscribed:
             return
-        if self._pattern is not None and coord.generation >= 0:
-            if self._subscribed_topics() != set(coord.joined_topics):
+        if self._sub.pattern is not None and coord.generation >= 0:
+            if self._sub.subscribed_topics() != set(coord.joined_topics):
                 coord.request_rejoin()
                 return
         coord.check_metadata()
@@ -270,24 +257,24 @@ class AsyncConsumer:
 
     async def _revoke(self, tps: set[TopicPartition]) -> None:
         await self._call_listener("on_partitions_revoked", tps)
-        self._group_assignment -= tps
+        self._sub.assignment -= tps
         self._set_assignment([tp for tp in self._states if tp not in tps])
 
     async def _lose(self, tps: set[TopicPartition]) -> None:
         await self._call_listener("on_partitions_lost", tps)
-        self._group_assignment -= tps
+        self._sub.assignment -= tps
         self._set_assignment([tp for tp in self._states if tp not in tps])
 
     async def _on_assignment(self, assigned: list[TopicPartition], cooperative: bool) -> None:
         new = set(assigned)
-        owned = set(self._group_assignment)
+        owned = set(self._sub.assignment)
         revoked = owned - new
         added = new - owned
         if revoked:
             await self._call_listener("on_partitions_revoked", revoked)
             if cooperative and self._coordinator is not None:
                 self._coordinator.request_rejoin()  # let the revoked partitions move in a follow-up round
-        self._group_assignment = new
+        self._sub.assignment = new
         self._set_assignment(sorted(new))
         self._cluster.add_topics({tp.topic for tp in new})
         log.info("group %s: assigned %s", self.config["group.id"], sorted(new))
@@ -314,7 +301,7 @@ class AsyncConsumer:
     async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records fetched so far (up to max.poll.records), waiting up to ``timeout`` seconds for some."""
         self._check_open()
-        if not self._states and not self._subscribed:
+        if not self._states and not self._sub.subscribed:
             raise IllegalStateError("consumer has no assignment: call subscribe() or assign() first")
         now = time.monotonic()
         deadline = now + max(timeout, 0.0)
@@ -326,7 +313,7 @@ class AsyncConsumer:
                 self._auto_commit_now()
         fetcher = self._fetcher
         while True:
-            if coord is not None and self._subscribed:
+            if coord is not None and self._sub.subscribed:
                 await coord.ensure_active(deadline)
             records = fetcher.drain(limit)
             if records:
@@ -338,7 +325,7 @@ class AsyncConsumer:
             if fetcher.has_data():
                 continue
             waits = [asyncio.ensure_future(fetcher.data_ready.wait())]
-            if coord is not None and self._subscribed:
+            if coord is not None and self._sub.subscribed:
                 waits.append(asyncio.ensure_future(coord.rejoin_event.wait()))
             try:
                 await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
@@ -597,3 +584,23 @@ def _flatten(parts: tuple[Any, ...]) -> list[Any]:
         else:
             out.append(p)
     return out
+
+
+class _Rebalancer:
+    """The consumer's side of group membership (``RebalanceHandler``): assignment changes go through here."""
+
+    __slots__ = ("_consumer",)
+
+    def __init__(self, consumer: AsyncConsumer) -> None:
+        self._consumer = consumer
+
+    async def assign(self, assigned: list[TopicPartition], cooperative: bool) -> None:
+        await self._consumer._on_assignment(assigned, cooperative)
+
+    async def revoke(self, partitions: set[TopicPartition], commit: bool) -> None:
+        if commit:
+            await self._consumer._maybe_auto_commit_sync()
+        await self._consumer._revoke(partitions)
+
+    async def lose(self, partitions: set[TopicPartition]) -> None:
+        await self._consumer._lose(partitions)

@@ -17,7 +17,6 @@ incremental request.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "FetchPlan", "FetchSessionHandler"]
@@ -30,6 +29,7 @@ _SESSION_ERRORS = frozenset({70, 71, 106})  # FETCH_SESSION_ID_NOT_FOUND, INVALI
 
 # what the broker knows of one partition: (fetch offset, current leader epoch, partition max bytes)
 PartitionFetch = tuple[int, int, int]
+PartitionKey = tuple[str, int]  # (topic, partition)
 
 
 @dataclass(slots=True)
@@ -39,9 +39,9 @@ class FetchPlan:
     session_id: int
     epoch: int
     full: bool
-    send: list[Hashable]  # partitions to name in the request (all of them for a full fetch)
-    forgotten: list[Hashable]  # partitions to list in forgotten_topics_data
-    wanted: dict[Hashable, PartitionFetch] = field(default_factory=dict)
+    send: list[PartitionKey]  # partitions to name in the request (all of them for a full fetch)
+    forgotten: list[PartitionKey]  # partitions to list in forgotten_topics_data
+    wanted: dict[PartitionKey, PartitionFetch] = field(default_factory=dict)
 
 
 class FetchSessionHandler:
@@ -51,7 +51,7 @@ class FetchSessionHandler:
     def __init__(self) -> None:
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
-        self.partitions: dict[Hashable, PartitionFetch] = {}
+        self.partitions: dict[PartitionKey, PartitionFetch] = {}
         self._stale_session = 0  # a session to close with the next full fetch
         self.full_fetches = 0
         self.incremental_fetches = 0
@@ -60,7 +60,7 @@ class FetchSessionHandler:
     def active(self) -> bool:
         return self.session_id != 0
 
-    def build(self, wanted: dict[Hashable, PartitionFetch]) -> FetchPlan:
+    def build(self, wanted: dict[PartitionKey, PartitionFetch]) -> FetchPlan:
         """The plan for a Fetch of ``wanted`` ({partition key: (fetch offset, leader epoch, max bytes)})."""
         if not self.session_id:
             sid, self._stale_session = self._stale_session, 0

@@ -366,7 +366,7 @@ class Fetcher:
                     continue
                 last = batches[-1][1]
                 st.fetch_offset = last.base_offset + last.last_offset_delta + 1
-                aborted = None
+                aborted: dict[int, list[int]] | None = None
                 if self.isolation and pd.aborted_transactions:
                     aborted = {}
                     for a in pd.aborted_transactions:
@@ -435,7 +435,7 @@ class Fetcher:
 
     async def _reset_offsets(self, states: list[PartitionState]) -> None:
         by_tp = {st.tp: st for st in states}
-        targets = {st.tp: (st.reset_strategy, st.epoch) for st in states}
+        targets = {st.tp: (st.reset_strategy, st.epoch) for st in states if st.reset_strategy is not None}
         offsets = await self.list_offsets({tp: ts for tp, (ts, _e) in targets.items()})
         for tp, (offset, _ts, _le) in offsets.items():
             st = by_tp[tp]

@@ -14,7 +14,7 @@ import asyncio
 import concurrent.futures as cf
 import logging
 import threading
-from concurrent.futures._base import FINISHED, PENDING  # type: ignore[attr-defined]
+from concurrent.futures._base import FINISHED, PENDING
 from typing import Any, Callable
 
 from .types import RecordMetadata
@@ -114,7 +114,7 @@ class BatchResult:
             return True
 
 
-class RecordFuture(tuple, cf.Future):  # type: ignore[misc]
+class RecordFuture(tuple, cf.Future):
     """Future of one record's RecordMetadata (also awaitable on the producer's loop).
 
     A ``concurrent.futures.Future`` whose state is a 3-tuple (batch result, index in the batch, timestamp):

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from moldau.protocol import messages as m
 
@@ -26,6 +26,7 @@ from .assignors import (
     encode_subscription,
     get_assignor,
 )
+from .cluster import Cluster
 from .errors import (
     Codes,
     CommitFailedError,
@@ -36,10 +37,8 @@ from .errors import (
     broker_error,
     error_name,
 )
+from .subscription import RebalanceHandler, SubscriptionState
 from .types import OffsetAndMetadata, TopicPartition
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import AsyncConsumer
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +61,13 @@ _MEMBER_ERRORS = frozenset({Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, C
 
 
 class GroupCoordinator:
-    def __init__(self, consumer: "AsyncConsumer") -> None:
-        c = consumer.config
-        self.consumer = consumer
-        self.cluster = consumer._cluster
+    def __init__(self, config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+                 rebalance: RebalanceHandler) -> None:
+        c = config
+        self.config = config
+        self.cluster = cluster
+        self.subscription = subscription
+        self.rebalance = rebalance
         self.group_id: str = c["group.id"]
         self.group_instance_id: str | None = c["group.instance.id"]
         self.session_timeout_ms = c["session.timeout.ms"]
@@ -107,7 +109,7 @@ class GroupCoordinator:
             if self.coordinator_id is not None:
                 return self.coordinator_id
             deadline = (
-                time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+                time.monotonic() + (timeout_ms or self.config["default.api.timeout.ms"]) / 1000.0
             )
             last: Exception | None = None
             while time.monotonic() < deadline:
@@ -156,15 +158,15 @@ class GroupCoordinator:
         """OffsetCommit; retries coordinator moves; CommitFailedError when the group rebalanced."""
         if not offsets:
             return
-        deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+        deadline = time.monotonic() + (timeout_ms or self.config["default.api.timeout.ms"]) / 1000.0
         R = m.OffsetCommitRequest
         while True:
-            subscribed = self.consumer._subscribed
+            subscribed = self.subscription.subscribed
             generation, member_id = self._commit_identity(subscribed)
             topics: dict[str, list[Any]] = {}
             for tp, om in offsets.items():
                 if not isinstance(om, OffsetAndMetadata):
-                    om = OffsetAndMetadata(int(om))  # type: ignore[arg-type]
+                    om = OffsetAndMetadata(int(om))
                 topics.setdefault(tp.topic, []).append(R.OffsetCommitRequestPartition(
                     partition_index=tp.partition, committed_offset=om.offset,
                     committed_leader_epoch=om.leader_epoch, commit_timestamp=-1,
@@ -231,7 +233,7 @@ class GroupCoordinator:
         tps = list(tps)
         if not tps:
             return {}
-        deadline = time.monotonic() + (timeout_ms or self.consumer.config["default.api.timeout.ms"]) / 1000.0
+        deadline = time.monotonic() + (timeout_ms or self.config["default.api.timeout.ms"]) / 1000.0
         R = m.OffsetFetchRequest
         by_topic: dict[str, list[int]] = {}
         for tp in tps:
@@ -323,30 +325,28 @@ class GroupCoordinator:
                 raise exc
 
     async def _join(self) -> None:
-        consumer = self.consumer
+        sub = self.subscription
         self._joining = True
         try:
             await self.ensure_coordinator()
-            owned = set(consumer._group_assignment)
-            if consumer._partitions_lost_pending:
-                consumer._partitions_lost_pending = False
+            owned = set(sub.assignment)
+            if sub.take_lost():
                 if owned:
-                    await consumer._lose(owned)
+                    await self.rebalance.lose(owned)
                     owned = set()
             if owned and not self.cooperative:
                 # eager: commit and give everything up before joining
-                await consumer._maybe_auto_commit_sync()
-                await consumer._revoke(owned)
+                await self.rebalance.revoke(owned, commit=True)
                 owned = set()
             while True:
                 if self._closing:
                     return
                 self.rejoin_needed = False
                 self.rejoin_event.clear()
-                topics = consumer._subscribed_topics()
-                if not topics and consumer._pattern is not None:
+                topics = sub.subscribed_topics()
+                if not topics and sub.pattern is not None:
                     await self.cluster.refresh()
-                    topics = consumer._subscribed_topics()
+                    topics = sub.subscribed_topics()
                 ok = await self._join_once(topics, owned)
                 if ok:
                     break
@@ -356,7 +356,6 @@ class GroupCoordinator:
             self._joining = False
 
     async def _join_once(self, topics: set[str], owned: set[TopicPartition]) -> bool:
-        consumer = self.consumer
         protocols = []
         for a in self.assignors:
             user_data_of = getattr(a, "subscription_user_data", None)  # e.g. sticky: the previous assignment
@@ -414,8 +413,9 @@ class GroupCoordinator:
             return self._join_error(sresp.error_code, "SyncGroup")
         assigned = decode_assignment(sresp.assignment)
         self.last_assignment, self.last_generation = list(assigned), self.generation
-        await consumer._on_assignment(assigned, self.cooperative)
-        self.joined_topics = {t: self.cluster.num_partitions(t) for t in consumer._subscribed_topics()}
+        await self.rebalance.assign(assigned, self.cooperative)
+        topics = self.subscription.subscribed_topics()
+        self.joined_topics = {t: self.cluster.num_partitions(t) for t in topics}
         return True
 
     def _fenced_instance(self, what: str) -> None:
@@ -426,7 +426,7 @@ class GroupCoordinator:
                                    f"group.instance.id {self.group_instance_id!r}")
         log.error("group %s: %s", self.group_id, self._fatal)
         self.generation = -1
-        self.consumer._partitions_lost_pending = True
+        self.subscription.mark_lost()
         self.rejoin_event.set()
 
     def _join_error(self, code: int, what: str) -> bool:
@@ -472,7 +472,7 @@ class GroupCoordinator:
         """Rejoin when a subscribed topic's partition count changed since the assignment."""
         if self.generation < 0 or self.rejoin_needed:
             return
-        for t in self.consumer._subscribed_topics():
+        for t in self.subscription.subscribed_topics():
             n = self.cluster.num_partitions(t)
             if n and self.joined_topics.get(t) != n:
                 log.info("group %s: partitions of %s changed (%s -> %d); rejoining", self.group_id, t,
@@ -514,7 +514,7 @@ class GroupCoordinator:
                 return
             elif code in (Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION):
                 self.reset_generation(lost=code != Codes.ILLEGAL_GENERATION)
-                self.consumer._partitions_lost_pending = True
+                self.subscription.mark_lost()
                 self.request_rejoin()
             elif code in _COORDINATOR_ERRORS:
                 self.coordinator_dead(error_name(code))
@@ -585,9 +585,10 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
     server-side assignor.
     """
 
-    def __init__(self, consumer: "AsyncConsumer") -> None:
-        super().__init__(consumer)
-        self.remote_assignor: str | None = consumer.config["group.remote.assignor"]
+    def __init__(self, config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+                 rebalance: RebalanceHandler) -> None:
+        super().__init__(config, cluster, subscription, rebalance)
+        self.remote_assignor: str | None = config["group.remote.assignor"]
         self.member_id = ""
         self.member_epoch = 0
         self.heartbeat_interval = 5.0  # until the broker says
@@ -629,13 +630,12 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         if self._fatal is not None:
             raise self._fatal
         self.rejoin_event.clear()
-        consumer = self.consumer
-        if self._fenced or consumer._partitions_lost_pending:
+        lost = self.subscription.take_lost()
+        if self._fenced or lost:
             self._fenced = False
-            consumer._partitions_lost_pending = False
-            owned = set(consumer._group_assignment)
+            owned = set(self.subscription.assignment)
             if owned:
-                await consumer._lose(owned)
+                await self.rebalance.lose(owned)
             self._owned_version += 1
             self._send_full = True
             self._hb_wake.set()
@@ -679,19 +679,14 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
             return
         if self._target is not None:
             return  # a newer assignment arrived meanwhile: reconcile that one
-        consumer = self.consumer
-        owned = set(consumer._group_assignment)
+        owned = set(self.subscription.assignment)
         revoked = owned - new
         added = new - owned
         if revoked:
-            await consumer._maybe_auto_commit_sync()
-            await consumer._revoke(revoked)
+            await self.rebalance.revoke(revoked, commit=True)
         if revoked or added or not owned:
-            consumer._group_assignment = set(new)
-            consumer._set_assignment(sorted(new))
-            consumer._cluster.add_topics({tp.topic for tp in new})
-            log.info("group %s: member epoch %d, assigned %s", self.group_id, self.member_epoch, sorted(new))
-            await consumer._call_listener("on_partitions_assigned", added)
+            log.info("group %s: member epoch %d", self.group_id, self.member_epoch)
+            await self.rebalance.assign(sorted(new), False)
         self._owned_version += 1  # acknowledge what is owned now
         self._hb_wake.set()
 
@@ -701,7 +696,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
     def _owned_topic_partitions(self) -> list[Any]:
         R = m.ConsumerGroupHeartbeatRequest
         by_topic: dict[str, list[int]] = {}
-        for tp in self.consumer._group_assignment:
+        for tp in self.subscription.assignment:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         out = []
         for topic, parts in sorted(by_topic.items()):
@@ -718,7 +713,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         if version >= 1 and not self.member_id:
             self.member_id = str(uuid.uuid4())  # v1+: the member names itself (v0: the broker does)
         full = self._send_full or self.member_epoch == 0
-        topics = sorted(self.consumer._subscribed_topics())
+        topics = sorted(self.subscription.subscribed_topics())
         names = topics if full or topics != self._subscription_sent else None
         owned_version = self._owned_version
         if self.member_epoch == 0:
@@ -901,8 +896,8 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         self._target = None
 
 
-def make_coordinator(consumer: "AsyncConsumer") -> GroupCoordinator:
+def make_coordinator(config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+                     rebalance: RebalanceHandler) -> GroupCoordinator:
     """The membership implementation group.protocol asks for."""
-    if consumer.config["group.protocol"] == "consumer":
-        return ConsumerProtocolCoordinator(consumer)
-    return GroupCoordinator(consumer)
+    cls = ConsumerProtocolCoordinator if config["group.protocol"] == "consumer" else GroupCoordinator
+    return cls(config, cluster, subscription, rebalance)

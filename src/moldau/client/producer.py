@@ -32,18 +32,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 import threading
 import time
 from time import sleep as _sleep
-from time import time_ns as _time_ns
 from typing import Any, Callable, Iterable, Mapping
 
 from moldau.protocol import messages as m
-from moldau.protocol.records import codec_id, compress, compute_crc, encode_varint
-from moldau.protocol.records.batch import HEADER_STRUCT
-from moldau.protocol.records.crc import crc32c
+from moldau.protocol.records import codec_id, encode_record, seal_batch, set_producer_state
+from moldau.protocol.records.batch import COMPRESSION_MASK, TRANSACTIONAL_FLAG
 
+from . import _send
 from .cluster import Cluster
 from .config import resolve_config
 from .errors import (
@@ -60,7 +58,7 @@ from .errors import (
 )
 from .futures import BatchResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
-from .partitioner import positive_hash as _positive_hash
+from .transactions import ProducerIds, TransactionManager
 from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
@@ -72,8 +70,6 @@ _INIT_PRODUCER_ID = 22
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 16  # varints + attributes of one record, a generous estimate
 _MEMORY_CHUNK = 16384  # buffer.memory first held by a batch (it doubles as the batch grows, up to batch.size)
-_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence at offset 43
-_U32 = struct.Struct(">I")
 
 # Errors after which a batch is sent again (Kafka's retriable produce errors).
 _RETRY_CODES = frozenset({
@@ -98,54 +94,9 @@ def _nbytes(b: Any) -> int:
 
 
 # -- record encoding -----------------------------------------------------------------------------------------
-# A v2 record: length, attributes (0), timestamp delta, offset delta, key length, key, value length, value,
-# header count; all varints zig-zag. Values below 8192 take one or two bytes and come from these tables.
-_VARINT_LIMIT = 8192
-_PV = tuple(encode_varint(n) for n in range(_VARINT_LIMIT))  # non-negative n -> its varint
-_ATTR_TS = tuple(b"\x00" + v for v in _PV)  # attributes byte + timestamp delta
-_OFF_NULL_KEY = tuple(v + b"\x01" for v in _PV)  # offset delta + key length -1 (no key)
-_NO_HEADERS = b"\x00"
+# Records are encoded by the codec (``moldau.protocol.records``): ``encode_record`` here, its varint tables in
+# the fast path (``_send.py``).
 _NEW_RECORD_FUTURE = tuple.__new__
-
-
-def _immutable(b: Any) -> bytes:
-    return b if type(b) is bytes else bytes(b)  # a bytearray/memoryview the caller may change later: copy
-
-
-def _encode_record(parts: list, count: int, ts_delta: int, key: Any, value: Any, headers: Any) -> int:
-    """Append one record's pieces (any sizes, headers as normalized (str, bytes|None) pairs) to ``parts``;
-    returns its size in bytes."""
-    pieces: list[Any] = [b"\x00" + encode_varint(ts_delta), encode_varint(count)]
-    if key is None:
-        pieces.append(b"\x01")
-    else:
-        pieces.append(encode_varint(_nbytes(key)))
-        pieces.append(_immutable(key))
-    if value is None:
-        pieces.append(b"\x01")
-    else:
-        pieces.append(encode_varint(_nbytes(value)))
-        pieces.append(_immutable(value))
-    if headers:
-        pieces.append(encode_varint(len(headers)))
-        for hk, hv in headers:
-            hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-            pieces.append(encode_varint(len(hkb)))
-            pieces.append(hkb)
-            if hv is None:
-                pieces.append(b"\x01")
-            else:
-                pieces.append(encode_varint(_nbytes(hv)))
-                pieces.append(_immutable(hv))
-    else:
-        pieces.append(_NO_HEADERS)
-    length = 0
-    for x in pieces:
-        length += len(x)
-    lb = encode_varint(length)
-    parts.append(lb)
-    parts += pieces
-    return len(lb) + length
 
 
 _HEADER_SPACE = bytes(_BATCH_OVERHEAD)
@@ -197,30 +148,23 @@ class ProducerBatch:
         elif ts > self.max_ts:
             self.max_ts = ts
         assert self.parts is not None
-        self.size += _encode_record(self.parts, count, ts - self.base_ts, key, value, headers)
+        self.size += encode_record(self.parts, count, ts - self.base_ts, key, value, headers)
         self.records = count + 1
         return count
 
     def build(self, codec: int, level: int | None, transactional: bool) -> bytearray:
-        """The wire batch: the pieces joined (compressed when a codec is set), the header written into its
-        first 61 bytes, CRC last. Drops the pieces."""
+        """The wire batch: the pieces joined (the header's space first), sealed by the codec (compressed
+        when a codec is set, header and CRC written). Drops the pieces."""
         parts = self.parts
         assert parts is not None
-        buf = _JOIN(parts)
         self.parts = None
-        if codec:
-            records = compress(codec, memoryview(buf)[_BATCH_OVERHEAD:], level=level)
-            out = bytearray(_BATCH_OVERHEAD)
-            out += records
-            buf = out
-        count = self.records
-        HEADER_STRUCT.pack_into(
-            buf, 0, 0, len(buf) - 12, -1, 2, 0, (codec & 0x07) | (0x10 if transactional else 0),
-            count - 1 if count else 0, self.base_ts, self.max_ts, self.producer_id, self.producer_epoch,
-            self.base_sequence, count)
-        _U32.pack_into(buf, 17, crc32c(memoryview(buf)[21:]))
-        self.built = buf
-        return buf
+        self.built = seal_batch(
+            _JOIN(parts), attributes=codec & COMPRESSION_MASK | (TRANSACTIONAL_FLAG if transactional else 0),
+            records_count=self.records, base_timestamp=self.base_ts, max_timestamp=self.max_ts,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            compression_level=level)
+        return self.built
 
     def __repr__(self) -> str:
         return (f"<ProducerBatch {self.topic}-{self.partition} n={self.records} seq={self.base_sequence} "
@@ -228,12 +172,11 @@ class ProducerBatch:
 
 
 class _PartitionState:
-    __slots__ = ("queue", "in_flight", "next_sequence", "next_order", "retrying")
+    __slots__ = ("queue", "in_flight", "next_order", "retrying")
 
     def __init__(self) -> None:
         self.queue: collections.deque[ProducerBatch] = collections.deque()
         self.in_flight = 0
-        self.next_sequence = 0
         self.next_order = 0
         self.retrying = False  # a batch of this partition failed and waits to be sent again
 
@@ -363,6 +306,15 @@ class _Accumulator:
                 with self.lock:
                     self.memory_waiters -= 1
 
+    def resequence(self) -> None:
+        """A new producer id or epoch: queued batches take new sequences when they are drained."""
+        with self.lock:
+            for parts in self.parts.values():
+                for st in parts.values():
+                    st.retrying = False
+                    for b in st.queue:
+                        b.base_sequence = -1
+
     def release(self, batch: ProducerBatch) -> None:
         """Give a completed batch's memory back (loop thread)."""
         with self.memory_cond:
@@ -445,9 +397,7 @@ class _Sender:
         self.retry_backoff_max = max(self.cfg["retry.backoff.max.ms"] / 1000.0, self.retry_backoff)
         self.node_in_flight: dict[int, int] = collections.defaultdict(int)
         self.event = _Wakeup()
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.need_bump = False
+        self.ids = producer._ids  # id, epoch, sequences (owned by the transaction manager when transactional)
         self.total_in_flight = 0
         self.fatal: BaseException | None = None
         self.running = True
@@ -481,10 +431,10 @@ class _Sender:
                 return None
             return self._drain_and_send(now)
         if self.idempotent:
-            if self.need_bump or self.producer_id < 0:
+            if self.ids.need_bump or self.ids.producer_id < 0:
                 if self.total_in_flight:
                     return None  # wait for in-flight requests to come back first
-                await self._init_producer_id(bump=self.producer_id >= 0)
+                await self._init_producer_id(bump=self.ids.producer_id >= 0)
                 return 0
         return self._drain_and_send(now)
 
@@ -498,7 +448,7 @@ class _Sender:
                         expired.append(q.popleft())
         for b in expired:
             if b.base_sequence >= 0 and b.attempts > 0:
-                self.need_bump = True  # outcome unknown: the broker's sequence state may be ahead of ours
+                self.ids.need_bump = True  # outcome unknown: the broker's sequence state may be ahead of ours
             self._fail(b, KafkaTimeoutError(
                 f"{b.records} record(s) for {b.topic}-{b.partition} expired: not delivered within "
                 f"delivery.timeout.ms ({self.delivery_timeout * 1000:.0f} ms)"
@@ -594,26 +544,20 @@ class _Sender:
         if b.built is None:
             if self.idempotent:
                 # first send: stamp the producer fields before the CRC is computed (no patching later)
-                st = self.acc.state(b.topic, b.partition)
-                b.producer_id = self.producer_id
-                b.producer_epoch = self.producer_epoch
-                b.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
+                ids = self.ids
+                b.producer_id = ids.producer_id
+                b.producer_epoch = ids.producer_epoch
+                b.base_sequence = ids.next_sequence(b.topic, b.partition, b.records)
             return b.build(self.acc.codec, self.acc.level, self.txn is not None)
         data = b.built
         if self.idempotent:
-            if (
-                b.producer_id != self.producer_id
-                or b.producer_epoch != self.producer_epoch
-                or b.base_sequence < 0
-            ):
-                st = self.acc.state(b.topic, b.partition)
-                b.producer_id = self.producer_id
-                b.producer_epoch = self.producer_epoch
-                b.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + b.records) & 0x7FFFFFFF
-                _PRODUCER_FIELDS.pack_into(data, 43, b.producer_id, b.producer_epoch, b.base_sequence)
-                _U32.pack_into(data, 17, compute_crc(data, 0, len(data)))
+            ids = self.ids
+            stale = b.producer_id != ids.producer_id or b.producer_epoch != ids.producer_epoch
+            if stale or b.base_sequence < 0:
+                b.producer_id = ids.producer_id
+                b.producer_epoch = ids.producer_epoch
+                b.base_sequence = ids.next_sequence(b.topic, b.partition, b.records)
+                set_producer_state(data, 0, b.producer_id, b.producer_epoch, b.base_sequence)
         return data
 
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
@@ -706,26 +650,26 @@ class _Sender:
                     b.partition,
                     b.base_sequence,
                 )
-                self.need_bump = True
+                self.ids.need_bump = True
             self._retry(b, broker_error(code, msg), code, force=True)
             return
         if self.idempotent and code in (Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING,
                                         Codes.INVALID_PRODUCER_EPOCH):
-            self.need_bump = True
+            self.ids.need_bump = True
             self._retry(b, broker_error(code, msg), code, force=True)
             return
         if code in _RETRY_CODES:
             self._retry(b, broker_error(code, msg), code)
             return
         if self.idempotent and b.base_sequence >= 0:
-            self.need_bump = True  # the batches after this one carry sequences the broker will not accept
+            self.ids.need_bump = True  # the batches after this one carry sequences the broker will not accept
         self._fail(b, broker_error(code, msg))
 
     def _retry(self, b: ProducerBatch, exc: BaseException, code: int | None, force: bool = False) -> None:
         now = time.monotonic()
         if not force and (b.attempts >= self.retries or now - b.created >= self.delivery_timeout):
             if self.idempotent and b.base_sequence >= 0:
-                self.need_bump = True
+                self.ids.need_bump = True
             self._fail(b, exc)
             return
         if now - b.created >= self.delivery_timeout:
@@ -764,8 +708,8 @@ class _Sender:
                 req = m.InitProducerIdRequest.new(
                     transactional_id=None,
                     transaction_timeout_ms=-1,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
+                    producer_id=self.ids.producer_id,
+                    producer_epoch=self.ids.producer_epoch,
                 )
             else:
                 req = m.InitProducerIdRequest.new(transactional_id=None, transaction_timeout_ms=-1)
@@ -789,8 +733,7 @@ class _Sender:
                 return
             if bump and resp.error_code in (Codes.INVALID_PRODUCER_EPOCH, Codes.PRODUCER_FENCED,
                                             Codes.UNKNOWN_PRODUCER_ID, Codes.INVALID_PRODUCER_ID_MAPPING):
-                self.producer_id = -1  # start over with a new producer id
-                self.need_bump = False
+                self.ids.forget()  # start over with a new producer id
                 return
             err = broker_error(resp.error_code, "InitProducerId")
             log.error("producer: InitProducerId failed: %s", err)
@@ -798,17 +741,9 @@ class _Sender:
             await asyncio.sleep(self.retry_backoff)
             return
         log.debug("producer: producer id %d epoch %d (was %d/%d)", resp.producer_id, resp.producer_epoch,
-                  self.producer_id, self.producer_epoch)
-        self.producer_id = resp.producer_id
-        self.producer_epoch = resp.producer_epoch
-        self.need_bump = False
-        with self.acc.lock:
-            for parts in self.acc.parts.values():
-                for st in parts.values():
-                    st.next_sequence = 0
-                    st.retrying = False
-                    for b in st.queue:
-                        b.base_sequence = -1  # re-sequenced when drained
+                  self.ids.producer_id, self.ids.producer_epoch)
+        self.ids.reset(resp.producer_id, resp.producer_epoch)
+        self.acc.resequence()
 
     def _fail_all(self, exc: BaseException) -> None:
         batches: list[ProducerBatch] = []
@@ -863,11 +798,10 @@ class AsyncProducer:
         self._sender_task: asyncio.Task | None = None
         self._started = False
         self._closed = False
-        self._txn: Any = None
+        self._txn: TransactionManager | None = None
         if c["transactional.id"] is not None:
-            from .transactions import TransactionManager
-
-            self._txn = TransactionManager(self)
+            self._txn = TransactionManager(c, self._cluster, _TransactionHooks(self))
+        self._ids = self._txn.ids if self._txn is not None else ProducerIds()
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -978,8 +912,10 @@ class AsyncProducer:
             return st[0]
         return self._partitioner.partition(topic, None, n, self._cluster.available_partitions(topic))
 
-    # send() and send_blocking() are generated from _SEND_TEMPLATE (below the class): the fast path inline,
-    # then the general path (_send_general / _send_general_blocking).
+    # send() and send_blocking() are generated by tools/gen_hot_paths.py (``_send.py``): the fast path
+    # inline, then the general path (_send_general / _send_general_blocking).
+    send = _send.send
+    send_blocking = _send.send_blocking
 
     def _share_lock(self) -> threading.Lock:
         """The accumulator's lock for send_blocking's fast path. Called from a thread other than the loop's
@@ -1143,7 +1079,7 @@ class AsyncProducer:
         return sorted(t.partitions)
 
     # -- transactions (moldau.client.transactions) ----------------------------------------------------
-    def _transactions(self) -> Any:
+    def _transactions(self) -> TransactionManager:
         if self._txn is None:
             raise IllegalStateError("not a transactional producer: set transactional.id")
         return self._txn
@@ -1171,178 +1107,47 @@ class AsyncProducer:
     @property
     def producer_id(self) -> tuple[int, int]:
         """(producer id, epoch) of the idempotent producer; (-1, -1) before the first send."""
-        s = self._sender
-        return (s.producer_id, s.producer_epoch) if s else (-1, -1)
+        return self._ids.producer_id, self._ids.producer_epoch
 
 
-class _Slow(Exception):
-    """Internal: the record leaves the fast path for the general one."""
+class _TransactionHooks:
+    """The producer's side of the transaction manager (``ProducerHooks``)."""
 
+    __slots__ = ("_producer",)
 
-# The fast path, inline in both entry points (one Python call per record): a record with a bytes or None key
-# and value, no headers, no serializers/custom partitioner/transaction, whose partition already has an open
-# batch with room is encoded into it (table lookups for the varints) under the accumulator's lock; anything
-# else (and every first record of a batch) goes to the general path.
-_SEND_TEMPLATE = """
-{async_}def {name}(self, topic, value=None, key=None, partition=None, timestamp=None, headers=None{params}):
-    if headers is None and self._simple and not self._closed:
-        try:
-            if value is None:
-                vb = b"\\x01"
-                vlen = 0
-            elif type(value) is bytes:
-                vlen = len(value)
-                if vlen >= 8000:
-                    raise _Slow
-                vb = _PV[vlen]
-            else:
-                raise _Slow
-            if timestamp is None:
-                timestamp = _time_ns() // 1_000_000
-            if key is None and partition is None:
-                ent = self._keyless.get(topic)
-                if ent is None:
-                    raise _Slow
-                b, limit, _start = ent
-                {lock_get}
-                try:
-                    if b.closed:
-                        raise _Slow
-                    size = b.size
-                    count = b.records
-                    d = timestamp - b.base_ts
-                    if size + vlen + 16 > limit or count >= 8192 or not 0 <= d < 8192:
-                        raise _Slow
-                    if timestamp > b.max_ts:
-                        b.max_ts = timestamp
-                    tsb = _ATTR_TS[d]
-                    ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
-                    lb = _PV[length]
-                    if vlen:
-                        b.parts += (lb, tsb, ob, vb, value, b"\\x00")
-                    else:
-                        b.parts += (lb, tsb, ob, vb, b"\\x00")
-                    b.size = size + len(lb) + length
-                    b.records = count + 1
-                    fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
-                finally:
-                    {lock_release}
-                return fut
-            if key is None:
-                klen = 0
-            elif type(key) is bytes:
-                klen = len(key)
-                if vlen + klen >= 8000:
-                    raise _Slow
-            else:
-                raise _Slow
-            t = self._topics.get(topic)
-            if t is None:
-                raise _Slow
-            n = len(t.partitions)
-            if partition is None:
-                if self._ignore_keys or not n:
-                    raise _Slow
-                partition = _positive_hash(key) % n
-            elif not 0 <= partition < n:
-                raise _Slow
-            parts = self._parts.get(topic)
-            if parts is None:
-                raise _Slow
-            st = parts.get(partition)
-            if st is None:
-                raise _Slow
-            q = st.queue
-            {lock_get}
-            try:
-                if not q:
-                    raise _Slow
-                b = q[-1]
-                if b.closed:
-                    raise _Slow
-                size = b.size
-                count = b.records
-                d = timestamp - b.base_ts
-                if size + vlen + klen + 16 > b.limit or count >= 8192 or not 0 <= d < 8192:
-                    raise _Slow
-                if timestamp > b.max_ts:
-                    b.max_ts = timestamp
-                tsb = _ATTR_TS[d]
-                parts = b.parts
-                if key is None:
-                    ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
-                    lb = _PV[length]
-                    parts += (lb, tsb, ob)
-                else:
-                    ob = _PV[count]
-                    kb = _PV[klen]
-                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
-                    lb = _PV[length]
-                    if klen:
-                        parts += (lb, tsb, ob, kb, key)
-                    else:
-                        parts += (lb, tsb, ob, kb)
-                if vlen:
-                    parts += (vb, value, b"\\x00")
-                else:
-                    parts += (vb, b"\\x00")
-                b.size = size + len(lb) + length
-                b.records = count + 1
-                fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
-            finally:
-                {lock_release}
-            return fut
-        except _Slow:
-            pass
-    return {await_}self.{general}(topic, value, key, partition, timestamp, headers{args})
-"""
+    def __init__(self, producer: AsyncProducer) -> None:
+        self._producer = producer
 
+    def check_started(self) -> None:
+        if self._producer._sender is None:
+            raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
 
-def _compile_send(name: str, doc: str, *, is_async: bool) -> Callable[..., Any]:
-    if is_async:  # on the loop: the lock only once another thread appends too (see _share_lock)
-        lock_get = "lock = self._lock\n{i}if lock is not None:\n{i}    lock.acquire()"
-        lock_release = "if lock is not None:\n{i}    lock.release()"
-    else:
-        lock_get = ("lock = self._lock\n{i}if lock is None:\n{i}    lock = self._share_lock()\n"
-                    "{i}lock.acquire()")
-        lock_release = "lock.release()"
-    # the same snippets at two indentations: the keyless branch (16 spaces), the keyed one (12)
-    source = _SEND_TEMPLATE.replace("{lock_get}", "{lock_get_16}", 1)
-    source = source.replace("{lock_get}", "{lock_get_12}", 1)
-    source = source.replace("{lock_release}", "{lock_release_20}", 1)
-    source = source.replace("{lock_release}", "{lock_release_16}", 1)
-    source = source.format(
-        async_="async " if is_async else "", await_="await " if is_async else "", name=name,
-        params="" if is_async else ", block=None", args="" if is_async else ", block",
-        general="_send_general" if is_async else "_send_general_blocking",
-        lock_get_16=lock_get.format(i=" " * 16), lock_get_12=lock_get.format(i=" " * 12),
-        lock_release_20=lock_release.format(i=" " * 20), lock_release_16=lock_release.format(i=" " * 16))
-    ns: dict[str, Any] = {"_Slow": _Slow, "_PV": _PV, "_ATTR_TS": _ATTR_TS, "_OFF_NULL_KEY": _OFF_NULL_KEY,
-                          "_NEW_RECORD_FUTURE": _NEW_RECORD_FUTURE, "RecordFuture": RecordFuture,
-                          "_time_ns": _time_ns, "_positive_hash": _positive_hash}
-    exec(compile(source, f"<moldau producer {name}>", "exec"), ns)
-    fn = ns[name]
-    fn.__doc__ = doc
-    fn.__qualname__ = f"AsyncProducer.{name}"
-    fn.__module__ = __name__
-    return fn  # type: ignore[no-any-return]
+    async def flush(self, timeout: float | None = None) -> None:
+        await self._producer.flush(timeout)
 
+    def queued_partitions(self) -> list[tuple[str, int]]:
+        acc = self._producer._acc
+        with acc.lock:
+            return [(t, p) for t, parts in acc.parts.items() for p, st in parts.items() if st.queue]
 
-AsyncProducer.send = _compile_send(  # type: ignore[method-assign]
-    "send", """Queue one record; returns its future (await it, or call .result()). Waits for metadata and for
-        buffer space up to max.block.ms.
+    def fail_unsent(self, exc: BaseException) -> bool:
+        acc = self._producer._acc
+        batches: list[ProducerBatch] = []
+        with acc.lock:
+            for parts in acc.parts.values():
+                for st in parts.values():
+                    keep = [b for b in st.queue if b.in_flight]
+                    batches.extend(b for b in st.queue if not b.in_flight)
+                    st.queue.clear()
+                    st.queue.extend(keep)
+        sender = self._producer._sender
+        assert sender is not None  # a transaction is open or aborting: the producer was started
+        for b in batches:
+            sender._fail(b, exc)
+        return any(b.base_sequence >= 0 for b in batches)
 
-        ``async def send(topic, value=None, key=None, partition=None, timestamp=None, headers=None)
-        -> RecordFuture``""", is_async=True)
-AsyncProducer.send_blocking = _compile_send(  # type: ignore[method-assign]
-    "send_blocking", """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms
-        for metadata or buffer space; ``block=False`` raises instead (``block=None``: block unless called on
-        the producer's own loop thread).
-
-        ``def send_blocking(topic, value=None, key=None, partition=None, timestamp=None, headers=None,
-        block=None) -> RecordFuture``""", is_async=False)
+    def resequence(self) -> None:
+        self._producer._acc.resequence()
 
 
 def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:

@@ -38,10 +38,11 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from moldau.protocol import messages as m
 
+from .cluster import Cluster
 from .errors import (
     ClientError,
     Codes,
@@ -51,13 +52,10 @@ from .errors import (
     broker_error,
 )
 
-if TYPE_CHECKING:
-    from .producer import AsyncProducer
-
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerGroupMetadata", "TransactionAbortedError", "TransactionManager", "TransactionState",
-           "group_metadata_of"]
+__all__ = ["ConsumerGroupMetadata", "ProducerHooks", "ProducerIds", "TransactionAbortedError",
+           "TransactionManager", "TransactionState", "group_metadata_of"]
 
 _FIND_COORDINATOR = 10
 _INIT_PRODUCER_ID = 22
@@ -123,15 +121,74 @@ def group_metadata_of(group: Any) -> ConsumerGroupMetadata:
             "send_offsets_to_transaction needs a group id, a ConsumerGroupMetadata or a consumer "
             "with a group.id"
         )
-    return meta()  # type: ignore[no-any-return]
+    result = meta()
+    if not isinstance(result, ConsumerGroupMetadata):
+        raise ValueError(f"consumer_group_metadata() of {group!r} is not a ConsumerGroupMetadata: {result!r}")
+    return result
+
+
+class ProducerIds:
+    """An idempotent producer's identity: its producer id and epoch, and the next sequence number of each
+    partition it writes (Kafka's ProducerIdAndEpoch and the TransactionManager's sequence bookkeeping). The
+    producer's sender asks it for the sequence of every batch it sends for the first time; a new id or epoch
+    restarts every partition at 0. Loop thread only."""
+
+    __slots__ = ("producer_id", "producer_epoch", "need_bump", "_next")
+
+    def __init__(self) -> None:
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.need_bump = False  # the broker's sequence state may differ from ours: bump the epoch first
+        self._next: dict[tuple[str, int], int] = {}
+
+    def next_sequence(self, topic: str, partition: int, records: int) -> int:
+        """The base sequence of the next batch (of ``records`` records) of the partition; reserves them."""
+        key = (topic, partition)
+        base = self._next.get(key, 0)
+        self._next[key] = (base + records) & 0x7FFFFFFF
+        return base
+
+    def reset(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id or epoch: every partition's sequence restarts at 0."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.need_bump = False
+        self._next.clear()
+
+    def forget(self) -> None:
+        """Drop the producer id (the broker refused to bump its epoch): the next InitProducerId gets a new
+        one."""
+        self.producer_id = -1
+        self.need_bump = False
+
+
+class ProducerHooks(Protocol):
+    """What the transaction manager asks of its producer."""
+
+    def check_started(self) -> None:
+        """Raise IllegalStateError when the producer is not started."""
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every queued record was sent and answered."""
+
+    def queued_partitions(self) -> list[tuple[str, int]]:
+        """The partitions that have batches waiting to be sent."""
+
+    def fail_unsent(self, exc: BaseException) -> bool:
+        """Fail every batch not in flight with ``exc``; True when one of them had a sequence number."""
+
+    def resequence(self) -> None:
+        """After a new producer id or epoch: the batches not yet acknowledged take new sequences."""
 
 
 class TransactionManager:
-    """One per transactional producer; runs on the producer's event loop."""
+    """One per transactional producer; runs on the producer's event loop. Owns the producer's ``ProducerIds``
+    (InitProducerId is the manager's to send) and asks the producer only through ``ProducerHooks``."""
 
-    def __init__(self, producer: AsyncProducer) -> None:
+    def __init__(self, cfg: Mapping[str, Any], cluster: Cluster, producer: ProducerHooks) -> None:
         self.p = producer
-        cfg = producer.config
+        self.cluster = cluster
+        self.ids = ProducerIds()
         self.transactional_id: str = cfg["transactional.id"]
         self.timeout_ms: int = int(cfg["transaction.timeout.ms"])
         self.retry_backoff = cfg["retry.backoff.ms"] / 1000.0
@@ -145,13 +202,6 @@ class TransactionManager:
         self._op_lock = asyncio.Lock()
 
     # ------------------------------------------------------------------------------------------- helpers
-    @property
-    def _sender(self) -> Any:
-        s = self.p._sender
-        if s is None:
-            raise IllegalStateError("producer not started: use 'await producer.start()' or 'async with'")
-        return s
-
     def _fatal(self, exc: BaseException) -> BaseException:
         self.state = TransactionState.FATAL_ERROR
         self.error = exc
@@ -173,9 +223,9 @@ class TransactionManager:
                                 "call begin_transaction() first")
 
     async def _find_coordinator(self, deadline: float) -> int:
-        if self.coordinator is not None and self.coordinator in self.p._cluster.brokers:
+        if self.coordinator is not None and self.coordinator in self.cluster.brokers:
             return self.coordinator
-        cluster = self.p._cluster
+        cluster = self.cluster
         last: BaseException | None = None
         while time.monotonic() < deadline:
             try:
@@ -202,7 +252,7 @@ class TransactionManager:
         while True:
             node = await self._find_coordinator(deadline)
             try:
-                conn = await self.p._cluster.connection(node)
+                conn = await self.cluster.connection(node)
                 version = conn.api_version(api_key)
                 resp = await conn.send(api_key, make(version))
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -234,7 +284,8 @@ class TransactionManager:
             self.state = TransactionState.READY
 
     async def _init_producer_id(self, deadline: float, *, bump: bool) -> None:
-        s = self._sender
+        self.p.check_started()
+        s = self.ids
 
         def make(version: int) -> Any:
             if bump and version >= 3:
@@ -256,18 +307,9 @@ class TransactionManager:
             resp.producer_id,
             resp.producer_epoch,
         )
-        s.producer_id = resp.producer_id
-        s.producer_epoch = resp.producer_epoch
-        s.need_bump = False
+        s.reset(resp.producer_id, resp.producer_epoch)
         self.need_epoch_bump = False
-        acc = self.p._acc
-        with acc.lock:
-            for parts in acc.parts.values():
-                for st in parts.values():
-                    st.next_sequence = 0
-                    st.retrying = False
-                    for b in st.queue:
-                        b.base_sequence = -1
+        self.p.resequence()
 
     def begin_transaction(self) -> None:
         self._check_not_fatal()
@@ -291,7 +333,7 @@ class TransactionManager:
             raise IllegalStateError(f"send_offsets_to_transaction() in state {self.state.value}")
         meta = group_metadata_of(group)
         deadline = self._deadline(timeout)
-        s = self._sender
+        s = self.ids
         async with self._op_lock:
             resp = await self._coordinator_call(
                 _ADD_OFFSETS,
@@ -311,7 +353,7 @@ class TransactionManager:
 
     async def _txn_offset_commit(self, offsets: Mapping[Any, Any], meta: ConsumerGroupMetadata,
                                  deadline: float) -> None:
-        s = self._sender
+        s = self.ids
         R = m.TxnOffsetCommitRequest
         by_topic: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
@@ -335,7 +377,7 @@ class TransactionManager:
             group_instance_id=meta.group_instance_id,
             topics=[R.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        cluster = self.p._cluster
+        cluster = self.cluster
         group_node: int | None = None
         while True:
             try:
@@ -403,11 +445,11 @@ class TransactionManager:
                 raise
             self._check_not_fatal()
             await self._end(False, deadline)
-            if self.need_epoch_bump or self._sender.need_bump:
+            if self.need_epoch_bump or self.ids.need_bump:
                 await self._init_producer_id(deadline, bump=True)
 
     async def _end(self, commit: bool, deadline: float) -> None:
-        s = self._sender
+        s = self.ids
         if self.added or self.offsets_added:
             resp = await self._coordinator_call(
                 _END_TXN,
@@ -429,26 +471,14 @@ class TransactionManager:
         self.state = TransactionState.READY
 
     def _fail_queued(self, exc: BaseException) -> None:
-        s = self._sender
-        acc = self.p._acc
-        batches = []
-        with acc.lock:
-            for parts in acc.parts.values():
-                for st in parts.values():
-                    keep = [b for b in st.queue if b.in_flight]
-                    batches.extend(b for b in st.queue if not b.in_flight)
-                    st.queue.clear()
-                    st.queue.extend(keep)
-        for b in batches:
-            if b.base_sequence >= 0:
-                self.need_epoch_bump = True  # sequences were assigned and will never reach the broker
-            s._fail(b, exc)
+        if self.p.fail_unsent(exc):
+            self.need_epoch_bump = True  # sequences were assigned and will never reach the broker
 
     # ------------------------------------------------------------------------------------------- sender hooks
     async def before_send(self) -> bool:
         """Called by the sender before it drains: False when nothing may be sent now. Adds the partitions
         that have queued batches to the open transaction (AddPartitionsToTxn) first."""
-        s = self._sender
+        s = self.ids
         if s.producer_id < 0 or self.state == TransactionState.FATAL_ERROR:
             return False
         if s.need_bump:
@@ -459,10 +489,7 @@ class TransactionManager:
         if self.state in (TransactionState.ABORTABLE_ERROR,):
             self._fail_queued(self.error or TransactionAbortedError("transaction is being aborted"))
             return False
-        acc = self.p._acc
-        with acc.lock:
-            wanted = [(t, p) for t, parts in acc.parts.items() for p, st in parts.items()
-                      if st.queue and (t, p) not in self.added]
+        wanted = [tp for tp in self.p.queued_partitions() if tp not in self.added]
         if not wanted:
             return True
         if self.state not in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING):
@@ -471,7 +498,7 @@ class TransactionManager:
         return True
 
     async def _add_partitions(self, parts: list[tuple[str, int]]) -> None:
-        s = self._sender
+        s = self.ids
         by_topic: dict[str, list[int]] = {}
         for t, p in parts:
             by_topic.setdefault(t, []).append(p)

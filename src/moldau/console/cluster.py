@@ -384,7 +384,7 @@ class ClusterView:
         ends = await self.end_offsets(tps)
         rows = []
         for tp in tps:
-            mem = owner.get(tp)
+            owner_of = owner.get(tp)
             c = committed.get(tp)
             rows.append(
                 GroupLag(
@@ -392,8 +392,8 @@ class ClusterView:
                     tp.partition,
                     c.offset if c is not None else None,
                     ends.get(tp, -1),
-                    mem.member_id if mem else None,
-                    mem.client_id if mem else None,
+                    owner_of.member_id if owner_of else None,
+                    owner_of.client_id if owner_of else None,
                 )
             )
         return GroupView(desc, rows)

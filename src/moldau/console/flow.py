@@ -78,10 +78,10 @@ async def build_flow(view: ClusterView, sampler: Sampler) -> Graph:
     except CLUSTER_ERRORS as e:
         txns = []
         g.errors.append(f"transactions: {e}")
-    names = {t.producer_id: t.transactional_id for t in txns}
-    for t in txns:
-        for topic, _p in t.partitions or []:
-            writers.setdefault(f"txn:{t.transactional_id}", set()).add(topic)
+    names = {txn.producer_id: txn.transactional_id for txn in txns}
+    for txn in txns:
+        for topic, _p in txn.partitions or []:
+            writers.setdefault(f"txn:{txn.transactional_id}", set()).add(topic)
     try:
         leaders = snap.leaders()
         for s in await extra.producers(view.admin, leaders):

@@ -594,22 +594,18 @@ class Console:
         users: list[extra.ScramUser] = []
         quotas: list[tuple[str, dict[str, float]]] = []
         errors: dict[str, str] = {}
-        for key, call in (
-            ("acls", extra.describe_acls),
-            ("users", extra.scram_users),
-            ("quotas", extra.client_quotas),
-        ):
-            try:
-                val = await call(self.view.admin)
-            except CLUSTER_ERRORS as e:
-                errors[key] = str(e)
-                continue
-            if key == "acls":
-                acls = val
-            elif key == "users":
-                users = val
-            else:
-                quotas = val
+        try:
+            acls = await extra.describe_acls(self.view.admin)
+        except CLUSTER_ERRORS as e:
+            errors["acls"] = str(e)
+        try:
+            users = await extra.scram_users(self.view.admin)
+        except CLUSTER_ERRORS as e:
+            errors["users"] = str(e)
+        try:
+            quotas = await extra.client_quotas(self.view.admin)
+        except CLUSTER_ERRORS as e:
+            errors["quotas"] = str(e)
         apage = paginate(
             request,
             acls,

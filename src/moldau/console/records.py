@@ -19,7 +19,7 @@ import binascii
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,7 +315,10 @@ async def browse(
             begin = {tp: min(max(req.offset, starts[tp]), ends[tp]) for tp in tps}
         elif req.mode == "timestamp":
             found = await c.offsets_for_times({tp: req.timestamp_ms for tp in tps})
-            begin = {tp: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
+            begin = {}
+            for tp in tps:
+                hit = found.get(tp)
+                begin[tp] = hit.offset if hit is not None else ends[tp]
         else:  # newest: the last `limit` records of each partition (more when a filter is set: scan back)
             back = req.limit if not req.filter.active else req.scan_limit
             begin = {tp: max(ends[tp] - max(back, 1), starts[tp]) for tp in tps}
@@ -362,7 +365,7 @@ async def browse(
 
 async def tail(
     consumer_conf: dict[str, Any], topic: str, partitions: list[int], flt: RecordFilter
-) -> AsyncIterator[list[ConsumerRecord] | None]:
+) -> AsyncGenerator[list[ConsumerRecord] | None, None]:
     """Yields None once positioned at the end of every partition, then batches of new matching records
     (possibly empty, about every second, so the caller can notice a closed client)."""
     tps = [TopicPartition(topic, p) for p in partitions]

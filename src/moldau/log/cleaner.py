@@ -95,16 +95,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 from crc32c import crc32c
 
-from ._batch import (
-    ATTR_COMPRESSION_MASK,
-    ATTR_CONTROL,
-    ATTR_DELETE_HORIZON,
-    ATTR_LOG_APPEND_TIME,
-    ATTR_TRANSACTIONAL,
+from moldau.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_ABORT,
     CONTROL_COMMIT,
-    CRC_OFFSET,
+    CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
     F_ATTRIBUTES,
     F_BASE_OFFSET,
     F_BASE_SEQUENCE,
@@ -118,13 +114,17 @@ from ._batch import (
     F_PRODUCER_EPOCH,
     F_PRODUCER_ID,
     F_RECORDS_COUNT,
-    HEADER,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
-    U32,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
     control_type,
+    encode_record,
+    seal_batch,
 )
+
 from .checkpoint import (
     CorruptCheckpointError,
     fsync_dir,
@@ -186,7 +186,7 @@ __all__ = [
     "LogCleaner",
     "CleanerStats",
     "CLEANER_OFFSET_CHECKPOINT",
-    "ATTR_DELETE_HORIZON",
+    "DELETE_HORIZON_FLAG",
     "recover_interrupted_swaps",
     "cleaned_path",
     "commit_cleaned",
@@ -330,7 +330,7 @@ def _iter_batches(
     pos = 0
     buf = b""
     buf_pos = 0
-    unpack = HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
     while pos < size:
         if size - pos < HEADER_SIZE:
             raise _BadBatch(f"truncated batch header at position {pos}")
@@ -371,81 +371,47 @@ def _map_key(key: bytes) -> bytes:
 
 def _encode_records(records: Sequence[Any], base_offset: int, base_ts: int) -> bytearray:
     """The records section of a v2 batch for ``records`` (decoded ``Record``s) with their own offsets."""
-    from moldau.protocol.records import encode_varint as vi
-
-    out = bytearray()
+    pieces: list[bytes] = []
     for r in records:
-        body = bytearray(b"\x00")
-        body += vi(r.timestamp - base_ts)
-        body += vi(r.offset - base_offset)
-        if r.key is None:
-            body += b"\x01"
-        else:
-            body += vi(len(r.key))
-            body += r.key
-        if r.value is None:
-            body += b"\x01"
-        else:
-            body += vi(len(r.value))
-            body += r.value
-        body += vi(len(r.headers))
-        for hk, hv in r.headers:
-            hkb = hk.encode("utf-8")
-            body += vi(len(hkb))
-            body += hkb
-            if hv is None:
-                body += b"\x01"
-            else:
-                body += vi(len(hv))
-                body += hv
-        out += vi(len(body))
-        out += body
-    return out
+        encode_record(pieces, r.offset - base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+    return bytearray(b"".join(pieces))
 
 
 def _pack_batch(
     f: tuple, attrs: int, base_ts: int, max_ts: int, count: int, records: bytes | bytearray
 ) -> bytes:
-    buf = bytearray(HEADER_SIZE)
-    buf += records
-    HEADER.pack_into(
-        buf, 0,
-        f[F_BASE_OFFSET], len(buf) - LOG_OVERHEAD, f[F_LEADER_EPOCH], 2, 0, attrs, f[F_LAST_OFFSET_DELTA],
-        base_ts, max_ts, f[F_PRODUCER_ID], f[F_PRODUCER_EPOCH], f[F_BASE_SEQUENCE], count,
-    )
-    U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    return bytes(buf)
+    """Batch ``f``'s header fields around ``records`` (uncompressed; the codec of ``attrs`` applies)."""
+    return bytes(seal_batch(
+        bytearray(HEADER_SIZE) + records, attributes=attrs, records_count=count, base_timestamp=base_ts,
+        max_timestamp=max_ts, last_offset_delta=f[F_LAST_OFFSET_DELTA], base_offset=f[F_BASE_OFFSET],
+        partition_leader_epoch=f[F_LEADER_EPOCH], producer_id=f[F_PRODUCER_ID],
+        producer_epoch=f[F_PRODUCER_EPOCH], base_sequence=f[F_BASE_SEQUENCE]))
 
 
 def rebuild_batch(f: tuple, records: Sequence[Any], horizon: int | None) -> bytes:
     """Re-batch the retained ``records`` of the batch with header ``f`` (Kafka's buildRetainedRecordsInto):
     same base offset, last offset delta, producer fields, leader epoch, flags and codec; ``horizon`` (ms) sets
     the delete-horizon flag and becomes the base timestamp (None: keep the batch's horizon if it has one)."""
-    from moldau.protocol.records import compress
-
     attrs = f[F_ATTRIBUTES]
     if horizon is not None:
-        attrs |= ATTR_DELETE_HORIZON
+        attrs |= DELETE_HORIZON_FLAG
         base_ts = horizon
-    elif attrs & ATTR_DELETE_HORIZON:
+    elif attrs & DELETE_HORIZON_FLAG:
         base_ts = f[F_BASE_TIMESTAMP]
     else:
         base_ts = records[0].timestamp
-    if attrs & ATTR_LOG_APPEND_TIME:
+    if attrs & TIMESTAMP_TYPE_FLAG:
         max_ts = f[F_MAX_TIMESTAMP]
     else:
         max_ts = max(r.timestamp for r in records)
-    body: bytes | bytearray = _encode_records(records, f[F_BASE_OFFSET], base_ts)
-    codec = attrs & ATTR_COMPRESSION_MASK
-    if codec:
-        body = compress(codec, body)
+    body = _encode_records(records, f[F_BASE_OFFSET], base_ts)
     return _pack_batch(f, attrs, base_ts, max_ts, len(records), body)
 
 
 def empty_batch(f: tuple) -> bytes:
     """Kafka's writeEmptyHeader: the header of batch ``f`` with no records (uncompressed, no horizon), kept to
     preserve the producer's last sequence."""
-    attrs = f[F_ATTRIBUTES] & (ATTR_LOG_APPEND_TIME | ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    attrs = f[F_ATTRIBUTES] & (TIMESTAMP_TYPE_FLAG | TRANSACTIONAL_FLAG | CONTROL_FLAG)
     ts = f[F_MAX_TIMESTAMP]
     return _pack_batch(f, attrs, ts, ts, 0, b"")
 
@@ -590,9 +556,9 @@ def _build_offset_map(task: _Task, stats: CleanerStats) -> tuple[dict[bytes, int
         for _pos, f, view in _iter_batches(s.fd, s.size):
             _check_cancel(task)
             attrs = f[F_ATTRIBUTES]
-            if attrs & ATTR_CONTROL:
+            if attrs & CONTROL_FLAG:
                 continue
-            if attrs & ATTR_TRANSACTIONAL and txn.is_aborted(f[F_PRODUCER_ID], f[F_BASE_OFFSET]):
+            if attrs & TRANSACTIONAL_FLAG and txn.is_aborted(f[F_PRODUCER_ID], f[F_BASE_OFFSET]):
                 continue
             if f[F_RECORDS_COUNT] == 0:
                 continue
@@ -719,8 +685,8 @@ def _clean_group(
                 stats.bytes_read += len(view)
                 attrs = f[F_ATTRIBUTES]
                 pid = f[F_PRODUCER_ID]
-                is_control = bool(attrs & ATTR_CONTROL)
-                batch_horizon = f[F_BASE_TIMESTAMP] if attrs & ATTR_DELETE_HORIZON else None
+                is_control = bool(attrs & CONTROL_FLAG)
+                batch_horizon = f[F_BASE_TIMESTAMP] if attrs & DELETE_HORIZON_FLAG else None
                 # ---- batch retention (Kafka's checkBatchRetention)
                 marker_may_go = False
                 if is_control:
@@ -730,7 +696,7 @@ def _clean_group(
                         kept_aborted.append(keep_entry)
                     marker_may_go = can_discard
                     discard = can_discard and batch_horizon is not None and batch_horizon <= now
-                elif attrs & ATTR_TRANSACTIONAL:
+                elif attrs & TRANSACTIONAL_FLAG:
                     discard = txn.on_data(f)
                 else:
                     discard = False
@@ -797,7 +763,7 @@ def _clean_group(
                         horizon = new_horizon if tombstones and batch_horizon is None else None
                         out = rebuild_batch(f, kept, horizon)
                         out_horizon = horizon if horizon is not None else batch_horizon
-                        w.add(out, f, HEADER.unpack_from(out, 0)[F_MAX_TIMESTAMP])
+                        w.add(out, f, HEADER_STRUCT.unpack_from(out, 0)[F_MAX_TIMESTAMP])
                     if tombstones and out_horizon is not None:
                         _note_horizon(stats, out_horizon)
                 elif last_of_producer:  # RETAIN_EMPTY

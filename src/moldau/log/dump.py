@@ -22,19 +22,20 @@ from typing import Any, Iterator, TextIO
 
 from crc32c import crc32c
 
-from . import _batch
-from ._batch import (
-    ATTR_CONTROL,
-    ATTR_LOG_APPEND_TIME,
-    ATTR_TRANSACTIONAL,
+from moldau.protocol.records import CODEC_NAMES
+from moldau.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
-    CODEC_NAMES,
-    HEADER,
+    CONTROL_FLAG,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    decode_batch,
     increment_sequence,
 )
+
 from .index import TxnIndex
 from .producer_state import CorruptSnapshotError, ProducerStateManager
 
@@ -107,7 +108,7 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
             msg = f"Found {n - pos} invalid bytes at the end of {os.path.basename(path)} (position {pos})"
             yield {"error": msg, "position": pos} if as_json else msg
             return
-        f_ = HEADER.unpack_from(data, pos)
+        f_ = HEADER_STRUCT.unpack_from(data, pos)
         blen = f_[1]
         size = blen + LOG_OVERHEAD
         if blen < MIN_BATCH_LENGTH or f_[3] != 2 or pos + size > n:
@@ -122,7 +123,7 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
         lod = f_[6]
         base_seq = f_[11]
         last_seq = increment_sequence(base_seq, lod) if base_seq >= 0 else -1
-        ts_type = "LogAppendTime" if attrs & ATTR_LOG_APPEND_TIME else "CreateTime"
+        ts_type = "LogAppendTime" if attrs & TIMESTAMP_TYPE_FLAG else "CreateTime"
         codec = CODEC_NAMES.get(attrs & 0x07, str(attrs & 0x07))
         info = {
             "baseOffset": base_offset,
@@ -133,8 +134,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
             "producerId": f_[9],
             "producerEpoch": f_[10],
             "partitionLeaderEpoch": f_[2],
-            "isTransactional": bool(attrs & ATTR_TRANSACTIONAL),
-            "isControl": bool(attrs & ATTR_CONTROL),
+            "isTransactional": bool(attrs & TRANSACTIONAL_FLAG),
+            "isControl": bool(attrs & CONTROL_FLAG),
             "position": pos,
             "timestampType": ts_type,
             "baseTimestamp": f_[7],
@@ -149,7 +150,7 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
         rec_error = None
         if deep:
             try:
-                for r in _batch.decode_batch(batch, 0):
+                for r in decode_batch(batch, 0):
                     records.append(
                         {
                             "offset": r.offset,
@@ -181,8 +182,8 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                 f"baseOffset: {base_offset} lastOffset: {base_offset + lod} count: {f_[12]} "
                 f"baseSequence: {base_seq} lastSequence: {last_seq} producerId: {f_[9]} "
                 f"producerEpoch: {f_[10]} partitionLeaderEpoch: {f_[2]} "
-                f"isTransactional: {_bool(bool(attrs & ATTR_TRANSACTIONAL))} "
-                f"isControl: {_bool(bool(attrs & ATTR_CONTROL))} position: {pos} {ts_type}: {f_[8]} "
+                f"isTransactional: {_bool(bool(attrs & TRANSACTIONAL_FLAG))} "
+                f"isControl: {_bool(bool(attrs & CONTROL_FLAG))} position: {pos} {ts_type}: {f_[8]} "
                 f"size: {size} magic: 2 compresscodec: {codec} crc: {f_[4]} isvalid: {_bool(valid)}"
             )
             for rec in records:
@@ -192,7 +193,7 @@ def _dump_log(path: str, as_json: bool, deep: bool) -> Iterator[Any]:
                     f"valueSize: {rec['valueSize']} sequence: {seq} headerKeys: "
                     f"[{','.join(rec['headerKeys'])}]"
                 )
-                if attrs & ATTR_CONTROL and rec["raw_key"] is not None and len(rec["raw_key"]) >= 4:
+                if attrs & CONTROL_FLAG and rec["raw_key"] is not None and len(rec["raw_key"]) >= 4:
                     _v, ctype = struct.unpack_from(">hh", rec["raw_key"], 0)
                     line += f" endTxnMarker: {_CONTROL_NAMES.get(ctype, ctype)}"
                     raw_value = rec["raw_value"]

@@ -33,21 +33,22 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from . import _batch
-from . import cleaner as _cleaner
-from ._batch import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
+from moldau.protocol.records.batch import (
     CONTROL_ABORT,
+    CONTROL_FLAG,
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_MAX_TIMESTAMP,
-    I32,
-    I64,
+    INT32,
+    INT64,
+    TRANSACTIONAL_FLAG,
     control_type,
     increment_sequence,
+    record_offsets_and_timestamps,
     set_log_append_time,
 )
+
+from . import cleaner as _cleaner
 from .byte_offsets import ByteOffsetIndex
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -401,7 +402,7 @@ class PartitionLog:
             try:
                 for p, f, _ in seg.scan(pos):
                     if f[9] >= 0:
-                        if f[5] & ATTR_CONTROL:
+                        if f[5] & CONTROL_FLAG:
                             head = os.pread(seg.fd(), min(f[1] + 12, 512), p)
                             self._on_marker(
                                 f[9], f[10], f[8], f[F_BASE_OFFSET], control_type(head), persist=False
@@ -541,7 +542,7 @@ class PartitionLog:
                 for _pos, h in batches:
                     if h.producer_id >= 0:
                         has_pid = True
-                        if h.base_sequence >= 0 and not h.attributes & ATTR_CONTROL:
+                        if h.base_sequence >= 0 and not h.attributes & CONTROL_FLAG:
                             if pending is None:
                                 pending = {}
                             dup = self.producer_state.check(
@@ -556,7 +557,7 @@ class PartitionLog:
                                     dup.first_offset, dup.last_offset, dup.timestamp if lat else -1,
                                     self.log_start_offset, True,
                                 )
-                        elif not h.attributes & ATTR_CONTROL:
+                        elif not h.attributes & CONTROL_FLAG:
                             # a coordinator's batch without sequences (transactional offsets): fenced by a
                             # newer epoch all the same (Kafka's checkProducerEpoch for every origin)
                             self.producer_state.check_epoch(h.producer_id, h.producer_epoch)
@@ -572,10 +573,10 @@ class PartitionLog:
                 size = h.batch_length + 12
                 if assign_offsets:
                     base = next_off
-                    I64.pack_into(buf, pos, base)
-                    I32.pack_into(buf, pos + 12, leader_epoch)
+                    INT64.pack_into(buf, pos, base)
+                    INT32.pack_into(buf, pos + 12, leader_epoch)
                 else:
-                    (base,) = I64.unpack_from(buf, pos)
+                    (base,) = INT64.unpack_from(buf, pos)
                     if base < next_off:
                         raise UnexpectedAppendOffsetError(
                             f"append at offset {base} below the log end offset {next_off}"
@@ -620,21 +621,21 @@ class PartitionLog:
                     pid = h.producer_id
                     if pid < 0:
                         continue
-                    if h.attributes & ATTR_CONTROL:
+                    if h.attributes & CONTROL_FLAG:
                         self._on_marker(pid, h.producer_epoch, ts, base, control_type(buf, _pos))
                     else:
                         bs = h.base_sequence
                         ps.update(
                             pid, h.producer_epoch, bs,
                             increment_sequence(bs, h.last_offset_delta) if bs >= 0 else -1,
-                            base, last, ts, bool(h.attributes & ATTR_TRANSACTIONAL),
+                            base, last, ts, bool(h.attributes & TRANSACTIONAL_FLAG),
                         )
             if assign_offsets:
                 if leader_epoch >= 0 and (not self._epochs or leader_epoch > self._epochs[-1][0]):
                     self._assign_epoch(leader_epoch, first_offset)
             else:
                 for (pos, _h), (base, _l, _t, _s) in zip(batches, metas):
-                    (ep,) = I32.unpack_from(buf, pos + 12)
+                    (ep,) = INT32.unpack_from(buf, pos + 12)
                     if ep >= 0 and (not self._epochs or ep > self._epochs[-1][0]):
                         self._assign_epoch(ep, base)
             return AppendInfo(first_offset, last_offset, now_ms if lat else -1, self.log_start_offset, False)
@@ -885,7 +886,7 @@ class PartitionLog:
     @staticmethod
     def _record_times(batch: memoryview, f: tuple) -> list[tuple[int, int]]:
         try:
-            return _batch.record_offsets_and_timestamps(batch)
+            return record_offsets_and_timestamps(batch)
         except Exception as e:  # no codec for a compressed batch: fall back to batch granularity
             log.debug("cannot decode batch for timestamps (%s); using batch timestamps", e)
             return [(f[F_BASE_OFFSET], f[F_MAX_TIMESTAMP])]

@@ -34,7 +34,10 @@ from typing import Iterable
 
 from crc32c import crc32c
 
-from ._batch import increment_sequence
+from moldau.protocol.records.batch import (
+    increment_sequence,
+)
+
 from .checkpoint import atomic_write
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
@@ -200,7 +203,7 @@ class ProducerStateManager:
             entry.current_txn_first_offset = first_offset
 
     def update_from_header(self, f: tuple, base_offset: int) -> None:
-        """Replay one batch (header tuple from ``_batch.HEADER``) during load: no validation."""
+        """Replay one batch (header tuple from ``HEADER_STRUCT``) during load: no validation."""
         pid = f[9]
         if pid < 0:
             return

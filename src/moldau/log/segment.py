@@ -19,7 +19,7 @@ from typing import Iterator
 
 from crc32c import crc32c
 
-from ._batch import (
+from moldau.protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     F_BASE_OFFSET,
     F_BATCH_LENGTH,
@@ -27,13 +27,14 @@ from ._batch import (
     F_LAST_OFFSET_DELTA,
     F_MAGIC,
     F_MAX_TIMESTAMP,
-    HEADER,
     HEADER_SIZE,
-    I32,
+    HEADER_STRUCT,
+    INT32,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
-    OFF_LEN,
+    OFFSET_AND_LENGTH,
 )
+
 from .errors import StorageError
 from .index import OffsetIndex, TimeIndex
 
@@ -325,7 +326,7 @@ class Segment:
         buf = b""
         view = memoryview(buf)
         buf_pos = start
-        unpack = HEADER.unpack_from
+        unpack = HEADER_STRUCT.unpack_from
         while pos < limit:
             if limit - pos < HEADER_SIZE:
                 raise CorruptBatch(pos, f"truncated batch header ({limit - pos} bytes)")
@@ -434,7 +435,7 @@ class Segment:
         data = os.pread(self.fd(), HEADER_SIZE, 0)
         if len(data) < HEADER_SIZE:
             return None
-        return HEADER.unpack_from(data, 0)[F_MAX_TIMESTAMP]
+        return HEADER_STRUCT.unpack_from(data, 0)[F_MAX_TIMESTAMP]
 
     # ------------------------------------------------------------------------------------------ writing
     def write(self, data: bytes | bytearray | memoryview) -> int:
@@ -507,8 +508,8 @@ class Segment:
                 rel = 0
                 if len(buf) < 27:
                     return None
-            base, blen = OFF_LEN.unpack_from(buf, rel)
-            (lod,) = I32.unpack_from(buf, rel + 23)
+            base, blen = OFFSET_AND_LENGTH.unpack_from(buf, rel)
+            (lod,) = INT32.unpack_from(buf, rel + 23)
             size = blen + LOG_OVERHEAD
             if base + lod >= offset:
                 return pos, base, base + lod, size
@@ -532,8 +533,8 @@ class Segment:
         want = max(max_bytes, 0) + interval + _READ_SLACK
         win = os.pread(fd, min(want, limit - pos), pos)
         win_pos = pos
-        unpack_ol = OFF_LEN.unpack_from
-        unpack_i = I32.unpack_from
+        unpack_ol = OFFSET_AND_LENGTH.unpack_from
+        unpack_i = INT32.unpack_from
         # 1. the batch containing ``offset``
         p = pos
         while True:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar, cast
 
 KEY_LEGACY_OFFSET_COMMIT = 0
 KEY_OFFSET_COMMIT = 1
@@ -428,7 +428,10 @@ def decode_group_metadata_value(value: bytes | bytearray | memoryview) -> GroupM
 V = TypeVar("V")
 
 
-def _decode_value(out: dict[str, Any], value: Any, decode: Callable[[Any], V]) -> V | None:
+def _decode_value(
+    out: dict[str, object], value: bytes | bytearray | memoryview | None,
+    decode: Callable[[bytes | bytearray | memoryview], V],
+) -> V | None:
     """``decode(value)``, or None after noting a tombstone (null value) or the parse error in ``out``."""
     if value is None:
         out["tombstone"] = True
@@ -442,7 +445,7 @@ def _decode_value(out: dict[str, Any], value: Any, decode: Callable[[Any], V]) -
 
 def decode_offsets_record(
     key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A __consumer_offsets record as a JSON-friendly dict (used by ``moldau log dump``).
 
     Never raises: a record that cannot be parsed comes back with an ``"error"`` entry.
@@ -453,7 +456,7 @@ def decode_offsets_record(
         k = decode_key(key)
     except RecordFormatError as exc:
         return {"type": "unknown", "error": str(exc), "key_hex": bytes(key).hex()}
-    out: dict[str, Any]
+    out: dict[str, object]
     if isinstance(k, OffsetCommitKey):
         out = {
             "type": "offset_commit",
@@ -513,19 +516,19 @@ def decode_offsets_record(
 
 def dump_fields(
     key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """``key``/``payload`` strings for ``moldau log dump`` of a __consumer_offsets partition, in the shape of
     Kafka's ``kafka-dump-log.sh --offsets-decoder``: ``{"type":"1","data":{...}}`` and
     ``{"version":"3","data":{...}}`` (``<DELETE>`` for a tombstone), plus the flat ``decoded`` dict."""
     import json
 
     d = decode_offsets_record(key, value)
-    out: dict[str, Any] = {"decoded": d}
+    out: dict[str, object] = {"decoded": d}
     if "error" in d or d.get("type") in ("unknown", "other"):
         return out
     if d["type"] == "offset_commit":
-        kdata: dict[str, Any] = {"group": d["group"], "topic": d["topic"], "partition": d["partition"]}
-        vdata: dict[str, Any] = {
+        kdata: dict[str, object] = {"group": d["group"], "topic": d["topic"], "partition": d["partition"]}
+        vdata: dict[str, object] = {
             "offset": d.get("offset"),
             "leaderEpoch": d.get("leader_epoch"),
             "metadata": d.get("metadata"),
@@ -552,7 +555,7 @@ def dump_fields(
                     "subscription": m["subscription_hex"],
                     "assignment": m["assignment_hex"],
                 }
-                for m in d.get("members", [])
+                for m in cast(list[dict[str, object]], d.get("members", []))
             ],
         }
     out["key"] = json.dumps({"type": str(d["key_version"]), "data": kdata}, separators=(",", ":"))

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 
 class ProtocolError(Exception):
@@ -411,6 +412,11 @@ def _make_classes() -> dict[str, type[KafkaError]]:
 
 _classes = _make_classes()
 globals().update(_classes)
+
+if TYPE_CHECKING:  # the generated classes other modules subclass, declared for type checkers
+    class SaslAuthenticationFailedError(KafkaError): ...
+
+    class UnsupportedSaslMechanismError(KafkaError): ...
 
 
 def error_code_of(exc: BaseException, default: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> int:

@@ -11,10 +11,10 @@ Header versions (Kafka's rules):
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from . import messages as m
 from .errors import ProtocolDecodeError
+from .primitives import Buf
 from .schema import Message
 
 __all__ = [
@@ -47,7 +47,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return msg.header_version(api_version)
 
 
-def decode_request_header(buf: Any, offset: int = 0) -> tuple[Any, int]:
+def decode_request_header(buf: Buf, offset: int = 0) -> tuple[m.RequestHeader, int]:
     """Decode a request header at ``offset`` of a frame (without its size prefix).
 
     Returns ``(header, body_offset)``.  ``header`` is a ``RequestHeader`` object (``api_key``,
@@ -90,12 +90,16 @@ def encode_response_header(correlation_id: int, api_key: int, api_version: int) 
     return _RESP_V0(correlation_id) + b"\x00"
 
 
-def decode_response_header(buf: Any, api_key: int, api_version: int, offset: int = 0) -> tuple[Any, int]:
+def decode_response_header(
+    buf: Buf, api_key: int, api_version: int, offset: int = 0
+) -> tuple[m.ResponseHeader, int]:
     """Decode a response header (client side); returns ``(ResponseHeader, body_offset)``."""
     return m.ResponseHeader.decode(buf, response_header_version(api_key, api_version), offset)
 
 
-def decode_api_versions_response(buf: Any, version: int, offset: int = 0) -> tuple[Any, int]:
+def decode_api_versions_response(
+    buf: Buf, version: int, offset: int = 0
+) -> tuple[m.ApiVersionsResponse, int]:
     """Decode an ApiVersionsResponse (client side), following Kafka's quirk: a broker that does not support
     the requested version answers UNSUPPORTED_VERSION with a v0 body, so a body carrying a non-zero error code
     is read as v0."""
@@ -119,7 +123,9 @@ def _message(table: dict[int, Message], api_key: int) -> Message:
     return msg
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, obj: Any) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, obj: object
+) -> bytes:
     """A complete size-prefixed request frame (client side)."""
     msg = _message(m.REQUESTS, api_key)
     header = encode_request_header(api_key, version, correlation_id, client_id)
@@ -128,7 +134,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return b"".join([SIZE.pack(size), header, *body])
 
 
-def encode_response_parts(correlation_id: int, api_key: int, version: int, obj: Any) -> list[Any]:
+def encode_response_parts(correlation_id: int, api_key: int, version: int, obj: object) -> list[Buf]:
     """A size-prefixed response frame as a list of bytes-like parts (records not copied)."""
     msg = _message(m.RESPONSES, api_key)
     header = encode_response_header(correlation_id, api_key, version)
@@ -137,6 +143,6 @@ def encode_response_parts(correlation_id: int, api_key: int, version: int, obj: 
     return [SIZE.pack(size) + header, *body]
 
 
-def encode_response(correlation_id: int, api_key: int, version: int, obj: Any) -> bytes:
+def encode_response(correlation_id: int, api_key: int, version: int, obj: object) -> bytes:
     """A complete size-prefixed response frame."""
     return b"".join(encode_response_parts(correlation_id, api_key, version, obj))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Sized, TypeVar, cast
 
 from .errors import ProtocolDecodeError
 
@@ -32,6 +32,9 @@ __all__ = [
     "read_tagged_fields", "write_tagged_fields", "records_len", "records_chunks",
 ]
 
+Buf = bytes | bytearray | memoryview  # what decoders read
+T = TypeVar("T")
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -47,50 +50,51 @@ ZERO_UUID = uuid.UUID(int=0)
 _PROBLEMS = (struct.error, IndexError, ValueError, TypeError, OverflowError, UnicodeDecodeError)
 
 
-def _fixed_reader(s: struct.Struct) -> Callable[[Any, int], tuple[Any, int]]:
+def _fixed_reader(s: struct.Struct, kind: type[T]) -> Callable[[Buf, int], tuple[T, int]]:
     size = s.size
     unpack_from = s.unpack_from
 
-    def read(buf: Any, pos: int) -> tuple[Any, int]:
+    def read(buf: Buf, pos: int) -> tuple[T, int]:
         try:
-            return unpack_from(buf, pos)[0], pos + size
+            value: T = unpack_from(buf, pos)[0]
+            return value, pos + size
         except struct.error:
             raise ProtocolDecodeError(f"truncated input at {pos} (need {size} bytes)") from None
 
     return read
 
 
-def _fixed_writer(s: struct.Struct) -> Callable[[bytearray, Any], None]:
+def _fixed_writer(s: struct.Struct, kind: type[T]) -> Callable[[bytearray, T], None]:
     pack = s.pack
 
-    def write(out: bytearray, value: Any) -> None:
+    def write(out: bytearray, value: T) -> None:
         out += pack(value)
 
     return write
 
 
-read_int8 = _fixed_reader(INT8)
-read_int16 = _fixed_reader(INT16)
-read_int32 = _fixed_reader(INT32)
-read_int64 = _fixed_reader(INT64)
-read_uint16 = _fixed_reader(UINT16)
-read_uint32 = _fixed_reader(UINT32)
-read_float64 = _fixed_reader(FLOAT64)
-read_bool = _fixed_reader(BOOL)
-write_int8 = _fixed_writer(INT8)
-write_int16 = _fixed_writer(INT16)
-write_int32 = _fixed_writer(INT32)
-write_int64 = _fixed_writer(INT64)
-write_uint16 = _fixed_writer(UINT16)
-write_uint32 = _fixed_writer(UINT32)
-write_float64 = _fixed_writer(FLOAT64)
+read_int8 = _fixed_reader(INT8, int)
+read_int16 = _fixed_reader(INT16, int)
+read_int32 = _fixed_reader(INT32, int)
+read_int64 = _fixed_reader(INT64, int)
+read_uint16 = _fixed_reader(UINT16, int)
+read_uint32 = _fixed_reader(UINT32, int)
+read_float64 = _fixed_reader(FLOAT64, float)
+read_bool = _fixed_reader(BOOL, bool)
+write_int8 = _fixed_writer(INT8, int)
+write_int16 = _fixed_writer(INT16, int)
+write_int32 = _fixed_writer(INT32, int)
+write_int64 = _fixed_writer(INT64, int)
+write_uint16 = _fixed_writer(UINT16, int)
+write_uint32 = _fixed_writer(UINT32, int)
+write_float64 = _fixed_writer(FLOAT64, float)
 
 
 def write_bool(out: bytearray, value: bool) -> None:
     out.append(1 if value else 0)
 
 
-def read_uuid(buf: Any, pos: int) -> tuple[uuid.UUID, int]:
+def read_uuid(buf: Buf, pos: int) -> tuple[uuid.UUID, int]:
     end = pos + 16
     if end > len(buf):
         raise ProtocolDecodeError(f"truncated uuid at {pos}")
@@ -127,7 +131,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
         out += uvarint_bytes(value)
 
 
-def read_uvarint(buf: Any, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+def read_uvarint(buf: Buf, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     """Read an unsigned varint of at most ``max_bytes`` bytes (5 for 32-bit, 10 for 64-bit values)."""
     result = 0
     shift = 0
@@ -163,7 +167,7 @@ def varint_size(value: int) -> int:
     return uvarint_size(zigzag_encode(value, 64))
 
 
-def read_varint(buf: Any, pos: int) -> tuple[int, int]:
+def read_varint(buf: Buf, pos: int) -> tuple[int, int]:
     """Signed (zig-zag) 32-bit varint."""
     raw, pos = read_uvarint(buf, pos, 5)
     if raw > 0xFFFFFFFF:
@@ -171,7 +175,7 @@ def read_varint(buf: Any, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def read_varlong(buf: Any, pos: int) -> tuple[int, int]:
+def read_varlong(buf: Buf, pos: int) -> tuple[int, int]:
     """Signed (zig-zag) 64-bit varint."""
     raw, pos = read_uvarint(buf, pos, 10)
     if raw > 0xFFFFFFFFFFFFFFFF:
@@ -193,21 +197,21 @@ def write_varlong(out: bytearray, value: int) -> None:
 
 # --- strings and bytes -----------------------------------------------------------------------------------
 
-def _take(buf: Any, pos: int, n: int) -> int:
+def _take(buf: Buf, pos: int, n: int) -> int:
     end = pos + n
     if n < 0 or end > len(buf):
         raise ProtocolDecodeError(f"length {n} at {pos} exceeds input")
     return end
 
 
-def _utf8(buf: Any, pos: int, end: int) -> str:
+def _utf8(buf: Buf, pos: int, end: int) -> str:
     try:
         return str(buf[pos:end], "utf-8")
     except UnicodeDecodeError as e:
         raise ProtocolDecodeError(f"invalid utf-8 in string at {pos}: {e}") from None
 
 
-def read_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
+def read_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     n, pos = read_int16(buf, pos)
     if n < 0:
         if n != -1:
@@ -217,14 +221,14 @@ def read_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
     return _utf8(buf, pos, end), end
 
 
-def read_string(buf: Any, pos: int) -> tuple[str, int]:
+def read_string(buf: Buf, pos: int) -> tuple[str, int]:
     s, pos = read_nullable_string(buf, pos)
     if s is None:
         raise ProtocolDecodeError("null value for non-nullable string")
     return s, pos
 
 
-def read_compact_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
+def read_compact_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -232,14 +236,14 @@ def read_compact_nullable_string(buf: Any, pos: int) -> tuple[str | None, int]:
     return _utf8(buf, pos, end), end
 
 
-def read_compact_string(buf: Any, pos: int) -> tuple[str, int]:
+def read_compact_string(buf: Buf, pos: int) -> tuple[str, int]:
     s, pos = read_compact_nullable_string(buf, pos)
     if s is None:
         raise ProtocolDecodeError("null value for non-nullable compact string")
     return s, pos
 
 
-def read_nullable_bytes(buf: Any, pos: int) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = read_int32(buf, pos)
     if n < 0:
         if n != -1:
@@ -249,14 +253,14 @@ def read_nullable_bytes(buf: Any, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_bytes(buf: Any, pos: int) -> tuple[bytes, int]:
+def read_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     b, pos = read_nullable_bytes(buf, pos)
     if b is None:
         raise ProtocolDecodeError("null value for non-nullable bytes")
     return b, pos
 
 
-def read_compact_nullable_bytes(buf: Any, pos: int) -> tuple[bytes | None, int]:
+def read_compact_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -264,7 +268,7 @@ def read_compact_nullable_bytes(buf: Any, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def read_compact_bytes(buf: Any, pos: int) -> tuple[bytes, int]:
+def read_compact_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     b, pos = read_compact_nullable_bytes(buf, pos)
     if b is None:
         raise ProtocolDecodeError("null value for non-nullable compact bytes")
@@ -323,8 +327,8 @@ def write_compact_nullable_bytes(out: bytearray, value: bytes | None) -> None:
 
 # --- arrays ----------------------------------------------------------------------------------------------
 
-def read_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple[Any, int]],
-               nullable: bool = False) -> tuple[list[Any] | None, int]:
+def read_array(buf: Buf, pos: int, read_item: Callable[[Buf, int], tuple[T, int]],
+               nullable: bool = False) -> tuple[list[T] | None, int]:
     n, pos = read_int32(buf, pos)
     if n < 0:
         if n == -1 and nullable:
@@ -332,15 +336,15 @@ def read_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple[Any, in
         raise ProtocolDecodeError(f"invalid array length {n}")
     if n > len(buf) - pos:
         raise ProtocolDecodeError(f"array length {n} exceeds remaining input")
-    items = []
+    items: list[T] = []
     for _ in range(n):
         item, pos = read_item(buf, pos)
         items.append(item)
     return items, pos
 
 
-def read_compact_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple[Any, int]],
-                       nullable: bool = False) -> tuple[list[Any] | None, int]:
+def read_compact_array(buf: Buf, pos: int, read_item: Callable[[Buf, int], tuple[T, int]],
+                       nullable: bool = False) -> tuple[list[T] | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         if nullable:
@@ -349,7 +353,7 @@ def read_compact_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple
     n -= 1
     if n > len(buf) - pos:
         raise ProtocolDecodeError(f"array length {n} exceeds remaining input")
-    items = []
+    items: list[T] = []
     for _ in range(n):
         item, pos = read_item(buf, pos)
         items.append(item)
@@ -357,7 +361,7 @@ def read_compact_array(buf: Any, pos: int, read_item: Callable[[Any, int], tuple
 
 
 def write_array(
-    out: bytearray, items: list[Any] | None, write_item: Callable[[bytearray, Any], None]
+    out: bytearray, items: list[T] | None, write_item: Callable[[bytearray, T], None]
 ) -> None:
     if items is None:
         out += b"\xff\xff\xff\xff"
@@ -367,8 +371,8 @@ def write_array(
         write_item(out, item)
 
 
-def write_compact_array(out: bytearray, items: list[Any] | None,
-                        write_item: Callable[[bytearray, Any], None]) -> None:
+def write_compact_array(out: bytearray, items: list[T] | None,
+                        write_item: Callable[[bytearray, T], None]) -> None:
     if items is None:
         out.append(0)
         return
@@ -379,7 +383,7 @@ def write_compact_array(out: bytearray, items: list[Any] | None,
 
 # --- tagged fields ---------------------------------------------------------------------------------------
 
-def read_tagged_fields(buf: Any, pos: int) -> tuple[dict[int, bytes] | None, int]:
+def read_tagged_fields(buf: Buf, pos: int) -> tuple[dict[int, bytes] | None, int]:
     """Read a tagged-field section, returning raw values by tag (None when empty)."""
     n, pos = read_uvarint(buf, pos)
     if n == 0:
@@ -416,7 +420,7 @@ def write_tagged_fields(
 
 # --- records values --------------------------------------------------------------------------------------
 
-def records_chunks(value: Any) -> list[Any]:
+def records_chunks(value: object) -> list[Buf]:
     """The bytes-like chunks of a ``records`` field value (not None)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return [value]
@@ -425,14 +429,14 @@ def records_chunks(value: Any) -> list[Any]:
     chunks = getattr(value, "chunks", None)
     if chunks is not None:
         return list(chunks())
-    return [memoryview(value)]
+    return [memoryview(cast(Buf, value))]
 
 
-def records_len(value: Any) -> int:
+def records_len(value: object) -> int:
     if isinstance(value, (bytes, bytearray)):
         return len(value)
     if isinstance(value, memoryview):
         return value.nbytes
     if isinstance(value, list):
         return sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in value)
-    return len(value)
+    return len(cast(Sized, value))

@@ -445,7 +445,7 @@ def fetch_range(client: dict[str, str], topic: str, partition: int, start: int, 
         offset = nxt
         if offset < end:
             fut = submit(offset)  # in flight while this chunk is decoded
-        aborted = None
+        aborted: dict[int, list[int]] | None = None
         if read_committed and pd.aborted_transactions:
             aborted = {}
             for a in pd.aborted_transactions:

@@ -213,10 +213,10 @@ def _offset_spec(opts: dict[str, str], prefix: str, *, streaming: bool, default:
     if s.lower() in ("earliest", "latest"):
         return OffsetSpec(s.lower())
     offsets = _partition_json(name, s)
-    for (t, p), o in offsets.items():
+    for (topic, part), o in offsets.items():
         if o < -2:
             raise OptionError(
-                f"option '{name}': offset {o} for {t}-{p} is not valid (use -2 earliest, -1 latest)"
+                f"option '{name}': offset {o} for {topic}-{part} is not valid (use -2 earliest, -1 latest)"
             )
     return OffsetSpec("offsets", offsets=offsets)
 

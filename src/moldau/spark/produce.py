@@ -39,7 +39,6 @@ import atexit
 import concurrent.futures as cf
 import itertools
 import logging
-import struct
 import threading
 import time
 from typing import Any
@@ -54,8 +53,8 @@ from moldau.client.errors import Codes, broker_error
 from moldau.client.partitioner import key_partition
 from moldau.client.sync import LoopThread
 from moldau.protocol import messages as m
-from moldau.protocol.records import BatchBuilder, codec_id, compress
-from moldau.protocol.records.crc import crc32c
+from moldau.protocol.records import HEADER_SIZE, BatchBuilder, codec_id, seal_batch
+from moldau.protocol.records.batch import COMPRESSION_MASK, TRANSACTIONAL_FLAG
 
 from .txn import BatchMarker, TxnChannel, TxnHandle, committed_markers, txn_offset_commit
 
@@ -63,11 +62,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ArrowProducer", "BulkSession", "TaskTransaction", "build_batch", "bulk_session", "encode_section"]
 
-_TRANSACTIONAL = 0x10
 ProducerFields = tuple[int, int, int]  # producer id, epoch, base sequence
 
 _PRODUCE = 0
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _RETRIABLE = frozenset({
     Codes.CORRUPT_MESSAGE, Codes.UNKNOWN_TOPIC_OR_PARTITION, Codes.LEADER_NOT_AVAILABLE,
     Codes.NOT_LEADER_OR_FOLLOWER, Codes.REQUEST_TIMED_OUT, Codes.NETWORK_EXCEPTION,
@@ -180,15 +177,11 @@ def build_batch(section: bytes, count: int, timestamp: int, codec: int, level: A
                 producer: ProducerFields | None = None) -> bytearray:
     """A v2 record batch (base offset 0) around a records section; ``producer`` (id, epoch, base sequence)
     makes it a transactional batch, else it has no producer id."""
-    body = compress(codec, section, level=level) if codec else section
-    buf = bytearray(61)
-    buf += body
     pid, epoch, seq = producer if producer is not None else (-1, -1, -1)
-    attrs = (codec & 0x07) | (_TRANSACTIONAL if producer is not None else 0)
-    _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, attrs, count - 1, timestamp, timestamp,
-                      pid, epoch, seq, count)
-    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
-    return buf
+    attrs = (codec & COMPRESSION_MASK) | (TRANSACTIONAL_FLAG if producer is not None else 0)
+    return seal_batch(bytearray(HEADER_SIZE) + section, attributes=attrs,
+                       records_count=count, base_timestamp=timestamp, max_timestamp=timestamp,
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq, compression_level=level)
 
 
 def build_batch_with_headers(keys: list, values: list, headers: list, timestamp: int, codec: int,
@@ -540,9 +533,9 @@ class ArrowProducer:
             for j, k in zip(todo.tolist(), ks):
                 if k is not None:
                     out[j] = key_partition(k.encode() if isinstance(k, str) else k, nparts)
-        todo = out < 0
-        if todo.any():
-            out[todo] = next(self.s.sticky) % nparts  # keyless: one partition per Arrow batch, rotating
+        keyless = out < 0
+        if keyless.any():
+            out[keyless] = next(self.s.sticky) % nparts  # keyless: one partition per Arrow batch, rotating
         return out
 
     def _batches(self, topic: str, p: int, k: pa.Array | None, v: pa.Array, now: int) -> list:

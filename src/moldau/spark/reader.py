@@ -112,7 +112,7 @@ def _legacy_row(p: KafkaInputPartition, r: Any) -> tuple:
 
 def _is_aborted(aborted: dict[int, list[int]], h: Any) -> bool:
     firsts = aborted.get(h.producer_id)
-    return bool(firsts) and firsts[0] <= h.base_offset
+    return firsts is not None and bool(firsts) and firsts[0] <= h.base_offset
 
 
 def _on_control(aborted: dict[int, list[int]], data: Any, pos: int, h: Any) -> None:

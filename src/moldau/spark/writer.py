@@ -340,6 +340,7 @@ def _write_rows_eos(opts: SinkOptions, rows: Iterator[Any]) -> MoldauCommitMessa
         from .txn import BatchMarker
 
         mk = BatchMarker(info.query_id, info.batch_id)
+        assert sender.first_topic is not None  # finish() wrote at least the marker's topic
         producer.send_offsets_to_transaction(
             {TopicPartition(sender.first_topic, 0): OffsetAndMetadata(info.batch_id, mk.metadata(n))}, tid)
         pid, epoch = producer.producer_id
@@ -389,7 +390,7 @@ def transactions_unavailable(opts: SinkOptions) -> str | None:
         raise RuntimeError(f"cannot reach the brokers to check transaction support: {exc}") from exc
     client = _eos_client(opts)
     try:
-        return s.lt.run(probe_transactions(  # type: ignore[no-any-return]
+        return s.lt.run(probe_transactions(
             s.cluster, probe_id, int(client["transaction.timeout.ms"]), 15.0, s.backoff))
     except TransactionError as exc:
         raise OptionError(

@@ -37,6 +37,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Callable, Iterable, Sequence
 
+from ._section_loops import make_section_loops
 from .codecs import DEFAULT_MAX_DECOMPRESSED, compress, decompress
 from .crc import crc32c
 from .exceptions import CorruptRecordError, InvalidRecordError
@@ -60,6 +61,8 @@ __all__ = [
     "validate_batch",
     "parse_control_record",
     "build_control_batch",
+    "encode_record",
+    "seal_batch",
     "encode_varint",
     "decode_varint",
     "HEADER_SIZE",
@@ -288,6 +291,67 @@ def crc_ok(buf: _Buf, pos: int, header: BatchHeader) -> bool:
     if end > len(buf):
         return False
     return crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]) == header.crc
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the header as one tuple (``HEADER_STRUCT.unpack_from``): the log's scans read fields by these indexes
+
+F_BASE_OFFSET = 0
+F_BATCH_LENGTH = 1
+F_LEADER_EPOCH = 2
+F_MAGIC = 3
+F_CRC = 4
+F_ATTRIBUTES = 5
+F_LAST_OFFSET_DELTA = 6
+F_BASE_TIMESTAMP = 7
+F_MAX_TIMESTAMP = 8
+F_PRODUCER_ID = 9
+F_PRODUCER_EPOCH = 10
+F_BASE_SEQUENCE = 11
+F_RECORDS_COUNT = 12
+
+INT16 = _I16
+INT32 = _I32
+INT64 = _I64
+UINT32 = _U32
+OFFSET_AND_LENGTH = struct.Struct(">qi")  # base_offset, batch_length: the front of every batch
+
+
+def increment_sequence(seq: int, delta: int) -> int:
+    """Kafka's sequence arithmetic: wraps from Int.MaxValue to 0."""
+    if seq > 2147483647 - delta:
+        return delta - (2147483647 - seq) - 1
+    return seq + delta
+
+
+def record_offsets_and_timestamps(batch: _Buf) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every record of one whole batch (any compression)."""
+    fields = HEADER_STRUCT.unpack_from(batch, 0)
+    if fields[F_ATTRIBUTES] & TIMESTAMP_TYPE_FLAG:
+        base, ts = fields[F_BASE_OFFSET], fields[F_MAX_TIMESTAMP]
+        return [(base + i, ts) for i in range(fields[F_LAST_OFFSET_DELTA] + 1)]
+    return [(r.offset, r.timestamp) for r in decode_batch(batch, 0)]
+
+
+def control_type(buf: _Buf, pos: int = 0) -> int:
+    """Type of the end-transaction marker in the (uncompressed) control batch at ``pos``: 0 = ABORT,
+    1 = COMMIT; -1 when the batch does not hold a readable control record."""
+    try:
+        mv = memoryview(buf)
+        if (_I16.unpack_from(mv, pos + ATTRIBUTES_OFFSET)[0] & COMPRESSION_MASK) != 0:
+            return -1
+        p = pos + HEADER_SIZE
+        _length, p = decode_varint(mv, p)
+        p += 1  # record attributes
+        _ts, p = decode_varint(mv, p)
+        _od, p = decode_varint(mv, p)
+        klen, p = decode_varint(mv, p)
+        if klen < 4:
+            return -1
+        _version, ctype = _CONTROL_KEY.unpack_from(mv, p)
+        return int(ctype)
+    except (IndexError, struct.error, ValueError):
+        return -1
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -587,154 +651,14 @@ class _Fallback(Exception):
     """Internal: the inline fast path hands this record to ``_decode_record_general``."""
 
 
-# The records-section loop, written once and compiled into one function per output shape (``{emit}``): the
-# common record (1- or 2-byte varints for lengths, null or short key, no headers) is decoded inline with
-# the bytes object's own slicing; anything else (3+-byte varints go through ``_decode_varint_slow``; a
-# negative length, headers, truncation) is checked exactly, and on any doubt the record is decoded again by
-# ``_decode_record_general``, which raises the precise error. ``data`` must be ``bytes`` (slices are the
-# keys and values handed out).
-_SECTION_LOOP = """
-def {name}(data, pos, m, out, base_offset, base_timestamp, log_append_time{params}):
-    n = len(data)
-    append = out.append
-    vslow = _decode_varint_slow
-    general = _decode_record_general
-    lat = log_append_time
-    for _ in range(m):
-        try:
-            b = data[pos]
-            if b < 0x80:
-                if b & 1:
-                    raise _Fallback
-                p = pos + 1
-                end = p + (b >> 1)
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    if u & 1:
-                        raise _Fallback
-                    p = pos + 2
-                    end = p + (u >> 1)
-                else:
-                    u, p = vslow(data, pos, 5)
-                    if u < 0:
-                        raise _Fallback
-                    end = p + u
-            if end > n:
-                raise _Fallback
-            # attributes (unused), timestamp delta (varlong)
-            b = data[p + 1]
-            if b < 0x80:
-                tsd = (b >> 1) ^ -(b & 1)
-                p += 2
-            else:
-                b2 = data[p + 2]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    tsd = (u >> 1) ^ -(u & 1)
-                    p += 3
-                else:
-                    tsd, p = vslow(data, p + 1, 10)
-            # offset delta
-            b = data[p]
-            if b < 0x80:
-                od = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                b2 = data[p + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    od = (u >> 1) ^ -(u & 1)
-                    p += 2
-                else:
-                    od, p = vslow(data, p, 5)
-            # key
-            b = data[p]
-            if b == 1:
-                key = None
-                p += 1
-            elif b < 0x80:
-                if b & 1:
-                    raise _Fallback
-                q = p + 1 + (b >> 1)
-                key = data[p + 1 : q]
-                p = q
-            else:
-                b2 = data[p + 1]
-                if b2 >= 0x80 or b & 1:
-                    raise _Fallback
-                q = p + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
-                key = data[p + 2 : q]
-                p = q
-            # value
-            b = data[p]
-            if b == 1:
-                value = None
-                p += 1
-            elif b < 0x80:
-                if b & 1:
-                    raise _Fallback
-                q = p + 1 + (b >> 1)
-                value = data[p + 1 : q]
-                p = q
-            else:
-                b2 = data[p + 1]
-                if b2 < 0x80:
-                    if b & 1:
-                        raise _Fallback
-                    q = p + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
-                    value = data[p + 2 : q]
-                else:
-                    u, p = vslow(data, p, 5)
-                    if u < 0:
-                        raise _Fallback
-                    q = p + u
-                    value = data[p:q]
-                p = q
-            # headers
-            if data[p]:
-                raise _Fallback
-            headers = {empty_headers}
-            if p + 1 != end:
-                raise _Fallback
-        except (_Fallback, IndexError):
-            end, tsd, od, key, value, headers = general(data, pos, n)
-        pos = end
-        {emit}
-    return pos
-"""
-
-
-def _compile_section_loop(
-    name: str, params: str, emit: str, empty_headers: str = "[]"
-) -> Callable[..., int]:
-    ns: dict[str, object] = {
-        "InvalidRecordError": InvalidRecordError,
-        "_Fallback": _Fallback,
-        "_decode_varint_slow": _decode_varint_slow,
-        "_decode_record_general": _decode_record_general,
-        "Record": Record,
-        "_tuple_new": tuple.__new__,
-        "NO_HEADERS": NO_HEADERS,
-    }
-    source = _SECTION_LOOP.format(name=name, params=params, emit=emit, empty_headers=empty_headers)
-    exec(compile(source, f"<moldau records {name}>", "exec"), ns)
-    return ns[name]  # type: ignore[return-value]
-
-
-# decode ``m`` records at ``pos`` into ``out`` as Record objects; returns the position after them
-_records_some = _compile_section_loop(
-    "_records_some", "",
-    "append(Record(base_offset + od, lat if lat is not None else base_timestamp + tsd, key, value, headers))")
-
-# the same as ``cls`` tuples (topic, partition, offset, timestamp, timestamp_type, key, value, headers,
-# leader_epoch)
-_tuples_some = _compile_section_loop(
-    "_tuples_some", ", cls, topic, partition, timestamp_type, leader_epoch",
-    "append(_tuple_new(cls, (topic, partition, base_offset + od, "
-    "lat if lat is not None else base_timestamp + tsd, timestamp_type, key, value, headers, leader_epoch)))",
-    empty_headers="NO_HEADERS")
+# The records-section loops (one per output shape) are generated from one template by tools/gen_hot_paths.py
+# into ``_section_loops.py``: the common record is decoded inline, anything else by
+# ``_decode_record_general``, which raises the precise error. ``data`` must be ``bytes``.
+# ``_records_some`` decodes ``m`` records at ``pos`` into ``out`` as Record objects, ``_tuples_some`` as
+# ``cls`` tuples (topic, partition, offset, timestamp, timestamp_type, key, value, headers, leader_epoch);
+# both return the position after them.
+_records_some, _tuples_some = make_section_loops(
+    _Fallback, _decode_varint_slow, _decode_record_general, Record, NO_HEADERS)
 
 
 def _check_count(count: int, n: int) -> None:
@@ -782,7 +706,7 @@ _OD_BYTES = (_OD_BYTE0, _OD_BYTE1, _OD_BYTE2)
 _ZIGZAG7 = tuple((b >> 1) ^ -(b & 1) for b in range(128))  # one-byte varint -> value
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 _run_structs: dict[tuple[int, int, int, int], struct.Struct] = {}
-_tuple_makers: dict[type, Callable[..., object]] = {}
+_tuple_makers: dict[type[tuple[object, ...]], Callable[[tuple[object, ...]], object]] = {}
 
 
 def _run_struct(fmt: str) -> struct.Struct:
@@ -811,9 +735,10 @@ def _varint_width(data: bytes | memoryview, p: int) -> tuple[int, int]:
     return (-1, 0) if u & 1 else (u >> 1, 2)
 
 
-def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list,
+def _run_at(data: bytes | memoryview, mv: memoryview, pos: int, i: int, count: int, out: list[object],
             base_offset: int,
-            base_timestamp: int, lat: int | None, ts_table: list | None, make: Callable[..., object],
+            base_timestamp: int, lat: int | None, ts_table: list[int] | None,
+            make: Callable[[tuple[object, ...]], object],
             topic: str, partition: int, timestamp_type: int,
             leader_epoch: int) -> tuple[int, int, list | None]:
     """Decode the run of records laid out like record ``i`` (at ``pos``) into ``out``; returns (records
@@ -1172,6 +1097,106 @@ def _nbytes(data: _Buf) -> int:
     return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
+# The unsigned varint of every n below VARINT_LIMIT (``VARINTS[n]``, one or two bytes) and two tables of
+# the byte pairs a record starts and ends its prefix with, for accumulators that encode records from
+# lookups: ``ATTRIBUTES_AND_TIMESTAMP_DELTA[d]`` (attributes 0, timestamp delta d) and
+# ``OFFSET_DELTA_AND_NULL_KEY[i]`` (offset delta i, key length -1). Values below VARINT_LIMIT only.
+VARINT_LIMIT = 8192
+VARINTS: tuple[bytes, ...] = tuple(_VARINT_TABLE[n << 1] for n in range(VARINT_LIMIT))
+ATTRIBUTES_AND_TIMESTAMP_DELTA: tuple[bytes, ...] = tuple(b"\x00" + v for v in VARINTS)
+OFFSET_DELTA_AND_NULL_KEY: tuple[bytes, ...] = tuple(v + b"\x01" for v in VARINTS)
+NO_RECORD_HEADERS = b"\x00"  # a header count of 0
+
+
+def _immutable(b: _Buf) -> bytes:
+    return b if type(b) is bytes else bytes(b)
+
+
+def _headers_bytes(headers: Sequence[tuple[str | bytes, _Buf | None]]) -> bytearray:
+    """A record's header count and headers (keys str or bytes, values bytes-like or None)."""
+    hbuf = bytearray(encode_varint(len(headers)))
+    for hk, hv in headers:
+        hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        hbuf += encode_varint(len(hkb))
+        hbuf += hkb
+        if hv is None:
+            hbuf += b"\x01"
+        else:
+            hbuf += encode_varint(_nbytes(hv))
+            hbuf += hv
+    return hbuf
+
+
+def encode_record(
+    out: list[bytes],
+    offset_delta: int,
+    timestamp_delta: int,
+    key: _Buf | None,
+    value: _Buf | None,
+    headers: Sequence[tuple[str | bytes, _Buf | None]] | None = None,
+) -> int:
+    """Append one v2 record (any sizes, any headers) to ``out`` as its pieces, length prefix first (joined,
+    they are the record's bytes); returns its size. Keys, values and header values that are not ``bytes``
+    are copied (the caller may change them later); ``bytes`` are shared."""
+    pieces = [b"\x00" + encode_varint(timestamp_delta), encode_varint(offset_delta)]
+    if key is None:
+        pieces.append(b"\x01")
+    else:
+        pieces.append(encode_varint(_nbytes(key)))
+        pieces.append(_immutable(key))
+    if value is None:
+        pieces.append(b"\x01")
+    else:
+        pieces.append(encode_varint(_nbytes(value)))
+        pieces.append(_immutable(value))
+    pieces.append(bytes(_headers_bytes(headers)) if headers else NO_RECORD_HEADERS)
+    length = 0
+    for x in pieces:
+        length += len(x)
+    lb = encode_varint(length)
+    out.append(lb)
+    out += pieces
+    return len(lb) + length
+
+
+def seal_batch(
+    buf: bytearray,
+    *,
+    attributes: int,
+    records_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    last_offset_delta: int | None = None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression_level: int | None = None,
+) -> bytearray:
+    """Finish a v2 RecordBatch in ``buf``: HEADER_SIZE reserved bytes, then the uncompressed records section
+    (``bytearray(HEADER_SIZE) + section`` for a section built elsewhere).
+
+    The section is compressed with the codec of ``attributes`` (into a new buffer), the 61-byte header is
+    written and the CRC computed last. ``last_offset_delta`` defaults to ``records_count - 1`` (0 when
+    empty). Returns the batch (``buf`` itself when uncompressed). This is the one place a v2 header is
+    packed: every builder of batches (``BatchBuilder``, the client's accumulator, the Spark writer, the log
+    cleaner) ends here.
+    """
+    codec = attributes & COMPRESSION_MASK
+    if codec:
+        out = bytearray(HEADER_SIZE)
+        out += compress(codec, memoryview(buf)[HEADER_SIZE:], level=compression_level)
+        buf = out
+    if last_offset_delta is None:
+        last_offset_delta = records_count - 1 if records_count else 0
+    _HEADER.pack_into(buf, 0, base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+                      last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                      base_sequence, records_count)
+    _U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return buf
+
+
 class BatchBuilder:
     """Accumulates records and builds a record batch.
 
@@ -1288,20 +1313,7 @@ class BatchBuilder:
         else:
             vlen = _nbytes(value)
             vlen_b = table[vlen << 1] if vlen < 8192 else encode_varint(vlen)
-        if headers:
-            hbuf = bytearray(encode_varint(len(headers)))
-            for hk, hv in headers:
-                hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-                hbuf += encode_varint(len(hkb))
-                hbuf += hkb
-                if hv is None:
-                    hbuf += b"\x01"
-                else:
-                    hbuf += encode_varint(_nbytes(hv))
-                    hbuf += hv
-            hdr_b: _Buf = hbuf
-        else:
-            hdr_b = b"\x00"
+        hdr_b: _Buf = _headers_bytes(headers) if headers else b"\x00"
         length = 1 + len(ts_b) + len(off_b) + len(klen_b) + klen + len(vlen_b) + vlen + len(hdr_b)
         body = self._body
         body += table[length << 1] if length < 8192 else encode_varint(length)
@@ -1336,32 +1348,12 @@ class BatchBuilder:
         """Like ``build`` but returns a fresh bytearray (no extra copy), ready for in-place patching."""
         if self._legacy is not None:
             return bytearray(self._legacy.build(base_offset))
-        records: _Buf = self._body
-        if self.compression:
-            records = compress(self.compression, records, level=self.compression_level)
-        size = HEADER_SIZE + len(records)
-        buf = bytearray(HEADER_SIZE)
-        buf += records
-        count = self._count
-        _HEADER.pack_into(
-            buf,
-            0,
-            base_offset,
-            size - LOG_OVERHEAD,
-            self.partition_leader_epoch,
-            2,
-            0,
-            self.attributes,
-            count - 1 if count else 0,
-            self._base_ts,
-            self._max_ts,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            count,
-        )
-        _U32.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-        return buf
+        return seal_batch(
+            bytearray(HEADER_SIZE) + self._body, attributes=self.attributes, records_count=self._count,
+            base_timestamp=self._base_ts, max_timestamp=self._max_ts, base_offset=base_offset,
+            partition_leader_epoch=self.partition_leader_epoch, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+            compression_level=self.compression_level)
 
 
 def build_batch(
