@@ -8,9 +8,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from moldau.broker.coordinator.memory import MemoryCoordinatorLog
 from moldau.broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from moldau.broker.groups.group import JoinResult, encode_assignment, encode_subscription
-from moldau.broker.groups.storage import MemoryOffsetsStorage
 from moldau.broker.groups.timer import ManualTimer
 from moldau.protocol.errors import ErrorCode
 
@@ -47,17 +47,18 @@ class Box:
 class Harness:
     def __init__(
         self,
-        storage: MemoryOffsetsStorage | None = None,
+        storage: MemoryCoordinatorLog | None = None,
         timer: ManualTimer | None = None,
         topics: Any = None,
         **config: Any,
     ) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.timer = timer or ManualTimer()
-        self.storage = storage if storage is not None else MemoryOffsetsStorage()
+        self.storage = storage if storage is not None else MemoryCoordinatorLog()
         self.config = GroupConfig(**config)
         self.topics = topics
         self.coord = GroupCoordinator(self.config, self.timer, self.storage, topics)
+        self.coord.follow(self.storage)
 
     def restart(self) -> "Harness":
         """A new coordinator over the same storage (a broker restart), loaded."""
@@ -68,7 +69,6 @@ class Harness:
             self.topics,
             **{k: getattr(self.config, k) for k in self.config.__slots__},
         )
-        h.coord.load()
         return h
 
     def join(
@@ -129,7 +129,7 @@ class Harness:
         """Let background tasks (appends to storage) finish."""
         for _ in range(50):
             await asyncio.sleep(0)
-            if not self.coord._tasks:
+            if not self.coord.runtime.tasks:
                 return
         raise AssertionError("background tasks did not finish")
 

@@ -296,7 +296,12 @@ class Broker:
         # after the group coordinator: completing transactions found prepared at start completes their
         # transactional offset commits too
         try:
-            self.transaction_coordinator = create_transaction_coordinator(self.services)
+            markers = None
+            if self.cluster is not None:
+                from .cluster.txn_markers import MarkerSender
+
+                markers = MarkerSender(self.services).write  # markers to other leaders with WriteTxnMarkers
+            self.transaction_coordinator = create_transaction_coordinator(self.services, markers)
             self.transaction_coordinator.start()
         except Exception:  # pragma: no cover
             log.exception("cannot start the transaction coordinator")

@@ -195,6 +195,18 @@ class ReplicaDeps(Protocol):
     def metrics(self) -> BrokerMetrics | None: ...
 
 
+class LeadershipListener(Protocol):
+    """Told when this broker becomes (stops being) the leader of a partition of the topic it subscribed to
+    (``ReplicaManager.subscribe_leadership``; the coordinator runtimes)."""
+
+    #: the partitions of the topic the listener serves
+    num_partitions: int
+
+    def on_election(self, partition: int, epoch: int) -> None: ...
+
+    def on_resignation(self, partition: int, epoch: int | None) -> None: ...
+
+
 class ReplicaManager:
     def __init__(self, services: ReplicaDeps) -> None:
         self.services = services  # read on use: metrics is set after construction
@@ -205,6 +217,8 @@ class ReplicaManager:
         self.shutting_down = False
         slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
         self.fetch_sessions = FetchSessionCache(slots)
+        # who follows the leadership of a topic's partitions here (the coordinator runtimes, by topic)
+        self._leadership: dict[str, list[LeadershipListener]] = {}
 
     # ------------------------------------------------------------------------------------------ setup
     def _log_config(self, topic: "TopicInfo") -> Any:
@@ -238,6 +252,7 @@ class ReplicaManager:
             plog = self._open_log(topic, i, cfg)
             self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id,
                                                          cfg)
+            self.leadership_changed(topic.name, i, True, 0)  # one node leads every partition it has
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -289,6 +304,7 @@ class ReplicaManager:
             if p is not None:
                 p.deleted = True
                 p.wake()
+                self.leadership_changed(topic.name, i, False, None)
         lm.delete_topic(topic.name)
         self.fetch_sessions.topic_deleted(topic.name, topic.topic_id)
 
@@ -299,6 +315,30 @@ class ReplicaManager:
             if p is not None:
                 p.config = cfg
                 p.log.update_config(cfg)
+
+    # ------------------------------------------------------------------------------------------ leadership
+    def is_leader(self, p: Partition) -> bool:
+        """Whether this broker leads ``p`` (one node: every partition it has)."""
+        return True
+
+    def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None:
+        """``listener`` hears of the partitions of ``topic`` led here now, then of every change
+        (``coordinator.runtime.LeadershipSource``)."""
+        self._leadership.setdefault(topic, []).append(listener)
+        for (name, index), p in sorted(self.partitions.items()):
+            if name == topic and self.is_leader(p):
+                listener.on_election(index, p.leader_epoch)
+
+    def leadership_changed(self, topic: str, index: int, leader: bool, epoch: int | None) -> None:
+        """This broker became (stopped being) the leader of ``topic``-``index``: its listeners are told."""
+        for listener in self._leadership.get(topic, ()):
+            try:
+                if leader:
+                    listener.on_election(index, epoch if epoch is not None else 0)
+                else:
+                    listener.on_resignation(index, epoch)
+            except Exception:
+                log.exception("%s-%d: a leadership listener failed (leader %s)", topic, index, leader)
 
     # ------------------------------------------------------------------------------------------ lookups
     def get_partition(self, topic: str, index: int) -> Partition | None:
@@ -436,15 +476,6 @@ class ReplicaManager:
             n = sum(1 for q in self.partitions.values() if lm.dir_of(q.topic, q.index) == d)
             log.error("log directory %s is offline after a storage error on %s-%d (%s): its %d partition(s) "
                       "answer KAFKA_STORAGE_ERROR until the broker is restarted", d, p.topic, p.index, exc, n)
-
-    async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
-        """An append by the broker itself (a coordinator's records): raises the KafkaError of a failed append,
-        returns once the flush policy is satisfied."""
-        res = self.append(p, buf, internal=True, now_ms=now_ms)
-        if res.error:
-            raise KafkaError.for_code(res.error, res.error_message)
-        if res.flush is not None:
-            await res.flush
 
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,

@@ -34,11 +34,14 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence
 
 from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode
 
+from ..coordinator import CoordinatorLog, CoordinatorRuntime, Record
+from ..coordinator.memory import MemoryCoordinatorLog
+from ..coordinator.runtime import LeadershipSource
 from ..metadata import OFFSETS_TOPIC
 from .group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -51,7 +54,6 @@ from .group import (
     SyncResult,
     TopicPartition,
 )
-from .storage import OffsetsStorage
 from .timer import Timer
 
 log = logging.getLogger(__name__)
@@ -204,22 +206,20 @@ class GroupCoordinator:
         self,
         config: GroupConfig | None = None,
         timer: Timer | None = None,
-        storage: OffsetsStorage | None = None,
+        storage: CoordinatorLog | None = None,
         topics: TopicLookup | None = None,
     ) -> None:
         from .timer import AsyncioTimer
 
         self.config = config or GroupConfig()
         self.timer: Timer = timer or AsyncioTimer()
-        self.storage = storage
+        self.runtime = CoordinatorRuntime("group", storage if storage is not None else MemoryCoordinatorLog(
+            OFFSETS_TOPIC), self, self.config.offsets_topic_num_partitions)
         self.topics = topics
         self.groups: dict[str, GroupBase] = {}
-        self._tasks: set[asyncio.Future[Any]] = set()
         self._cleanup_handle: Any = None
         self._stopped = False
-        # __consumer_offsets partitions this coordinator serves: None = all (one node); in a cluster the
-        # partitions this broker leads (load_partition / unload_partition follow leadership)
-        self.owned: set[int] | None = None
+        self._loading: dict[int, _Loading] = {}  # what a partition's replay collected, until on_loaded
         # KIP-848 consumer groups live in consumer.py; created lazily to keep the classic path independent.
         from .consumer import ConsumerGroupManager
 
@@ -234,28 +234,21 @@ class GroupCoordinator:
 
     def owns(self, group_id: str) -> bool:
         """Whether this coordinator serves ``group_id`` (else NOT_COORDINATOR: the client looks it up
-        again)."""
-        return self.owned is None or self.partition_for(group_id) in self.owned
+        again): the runtime has its partition of ``__consumer_offsets`` loaded (this broker leads it)."""
+        return self.runtime.is_active(self.partition_for(group_id))
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` when missing (Kafka creates it on the first FindCoordinator)."""
+        self.runtime.log.ensure_topic()
 
     def spawn(self, coro: Awaitable[Any]) -> None:
-        """Run ``coro`` in the background (persisting state after a transition), keeping a reference."""
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        """Run ``coro`` in the background (persisting state after a transition)."""
+        self.runtime.spawn(coro)
 
-    def _task_done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator background task failed", exc_info=task.exception())
-
-    async def append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **txn: Any) -> None:
+    async def append(self, group_id: str, records: Sequence[Record], **txn: Any) -> None:
         """``txn``: producer_id, producer_epoch, transactional=True for TxnOffsetCommit records."""
-        if self.storage is None or not records:
-            return
-        if txn:
-            await self.storage.append(self.partition_for(group_id), records, **txn)
-        else:
-            await self.storage.append(self.partition_for(group_id), records)
+        if records:
+            await self.runtime.append(self.partition_for(group_id), records, **txn)
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
@@ -1466,19 +1459,88 @@ class GroupCoordinator:
         return self.consumer.expired_offsets(group, pick)
 
     # ================================================================================== loading
-    def load_partition(self, partition: int) -> None:
-        """This broker became the leader of ``__consumer_offsets-<partition>``: serve its groups, replayed
-        from
-        the log (what an earlier load of it left in memory is dropped first)."""
-        self.unload_partition(partition)
-        if self.owned is not None:
-            self.owned.add(partition)
-        self.load([partition])
+    def follow(self, source: LeadershipSource) -> None:
+        """Serve the partitions of ``__consumer_offsets`` that ``source`` (the replica manager) says this
+        broker leads, loading each when it is elected."""
+        self.runtime.follow(source)
 
-    def unload_partition(self, partition: int) -> None:
+    def replay(self, partition: int, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """One record of ``__consumer_offsets-<partition>`` (the runtime's load): collected, applied at
+        ``on_loaded``; a transactional one waits for its marker."""
+        st = self._loading.setdefault(partition, _Loading())
+        st.count += 1
+        try:
+            k = fmt.decode_key(key)
+            if producer_id >= 0:
+                st.pending.setdefault(producer_id, []).append((k, value))
+            else:
+                self._replay_record(st, k, value)
+        except fmt.RecordFormatError as exc:
+            log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+
+    def _replay_record(self, st: _Loading, k: Any, value: bytes | None) -> None:
+        if isinstance(k, fmt.OffsetCommitKey):
+            group_offsets = st.offsets.setdefault(k.group, {})
+            if value is None:
+                group_offsets.pop((k.topic, k.partition), None)
+            else:
+                group_offsets[(k.topic, k.partition)] = _committed(fmt.decode_offset_commit_value(value))
+        elif isinstance(k, fmt.GroupMetadataKey):
+            st.groups[k.group] = None if value is None else fmt.decode_group_metadata_value(value)
+        else:
+            group_id = self.consumer.group_of_record(k)
+            if group_id is not None:
+                st.other.setdefault(group_id, []).append((k, value))
+
+    def replay_end_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT applies the producer's transactional offsets at the marker's place; an ABORT drops
+        them."""
+        st = self._loading.setdefault(partition, _Loading())
+        records = st.pending.pop(producer_id, None)
+        if not committed or not records:
+            return
+        for k, value in records:
+            try:
+                self._replay_record(st, k, value)
+            except fmt.RecordFormatError as exc:
+                log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+
+    def on_loaded(self, partition: int) -> None:
+        """The partition is replayed: its groups are built and served."""
+        st = self._loading.pop(partition, None) or _Loading()
+        now = self.now()
+        for gid, value in st.groups.items():
+            if value is not None:
+                self._load_classic_group(gid, value, now)
+        for gid, records in st.other.items():
+            self.consumer.load_group(gid, records)
+        for gid, offs in st.offsets.items():
+            if not offs:
+                continue
+            group = self.groups.get(gid)
+            if group is None:
+                group = self._create_classic_group(gid)  # offsets only: a simple group
+            group.offsets.update(offs)
+        # transactional offset commits without a marker yet: pending again, for the transaction coordinator
+        # to complete
+        for producer_id, pending in st.pending.items():
+            for k, raw in pending:
+                if not isinstance(k, fmt.OffsetCommitKey) or raw is None:
+                    continue
+                try:
+                    co = _committed(fmt.decode_offset_commit_value(raw))
+                except fmt.RecordFormatError as exc:
+                    log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
+                    continue
+                group = self.groups.get(k.group) or self._create_classic_group(k.group)
+                group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = co
+        if st.count:
+            loaded = sum(1 for gid in self.groups if self.partition_for(gid) == partition)
+            log.info("loaded %d groups (%d records) from %s-%d", loaded, st.count, OFFSETS_TOPIC, partition)
+
+    def on_unloaded(self, partition: int) -> None:
         """Leadership of ``__consumer_offsets-<partition>`` moved away: its groups go (NOT_COORDINATOR)."""
-        if self.owned is not None:
-            self.owned.discard(partition)
+        self._loading.pop(partition, None)
         dropped = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
         for group in dropped:
             if isinstance(group, ClassicGroup):
@@ -1490,80 +1552,6 @@ class GroupCoordinator:
             self._remove_group(group)
         if dropped:
             log.info("unloaded %d groups of %s-%d", len(dropped), OFFSETS_TOPIC, partition)
-
-    def load(self, partitions: list[int] | None = None) -> None:
-        """Replay every partition of __consumer_offsets (at startup, before serving), or ``partitions``."""
-        if self.storage is None:
-            return
-        which = list(range(self.config.offsets_topic_num_partitions)) if partitions is None else partitions
-        offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        groups: dict[str, fmt.GroupMetadataValue | None] = {}
-        other: dict[str, list[tuple[fmt.OtherKey, bytes | None]]] = {}
-        count = 0
-        for partition in which:
-            for key, value in self.storage.read(partition):
-                if key is None:
-                    continue
-                count += 1
-                try:
-                    k = fmt.decode_key(key)
-                    if isinstance(k, fmt.OffsetCommitKey):
-                        group_offsets = offsets.setdefault(k.group, {})
-                        if value is None:
-                            group_offsets.pop((k.topic, k.partition), None)
-                        else:
-                            v = fmt.decode_offset_commit_value(value)
-                            group_offsets[(k.topic, k.partition)] = CommittedOffset(
-                                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
-                            )
-                    elif isinstance(k, fmt.GroupMetadataKey):
-                        groups[k.group] = None if value is None else fmt.decode_group_metadata_value(value)
-                    else:
-                        group_id = self.consumer.group_of_record(k)
-                        if group_id is not None:
-                            other.setdefault(group_id, []).append((k, value))
-                except fmt.RecordFormatError as exc:
-                    log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition, exc)
-        now = self.now()
-        for gid, value in groups.items():
-            if value is not None:
-                self._load_classic_group(gid, value, now)
-        for gid, records in other.items():
-            self.consumer.load_group(gid, records)
-        for gid, offs in offsets.items():
-            if not offs:
-                continue
-            group = self.groups.get(gid)
-            if group is None:
-                group = self._create_classic_group(gid)  # offsets only: a simple group
-            group.offsets.update(offs)
-        self._load_pending_transactional_offsets(which)
-        log.info("loaded %d groups (%d records) from %s%s", len(self.groups), count, OFFSETS_TOPIC,
-                 "" if partitions is None else f" partitions {partitions}")
-
-    def _load_pending_transactional_offsets(self, partitions: list[int] | None = None) -> None:
-        """Transactional offset commits whose marker was not written yet (the storage read them without
-        applying them): pending again, for the transaction coordinator to complete."""
-        pending_of = getattr(self.storage, "pending_transactional", None)
-        if pending_of is None:
-            return
-        which = range(self.config.offsets_topic_num_partitions) if partitions is None else partitions
-        for partition in which:
-            for producer_id, records in pending_of(partition).items():
-                for key, value in records:
-                    try:
-                        k = fmt.decode_key(key)
-                        if not isinstance(k, fmt.OffsetCommitKey) or value is None:
-                            continue
-                        v = fmt.decode_offset_commit_value(value)
-                    except fmt.RecordFormatError as exc:
-                        log.warning("__consumer_offsets-%d: skipping an unreadable record: %s", partition,
-                                    exc)
-                        continue
-                    group = self.groups.get(k.group) or self._create_classic_group(k.group)
-                    group.pending_txn_offsets.setdefault(producer_id, {})[(k.topic, k.partition)] = (
-                        CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                                        v.expire_timestamp))
 
     def _load_classic_group(self, group_id: str, value: fmt.GroupMetadataValue, now: int) -> None:
         state = S.STABLE if value.members else S.EMPTY
@@ -1607,8 +1595,22 @@ class GroupCoordinator:
             if isinstance(g, ClassicGroup):
                 g.cancel_timers()
         self.consumer.shutdown()
-        for task in list(self._tasks):
-            task.cancel()
+        self.runtime.cancel_tasks()
+
+
+@dataclass(slots=True)
+class _Loading:
+    """What the replay of one partition collected (group id -> ...), until the partition is loaded."""
+
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    groups: dict[str, fmt.GroupMetadataValue | None] = field(default_factory=dict)
+    other: dict[str, list[tuple[Any, bytes | None]]] = field(default_factory=dict)
+    pending: dict[int, list[tuple[Any, bytes | None]]] = field(default_factory=dict)  # producer id -> records
+    count: int = 0
+
+
+def _committed(v: fmt.OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
 
 
 def _to_value(co: CommittedOffset) -> fmt.OffsetCommitValue:
