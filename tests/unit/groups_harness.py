@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from moldau.broker.coordinator.memory import MemoryCoordinatorLog
-from moldau.broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from moldau.broker.groups.coordinator import GroupCoordinator
 from moldau.broker.groups.group import JoinResult, encode_assignment, encode_subscription
+from moldau.broker.groups.model import GroupConfig, JoinRequest
 from moldau.broker.groups.timer import ManualTimer
 from moldau.protocol.errors import ErrorCode
 
@@ -100,7 +101,7 @@ class Harness:
             supports_skip_assignment=version >= 9,
             reason=reason,
         )
-        self.coord.handle_join(req, box)
+        self.coord.classic.handle_join(req, box)
         return box
 
     def join_new(self, group: str = "g", **kw: Any) -> tuple[str, Box]:
@@ -120,7 +121,7 @@ class Harness:
         protocol_name: str | None = None,
     ) -> Box:
         box = Box()
-        self.coord.handle_sync(
+        self.coord.classic.sync.handle_sync(
             group, generation, member_id, instance, protocol_type, protocol_name, assignments or {}, box
         )
         return box

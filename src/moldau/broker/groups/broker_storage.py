@@ -17,7 +17,8 @@ from typing import Protocol
 
 from ..coordinator import CoordinatorLogDeps, ReplicaCoordinatorLog, TopicSpec
 from ..metadata import OFFSETS_TOPIC
-from .coordinator import GroupConfig, GroupCoordinator
+from .coordinator import GroupCoordinator
+from .model import GroupConfig
 from .timer import AsyncioTimer
 
 log = logging.getLogger(__name__)

@@ -80,7 +80,7 @@ async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) 
             member_id = req.member_id if v >= 3 else ""
             generation = req.generation_id if v >= 3 else -1
             instance_id = req.group_instance_id if v >= 3 else None
-            results = await gc.commit_transactional_offsets(
+            results = await gc.offsets.commit_transactional_offsets(
                 req.group_id, req.producer_id, member_id, generation, instance_id, offsets, v,
                 producer_epoch=req.producer_epoch)
             errors.update(results)
