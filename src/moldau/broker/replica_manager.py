@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from .clock import Clock
     from .config import BrokerConfig
-    from .metadata import MetadataStore, TopicInfo
+    from .metadata import MetadataService, TopicInfo
     from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class ReplicaDeps(Protocol):
     @property
     def log_manager(self) -> LogManager: ...
     @property
-    def metadata(self) -> MetadataStore: ...
+    def metadata(self) -> MetadataService: ...
     @property
     def metrics(self) -> BrokerMetrics | None: ...
 
@@ -205,6 +205,42 @@ class LeadershipListener(Protocol):
     def on_election(self, partition: int, epoch: int) -> None: ...
 
     def on_resignation(self, partition: int, epoch: int | None) -> None: ...
+
+
+class ReplicaService(Protocol):
+    """What both modes' replica managers offer (``ReplicaManager`` here,
+    ``cluster.replica.ClusterReplicaManager``; ``interfaces`` has mypy check both)."""
+
+    node_id: int
+    partitions: dict[tuple[str, int], Partition]
+
+    def load(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def begin_shutdown(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def is_leader(self, p: Partition) -> bool: ...
+
+    def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None: ...
+
+    def leads_new_partitions(self) -> bool: ...
+
+    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None,
+               verify_txn: Any = None, required_acks: int = -1) -> AppendResult: ...
+
+    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
+             replica_id: int = -1, follower_ok: bool = False) -> ReadInfo: ...
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int: ...
+
+    def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int: ...
+
+    async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> bool: ...
 
 
 class ReplicaManager:
@@ -321,6 +357,10 @@ class ReplicaManager:
         """Whether this broker leads ``p`` (one node: every partition it has)."""
         return True
 
+    def leads_new_partitions(self) -> bool:
+        """One node leads every partition as soon as it is created."""
+        return True
+
     def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None:
         """``listener`` hears of the partitions of ``topic`` led here now, then of every change
         (``coordinator.runtime.LeadershipSource``)."""
@@ -378,6 +418,7 @@ class ReplicaManager:
             res.error = KAFKA_STORAGE_ERROR
             res.error_message = f"the log directory of {p.topic}-{p.index} is offline"
             return res
+        buf: bytearray | memoryview
         try:
             magic = detect_magic(records, 0)
             if magic != 2:
@@ -516,6 +557,11 @@ class ReplicaManager:
         if isolation_level == 1:
             info.aborted_transactions = rr.aborted_transactions or []
         return info
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int:
+        """KIP-392: the replica a consumer in ``client_rack`` should read from; -1: the leader (one node has
+        no other replica)."""
+        return -1
 
     def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int:
         """An error for ListOffsets on ``p`` before the lookup (a cluster's: not the leader, ...); 0: none."""

@@ -87,14 +87,14 @@ class ClusterReplicaManager(ReplicaManager):
         cluster (read on use)."""
         super().__init__(services)
         self.zk = zk
-        cfg = services.config
-        self.lag_max_ms = int(cfg.get("replica.lag.time.max.ms"))
-        self.fetch_wait_ms = int(cfg.get("replica.fetch.wait.max.ms"))
-        self.fetch_max_bytes = int(cfg.get("replica.fetch.max.bytes"))
-        self.fetch_response_max_bytes = int(cfg.get("replica.fetch.response.max.bytes"))
-        self.fetch_backoff_ms = int(cfg.get("replica.fetch.backoff.ms"))
-        self.replica_selector = cfg.get("replica.selector.class")  # KIP-392: RackAwareReplicaSelector or None
-        self.rack = cfg.get("broker.rack")
+        replication = services.config.replication
+        self.lag_max_ms = replication.lag_time_max_ms
+        self.fetch_wait_ms = replication.fetch_wait_max_ms
+        self.fetch_max_bytes = replication.fetch_max_bytes
+        self.fetch_response_max_bytes = replication.fetch_response_max_bytes
+        self.fetch_backoff_ms = replication.fetch_backoff_ms
+        self.replica_selector = replication.selector_class  # KIP-392: RackAwareReplicaSelector or None
+        self.rack = replication.rack
         # a leader keeps its unreplicated tail in memory for the followers' fetches, up to this many bytes per
         # partition (PartitionLog's tail cache)
         self.tail_cache_bytes = 4 * self.fetch_max_bytes
@@ -230,6 +230,10 @@ class ClusterReplicaManager(ReplicaManager):
     def is_leader(self, p: Partition) -> bool:
         return isinstance(p, ClusterPartition) and p.is_leader(self.node_id)
 
+    def leads_new_partitions(self) -> bool:
+        """A new partition's leader is the controller's choice (LeaderAndIsr)."""
+        return False
+
     def _become_follower(self, p: ClusterPartition, ps: Any) -> None:
         was_leader = p.is_leader(self.node_id)
         p.leader_id = ps.leader
@@ -308,7 +312,7 @@ class ClusterReplicaManager(ReplicaManager):
         doomed = self.services.log_manager.rename_for_delete(*key)
         if doomed is None:
             return
-        delay = int(self.services.config.get("log.segment.delete.delay.ms")) / 1000.0
+        delay = self.services.config.log.segment_delete_delay_ms / 1000.0
         log.info("%s-%d: replica deleted; removing %s in %.0f s", key[0], key[1], doomed, delay)
         loop = asyncio.get_running_loop()
 

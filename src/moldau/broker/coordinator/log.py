@@ -28,7 +28,7 @@ from ..replica_manager import read_batches
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..config import BrokerConfig
-    from ..metadata import MetadataStore
+    from ..metadata import MetadataService
     from ..replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class CoordinatorLogDeps(Protocol):
     @property
     def clock(self) -> Clock: ...
     @property
-    def metadata(self) -> MetadataStore: ...
+    def metadata(self) -> MetadataService: ...
     @property
     def replica_manager(self) -> ReplicaManager: ...
 

@@ -50,6 +50,9 @@ class MemoryCoordinatorLog:
         """Every record as (partition, key, value), partitions in order."""
         return [(p, k, v) for p, recs in sorted(self.partitions.items()) for k, v in recs]
 
+    def leads_new_partitions(self) -> bool:
+        return True
+
     def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None:
         """This process leads every partition of the listener's (epoch 0)."""
         for p in range(listener.num_partitions):

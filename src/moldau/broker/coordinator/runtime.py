@@ -106,6 +106,11 @@ class LeadershipSource(Protocol):
 
     def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None: ...
 
+    def leads_new_partitions(self) -> bool:
+        """Whether this broker leads a partition as soon as it is created (one node), so that a coordinator
+        may create its topic on its first write instead of waiting for an election."""
+        ...
+
 
 class CoordinatorRuntime:
     """Runs one coordinator (``shard``) over the partitions of its internal topic (``coordinator_log``)."""
@@ -118,6 +123,7 @@ class CoordinatorRuntime:
         self.num_partitions = num_partitions
         self.contexts: dict[int, PartitionContext] = {}
         self.tasks: set[asyncio.Future[Any]] = set()  # the coordinator's background work (``spawn``)
+        self._leads_new = False  # the leadership source leads partitions as they are created (one node)
 
     @property
     def topic(self) -> str:
@@ -126,11 +132,18 @@ class CoordinatorRuntime:
     # ------------------------------------------------------------------------------------------ leadership
     def follow(self, source: LeadershipSource) -> None:
         """Subscribe to the leadership of the topic's partitions (loads those led here now)."""
+        self._leads_new = source.leads_new_partitions()
         source.subscribe_leadership(self.topic, self)
 
     def is_active(self, partition: int) -> bool:
         ctx = self.contexts.get(partition)
         return ctx is not None and ctx.state is PartitionState.ACTIVE
+
+    def serves(self, partition: int) -> bool:
+        """Whether the coordinator answers for ``partition`` here: it is ACTIVE, or the topic does not exist
+        yet and this broker will lead every partition of it (one node: its first write creates it)."""
+        return self.is_active(partition) or (self._leads_new and partition not in self.contexts
+                                             and not self.log.topic_exists())
 
     def active_partitions(self) -> list[int]:
         return sorted(p for p, ctx in self.contexts.items() if ctx.state is PartitionState.ACTIVE)
@@ -217,6 +230,9 @@ class CoordinatorRuntime:
     # ------------------------------------------------------------------------------------------ operations
     def _check_active(self, partition: int) -> PartitionContext:
         ctx = self.contexts.get(partition)
+        if ctx is None and self._leads_new and not self.log.topic_exists():
+            self.log.ensure_topic()  # one node: created and elected at once
+            ctx = self.contexts.get(partition)
         if ctx is None:
             raise KafkaError.for_code(ErrorCode.NOT_COORDINATOR,
                                       f"{self.topic}-{partition} is not led by this broker")

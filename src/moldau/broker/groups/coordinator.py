@@ -111,8 +111,8 @@ class GroupCoordinator:
 
     def owns(self, group_id: str) -> bool:
         """Whether this coordinator serves ``group_id`` (else NOT_COORDINATOR: the client looks it up
-        again): the runtime has its partition of ``__consumer_offsets`` loaded (this broker leads it)."""
-        return self.runtime.is_active(self.partition_for(group_id))
+        again): the runtime serves its partition of ``__consumer_offsets`` (``CoordinatorRuntime.serves``)."""
+        return self.runtime.serves(self.partition_for(group_id))
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` when missing (Kafka creates it on the first FindCoordinator)."""

@@ -77,6 +77,13 @@ class OffsetManager:
             return E.REBALANCE_IN_PROGRESS, group
         return E.NONE, group
 
+    def _check_metadata(self, offsets: dict[TopicPartition, CommittedOffset]
+                        ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
+        """(OFFSET_METADATA_TOO_LARGE by partition, the offsets accepted)."""
+        refused = {tp: int(E.OFFSET_METADATA_TOO_LARGE) for tp, co in offsets.items()
+                   if self.metadata_too_large(co.metadata)}
+        return refused, {tp: co for tp, co in offsets.items() if tp not in refused}
+
     def metadata_too_large(self, metadata: str | None) -> bool:
         if not metadata:
             return False
@@ -97,13 +104,7 @@ class OffsetManager:
         )
         if error != E.NONE or group is None:
             return {tp: error for tp in offsets}
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, co in offsets.items():
-            if self.metadata_too_large(co.metadata):
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = co
+        results, accepted = self._check_metadata(offsets)
         if accepted:
             records = offset_records(group_id, accepted)
             try:
@@ -150,14 +151,8 @@ class OffsetManager:
             )
         if error != E.NONE:
             return {tp: error for tp in offsets}
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, co in offsets.items():
-            if self.metadata_too_large(co.metadata):
-                results[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = co
-                results[tp] = E.NONE
+        results, accepted = self._check_metadata(offsets)
+        results.update({tp: E.NONE for tp in accepted})
         if accepted and producer_epoch is not None:
             records = offset_records(group_id, accepted)
             try:

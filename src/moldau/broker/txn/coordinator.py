@@ -181,9 +181,9 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.config.num_partitions)
 
     def owns(self, transactional_id: str) -> bool:
-        """Whether this coordinator serves ``transactional_id`` (else NOT_COORDINATOR): the runtime has its
-        partition of ``__transaction_state`` loaded (this broker leads it)."""
-        return self.runtime.is_active(self.partition_for(transactional_id))
+        """Whether this coordinator serves ``transactional_id`` (else NOT_COORDINATOR): the runtime serves its
+        partition of ``__transaction_state`` (``CoordinatorRuntime.serves``)."""
+        return self.runtime.serves(self.partition_for(transactional_id))
 
     def coordinator_epoch(self, transactional_id: str) -> int:
         return self.runtime.epoch(self.partition_for(transactional_id))
