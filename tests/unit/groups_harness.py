@@ -8,9 +8,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from moldau.broker.groups.coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from moldau.broker.coordinator.memory import MemoryCoordinatorLog
+from moldau.broker.groups.coordinator import GroupCoordinator
 from moldau.broker.groups.group import JoinResult, encode_assignment, encode_subscription
-from moldau.broker.groups.storage import MemoryOffsetsStorage
+from moldau.broker.groups.model import GroupConfig, JoinRequest
 from moldau.broker.groups.timer import ManualTimer
 from moldau.protocol.errors import ErrorCode
 
@@ -47,17 +48,18 @@ class Box:
 class Harness:
     def __init__(
         self,
-        storage: MemoryOffsetsStorage | None = None,
+        storage: MemoryCoordinatorLog | None = None,
         timer: ManualTimer | None = None,
         topics: Any = None,
         **config: Any,
     ) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.timer = timer or ManualTimer()
-        self.storage = storage if storage is not None else MemoryOffsetsStorage()
+        self.storage = storage if storage is not None else MemoryCoordinatorLog()
         self.config = GroupConfig(**config)
         self.topics = topics
         self.coord = GroupCoordinator(self.config, self.timer, self.storage, topics)
+        self.coord.follow(self.storage)
 
     def restart(self) -> "Harness":
         """A new coordinator over the same storage (a broker restart), loaded."""
@@ -68,7 +70,6 @@ class Harness:
             self.topics,
             **{k: getattr(self.config, k) for k in self.config.__slots__},
         )
-        h.coord.load()
         return h
 
     def join(
@@ -100,7 +101,7 @@ class Harness:
             supports_skip_assignment=version >= 9,
             reason=reason,
         )
-        self.coord.handle_join(req, box)
+        self.coord.classic.handle_join(req, box)
         return box
 
     def join_new(self, group: str = "g", **kw: Any) -> tuple[str, Box]:
@@ -120,7 +121,7 @@ class Harness:
         protocol_name: str | None = None,
     ) -> Box:
         box = Box()
-        self.coord.handle_sync(
+        self.coord.classic.sync.handle_sync(
             group, generation, member_id, instance, protocol_type, protocol_name, assignments or {}, box
         )
         return box
@@ -129,7 +130,7 @@ class Harness:
         """Let background tasks (appends to storage) finish."""
         for _ in range(50):
             await asyncio.sleep(0)
-            if not self.coord._tasks:
+            if not self.coord.runtime.tasks:
                 return
         raise AssertionError("background tasks did not finish")
 

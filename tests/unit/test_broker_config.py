@@ -120,3 +120,17 @@ def test_dynamic():
     assert c.retention_ms == 5000
     with pytest.raises(ConfigError):
         c.set_dynamic("node.id", "3")
+
+
+def test_typed_views_of_the_central_keys():
+    selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    cfg = BrokerConfig.from_dict({"log.dirs": "/tmp/x", "replica.fetch.max.bytes": "2097152",
+                                  "socket.listen.backlog.size": "7", "broker.rack": "r1",
+                                  "replica.selector.class": selector})
+    assert cfg.replication.fetch_max_bytes == 2097152
+    assert cfg.replication.fetch_wait_max_ms == cfg.get("replica.fetch.wait.max.ms")
+    assert cfg.replication.rack == "r1" and cfg.replication.selector_class == selector
+    assert cfg.socket.listen_backlog_size == 7
+    assert cfg.log.retention_check_interval_ms == cfg.get("log.retention.check.interval.ms")
+    assert cfg.quota.window_num == cfg.get("quota.window.num")
+    assert cfg.socket.queued_max_request_bytes == cfg.get("queued.max.request.bytes") == -1

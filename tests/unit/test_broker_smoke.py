@@ -116,7 +116,7 @@ def test_metadata_produce_fetch_roundtrip(tmp_path):
                     allow_auto_topic_creation=True,
                 ),
             )
-            assert md.cluster_id == b.cluster_id and md.controller_id == 1
+            assert md.cluster_id == b.services.cluster_id and md.controller_id == 1
             assert [(br.node_id, br.host, br.port) for br in md.brokers] == [(1, "127.0.0.1", b.port)]
             (t,) = md.topics
             assert t.error_code == 0 and t.name == "events" and len(t.partitions) == 2
@@ -157,7 +157,7 @@ def test_long_poll_woken_by_produce(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("lp", 1, 1)
+            b.services.metadata.create_topic("lp", 1, 1)
             c1 = await RawClient.connect(b.port)
             c2 = await RawClient.connect(b.port)
             t0 = time.monotonic()
@@ -182,7 +182,7 @@ def test_acks0_no_response_but_written(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("a0", 1, 1)
+            b.services.metadata.create_topic("a0", 1, 1)
             c = await RawClient.connect(b.port)
             for i in range(24):
                 await c.send(0, 9, produce_req("a0", 0, batch([b"%d" % i]), acks=0))
@@ -200,8 +200,8 @@ def test_produce_errors(tmp_path):
     async def main():
         b = await start_broker(tmp_path, **{"message.max.bytes": "2000"})
         try:
-            b.metadata.create_topic("e", 1, 1)
-            b.metadata.create_topic("compacted", 1, 1, {"cleanup.policy": "compact"})
+            b.services.metadata.create_topic("e", 1, 1)
+            b.services.metadata.create_topic("compacted", 1, 1, {"cleanup.policy": "compact"})
             c = await RawClient.connect(b.port)
 
             async def code(topic, records, partition=0):
@@ -231,7 +231,7 @@ def test_fetch_session_incremental(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("s", 1, 1)
+            b.services.metadata.create_topic("s", 1, 1)
             c = await RawClient.connect(b.port)
             await c.call(0, 9, produce_req("s", 0, batch([b"1"])))
             f = await c.call(1, 12, fetch_req("s", 0, 0, session_id=0, session_epoch=0))
@@ -266,18 +266,18 @@ def test_restart_keeps_data_and_topic(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("keep", 1, 1)
+            b.services.metadata.create_topic("keep", 1, 1)
             c = await RawClient.connect(b.port)
             await c.call(0, 9, produce_req("keep", 0, batch([b"x", b"y"])))
-            pid1 = b.producer_ids.next_id()
+            pid1 = b.services.producer_ids.next_id()
             c.close()
         finally:
             await b.stop()
         b = await start_broker(tmp_path)
         try:
-            assert "keep" in b.metadata.topics
-            assert b.replica_manager.get_partition("keep", 0).high_watermark == 2
-            assert b.producer_ids.next_id() > pid1
+            assert "keep" in b.services.metadata.topics
+            assert b.services.replica_manager.get_partition("keep", 0).high_watermark == 2
+            assert b.services.producer_ids.next_id() > pid1
         finally:
             await b.stop()
     run(main())
@@ -288,7 +288,7 @@ def test_old_fetch_versions_down_convert(tmp_path, version):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("old", 1, 1)
+            b.services.metadata.create_topic("old", 1, 1)
             c = await RawClient.connect(b.port)
             await c.call(0, 9, produce_req("old", 0, batch([b"v1", b"v2"], key=b"k")))
             f = await c.call(1, version, fetch_req("old", 0, 0))
@@ -304,7 +304,7 @@ def test_old_fetch_versions_down_convert(tmp_path, version):
 def test_stop_answers_pending_long_poll(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
-        b.metadata.create_topic("sd", 1, 1)
+        b.services.metadata.create_topic("sd", 1, 1)
         c = await RawClient.connect(b.port)
         corr = await c.send(1, 12, fetch_req("sd", 0, 0, max_wait=30000))
         await asyncio.sleep(0.1)
@@ -320,14 +320,14 @@ def test_delete_topic_then_recreate(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("gone", 2, 1)
+            b.services.metadata.create_topic("gone", 2, 1)
             c = await RawClient.connect(b.port)
             await c.call(0, 9, produce_req("gone", 0, batch([b"x"])))
-            b.metadata.delete_topic("gone")
-            assert b.replica_manager.get_partition("gone", 0) is None
+            b.services.metadata.delete_topic("gone")
+            assert b.services.replica_manager.get_partition("gone", 0) is None
             r = await c.call(0, 9, produce_req("gone", 0, batch([b"x"])))
             assert r.responses[0].partition_responses[0].error_code == 3
-            b.metadata.create_topic("gone", 1, 1)
+            b.services.metadata.create_topic("gone", 1, 1)
             f = await c.call(1, 12, fetch_req("gone", 0, 0))
             assert f.responses[0].partitions[0].high_watermark == 0
         finally:
@@ -339,7 +339,7 @@ def test_topic_compression_type_recompresses(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("gz", 1, 1, {"compression.type": "gzip"})
+            b.services.metadata.create_topic("gz", 1, 1, {"compression.type": "gzip"})
             c = await RawClient.connect(b.port)
             bb = BatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0)
             for i in range(50):
@@ -362,8 +362,8 @@ def test_topic_ids_and_metadata_versions(tmp_path):
     async def main():
         b = await start_broker(tmp_path, **{"auto.create.topics.enable": "false"})
         try:
-            t = b.metadata.create_topic("ids", 1, 1)
-            b.metadata.create_topic("other", 1, 1)
+            t = b.services.metadata.create_topic("ids", 1, 1)
+            b.services.metadata.create_topic("other", 1, 1)
             c = await RawClient.connect(b.port)
             M = m.ProduceRequest
             req = M.new(
@@ -399,7 +399,7 @@ def test_topic_ids_and_metadata_versions(tmp_path):
             got = [(x.name, x.error_code) for x in md.topics]
             assert got == [("ids", 0), (None, 100), ("missing", 3), ("bad name", 17)]
             assert md.topics[0].topic_authorized_operations > 0
-            assert "missing" not in b.metadata.topics
+            assert "missing" not in b.services.metadata.topics
         finally:
             await b.stop()
     run(main())
@@ -430,7 +430,7 @@ def test_many_pipelined_requests_answered_in_order(tmp_path):
     async def main():
         b = await start_broker(tmp_path, **{"queued.max.requests": "16"})
         try:
-            b.metadata.create_topic("pipe", 1, 1)
+            b.services.metadata.create_topic("pipe", 1, 1)
             c = await RawClient.connect(b.port)
             data = batch([b"x" * 100])
             corrs = [await c.send(0, 9, produce_req("pipe", 0, data)) for _ in range(500)]
@@ -460,17 +460,17 @@ def test_flush_every_message_acks_after_fsync(tmp_path):
     async def main():
         b = await start_broker(tmp_path, **{"log.flush.interval.messages": "1"})
         try:
-            b.metadata.create_topic("durable", 1, 1)
-            b.metadata.create_topic("lazy", 1, 1, {"flush.messages": "1000000"})
+            b.services.metadata.create_topic("durable", 1, 1)
+            b.services.metadata.create_topic("lazy", 1, 1, {"flush.messages": "1000000"})
             c = await RawClient.connect(b.port)
             corrs = [await c.send(0, 9, produce_req("durable", 0, batch([b"x"]), acks=-1)) for _ in range(20)]
             for corr in corrs:
                 r = await c.recv(0, 9, corr)
                 off = r.responses[0].partition_responses[0].base_offset
                 # acknowledged => fsynced: the recovery point covers the record
-                assert b.replica_manager.get_partition("durable", 0).log.recovery_point >= off + 1
+                assert b.services.replica_manager.get_partition("durable", 0).log.recovery_point >= off + 1
             await c.call(0, 9, produce_req("lazy", 0, batch([b"x"])))
-            assert b.replica_manager.get_partition("lazy", 0).log.recovery_point == 0
+            assert b.services.replica_manager.get_partition("lazy", 0).log.recovery_point == 0
         finally:
             await b.stop()
     run(main())
@@ -480,7 +480,7 @@ def test_fetch_session_round_robin(tmp_path):
     async def main():
         b = await start_broker(tmp_path)
         try:
-            b.metadata.create_topic("rr", 2, 1)
+            b.services.metadata.create_topic("rr", 2, 1)
             c = await RawClient.connect(b.port)
             for part, n in ((0, 2), (1, 1)):
                 for _ in range(n):

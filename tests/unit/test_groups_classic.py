@@ -68,7 +68,7 @@ async def test_second_member_triggers_rebalance_and_leader_sees_all_members():
     assert not box2.done
     g = h.coord.classic_group("g")
     assert g.state is S.PREPARING_REBALANCE
-    assert h.coord.heartbeat("g", 1, m1) == E.REBALANCE_IN_PROGRESS
+    assert h.coord.classic.sync.heartbeat("g", 1, m1) == E.REBALANCE_IN_PROGRESS
     box1 = h.join("g", m1)
     r1, r2 = box1.result, box2.result
     assert r1.generation_id == r2.generation_id == 2
@@ -81,7 +81,7 @@ async def test_second_member_triggers_rebalance_and_leader_sees_all_members():
     await h.settle()
     assert s1.result.assignment == A0 and s2.result.assignment == A1
     assert g.state is S.STABLE
-    assert h.coord.heartbeat("g", 2, m2) == E.NONE
+    assert h.coord.classic.sync.heartbeat("g", 2, m2) == E.NONE
 
 
 @aio
@@ -126,14 +126,14 @@ async def test_vote_majority_prefers_first_choice():
 async def test_empty_group_accepts_a_different_protocol():
     h = Harness()
     [m1] = await h.stable_group("g", 1)
-    err, errs = await h.coord.leave_group("g", [(m1, None, "bye")])
+    err, errs = await h.coord.classic.leave_group("g", [(m1, None, "bye")])
     assert (err, errs) == (E.NONE, [E.NONE])
     g = h.coord.classic_group("g")
     assert g.state is S.EMPTY and g.generation_id == 2
     m2, b = h.join_new("g", protocols=[("cooperative-sticky", b"")], protocol_type="consumer")
     assert b.result.error == E.NONE and b.result.protocol_name == "cooperative-sticky"
     # even another protocol type once everybody is gone
-    await h.coord.leave_group("g", [(m2, None, None)])
+    await h.coord.classic.leave_group("g", [(m2, None, None)])
     _m3, b = h.join_new("g", protocols=[("x", b"")], protocol_type="connect")
     assert b.result.error == E.NONE and b.result.protocol_type == "connect"
 
@@ -156,19 +156,19 @@ async def test_unknown_member_id_cases():
     assert h.join("g", "stranger").result.error == E.UNKNOWN_MEMBER_ID
     assert h.sync("g", 1, "stranger").result.error == E.UNKNOWN_MEMBER_ID
     assert h.sync("nope", 1, "x").result.error == E.UNKNOWN_MEMBER_ID
-    assert h.coord.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
-    assert h.coord.heartbeat("nope", 1, "x") == E.UNKNOWN_MEMBER_ID
+    assert h.coord.classic.sync.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
+    assert h.coord.classic.sync.heartbeat("nope", 1, "x") == E.UNKNOWN_MEMBER_ID
 
 
 @aio
 async def test_illegal_generation_and_rebalance_in_progress():
     h = Harness()
     [m1] = await h.stable_group("g", 1)
-    assert h.coord.heartbeat("g", 0, m1) == E.ILLEGAL_GENERATION
+    assert h.coord.classic.sync.heartbeat("g", 0, m1) == E.ILLEGAL_GENERATION
     assert h.sync("g", 7, m1).result.error == E.ILLEGAL_GENERATION
     h.join_new("g", client_id="c2")
     assert h.sync("g", 1, m1).result.error == E.REBALANCE_IN_PROGRESS
-    assert h.coord.heartbeat("g", 1, m1) == E.REBALANCE_IN_PROGRESS
+    assert h.coord.classic.sync.heartbeat("g", 1, m1) == E.REBALANCE_IN_PROGRESS
 
 
 @aio
@@ -214,7 +214,7 @@ async def test_lost_join_response_is_answered_again_in_completing_rebalance():
 async def test_heartbeat_allowed_in_completing_rebalance():
     h = Harness()
     mid, _box = h.join_new("g")
-    assert h.coord.heartbeat("g", 1, mid) == E.NONE
+    assert h.coord.classic.sync.heartbeat("g", 1, mid) == E.NONE
 
 
 # ----------------------------------------------------------------------------------- timers and expiry
@@ -227,7 +227,7 @@ async def test_session_expiry_removes_member_and_rebalances():
     g = h.coord.classic_group("g")
     for _ in range(5):  # the leader keeps heartbeating, the follower is silent
         h.timer.advance(3000)
-        h.coord.heartbeat("g", g.generation_id, leader)
+        h.coord.classic.sync.heartbeat("g", g.generation_id, leader)
     assert follower not in g.members
     assert g.state is S.PREPARING_REBALANCE
     r = h.join("g", leader).result
@@ -245,7 +245,7 @@ async def test_rebalance_timeout_drops_members_that_do_not_rejoin():
     for _ in range(6):
         h.timer.advance(3000)
         if follower in g.members:
-            assert h.coord.heartbeat("g", 2, follower) == E.REBALANCE_IN_PROGRESS
+            assert h.coord.classic.sync.heartbeat("g", 2, follower) == E.REBALANCE_IN_PROGRESS
     h.timer.advance(3000)
     assert box.done and b_leader.done
     assert follower not in g.members
@@ -259,7 +259,7 @@ async def test_member_waiting_in_join_is_not_expired_by_session_timeout():
     g = h.coord.classic_group("g")
     b = h.join("g", leader, session=6000, rebalance=60_000)  # leader waits for the follower
     h.timer.advance(5000)
-    assert h.coord.heartbeat("g", g.generation_id, follower) == E.REBALANCE_IN_PROGRESS
+    assert h.coord.classic.sync.heartbeat("g", g.generation_id, follower) == E.REBALANCE_IN_PROGRESS
     h.timer.advance(5000)  # the leader has not heartbeated for 10 s, but it is waiting on us
     assert leader in g.members and not b.done
     bf = h.join("g", follower, session=6000, rebalance=60_000)
@@ -339,7 +339,7 @@ async def test_new_member_that_never_rejoins_is_dropped_after_new_member_timeout
     for _ in range(101):
         h.timer.advance(3000)
         if m1 in g.members:
-            h.coord.heartbeat("g", 1, m1)
+            h.coord.classic.sync.heartbeat("g", 1, m1)
     assert b2.result.error == E.UNKNOWN_MEMBER_ID
     assert m2 not in g.members
 
@@ -351,13 +351,13 @@ async def test_new_member_that_never_rejoins_is_dropped_after_new_member_timeout
 async def test_leave_batched_and_errors():
     h = Harness()
     leader, follower = await h.stable_group("g", 2)
-    err, errs = await h.coord.leave_group("g", [(follower, None, "closing"), ("ghost", None, None)])
+    err, errs = await h.coord.classic.leave_group("g", [(follower, None, "closing"), ("ghost", None, None)])
     assert err == E.NONE and errs == [E.NONE, E.UNKNOWN_MEMBER_ID]
     g = h.coord.classic_group("g")
     assert g.state is S.PREPARING_REBALANCE
     r = h.join("g", leader).result
     assert [m for m, _, _ in r.members] == [leader]
-    err, errs = await h.coord.leave_group("nope", [("x", None, None)])
+    err, errs = await h.coord.classic.leave_group("nope", [("x", None, None)])
     assert errs == [E.UNKNOWN_MEMBER_ID]
 
 
@@ -365,7 +365,7 @@ async def test_leave_batched_and_errors():
 async def test_last_member_leaving_empties_group_and_writes_it():
     h = Harness()
     [m1] = await h.stable_group("g", 1)
-    await h.coord.leave_group("g", [(m1, None, None)])
+    await h.coord.classic.leave_group("g", [(m1, None, None)])
     await h.settle()
     g = h.coord.classic_group("g")
     assert g.state is S.EMPTY and g.generation_id == 2 and g.protocol_name is None
@@ -380,7 +380,7 @@ async def test_last_member_leaving_empties_group_and_writes_it():
 async def test_leave_of_pending_member():
     h = Harness()
     pending = h.join("g").result.member_id
-    _err, errs = await h.coord.leave_group("g", [(pending, None, None)])
+    _err, errs = await h.coord.classic.leave_group("g", [(pending, None, None)])
     assert errs == [E.NONE]
     assert not h.coord.classic_group("g").pending_members
 
@@ -389,7 +389,7 @@ async def test_leave_of_pending_member():
 async def test_leader_leaves_and_new_leader_is_elected():
     h = Harness()
     leader, follower = await h.stable_group("g", 2)
-    await h.coord.leave_group("g", [(leader, None, None)])
+    await h.coord.classic.leave_group("g", [(leader, None, None)])
     r = h.join("g", follower).result
     assert r.leader_id == follower and r.generation_id == 3
 
@@ -452,13 +452,13 @@ async def test_static_member_restart_keeps_assignment_without_rebalance():
     s = h.sync("g", gen, r.member_id, instance="i2").result
     assert s.assignment == assignment_i2
     # the old incarnation is fenced
-    assert h.coord.heartbeat("g", gen, old_i2, "i2") == E.FENCED_INSTANCE_ID
+    assert h.coord.classic.sync.heartbeat("g", gen, old_i2, "i2") == E.FENCED_INSTANCE_ID
     assert h.sync("g", gen, old_i2, instance="i2").result.error == E.FENCED_INSTANCE_ID
     assert h.join("g", old_i2, instance="i2").result.error == E.FENCED_INSTANCE_ID
-    _err, errs = await h.coord.leave_group("g", [(old_i2, "i2", None)])
+    _err, errs = await h.coord.classic.leave_group("g", [(old_i2, "i2", None)])
     assert errs == [E.FENCED_INSTANCE_ID]
     # the new one is fine; the replacement was persisted
-    assert h.coord.heartbeat("g", gen, r.member_id, "i2") == E.NONE
+    assert h.coord.classic.sync.heartbeat("g", gen, r.member_id, "i2") == E.NONE
     from moldau.protocol import consumer_offsets as fmt
 
     v = fmt.decode_group_metadata_value(h.storage.partitions[h.coord.partition_for("g")][-1][1])
@@ -505,7 +505,7 @@ async def test_static_member_rejoin_during_completing_rebalance_triggers_rebalan
 async def test_admin_removes_static_member_by_instance_id():
     h = Harness()
     await _static_stable(h, ["i1", "i2"])
-    _err, errs = await h.coord.leave_group("g", [("", "i2", "admin"), ("", "nope", None)])
+    _err, errs = await h.coord.classic.leave_group("g", [("", "i2", "admin"), ("", "nope", None)])
     assert errs == [E.NONE, E.UNKNOWN_MEMBER_ID]
     assert "i2" not in h.coord.classic_group("g").static_members
 
@@ -514,7 +514,7 @@ async def test_admin_removes_static_member_by_instance_id():
 async def test_static_member_unknown_instance_on_heartbeat():
     h = Harness()
     [m1] = await h.stable_group("g", 1)
-    assert h.coord.heartbeat("g", 1, m1, "not-registered") == E.UNKNOWN_MEMBER_ID
+    assert h.coord.classic.sync.heartbeat("g", 1, m1, "not-registered") == E.UNKNOWN_MEMBER_ID
 
 
 # ------------------------------------------------------------------------------- concurrent rebalances
@@ -588,7 +588,7 @@ async def test_concurrent_joins_and_leaves_never_lose_live_members(seed):
                     self.start_join()
                 return
             if self.join_box is None and self.sync_box is None:
-                err = h.coord.heartbeat(g_id, self.generation, self.member_id)
+                err = h.coord.classic.sync.heartbeat(g_id, self.generation, self.member_id)
                 if err == E.UNKNOWN_MEMBER_ID:
                     self.unknown += 1
                     self.member_id = ""
@@ -607,7 +607,7 @@ async def test_concurrent_joins_and_leaves_never_lose_live_members(seed):
             c = rnd.choice(live)
             c.alive = False
             if c.member_id:
-                await h.coord.leave_group(g_id, [(c.member_id, None, None)])
+                await h.coord.classic.leave_group(g_id, [(c.member_id, None, None)])
         else:
             rnd.choice(live).alive = False  # vanishes: only the session timeout notices
         for _ in range(rnd.randint(0, 3)):

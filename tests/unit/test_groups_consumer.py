@@ -359,24 +359,26 @@ async def test_offsets_with_member_epochs():
     a = Client(h)
     a.heartbeat()
     co = {("t", 0): CommittedOffset(5)}
-    assert await h.coord.commit_offsets("g", a.member_id, a.epoch, None, co, 9) == {("t", 0): E.NONE}
-    assert await h.coord.commit_offsets("g", a.member_id, a.epoch + 1, None, co, 9) == {
+    assert await h.coord.offsets.commit_offsets("g", a.member_id, a.epoch, None, co, 9) == {("t", 0): E.NONE}
+    assert await h.coord.offsets.commit_offsets("g", a.member_id, a.epoch + 1, None, co, 9) == {
         ("t", 0): E.STALE_MEMBER_EPOCH
     }
-    assert await h.coord.commit_offsets("g", "x", a.epoch, None, co, 9) == {("t", 0): E.UNKNOWN_MEMBER_ID}
-    assert await h.coord.commit_offsets("g", a.member_id, a.epoch, None, co, 8) == {
+    assert await h.coord.offsets.commit_offsets(
+        "g", "x", a.epoch, None, co, 9) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert await h.coord.offsets.commit_offsets("g", a.member_id, a.epoch, None, co, 8) == {
         ("t", 0): E.UNSUPPORTED_VERSION
     }
     assert (
-        h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=a.epoch)[1][0].offset == 5
+        h.coord.offsets.fetch_offsets(
+            "g", [("t", 0)], member_id=a.member_id, member_epoch=a.epoch)[1][0].offset == 5
     )
     assert (
-        h.coord.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=9)[0]
+        h.coord.offsets.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=9)[0]
         == E.STALE_MEMBER_EPOCH
     )
-    assert h.coord.fetch_offsets("g", [("t", 0)])[1][0].offset == 5  # admin: no member
+    assert h.coord.offsets.fetch_offsets("g", [("t", 0)])[1][0].offset == 5  # admin: no member
     # OffsetDelete refuses subscribed topics; DeleteGroups refuses a group with members
-    _err, res = await h.coord.delete_offsets("g", [("t", 0)])
+    _err, res = await h.coord.offsets.delete_offsets("g", [("t", 0)])
     assert res == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC}
     assert await h.coord.delete_groups(["g"]) == {"g": E.NON_EMPTY_GROUP}
     a.leave()
@@ -386,19 +388,19 @@ async def test_offsets_with_member_epochs():
 @aio
 async def test_conversions_between_classic_and_consumer_keep_offsets():
     h = harness()
-    await h.coord.commit_offsets("g", "", -1, None, {("t", 1): CommittedOffset(9)})
+    await h.coord.offsets.commit_offsets("g", "", -1, None, {("t", 1): CommittedOffset(9)})
     assert isinstance(h.coord.groups["g"], ClassicGroup)
     a = Client(h)
     assert a.heartbeat().error == E.NONE
     assert isinstance(h.coord.groups["g"], ConsumerGroup)
-    assert h.coord.fetch_offsets("g", [("t", 1)])[1][0].offset == 9
+    assert h.coord.offsets.fetch_offsets("g", [("t", 1)])[1][0].offset == 9
     # a classic member is refused while the consumer group has members...
     assert h.join("g").result.error == E.INCONSISTENT_GROUP_PROTOCOL
     a.leave()
     # ...and converts it back once it is empty
     _mid, box = h.join_new("g")
     assert box.result.error == E.NONE and isinstance(h.coord.groups["g"], ClassicGroup)
-    assert h.coord.fetch_offsets("g", [("t", 1)])[1][0].offset == 9
+    assert h.coord.offsets.fetch_offsets("g", [("t", 1)])[1][0].offset == 9
     # a consumer member cannot join a non-empty classic group
     assert Client(h).heartbeat().error == E.GROUP_ID_NOT_FOUND
 

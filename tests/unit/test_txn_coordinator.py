@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from moldau.broker.txn.coordinator import MemoryTxnStorage, TransactionCoordinator, TxnConfig
+from moldau.broker.coordinator.memory import MemoryCoordinatorLog
+from moldau.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from moldau.broker.txn.state import TxnState, decode_key, decode_value
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import KafkaError
@@ -26,9 +27,9 @@ def aio(fn):
 
 
 class Harness:
-    def __init__(self, storage: MemoryTxnStorage | None = None, *, now: int = 1_000_000, next_pid: int = 100,
-                 **config) -> None:
-        self.storage = storage or MemoryTxnStorage()
+    def __init__(self, storage: MemoryCoordinatorLog | None = None, *, now: int = 1_000_000,
+                 next_pid: int = 100, **config) -> None:
+        self.storage = storage or MemoryCoordinatorLog()
         self.now = now
         self.pid = next_pid
         self.markers: list[tuple[int, int, bool, list[tuple[str, int]], int]] = []
@@ -36,7 +37,7 @@ class Harness:
         self.config = TxnConfig(num_partitions=3, **config)
         self.c = TransactionCoordinator(self.config, self.storage, self._write_markers, self._next_pid,
                                         lambda: self.now)
-        self.c.load()
+        self.c.follow(self.storage)
 
     def _next_pid(self) -> int:
         self.pid += 1

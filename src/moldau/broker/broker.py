@@ -1,5 +1,6 @@
-"""The Broker: builds the services (``services.BrokerServices``) and owns the lifecycle, the listeners and the
-open connections. Handlers and components never see it: they get the services."""
+"""The Broker: has its services (``services.BrokerServices``) built by its mode's factory
+(``compose.SingleNode`` or ``compose.Cluster``) and owns the lifecycle, the listeners and the open
+connections. Handlers, components, tools and tests use the services, never the broker's internals."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ import os
 import signal
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .compose import ModeFactory, factory_for
 from .config import BrokerConfig, Listener
-from .metadata import MetadataStore
-from .services import PRODUCER_ID_BLOCK, PRODUCER_ID_FILE, BrokerServices, ProducerIdManager, SystemClock
+from .services import (
+    PRODUCER_ID_BLOCK,
+    PRODUCER_ID_FILE,
+    BrokerServices,
+    Clock,
+    ProducerIdManager,
+    SystemClock,
+)
+
+if TYPE_CHECKING:
+    from .server import Server
 
 __all__ = ["Broker", "BrokerServices", "run", "serve", "ProducerIdManager", "SystemClock",
            "PRODUCER_ID_BLOCK",
@@ -23,12 +34,17 @@ __all__ = ["Broker", "BrokerServices", "run", "serve", "ProducerIdManager", "Sys
 log = logging.getLogger(__name__)
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, clock: Any = None) -> None:
+    """One broker process: its services (``services``, built by the mode's ``compose.ModeFactory``), the
+    listeners, the open connections and the lifecycle. Tools and tests reach what the broker serves through
+    ``broker.services``."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
         self.services = BrokerServices(config=config, clock=clock or SystemClock(),
                                        data_dir=os.path.abspath(config.log_dirs[0]), node_id=config.node_id,
                                        cluster_id=config.get("cluster.id") or "")
         self.services.advertised_listener = self.advertised_listener
-        self.server: Any = None
+        self.factory: ModeFactory = factory_for(self.services)
+        self.server: Server | None = None
         self.console: Any = None     # moldau.console's server when console.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
@@ -36,336 +52,162 @@ class Broker:
         self._stopping = False
         self.started_at = 0.0
 
-    # ----------------------------------------------------------------------------------------- services
-    # the services, also reachable on the broker (tools, tests, the metrics scrape)
-    @property
-    def config(self) -> BrokerConfig:
-        return self.services.config
-
-    @config.setter
-    def config(self, value: BrokerConfig) -> None:
-        self.services.config = value
-
-    @property
-    def clock(self) -> Any:
-        return self.services.clock
-
-    @clock.setter
-    def clock(self, value: Any) -> None:
-        self.services.clock = value
-
-    @property
-    def data_dir(self) -> str:
-        return self.services.data_dir
-
-    @data_dir.setter
-    def data_dir(self, value: str) -> None:
-        self.services.data_dir = value
-
-    @property
-    def node_id(self) -> int:
-        return self.services.node_id
-
-    @node_id.setter
-    def node_id(self, value: int) -> None:
-        self.services.node_id = value
-
-    @property
-    def cluster_id(self) -> str:
-        return self.services.cluster_id
-
-    @cluster_id.setter
-    def cluster_id(self, value: str) -> None:
-        self.services.cluster_id = value
-
-    @property
-    def log_manager(self) -> Any:
-        return self.services.log_manager
-
-    @log_manager.setter
-    def log_manager(self, value: Any) -> None:
-        self.services.log_manager = value
-
-    @property
-    def metadata(self) -> MetadataStore:
-        return self.services.metadata
-
-    @metadata.setter
-    def metadata(self, value: MetadataStore) -> None:
-        self.services.metadata = value
-
-    @property
-    def quotas(self) -> Any:
-        return self.services.quotas
-
-    @property
-    def limiter(self) -> Any:
-        return self.services.limiter
-
-    @property
-    def request_memory(self) -> Any:
-        return self.services.request_memory
-
-    @property
-    def client_log(self) -> Any:
-        return self.services.client_log
-
-    @property
-    def replica_manager(self) -> Any:
-        return self.services.replica_manager
-
-    @replica_manager.setter
-    def replica_manager(self, value: Any) -> None:
-        self.services.replica_manager = value
-
-    @property
-    def producer_ids(self) -> ProducerIdManager:
-        return self.services.producer_ids
-
-    @producer_ids.setter
-    def producer_ids(self, value: ProducerIdManager) -> None:
-        self.services.producer_ids = value
-
-    @property
-    def group_coordinator(self) -> Any:
-        return self.services.group_coordinator
-
-    @group_coordinator.setter
-    def group_coordinator(self, value: Any) -> None:
-        self.services.group_coordinator = value
-
-    @property
-    def transaction_coordinator(self) -> Any:
-        return self.services.transaction_coordinator
-
-    @transaction_coordinator.setter
-    def transaction_coordinator(self, value: Any) -> None:
-        self.services.transaction_coordinator = value
-
-    @property
-    def security(self) -> Any:
-        return self.services.security
-
-    @security.setter
-    def security(self, value: Any) -> None:
-        self.services.security = value
-
-    @property
-    def authorizer(self) -> Any:
-        return self.services.authorizer
-
-    @authorizer.setter
-    def authorizer(self, value: Any) -> None:
-        self.services.authorizer = value
-
-    @property
-    def cluster(self) -> Any:
-        """cluster.ClusterServices when zookeeper.connect is set (docs/cluster.md), else None."""
-        return self.services.cluster
-
-    @cluster.setter
-    def cluster(self, value: Any) -> None:
-        self.services.cluster = value
-
-    @property
-    def metrics(self) -> Any:
-        return self.services.metrics
-
-    @metrics.setter
-    def metrics(self, value: Any) -> None:
-        self.services.metrics = value
-
     # ----------------------------------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         from moldau.log import LogManager
 
-        from .replica_manager import ReplicaManager
         from .server import Server
-        from .topic_config import log_config_for, validate_topic_configs
+        from .topic_config import load_dynamic_broker_configs, log_config_for
 
         t0 = time.monotonic()
-        os.makedirs(self.data_dir, exist_ok=True)
+        services = self.services
+        cfg = services.config
+        os.makedirs(services.data_dir, exist_ok=True)
         try:
-            from .topic_config import load_dynamic_broker_configs
-
-            load_dynamic_broker_configs(self.services)
+            load_dynamic_broker_configs(services)
         except Exception:  # pragma: no cover - optional
             log.exception("cannot load dynamic broker configs")
-        default_log_config = log_config_for({}, self.config)
-        cfg = self.config
-        cluster_id = cfg.get("cluster.id") or None
-        if cfg.get("zookeeper.connect"):
-            from .cluster import ClusterServices
-
-            self.cluster = ClusterServices(self)
-            await self.cluster.connect()
-            cluster_id = self.cluster.cluster_id
+        default_log_config = log_config_for({}, cfg)
+        cluster_id = await self.factory.connect(services)
         # Loading builds objects per partition that live as long as the broker; the cyclic GC would scan
         # them again and again while they are made: off while loading.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self.log_manager = LogManager(
-                cfg.log_dirs, default_log_config, self.clock, node_id=self.node_id,
+            services.log_manager = LogManager(
+                cfg.log_dirs, default_log_config, services.clock, node_id=services.node_id,
                 cluster_id=cluster_id,
-                retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
-                checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")))
-            self.cluster_id = str(self.log_manager.cluster_id)
-            self.node_id = int(self.log_manager.node_id)
-            if self.cluster is not None:
-                from .cluster.producer_ids import ZkProducerIdManager
-                from .cluster.store import ZkMetadataStore
-
-                self.metadata = ZkMetadataStore(  # type: ignore[assignment]
-                    self.cluster.zk, node_id=self.node_id, broker_config=self.config,
-                    config_validator=validate_topic_configs)
-                await self.metadata.load()  # type: ignore[attr-defined]
-                self.producer_ids = ZkProducerIdManager(  # type: ignore[assignment]
-                    self.cluster.zk, self.node_id)
-            else:
-                self.metadata = MetadataStore(self.data_dir, broker_config=self.config,
-                                              config_validator=validate_topic_configs)
-                self.metadata.load()
-                self.producer_ids = ProducerIdManager(self.data_dir)
+                retention_check_interval_ms=cfg.log.retention_check_interval_ms,
+                checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms)
+            services.cluster_id = str(services.log_manager.cluster_id)
+            services.node_id = int(services.log_manager.node_id)
+            await self.factory.build_metadata(services)
             from .limits import ConnectionLimiter, RequestMemory
-            from .quotas import FileQuotaStore, QuotaManager
+            from .quotas import QuotaManager
 
             # quotas and dynamic broker configs: in the data dir, or in ZooKeeper in a cluster (/config/...)
-            quota_store = self.cluster.quota_store() if self.cluster is not None else FileQuotaStore(
-                self.data_dir)
-            self.services.quotas = QuotaManager(
-                quota_store, window_num=int(cfg.get("quota.window.num")),
-                window_s=float(cfg.get("quota.window.size.seconds")))
-            if self.cluster is not None:
-                quota_store.on_change = self.services.quotas.reload
-                self.services.broker_configs = self.cluster.broker_config_store(self.services)
-            self.services.limiter = ConnectionLimiter(cfg, self.services.quotas,
-                                                      client_log=self.services.client_log)
-            self.services.request_memory = RequestMemory(int(cfg.get("queued.max.request.bytes")))
-            if self.cluster is not None:
-                from .cluster.replica import ClusterReplicaManager
-
-                self.replica_manager = ClusterReplicaManager(self.services, self.cluster.zk)
-            else:
-                self.replica_manager = ReplicaManager(self.services)
-            self.replica_manager.load()
+            services.quotas = QuotaManager(
+                self.factory.quota_store(services), window_num=cfg.quota.window_num,
+                window_s=cfg.quota.window_size_seconds)
+            self.factory.after_quotas(services)
+            services.limiter = ConnectionLimiter(cfg, services.quotas, client_log=services.client_log)
+            services.request_memory = RequestMemory(cfg.socket.queued_max_request_bytes)
+            services.replica_manager = self.factory.build_replica_manager(services)
+            services.replica_manager.load()
         finally:
             if gc_was_enabled:
                 gc.enable()
-        self.metadata.listeners.append(self.replica_manager)
-        self._start_optional_components()
+        services.metadata.listeners.append(services.replica_manager)
+        self._start_coordinators()
         self.server = Server(self)
         try:
             from .metrics import start_metrics
 
-            self.metrics = await start_metrics(self)
+            services.metrics = await start_metrics(services, self)
             await self.server.start()
         except BaseException:
             self.server.stop_accepting()
-            self.log_manager.close()
+            services.log_manager.close()
             raise
         self.listeners = self.server.bound
-        if isinstance(self.metadata, MetadataStore):
-            self.metadata.node_id = self.node_id
-            self.metadata.rack = self.config.get("broker.rack")
-            self.metadata.advertised = self._advertised_address
-        self.replica_manager.start()
-        if self.cluster is not None:
-            await self.cluster.register()
+        await self.factory.listening(services, self.listeners)
+        services.replica_manager.start()
         self._started = True
         self.started_at = time.monotonic()
-        if self.config.get("console.listener"):  # the web console (moldau.console), served from this process
+        if cfg.get("console.listener"):  # the web console (moldau.console), served from this process
             from moldau.console.embedded import start_console
 
-            self.console = await start_console(self)
+            self.console = await start_console(services, self.listeners)
         first = self.listeners[0]
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
-                 first.port, self.node_id, self.cluster_id, self.data_dir)
+                 first.port, services.node_id, services.cluster_id, services.data_dir)
         log.debug("startup took %.0f ms", (time.monotonic() - t0) * 1000)
 
-    def _start_optional_components(self) -> None:
-        """The group and transaction coordinators. A coordinator that cannot start (its internal topic
-        unreadable, say) is logged and left out: the broker still serves produce and fetch."""
+    def _start_coordinators(self) -> None:
+        """The group and transaction coordinators, on the coordinator runtime, following the replica manager's
+        leadership. A coordinator that cannot start is logged and left out: the broker still serves produce
+        and fetch."""
         from .groups import create_group_coordinator
         from .txn import create_transaction_coordinator
 
+        services = self.services
         try:
-            self.group_coordinator = create_group_coordinator(self.services)
+            services.group_coordinator = create_group_coordinator(services)
         except Exception:  # pragma: no cover
             log.exception("cannot start the group coordinator")
         # after the group coordinator: completing transactions found prepared at start completes their
         # transactional offset commits too
         try:
-            self.transaction_coordinator = create_transaction_coordinator(self.services)
-            self.transaction_coordinator.start()
+            tc = create_transaction_coordinator(services, self.factory.transaction_markers(services))
+            tc.start()
+            services.transaction_coordinator = tc
         except Exception:  # pragma: no cover
             log.exception("cannot start the transaction coordinator")
-            self.transaction_coordinator = None
+            services.transaction_coordinator = None
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         if self._stopping:
             return
         self._stopping = True
-        if self.cluster is not None:
-            try:
-                await self.cluster.controlled_shutdown()
-            except Exception:  # pragma: no cover
-                log.exception("controlled shutdown failed")
+        services = self.services
+        await self.factory.stopping()
         if self.server is not None:
             self.server.stop_accepting()
         conns = list(self.connections)
         for c in conns:
             c.stop_reading()
-        if self.replica_manager is not None:
-            self.replica_manager.begin_shutdown()  # long polls answer now
+        rm = services.replica_manager
+        if rm is not None:
+            rm.begin_shutdown()  # long polls answer now
         if conns:
             await asyncio.gather(*(c.drain(drain_timeout) for c in conns), return_exceptions=True)
         for c in conns:
             c.close()
         if self.server is not None:
             await self.server.wait_closed()
-        if self.transaction_coordinator is not None:
+        if services.transaction_coordinator is not None:
             try:
-                await self.transaction_coordinator.stop()
+                await services.transaction_coordinator.stop()
             except Exception:  # pragma: no cover
                 log.exception("error stopping the transaction coordinator")
-        if self.group_coordinator is not None:
+        if services.group_coordinator is not None:
             try:
-                self.group_coordinator.stop()
+                services.group_coordinator.stop()
             except Exception:  # pragma: no cover
                 log.exception("error stopping the group coordinator")
-        if self.replica_manager is not None:
-            await self.replica_manager.stop()
+        if rm is not None:
+            await rm.stop()
         if self.console is not None:
             await self.console.stop()
-        if self.cluster is not None:
+        await self.factory.close()
+        if services.metrics is not None:
+            await services.metrics.stop()
+        if services.log_manager is not None:
             try:
-                await self.cluster.close()
-            except Exception:  # pragma: no cover
-                log.exception("error closing the ZooKeeper session")
-        if self.metrics is not None:
-            await self.metrics.stop()
-        if self.log_manager is not None:
-            try:
-                self.log_manager.close()
+                services.log_manager.close()
             except Exception:  # pragma: no cover
                 log.exception("error closing the logs")
+
+    @property
+    def ready(self) -> bool:
+        """Started and not stopping (the metrics endpoint's /ready)."""
+        return self._started and not self._stopping
 
     # ----------------------------------------------------------------------------------------- listeners
     def advertised_listener(self, listener_name: str | None) -> Listener:
         """The advertised endpoint for clients that connected on ``listener_name``."""
         bound = {lst.name: lst for lst in self.listeners}
-        adv = self.config.get("advertised.listeners")
+        adv = self.services.config.get("advertised.listeners")
         if adv:
-            for lst in self.config.advertised_listeners:
+            for lst in self.services.config.advertised_listeners:
                 if lst.name == listener_name:
                     host = lst.host or socket.getfqdn()
                     port = lst.port or (bound[lst.name].port if lst.name in bound else lst.port)
                     return Listener(lst.name, host, port, lst.security_protocol)
-        lst = bound.get(listener_name or "") or (self.listeners[0] if self.listeners else None)
-        if lst is None:
-            first = self.config.listeners[0]
-            return first
+        found = bound.get(listener_name or "") or (self.listeners[0] if self.listeners else None)
+        if found is None:
+            return self.services.config.listeners[0]
+        lst = found
         host = lst.host
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
@@ -377,7 +219,7 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return self.listeners[0].port if self.listeners else self.config.listeners[0].port
+        return self.listeners[0].port if self.listeners else self.services.config.listeners[0].port
 
     # ----------------------------------------------------------------------------------------- connections
     def connection_opened(self, conn: Any) -> None:

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from .config_views import LogView, QuotaView, ReplicationView, SocketView
+
 log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
@@ -622,6 +624,23 @@ class BrokerConfig:
             raise ConfigError("log.dirs", "Configuration log.dirs is empty")
 
     # -- access
+    # -- typed views of the central keys (config_views; read on access, dynamic configs apply)
+    @property
+    def log(self) -> LogView:
+        return LogView(self)
+
+    @property
+    def replication(self) -> ReplicationView:
+        return ReplicationView(self)
+
+    @property
+    def socket(self) -> SocketView:
+        return SocketView(self)
+
+    @property
+    def quota(self) -> QuotaView:
+        return QuotaView(self)
+
     def get(self, key: str) -> Any:
         key = ALIASES.get(key, key) if key != "broker.id" else "node.id"
         if key in self.dynamic:

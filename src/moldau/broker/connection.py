@@ -31,10 +31,9 @@ _RECV_BUFFER = 16 * 1024  # per connection; larger frames are read straight into
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 
 
-class ConnectionHost(Protocol):
-    """What a connection needs of its broker (``broker.Broker`` is one): the config, the security manager,
-    the connection limits, the request-bytes pool, the per-client log, and the set of open connections (to
-    drain them at stop)."""
+class ConnectionServices(Protocol):
+    """The services a connection uses (``services.BrokerServices`` is one): the config, the security manager,
+    the connection limits, the request-bytes pool, the per-client log."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -46,6 +45,14 @@ class ConnectionHost(Protocol):
     def request_memory(self) -> RequestMemory | None: ...
     @property
     def client_log(self) -> ClientLog: ...
+
+
+class ConnectionHost(Protocol):
+    """What a connection needs of its broker (``broker.Broker`` is one): its services, and the set of open
+    connections (to drain them at stop)."""
+
+    @property
+    def services(self) -> ConnectionServices: ...
     def connection_opened(self, conn: Connection) -> None: ...
     def connection_closed(self, conn: Connection) -> None: ...
 
@@ -87,7 +94,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._write_ok: asyncio.Event | None = None
         self._last_activity = time.monotonic()
-        cfg = host.config
+        cfg = host.services.config
         self._idle_ms = int(cfg.get("connections.max.idle.ms"))
         self._idle_handle: asyncio.TimerHandle | None = None
         self._max_request = int(cfg.get("socket.request.max.bytes"))
@@ -101,7 +108,7 @@ class Connection(asyncio.BufferedProtocol):
         self._muted_until = 0.0  # loop time until which no further request is handled (quota throttling)
         self._mute_wake: asyncio.Future[None] | None = None
         self._refused = False    # closed at accept by a connection limit
-        pool = host.request_memory
+        pool = host.services.request_memory
         self._pool = pool if pool is not None and pool.bounded else None  # queued.max.request.bytes
         self._reserved = 0       # bytes of this connection's requests counted in the pool
         self._mem_wait = False   # reading paused until the pool has room
@@ -113,12 +120,12 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
-        limiter = self.host.limiter
+        limiter = self.host.services.limiter
         if limiter is not None and limiter.admit(self.peer[0]) is not None:
             self._refused = self._closed = True
             transport.close()
             return
-        security = self.host.security
+        security = self.host.services.security
         if security is not None:
             security.connection_made(self, transport)  # TLS principal, SASL session
         self.host.connection_opened(self)
@@ -130,7 +137,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._refused:
             return
         self._closed = True
-        limiter = self.host.limiter
+        limiter = self.host.services.limiter
         if limiter is not None:
             limiter.release(self.peer[0])
         if self._pool is not None:
@@ -205,7 +212,7 @@ class Connection(asyncio.BufferedProtocol):
                 break
             size = _SIZE.unpack_from(view, self._start)[0]
             if size <= 0 or size > self._max_request:
-                self.host.client_log.event(
+                self.host.services.client_log.event(
                     "bad_frames", self.peer[0], "closing connection from %s:%d: request size %d is %s",
                     self.peer[0], self.peer[1], size, "not positive" if size <= 0 else
                     f"larger than socket.request.max.bytes ({self._max_request})")

@@ -66,6 +66,48 @@ class MetadataListener(Protocol):
     def on_topic_configs_changed(self, topic: TopicInfo) -> None: ...
 
 
+class MetadataService(Protocol):
+    """What both modes' metadata stores offer (``MetadataStore`` here, ``cluster.store.ZkMetadataStore``;
+    ``interfaces`` has mypy check both)."""
+
+    topics: dict[str, TopicInfo]
+    listeners: list[MetadataListener]
+
+    def get(self, name: str) -> TopicInfo | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def __contains__(self, name: str) -> bool: ...
+
+    def live_brokers(self, listener_name: str | None) -> list[tuple[int, str, int, str | None]]: ...
+
+    def controller_id(self) -> int: ...
+
+    def partition_state(self, topic: str, partition: int) -> Any: ...
+
+    def replicas_of(self, topic: str, partition: int) -> list[int]: ...
+
+    async def learn_topic(self, name: str) -> bool: ...
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str | None] | None = None, *, validate_only: bool = False,
+                     topic_id: uuid.UUID | None = None, assignment: dict[int, list[int]] | None = None
+                     ) -> TopicInfo: ...
+
+    def create_partitions(self, name: str, new_total: int, *, validate_only: bool = False,
+                          assignment: list[list[int]] | None = None) -> TopicInfo: ...
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None], *, replace: bool = False,
+                            validate_only: bool = False) -> TopicInfo: ...
+
+    def ensure_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: Mapping[str, str | None]) -> TopicInfo: ...
+
+    def delete_topic(self, name: str) -> TopicInfo: ...
+
+    def adopt(self, name: str, num_partitions: int, topic_id: uuid.UUID | None) -> TopicInfo: ...
+
+
 def is_valid_topic_name(name: str | None) -> bool:
     try:
         validate_topic_name(name)
@@ -208,6 +250,10 @@ class MetadataStore(TopicIndex):
     def partition_state(self, topic: str, partition: int) -> Any:
         """None: one node leads every partition; the replica manager's Partition is the state."""
         return None
+
+    async def learn_topic(self, name: str) -> bool:
+        """Whether the topic exists (the cluster's store reads one it has not heard of from ZooKeeper)."""
+        return name in self.topics
 
     def replicas_of(self, topic: str, partition: int) -> list[int]:
         return [self.node_id] if topic in self.topics else []

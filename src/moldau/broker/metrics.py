@@ -25,7 +25,7 @@ import resource
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,11 @@ class _Writer:
 class BrokerMetrics:
     """The counters the broker updates, and the scrape that reads everything else from the broker."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, services: Any, host: MetricsHost) -> None:
+        """``services``: the broker's ``services.BrokerServices`` (not imported: the replica manager, which
+        the services hold, reports into this module)."""
+        self.services = services
+        self.host = host
         self.api_names = _api_names()
         self.requests: dict[int, int] = defaultdict(int)
         self.request_bytes: dict[int, Histogram] = {}
@@ -231,7 +234,7 @@ class BrokerMetrics:
             w.sample(name, [], total)  # the all-topics figure, as Kafka's MBean without a topic tag
 
     def _partitions(self) -> list[Any]:
-        rm = getattr(self.broker, "replica_manager", None)
+        rm = self.services.replica_manager
         if rm is None:
             return []
         return list(rm.partitions.values())
@@ -240,7 +243,7 @@ class BrokerMetrics:
         parts = self._partitions()
         w.family("kafka_server_replicamanager_partitioncount", "gauge", "Partitions on this broker.")
         w.sample("kafka_server_replicamanager_partitioncount", [], len(parts))
-        node = getattr(self.broker, "node_id", -1)
+        node = self.services.node_id
         leaders = [p for p in parts if getattr(p, "leader_id", node) == node]
         w.family("kafka_server_replicamanager_leadercount", "gauge", "Partitions this broker leads.")
         w.sample("kafka_server_replicamanager_leadercount", [], len(leaders))
@@ -285,7 +288,7 @@ class BrokerMetrics:
         w.sample("kafka_server_replicamanager_isrshrinks_total", [], self.isr_shrinks)
         w.family("kafka_server_replicamanager_isrexpands_total", "counter", "ISR expansions by this leader.")
         w.sample("kafka_server_replicamanager_isrexpands_total", [], self.isr_expands)
-        cluster = getattr(self.broker, "cluster", None)
+        cluster = self.services.cluster
         controller = getattr(cluster, "controller", None) if cluster is not None else None
         active = 1 if cluster is None or (controller is not None and controller.active) else 0
         w.family("kafka_controller_kafkacontroller_activecontrollercount", "gauge",
@@ -302,8 +305,8 @@ class BrokerMetrics:
                                                          ("replica", r)], lag)
 
     def _render_groups(self, w: _Writer) -> None:
-        gc = getattr(self.broker, "group_coordinator", None)
-        groups = dict(getattr(gc, "groups", {}) or {}) if gc is not None else {}
+        gc = self.services.group_coordinator
+        groups = dict(gc.groups.items()) if gc is not None else {}
         by_state: dict[str, int] = defaultdict(int)
         for g in groups.values():
             by_state[_state(g)] += 1
@@ -318,7 +321,7 @@ class BrokerMetrics:
         for gid in sorted(groups):
             w.sample("moldau_group_members", [("group", gid)], len(getattr(groups[gid], "members", {}) or {}))
         # committed offsets and lag per group and partition (kafka_exporter's names)
-        rm = getattr(self.broker, "replica_manager", None)
+        rm = self.services.replica_manager
         w.family("kafka_consumergroup_current_offset", "gauge",
                  "Committed offset of a group for a partition.")
         w.family("kafka_consumergroup_lag", "gauge", "Log end offset minus the committed offset.")
@@ -343,8 +346,8 @@ class BrokerMetrics:
             w.sample("kafka_consumergroup_lag_sum", [("consumergroup", gid), ("topic", topic)], total)
 
     def _render_server(self, w: _Writer) -> None:
-        b = self.broker
-        conns = list(getattr(b, "connections", ()) or ())
+        b = self.services
+        conns = list(self.host.connections)
         w.family("kafka_server_socketservermetrics_connection_count", "gauge", "Open client connections.")
         by_listener: dict[str, int] = defaultdict(int)
         for c in conns:
@@ -353,7 +356,7 @@ class BrokerMetrics:
             w.sample("kafka_server_socketservermetrics_connection_count", [], 0)
         for name, n in sorted(by_listener.items()):
             w.sample("kafka_server_socketservermetrics_connection_count", [("listener", name)], n)
-        rm = getattr(b, "replica_manager", None)
+        rm = b.replica_manager
         fetch_waiting = 0
         produce_waiting = 0
         if rm is not None:
@@ -373,15 +376,15 @@ class BrokerMetrics:
             from moldau import __version__ as version
         except Exception:  # noqa: BLE001
             version = "unknown"
-        w.sample("moldau_broker_info", [("version", version), ("node_id", getattr(b, "node_id", "")),
-                                        ("cluster_id", getattr(b, "cluster_id", ""))], 1)
-        started = getattr(b, "started_at", 0.0) or 0.0
+        w.sample("moldau_broker_info", [("version", version), ("node_id", b.node_id),
+                                        ("cluster_id", b.cluster_id)], 1)
+        started = self.host.started_at
         w.family("moldau_broker_uptime_seconds", "gauge", "Seconds since the broker became ready.")
         w.sample("moldau_broker_uptime_seconds", [], max(time.monotonic() - started, 0.0) if started else 0.0)
 
     def _render_quotas(self, w: _Writer) -> None:
         """Per quota group (user, client id) and quota: the measured rate and the throttle time handed out."""
-        qm = getattr(self.broker, "quotas", None)
+        qm = self.services.quotas
         rows = qm.metrics() if qm is not None else []
         kinds = {"producer_byte_rate": "Produce", "consumer_byte_rate": "Fetch",
                  "request_percentage": "Request"}
@@ -399,13 +402,13 @@ class BrokerMetrics:
     def _render_limits(self, w: _Writer) -> None:
         """Bad request frames and connections refused by a limit (counted even when their log lines are
         suppressed), and the bytes of requests held (queued.max.request.bytes)."""
-        counts = getattr(getattr(self.broker, "client_log", None), "counts", {}) or {}
+        counts = self.services.client_log.counts
         w.family("moldau_bad_frames_total", "counter", "Request frames that could not be handled (connection "
                                                        "closed).")
         w.sample("moldau_bad_frames_total", [], counts.get("bad_frames", 0))
         w.family("moldau_connections_refused_total", "counter", "Connections closed at accept by a limit.")
         w.sample("moldau_connections_refused_total", [], counts.get("connections_refused", 0))
-        pool = getattr(self.broker, "request_memory", None)
+        pool = self.services.request_memory
         w.family("moldau_request_bytes_held", "gauge", "Bytes of requests read and not yet handled (counted "
                                                        "when queued.max.request.bytes is set).")
         w.sample("moldau_request_bytes_held", [], pool.used if pool is not None else 0)
@@ -461,8 +464,7 @@ class BrokerMetrics:
             self.server = None
 
     def _ready(self) -> bool:
-        b = self.broker
-        return bool(getattr(b, "_started", False)) and not bool(getattr(b, "_stopping", False))
+        return self.host.ready
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -527,14 +529,24 @@ def parse_listener(spec: str) -> tuple[str, int]:
     return host, int(port_s)
 
 
-async def start_metrics(broker: Any) -> BrokerMetrics | None:
+class MetricsHost(Protocol):
+    """What the scrape reads of the broker process itself (``broker.Broker`` is one)."""
+
+    connections: set[Any]
+    started_at: float
+
+    @property
+    def ready(self) -> bool: ...
+
+
+async def start_metrics(services: Any, host: MetricsHost) -> BrokerMetrics | None:
     """Start the endpoint when ``metrics.listener`` is set; the counters exist either way (None = off)."""
     try:
-        spec = broker.config.get(CONFIG_KEY)
+        spec = services.config.get(CONFIG_KEY)
     except Exception:  # noqa: BLE001 - the key is not declared in this build
         spec = None
     if not spec:
         return None
-    m = BrokerMetrics(broker)
+    m = BrokerMetrics(services, host)
     await m.start(str(spec))
     return m

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from .clock import Clock
     from .config import BrokerConfig
-    from .metadata import MetadataStore, TopicInfo
+    from .metadata import MetadataService, TopicInfo
     from .metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
@@ -236,9 +236,57 @@ class ReplicaDeps(Protocol):
     @property
     def log_manager(self) -> LogManager: ...
     @property
-    def metadata(self) -> MetadataStore: ...
+    def metadata(self) -> MetadataService: ...
     @property
     def metrics(self) -> BrokerMetrics | None: ...
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker becomes (stops being) the leader of a partition of the topic it subscribed to
+    (``ReplicaManager.subscribe_leadership``; the coordinator runtimes)."""
+
+    #: the partitions of the topic the listener serves
+    num_partitions: int
+
+    def on_election(self, partition: int, epoch: int) -> None: ...
+
+    def on_resignation(self, partition: int, epoch: int | None) -> None: ...
+
+
+class ReplicaService(Protocol):
+    """What both modes' replica managers offer (``ReplicaManager`` here,
+    ``cluster.replica.ClusterReplicaManager``; ``interfaces`` has mypy check both)."""
+
+    node_id: int
+    partitions: dict[tuple[str, int], Partition]
+
+    def load(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def begin_shutdown(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def get_partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def is_leader(self, p: Partition) -> bool: ...
+
+    def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None: ...
+
+    def leads_new_partitions(self) -> bool: ...
+
+    def append(self, p: Partition, records: Any, *, internal: bool = False, now_ms: int | None = None,
+               verify_txn: Any = None, required_acks: int = -1) -> AppendResult: ...
+
+    def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
+             replica_id: int = -1, follower_ok: bool = False) -> ReadInfo: ...
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int: ...
+
+    def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int: ...
+
+    async def wait_for_data(self, partitions: Iterable[Partition], timeout: float) -> bool: ...
 
 
 class ReplicaManager:
@@ -252,6 +300,8 @@ class ReplicaManager:
         self.shutting_down = False
         slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
         self.fetch_sessions = FetchSessionCache(slots)
+        # who follows the leadership of a topic's partitions here (the coordinator runtimes, by topic)
+        self._leadership: dict[str, list[LeadershipListener]] = {}
 
     # ------------------------------------------------------------------------------------------ setup
     def _log_config(self, topic: "TopicInfo") -> Any:
@@ -289,6 +339,7 @@ class ReplicaManager:
             return
         plog = self._open_log(topic, i, cfg)
         self.partitions[(topic.name, i)] = Partition(topic.name, i, topic.topic_id, plog, self.node_id, cfg)
+        self.leadership_changed(topic.name, i, True, 0)  # one node leads every partition it has
 
     def _schedule_creation(self, topic: "TopicInfo", start: int) -> None:
         """Create the partitions ``start..`` of ``topic``: at once when few, for the internal topics (their
@@ -371,6 +422,7 @@ class ReplicaManager:
             lm.delete(*key)
             return 0
         self.partitions[key] = Partition(topic.name, plog.partition, topic.topic_id, plog, self.node_id, cfg)
+        self.leadership_changed(topic.name, plog.partition, True, 0)  # one node leads every partition it has
         return 1
 
     def creating(self, topic: str) -> bool:
@@ -441,6 +493,7 @@ class ReplicaManager:
             if p is not None:
                 p.deleted = True
                 p.wake()
+                self.leadership_changed(topic.name, i, False, None)
         lm.delete_topic(topic.name)
         self.fetch_sessions.topic_deleted(topic.name, topic.topic_id)
 
@@ -451,6 +504,34 @@ class ReplicaManager:
             if p is not None:
                 p.config = cfg
                 p.log.update_config(cfg)
+
+    # ------------------------------------------------------------------------------------------ leadership
+    def is_leader(self, p: Partition) -> bool:
+        """Whether this broker leads ``p`` (one node: every partition it has)."""
+        return True
+
+    def leads_new_partitions(self) -> bool:
+        """One node leads every partition as soon as it is created."""
+        return True
+
+    def subscribe_leadership(self, topic: str, listener: LeadershipListener) -> None:
+        """``listener`` hears of the partitions of ``topic`` led here now, then of every change
+        (``coordinator.runtime.LeadershipSource``)."""
+        self._leadership.setdefault(topic, []).append(listener)
+        for (name, index), p in sorted(self.partitions.items()):
+            if name == topic and self.is_leader(p):
+                listener.on_election(index, p.leader_epoch)
+
+    def leadership_changed(self, topic: str, index: int, leader: bool, epoch: int | None) -> None:
+        """This broker became (stopped being) the leader of ``topic``-``index``: its listeners are told."""
+        for listener in self._leadership.get(topic, ()):
+            try:
+                if leader:
+                    listener.on_election(index, epoch if epoch is not None else 0)
+                else:
+                    listener.on_resignation(index, epoch)
+            except Exception:
+                log.exception("%s-%d: a leadership listener failed (leader %s)", topic, index, leader)
 
     # ------------------------------------------------------------------------------------------ lookups
     def get_partition(self, topic: str, index: int) -> Partition | None:
@@ -490,6 +571,7 @@ class ReplicaManager:
             res.error = KAFKA_STORAGE_ERROR
             res.error_message = f"the log directory of {p.topic}-{p.index} is offline"
             return res
+        buf: bytearray | memoryview
         try:
             magic = detect_magic(records, 0)
             if magic != 2:
@@ -589,15 +671,6 @@ class ReplicaManager:
             log.error("log directory %s is offline after a storage error on %s-%d (%s): its %d partition(s) "
                       "answer KAFKA_STORAGE_ERROR until the broker is restarted", d, p.topic, p.index, exc, n)
 
-    async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
-        """An append by the broker itself (a coordinator's records): raises the KafkaError of a failed append,
-        returns once the flush policy is satisfied."""
-        res = self.append(p, buf, internal=True, now_ms=now_ms)
-        if res.error:
-            raise KafkaError.for_code(res.error, res.error_message)
-        if res.flush is not None:
-            await res.flush
-
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
              replica_id: int = -1, follower_ok: bool = False) -> ReadInfo:
@@ -637,6 +710,11 @@ class ReplicaManager:
         if isolation_level == 1:
             info.aborted_transactions = rr.aborted_transactions or []
         return info
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int:
+        """KIP-392: the replica a consumer in ``client_rack`` should read from; -1: the leader (one node has
+        no other replica)."""
+        return -1
 
     def list_offsets_error(self, p: Partition, replica_id: int, timestamp: int, version: int) -> int:
         """An error for ListOffsets on ``p`` before the lookup (a cluster's: not the leader, ...); 0: none."""

@@ -40,11 +40,11 @@ class Server:
         from .security import ensure_security
 
         loop = asyncio.get_running_loop()
-        cfg = self.host.config
+        cfg = self.host.services.config
         security = ensure_security(self.host.services)  # validates listeners, loads TLS certificates
-        backlog = int(cfg.get("socket.listen.backlog.size"))
-        sndbuf = int(cfg.get("socket.send.buffer.bytes"))
-        rcvbuf = int(cfg.get("socket.receive.buffer.bytes"))
+        backlog = cfg.socket.listen_backlog_size
+        sndbuf = cfg.socket.send_buffer_bytes
+        rcvbuf = cfg.socket.receive_buffer_bytes
         for lst in cfg.listeners:
             name = lst.name
             host = lst.host or None

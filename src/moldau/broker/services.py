@@ -9,10 +9,11 @@ its own (``replica_manager.ReplicaDeps``, ``groups.broker_storage.GroupDeps``, `
 ``txn.markers.MarkerDeps``) which ``BrokerServices`` satisfies. So ``services`` sits above the components in
 the import graph and below the handlers, and ``tools/check_imports.py`` keeps it that way.
 
-Cluster mode plugs in here (docs/cluster.md): ``metadata`` is then the ZooKeeper-backed store behind the same
-``MetadataStore`` interface, ``replica_manager`` the ``ClusterReplicaManager`` (with the replica fetchers),
-``producer_ids`` the ZooKeeper block allocator, and ``cluster`` the ``ClusterServices`` (ZooKeeper session,
-controller), all set by ``Broker.start``.
+The mode plugs in here (``compose.SingleNode`` / ``compose.Cluster``, docs/cluster.md): ``metadata`` is an
+``interfaces.MetadataService`` (the data dir's store, or the ZooKeeper-backed one), ``replica_manager`` the
+``ReplicaManager`` or the ``ClusterReplicaManager`` (with the replica fetchers; both
+``interfaces.ReplicaService``), ``producer_ids`` the data dir's or the ZooKeeper block allocator, and
+``cluster`` the ``ClusterServices`` (ZooKeeper session, controller) in a cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from moldau.log.checkpoint import atomic_write
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .config import BrokerConfig, Listener
     from .groups.coordinator import GroupCoordinator
     from .limits import ConnectionLimiter, RequestMemory
-    from .metadata import MetadataStore
+    from .metadata import MetadataService
     from .metrics import BrokerMetrics
     from .quotas import QuotaManager
     from .replica_manager import ReplicaManager
@@ -79,6 +80,13 @@ class ProducerIdManager:
         self._block_end = block_end
 
 
+class ProducerIds(Protocol):
+    """Producer ids: ``ProducerIdManager`` on one node, ``cluster.producer_ids.ZkProducerIdManager`` (blocks
+    from ZooKeeper) in a cluster."""
+
+    def next_id(self) -> int: ...
+
+
 def _no_listener(listener_name: str | None) -> Listener:
     raise RuntimeError("the broker is not listening yet")
 
@@ -95,9 +103,9 @@ class BrokerServices:
     node_id: int
     cluster_id: str
     log_manager: LogManager = None  # type: ignore[assignment]
-    metadata: MetadataStore = None  # type: ignore[assignment]
+    metadata: MetadataService = None  # type: ignore[assignment]
     replica_manager: ReplicaManager = None  # type: ignore[assignment]
-    producer_ids: ProducerIdManager = None  # type: ignore[assignment]
+    producer_ids: ProducerIds = None  # type: ignore[assignment]
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None
     security: SecurityManager | None = None

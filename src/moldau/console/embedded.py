@@ -14,8 +14,10 @@ log = logging.getLogger(__name__)
 CONFIG_KEY = "console.listener"
 
 
-async def start_console(broker: Any) -> ConsoleServer | None:
-    spec = broker.config.get(CONFIG_KEY)
+async def start_console(services: Any, listeners: list[Any]) -> ConsoleServer | None:
+    """``services``: the broker's (``moldau.broker.services.BrokerServices``); ``listeners``: its bound
+    listeners."""
+    spec = services.config.get(CONFIG_KEY)
     if not spec:
         return None
     from moldau.broker.config import ConfigError
@@ -24,7 +26,7 @@ async def start_console(broker: Any) -> ConsoleServer | None:
         host, port = parse_listen(str(spec), CONFIG_KEY)
     except ValueError as e:
         raise ConfigError(CONFIG_KEY, str(e)) from None
-    plain = [lst for lst in broker.listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
+    plain = [lst for lst in listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
     if not plain:
         log.error(
             "console.listener: the broker has no PLAINTEXT listener for the console to use; "

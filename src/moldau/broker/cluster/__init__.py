@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import zkdata as zd
+
+if TYPE_CHECKING:
+    from ..config import Listener
+    from ..services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +27,9 @@ class ClusterError(RuntimeError):
 
 
 class ClusterServices:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
+        self.config = services.config
         self.zk: Any = None
         self.controller: Any = None
         self.cluster_id = ""
@@ -81,8 +85,8 @@ class ClusterServices:
         cfg = self.config
         reserved = int(cfg.get("reserved.broker.max.id"))
         if cfg.is_set("node.id"):
-            if cfg.get("broker.id.generation.enable") and self.broker.node_id > reserved:
-                raise ClusterError(f"broker.id {self.broker.node_id} is above reserved.broker.max.id "
+            if cfg.get("broker.id.generation.enable") and self.services.node_id > reserved:
+                raise ClusterError(f"broker.id {self.services.node_id} is above reserved.broker.max.id "
                                    f"{reserved}, the range of generated ids")
             return
         if not cfg.get("broker.id.generation.enable"):
@@ -93,12 +97,12 @@ class ClusterServices:
             meta = read_meta_properties(os.path.abspath(d)) or {}
             stored = meta.get("node.id") or meta.get("broker.id")
             if stored and stored.lstrip("-").isdigit() and int(stored) >= 0:
-                self.broker.node_id = int(stored)
-                log.info("broker id %d from %s/meta.properties", self.broker.node_id, d)
+                self.services.node_id = int(stored)
+                log.info("broker id %d from %s/meta.properties", self.services.node_id, d)
                 return
         stat = await self.zk.set(zd.BROKER_SEQID, b"")
-        self.broker.node_id = reserved + int(stat.version)
-        log.info("generated broker id %d (/brokers/seqid version %d)", self.broker.node_id, stat.version)
+        self.services.node_id = reserved + int(stat.version)
+        log.info("generated broker id %d (/brokers/seqid version %d)", self.services.node_id, stat.version)
 
     # ------------------------------------------------------------------------------------------ stores
     def broker_config_store(self, services: Any) -> Any:
@@ -116,7 +120,7 @@ class ClusterServices:
         return ZkQuotaStore(self.zk, self.config_changes)
 
     def _warn_local(self, name: str, what: str, where: str) -> None:
-        path = os.path.join(self.broker.data_dir, name)
+        path = os.path.join(self.services.data_dir, name)
         if os.path.exists(path):
             log.warning("%s are not read from %s in a cluster: ZooKeeper (%s) holds them", what, path, where)
 
@@ -148,7 +152,7 @@ class ClusterServices:
     def _refuse_single_node_data(self) -> None:
         from ..metadata import METADATA_FILE
 
-        path = os.path.join(self.broker.data_dir, METADATA_FILE)
+        path = os.path.join(self.services.data_dir, METADATA_FILE)
         try:
             import json
 
@@ -162,16 +166,16 @@ class ClusterServices:
                 "does not take them over (use another log.dirs, see docs/cluster.md)"
             )
 
-    async def register(self) -> None:
-        """``/brokers/ids/<id>`` (ephemeral) with the bound listeners, then the controller election."""
+    async def register(self, listeners: list[Listener]) -> None:
+        """``/brokers/ids/<id>`` (ephemeral) with the bound ``listeners``, then the controller election."""
         from .controller import Controller
 
-        broker = self.broker
+        broker = self.services
         eps = []
-        for lst in broker.listeners:
+        for lst in listeners:
             adv = broker.advertised_listener(lst.name)
             eps.append(zd.EndPoint(lst.name, adv.host, adv.port, lst.security_protocol))
-        self.listener_name = self.config.get("inter.broker.listener.name") or broker.listeners[0].name
+        self.listener_name = self.config.get("inter.broker.listener.name") or listeners[0].name
         info = zd.BrokerInfo(broker.node_id, eps, self.config.get("broker.rack"))
         await self._create_registration(info)
         self._info = info
@@ -234,7 +238,7 @@ class ClusterServices:
         raise ClusterError(f"broker id {info.broker_id} is registered by another live broker ({path})")
 
     def _unclean_enabled(self, topic: str) -> bool:
-        t = self.broker.metadata.get(topic)
+        t = self.services.metadata.get(topic)
         val = t.configs.get("unclean.leader.election.enable") if t is not None else None
         if val is None:
             return bool(self.config.get("unclean.leader.election.enable"))
@@ -253,7 +257,7 @@ class ClusterServices:
         try:
             await self._create_registration(self._info)
         except Exception:
-            log.exception("cannot re-register broker %d", self.broker.node_id)
+            log.exception("cannot re-register broker %d", self.services.node_id)
 
     # ------------------------------------------------------------------------------------------ stop
     async def controlled_shutdown(self) -> None:
@@ -263,11 +267,11 @@ class ClusterServices:
         from moldau.client.conn import Connection
         from moldau.protocol import messages as m
 
-        store = self.broker.metadata
+        store = self.services.metadata
         retries = int(self.config.get("controlled.shutdown.max.retries") or 3)
         for _ in range(retries):
             cid = store.controller_id()
-            if cid == self.broker.node_id and self.controller is not None and self.controller.active:
+            if cid == self.services.node_id and self.controller is not None and self.controller.active:
                 _err, remaining = await self.controller.controlled_shutdown(cid)
                 if not remaining:
                     log.info("controlled shutdown: leaderships moved")
@@ -277,12 +281,13 @@ class ClusterServices:
                 ep = b.endpoints.get(self.listener_name) if b is not None else None
                 if ep is not None:
                     try:
-                        conn = await Connection.open(ep[0], ep[1], client_id=f"broker-{self.broker.node_id}")
+                        conn = await Connection.open(ep[0], ep[1],
+                                                     client_id=f"broker-{self.services.node_id}")
                         try:
                             resp = await conn.send(
                                 7,
                                 m.ControlledShutdownRequest.new(
-                                    broker_id=self.broker.node_id, broker_epoch=-1
+                                    broker_id=self.services.node_id, broker_epoch=-1
                                 ),
                                 version=3,
                                 timeout_ms=30000,

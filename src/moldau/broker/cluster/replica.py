@@ -84,17 +84,17 @@ class ClusterPartition(Partition):
 class ClusterReplicaManager(ReplicaManager):
     def __init__(self, services: Any, zk: Any) -> None:
         """``services``: the broker's services (``services.BrokerServices``): what ``ReplicaDeps`` lists, plus
-        group_coordinator, transaction_coordinator and cluster (read on use)."""
+        cluster (read on use)."""
         super().__init__(services)
         self.zk = zk
-        cfg = services.config
-        self.lag_max_ms = int(cfg.get("replica.lag.time.max.ms"))
-        self.fetch_wait_ms = int(cfg.get("replica.fetch.wait.max.ms"))
-        self.fetch_max_bytes = int(cfg.get("replica.fetch.max.bytes"))
-        self.fetch_response_max_bytes = int(cfg.get("replica.fetch.response.max.bytes"))
-        self.fetch_backoff_ms = int(cfg.get("replica.fetch.backoff.ms"))
-        self.replica_selector = cfg.get("replica.selector.class")  # KIP-392: RackAwareReplicaSelector or None
-        self.rack = cfg.get("broker.rack")
+        replication = services.config.replication
+        self.lag_max_ms = replication.lag_time_max_ms
+        self.fetch_wait_ms = replication.fetch_wait_max_ms
+        self.fetch_max_bytes = replication.fetch_max_bytes
+        self.fetch_response_max_bytes = replication.fetch_response_max_bytes
+        self.fetch_backoff_ms = replication.fetch_backoff_ms
+        self.replica_selector = replication.selector_class  # KIP-392: RackAwareReplicaSelector or None
+        self.rack = replication.rack
         # a leader keeps its unreplicated tail in memory for the followers' fetches, up to this many bytes per
         # partition (PartitionLog's tail cache)
         self.tail_cache_bytes = 4 * self.fetch_max_bytes
@@ -118,15 +118,6 @@ class ClusterReplicaManager(ReplicaManager):
                 lm.delete_topic(tname)
 
     def start(self) -> None:
-        gc = self.services.group_coordinator
-        if gc is not None:
-            gc.owned = set()  # groups are served by the leader of their __consumer_offsets partition
-        tc = self.services.transaction_coordinator
-        if tc is not None:
-            from .txn_markers import MarkerSender
-
-            tc.owned = set()  # transactional ids: by the leader of their __transaction_state partition
-            tc.markers = MarkerSender(self.services).write  # markers to other leaders with WriteTxnMarkers
         super().start()
         self.alter_partition.start()
         self._isr_task = asyncio.get_running_loop().create_task(
@@ -234,28 +225,14 @@ class ClusterReplicaManager(ReplicaManager):
         self._maybe_advance_hw(p)
         p.wake()
         if newly_leader:
-            self._coordinator_leadership(p, True)
+            self.leadership_changed(p.topic, p.index, True, p.leader_epoch)
 
-    def _coordinator_leadership(self, p: ClusterPartition, leader: bool) -> None:
-        """The group (transaction) coordinator follows the leadership of the __consumer_offsets
-        (__transaction_state) partitions."""
-        from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+    def is_leader(self, p: Partition) -> bool:
+        return isinstance(p, ClusterPartition) and p.is_leader(self.node_id)
 
-        if p.topic == OFFSETS_TOPIC:
-            gc = self.services.group_coordinator
-        elif p.topic == TRANSACTION_STATE_TOPIC:
-            gc = self.services.transaction_coordinator
-        else:
-            return
-        if gc is None:
-            return
-        try:
-            if leader:
-                gc.load_partition(p.index)
-            else:
-                gc.unload_partition(p.index)
-        except Exception:
-            log.exception("group coordinator: %s-%d (leader %s)", p.topic, p.index, leader)
+    def leads_new_partitions(self) -> bool:
+        """A new partition's leader is the controller's choice (LeaderAndIsr)."""
+        return False
 
     def _become_follower(self, p: ClusterPartition, ps: Any) -> None:
         was_leader = p.is_leader(self.node_id)
@@ -269,7 +246,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.log.tail_clear()
         if was_leader:
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        self._coordinator_leadership(p, False)
+        self.leadership_changed(p.topic, p.index, False, p.leader_epoch)
         p.wake()
         self._remove_follower((p.topic, p.index))
         log.info("%s-%d: follower of %d (epoch %d)", p.topic, p.index, ps.leader, ps.leader_epoch)
@@ -316,7 +293,7 @@ class ClusterReplicaManager(ReplicaManager):
         p = self.partitions.get(key)
         if isinstance(p, ClusterPartition):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self._coordinator_leadership(p, False)
+            self.leadership_changed(p.topic, p.index, False, None)
             p.leader_id = NO_LEADER
             p.log.tail_cache_max = 0
             p.log.tail_clear()
@@ -335,7 +312,7 @@ class ClusterReplicaManager(ReplicaManager):
         doomed = self.services.log_manager.rename_for_delete(*key)
         if doomed is None:
             return
-        delay = int(self.services.config.get("log.segment.delete.delay.ms")) / 1000.0
+        delay = self.services.config.log.segment_delete_delay_ms / 1000.0
         log.info("%s-%d: replica deleted; removing %s in %.0f s", key[0], key[1], doomed, delay)
         loop = asyncio.get_running_loop()
 
@@ -390,13 +367,6 @@ class ClusterReplicaManager(ReplicaManager):
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         p.produce_waiters.append((last_offset + 1, fut))
         res.flush = fut if res.flush is None else asyncio.ensure_future(_both(res.flush, fut))
-
-    async def append_internal(self, p: Partition, buf: bytearray, now_ms: int) -> None:
-        res = self.append(p, buf, internal=True, now_ms=now_ms, required_acks=-1)
-        if res.error:
-            raise KafkaError.for_code(res.error, res.error_message)
-        if res.flush is not None:
-            await res.flush
 
     # ------------------------------------------------------------------------------------------ read
     def read(

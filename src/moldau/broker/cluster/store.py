@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +266,7 @@ class ZkMetadataStore(TopicIndex):
         name: str,
         num_partitions: int = -1,
         replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
+        configs: Mapping[str, str | None] | None = None,
         *,
         validate_only: bool = False,
         topic_id: uuid.UUID | None = None,
@@ -314,12 +314,12 @@ class ZkMetadataStore(TopicIndex):
         return t
 
     def ensure_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str | None]
     ) -> TopicInfo:
         t = self.topics.get(name)
         if t is None:
             try:
-                t = self.create_topic(name, num_partitions, replication_factor, configs)
+                t = self.create_topic(name, num_partitions, replication_factor, dict(configs))
             except Exception as e:
                 if getattr(e, "code", None) is not None and self.topics.get(name) is not None:
                     return self.topics[name]

@@ -5,8 +5,9 @@ from moldau.broker.groups import GroupCoordinator, GroupConfig
 
 from typing import TYPE_CHECKING
 
-from .coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from .coordinator import GroupCoordinator
 from .group import ClassicGroupState, CommittedOffset, JoinResult, SyncResult
+from .model import GroupConfig, JoinRequest
 from .timer import AsyncioTimer, ManualTimer
 
 if TYPE_CHECKING:

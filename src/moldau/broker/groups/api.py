@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .broker_storage import LogOffsetsStorage
-
 if TYPE_CHECKING:
     from ..context import RequestContext
     from .coordinator import GroupCoordinator
@@ -33,12 +31,9 @@ def coordinator_of(ctx: RequestContext) -> GroupCoordinator | None:
 
 
 def ensure_offsets_topic(gc: GroupCoordinator) -> None:
-    """Create ``__consumer_offsets`` when missing; raises when the metadata store refuses (or the coordinator
-    keeps no log storage), which the caller answers as COORDINATOR_NOT_AVAILABLE."""
-    storage = gc.storage
-    if not isinstance(storage, LogOffsetsStorage):
-        raise RuntimeError("the group coordinator keeps no offsets topic")
-    storage.ensure_topic()
+    """Create ``__consumer_offsets`` when missing; raises when the metadata store refuses, which the caller
+    answers as COORDINATOR_NOT_AVAILABLE."""
+    gc.ensure_topic()
 
 
 def client_host(ctx: RequestContext) -> str:

@@ -34,6 +34,7 @@ from .group import GroupBase, TopicPartition
 from .timer import TimerHandle
 
 if TYPE_CHECKING:
+    from .registry import GroupRegistry
     from .timer import Timer
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class CoordinatorView(Protocol):
     config: Any
     timer: Timer
     topics: Any
-    groups: dict[str, GroupBase]
+    groups: GroupRegistry
 
     def now(self) -> int: ...
 
@@ -247,7 +248,7 @@ class ConsumerGroupManager:
             if member_epoch != 0:
                 return HeartbeatResult(E.UNKNOWN_MEMBER_ID, f"Consumer group {group_id} not found.")
             group = ConsumerGroup(group_id, self.coordinator.now())
-            self.coordinator.groups[group_id] = group
+            self.coordinator.groups.add(group)
 
         if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             return self._leave(group, member_id, instance_id, member_epoch)
@@ -432,7 +433,7 @@ class ConsumerGroupManager:
         cancel = getattr(classic, "cancel_timers", None)
         if cancel is not None:
             cancel()
-        self.coordinator.groups[classic.group_id] = group
+        self.coordinator.groups.add(group)
         log.info("group %s: empty classic group converted to a consumer group", classic.group_id)
         return group
 
@@ -663,7 +664,7 @@ class ConsumerGroupManager:
         classic = ClassicGroup(group.group_id, self.coordinator.now())
         classic.offsets = group.offsets
         classic.pending_txn_offsets = group.pending_txn_offsets
-        self.coordinator.groups[group.group_id] = classic
+        self.coordinator.groups.add(classic)
 
     def classic_leave(self, group: GroupBase, member_id: str, instance_id: str | None) -> int:
         if not isinstance(group, ConsumerGroup):

@@ -231,11 +231,10 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     _resolve(ctx, items, by_id, follower=replica_id >= 0)
     follower_ok = replica_id < 0 and v >= 11  # KIP-392: consumers with client metadata may use followers
     preferred = False
-    select = getattr(rm, "preferred_read_replica", None)
-    if follower_ok and req.rack_id and select is not None:
+    if follower_ok and req.rack_id:
         for it in items:
             if it.partition is not None and not it.error:
-                it.preferred = select(it.partition, req.rack_id, it.offset)
+                it.preferred = rm.preferred_read_replica(it.partition, req.rack_id, it.offset)
                 preferred = preferred or it.preferred >= 0
 
     # ------------------------------------------------------------------ read, long poll

@@ -32,7 +32,7 @@ async def leader_and_isr(ctx: RequestContext, req: m.LeaderAndIsrRequest) -> m.L
     rm.note_live_leaders(req.live_leaders)
     store = ctx.services.metadata
     for ts in req.topic_states:
-        if store.get(ts.topic_name) is None and hasattr(store, "learn_topic"):
+        if store.get(ts.topic_name) is None:
             # a new topic's LeaderAndIsr can overtake this broker's ZooKeeper watch: without the topic the
             # partition was refused (UNKNOWN_TOPIC_OR_PARTITION) and, on its leader, never created
             await store.learn_topic(ts.topic_name)

@@ -90,7 +90,8 @@ async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.Of
     if gc is None:
         results = {tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets}
     elif offsets:
-        results = await gc.commit_offsets(req.group_id, member_id, generation, instance_id, offsets, v)
+        results = await gc.offsets.commit_offsets(
+            req.group_id, member_id, generation, instance_id, offsets, v)
     else:
         results = {}
 

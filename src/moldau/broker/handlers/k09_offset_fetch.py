@@ -18,7 +18,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..context import RequestContext
 from ..groups.api import coordinator_of, topic_by_id
-from ..groups.coordinator import PartitionOffset
+from ..groups.model import PartitionOffset
 from ..registry import handler
 from ..security.authorizer import DESCRIBE, GROUP, TOPIC, allowed
 
@@ -37,7 +37,7 @@ def _fetch(
     if gc is None:
         return E.COORDINATOR_NOT_AVAILABLE, []
     partitions = None if topics is None else [(t, p) for t, ps in topics for p in ps]
-    error, results = gc.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
+    error, results = gc.offsets.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
     if (
         ctx.services.authorizer is not None
     ):  # topics the principal may not Describe: named -> error, all -> left out

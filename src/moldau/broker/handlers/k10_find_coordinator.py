@@ -73,7 +73,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
         tc = ctx.services.transaction_coordinator
         if tc is not None:
             try:
-                tc.storage.ensure_topic()  # Kafka creates __transaction_state on first lookup too
+                tc.ensure_topic()  # Kafka creates __transaction_state on first lookup too
             except Exception as exc:  # pragma: no cover - metadata store refused
                 log.warning("cannot create __transaction_state: %s", exc)
                 return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."

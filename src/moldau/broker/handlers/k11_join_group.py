@@ -16,7 +16,7 @@ from moldau.protocol.errors import ErrorCode as E
 
 from ..context import RequestContext
 from ..groups.api import client_host, client_id, coordinator_of
-from ..groups.coordinator import JoinRequest
+from ..groups.model import JoinRequest
 from ..registry import handler
 from ..security.authorizer import GROUP, READ, require
 
@@ -37,7 +37,7 @@ async def join_group(ctx: RequestContext, req: m.JoinGroupRequest) -> m.JoinGrou
             members=[],
         )
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
-    result = await gc.join_group(
+    result = await gc.classic.join_group(
         JoinRequest(
             group_id=req.group_id,
             member_id=req.member_id,

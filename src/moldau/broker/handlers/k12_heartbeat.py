@@ -23,7 +23,7 @@ async def heartbeat(ctx: RequestContext, req: m.HeartbeatRequest) -> m.Heartbeat
     gc = coordinator_of(ctx)
     if gc is None:
         return m.HeartbeatResponse.new(error_code=E.COORDINATOR_NOT_AVAILABLE)
-    error = gc.heartbeat(
+    error = gc.classic.sync.heartbeat(
         req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None
     )
     return m.HeartbeatResponse.new(throttle_time_ms=0, error_code=error)

@@ -34,7 +34,7 @@ async def leave_group(ctx: RequestContext, req: m.LeaveGroupRequest) -> m.LeaveG
     if gc is None:
         top, errors = E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(members)
     else:
-        top, errors = await gc.leave_group(req.group_id, members)
+        top, errors = await gc.classic.leave_group(req.group_id, members)
     if v <= 2:
         error = top if top != E.NONE else next((e for e in errors if e != E.NONE), E.NONE)
         return msg.new(throttle_time_ms=0, error_code=error)

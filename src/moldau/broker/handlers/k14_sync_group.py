@@ -30,7 +30,7 @@ async def sync_group(ctx: RequestContext, req: m.SyncGroupRequest) -> m.SyncGrou
     assignments: dict[str, bytes] = {}
     for a in req.assignments:
         assignments[a.member_id] = bytes(a.assignment) if a.assignment is not None else b""
-    result = await gc.sync_group(
+    result = await gc.classic.sync.sync_group(
         req.group_id,
         req.generation_id,
         req.member_id,

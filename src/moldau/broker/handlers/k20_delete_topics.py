@@ -86,7 +86,7 @@ async def delete_topics(ctx: RequestContext, req: m.DeleteTopicsRequest) -> m.De
 
     targets: list[tuple[str, uuid.UUID | None, Any]] = []
     for tid in dict.fromkeys(i for i in ids if i not in dup_ids):
-        info = md.get_by_id(tid) if hasattr(md, "get_by_id") else md.by_id.get(tid)
+        info = md.get_by_id(tid)
         if info is None:
             results.append(_result(None, tid, int(ErrorCode.UNKNOWN_TOPIC_ID),
                                    "This server does not host this topic ID."))

@@ -58,7 +58,7 @@ def delete_records(ctx: RequestContext, topic: str, index: int, offset: int) -> 
     if target > p.log_start_offset:
         plog = p.log
         # The partition's high watermark is the replica manager's; the log checks against its own copy.
-        if getattr(plog, "high_watermark", hw) < hw:
+        if plog.high_watermark < hw:
             plog.high_watermark = hw
         plog.delete_records_before(target)  # log errors are KafkaErrors carrying their code
         log.info("deleted records of %s-%d before offset %d", topic, index, target)

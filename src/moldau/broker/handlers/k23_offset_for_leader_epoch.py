@@ -35,17 +35,13 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 def end_offset_for(p: Any, requested: int) -> tuple[int, int]:
     """(leader_epoch, end_offset) for ``requested`` on partition ``p``."""
-    current = int(getattr(p, "leader_epoch", 0))
+    current = int(p.leader_epoch)
     if requested == UNDEFINED_EPOCH or requested > current:
         return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
     if requested == current:
         return current, int(p.log_end_offset)
-    fn = getattr(p.log, "end_offset_for_epoch", None)
-    if callable(fn):
-        found = fn(requested)
-        if found is not None:
-            return int(found[0]), int(found[1])
-    return requested, int(p.log_end_offset)
+    epoch, end = p.log.end_offset_for_epoch(requested)
+    return int(epoch), int(end)
 
 
 def _answer(ctx: RequestContext, topic: str, part: Any) -> Any:
@@ -58,7 +54,7 @@ def _answer(ctx: RequestContext, topic: str, part: Any) -> Any:
         return RESP.EpochEndOffset(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
                                    partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
-    current = int(getattr(p, "leader_epoch", 0))
+    current = int(p.leader_epoch)
     checked = getattr(part, "current_leader_epoch", -1) if ctx.version >= 2 else -1
     if checked is not None and checked != -1:
         if checked < current:

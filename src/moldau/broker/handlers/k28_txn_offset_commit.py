@@ -80,7 +80,7 @@ async def txn_offset_commit(ctx: RequestContext, req: m.TxnOffsetCommitRequest) 
             member_id = req.member_id if v >= 3 else ""
             generation = req.generation_id if v >= 3 else -1
             instance_id = req.group_instance_id if v >= 3 else None
-            results = await gc.commit_transactional_offsets(
+            results = await gc.offsets.commit_transactional_offsets(
                 req.group_id, req.producer_id, member_id, generation, instance_id, offsets, v,
                 producer_epoch=req.producer_epoch)
             errors.update(results)
@@ -130,12 +130,12 @@ async def _add_at_remote_coordinator(ctx: RequestContext, tc: Any, req: Any, par
 
     store = ctx.services.metadata
     view = store.partition_state(TRANSACTION_STATE_TOPIC, tc.partition_for(req.transactional_id))
-    live = getattr(store, "live", {})
-    broker = live.get(view.leader) if view is not None else None
-    if broker is None:
-        return E.NOT_COORDINATOR
     name = ctx.services.cluster.listener_name
-    host, port = broker.endpoints.get(name) or next(iter(broker.endpoints.values()))
+    leader = view.leader if view is not None else None
+    addr = next(((h, p) for node, h, p, _rack in store.live_brokers(name) if node == leader), None)
+    if addr is None:
+        return E.NOT_COORDINATOR
+    host, port = addr
     Req = m.AddPartitionsToTxnRequest
     add = Req.new(transactions=[Req.AddPartitionsToTxnTransaction(
         transactional_id=req.transactional_id, producer_id=req.producer_id, producer_epoch=req.producer_epoch,

@@ -36,7 +36,7 @@ async def offset_delete(ctx: RequestContext, req: m.OffsetDeleteRequest) -> m.Of
                 invalid[(t.name, p.partition_index)] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append((t.name, p.partition_index))
-    error, results = await gc.delete_offsets(req.group_id, wanted)
+    error, results = await gc.offsets.delete_offsets(req.group_id, wanted)
     if error != E.NONE:
         return msg.new(error_code=error, throttle_time_ms=0, topics=[])
     results.update(invalid)

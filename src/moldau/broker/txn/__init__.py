@@ -6,8 +6,6 @@ See docs/transactions.md for the design and the choices made where Kafka leaves 
 """
 
 from .coordinator import (
-    LogTxnStorage,
-    MemoryTxnStorage,
     TransactionCoordinator,
     TxnConfig,
     create_transaction_coordinator,
@@ -27,8 +25,6 @@ from .state import (
 __all__ = [
     "STATE_NAMES",
     "TRANSACTION_STATE_TOPIC",
-    "LogTxnStorage",
-    "MemoryTxnStorage",
     "TransactionCoordinator",
     "TransactionLogValue",
     "TxnConfig",

@@ -39,14 +39,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import error_code_of
 
-from ..groups.broker_storage import GroupDeps
+from ..coordinator import (
+    CoordinatorLog,
+    CoordinatorLogDeps,
+    CoordinatorRuntime,
+    ReplicaCoordinatorLog,
+    TopicSpec,
+)
+from ..coordinator.runtime import LeadershipSource
 from .markers import MarkerDeps, write_markers
 from .state import (
     COMPLETED,
@@ -110,126 +117,20 @@ class TxnConfig:
         )
 
 
-# ------------------------------------------------------------------------------------------------ storage
+# ------------------------------------------------------------------------------------------------ services
 
 
 class _ProducerIds(Protocol):
     def next_id(self) -> int: ...
 
 
-class TxnDeps(GroupDeps, MarkerDeps, Protocol):
+class TxnDeps(CoordinatorLogDeps, MarkerDeps, Protocol):
     """The broker services the transaction coordinator uses (``services.BrokerServices`` is one): what its
-    storage needs (as the group coordinator's, ``GroupDeps``), what writing markers needs (``MarkerDeps``),
-    and producer ids."""
+    topic needs (``coordinator.CoordinatorLogDeps``), what writing markers needs (``MarkerDeps``), and
+    producer ids."""
 
     @property
     def producer_ids(self) -> _ProducerIds: ...
-
-
-class TxnStorage(Protocol):
-    def topic_exists(self) -> bool: ...
-
-    def ensure_topic(self) -> None: ...
-
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None: ...
-
-    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]: ...
-
-    def coordinator_epoch(self, partition: int) -> int: ...
-
-
-class MemoryTxnStorage:
-    """Records in lists (unit tests; a "restart" is a new coordinator over the same storage)."""
-
-    def __init__(self) -> None:
-        self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
-        self.fail_next: Exception | None = None
-        self.created = False
-
-    def topic_exists(self) -> bool:
-        return self.created
-
-    def ensure_topic(self) -> None:
-        self.created = True
-
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        if self.fail_next is not None:
-            exc, self.fail_next = self.fail_next, None
-            raise exc
-        self.created = True
-        self.partitions.setdefault(partition, []).append((key, value))
-
-    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]:
-        return list(self.partitions.get(partition, []))
-
-    def coordinator_epoch(self, partition: int) -> int:
-        return 0
-
-    def records(self) -> list[tuple[int, bytes, bytes | None]]:
-        return [(p, k, v) for p, recs in sorted(self.partitions.items()) for k, v in recs]
-
-
-class LogTxnStorage:
-    """``__transaction_state`` as real log partitions, written through the replica manager."""
-
-    def __init__(self, services: TxnDeps, config: TxnConfig) -> None:
-        self.services = services
-        self.config = config
-
-    def topic_exists(self) -> bool:
-        return TRANSACTION_STATE_TOPIC in self.services.metadata.topics
-
-    def ensure_topic(self) -> None:
-        """Created on first use with Kafka's settings: compacted, internal, the configured partitions,
-        ``min.insync.replicas`` = ``transaction.state.log.min.isr``."""
-        self.services.metadata.ensure_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
-                                          self.config.replication_factor, {
-                                              "cleanup.policy": "compact",
-                                              "compression.type": "uncompressed",
-                                              "min.insync.replicas": str(self.config.min_isr),
-                                              "unclean.leader.election.enable": "false",
-                                              "segment.bytes": str(self.config.segment_bytes),
-                                          })
-
-    def _partition(self, partition: int) -> Any:
-        from moldau.protocol.errors import KafkaError
-
-        self.ensure_topic()
-        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if p is None:
-            raise KafkaError.for_code(E.UNKNOWN_TOPIC_OR_PARTITION, f"{TRANSACTION_STATE_TOPIC}-{partition}")
-        return p
-
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        from moldau.protocol.records import BatchBuilder
-
-        p = self._partition(partition)
-        now = self.services.clock.time_ms()
-        builder = BatchBuilder(magic=2)
-        builder.append(now, key, value)
-        await self.services.replica_manager.append_internal(p, bytearray(builder.build(0)), now)
-
-    def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-        from moldau.protocol.records import decode_batch
-
-        from ..replica_manager import read_batches
-
-        if not self.topic_exists():
-            return
-        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if p is None:
-            return
-        start = p.log.log_start_offset
-        for data, pos, h in read_batches(p.log):
-            if h.is_control:
-                continue
-            for rec in decode_batch(data, pos, header=h):
-                if rec.offset >= start:
-                    yield rec.key, rec.value
-
-    def coordinator_epoch(self, partition: int) -> int:
-        p = self.services.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        return int(p.leader_epoch) if p is not None else 0
 
 
 # ------------------------------------------------------------------------------------------------ markers
@@ -255,10 +156,14 @@ def _append_error(exc: BaseException) -> int:
 
 
 class TransactionCoordinator:
-    def __init__(self, config: TxnConfig, storage: TxnStorage, markers: MarkerWriter,
+    """The transaction coordinator, a ``CoordinatorShard`` on the coordinator runtime over
+    ``__transaction_state`` (``storage``): it serves the transactional ids of the partitions this broker
+    leads."""
+
+    def __init__(self, config: TxnConfig, storage: CoordinatorLog, markers: MarkerWriter,
                  next_producer_id: Callable[[], int], now_ms: Callable[[], int]) -> None:
         self.config = config
-        self.storage = storage
+        self.runtime = CoordinatorRuntime("transaction", storage, self, config.num_partitions)
         self.markers = markers
         self.next_producer_id = next_producer_id
         self.now_ms = now_ms
@@ -266,24 +171,26 @@ class TransactionCoordinator:
         # UNKNOWN_TOPIC_OR_PARTITION is dropped only for a partition that does not (a deleted topic)
         self.partition_exists: Callable[[str, int], bool] = lambda topic, partition: False
         self.txns: dict[str, TxnMetadata] = {}
-        self._tasks: set[asyncio.Future[Any]] = set()
-        self._loops: list[asyncio.Task[Any]] = []
         self._retry_scheduled = False
         self._stopped = False
-        # __transaction_state partitions served here: None = all (one node); in a cluster the partitions this
-        # broker leads (load_partition / unload_partition follow leadership)
-        self.owned: set[int] | None = None
+        self._started = False
+        self._loaded_records = 0
 
     # ------------------------------------------------------------------------------------ helpers
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
 
     def owns(self, transactional_id: str) -> bool:
-        """Whether this coordinator serves ``transactional_id`` (else NOT_COORDINATOR)."""
-        return self.owned is None or self.partition_for(transactional_id) in self.owned
+        """Whether this coordinator serves ``transactional_id`` (else NOT_COORDINATOR): the runtime serves its
+        partition of ``__transaction_state`` (``CoordinatorRuntime.serves``)."""
+        return self.runtime.serves(self.partition_for(transactional_id))
 
     def coordinator_epoch(self, transactional_id: str) -> int:
-        return self.storage.coordinator_epoch(self.partition_for(transactional_id))
+        return self.runtime.epoch(self.partition_for(transactional_id))
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` when missing (Kafka creates it on the first FindCoordinator)."""
+        self.runtime.log.ensure_topic()
 
     @staticmethod
     def _lock(md: TxnMetadata) -> asyncio.Lock:
@@ -292,14 +199,7 @@ class TransactionCoordinator:
         return md.lock
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction coordinator background task failed", exc_info=task.exception())
+        self.runtime.spawn(coro)
 
     def _current(self, md: TxnMetadata) -> bool:
         """Whether ``md`` is still the metadata this coordinator serves for its transactional id. A request
@@ -317,9 +217,8 @@ class TransactionCoordinator:
                      md.transactional_id, t.state.display_name)
             return E.NOT_COORDINATOR
         try:
-            await self.storage.append(self.partition_for(md.transactional_id),
-                                      encode_key(md.transactional_id),
-                                      encode_value(t.to_value()))
+            await self.runtime.append(self.partition_for(md.transactional_id),
+                                      [(encode_key(md.transactional_id), encode_value(t.to_value()))])
         except Exception as exc:  # noqa: BLE001 - every append failure maps to an error code
             code = _append_error(exc)
             log.warning("transactional id %s: writing %s to %s failed: %s", md.transactional_id,
@@ -337,63 +236,56 @@ class TransactionCoordinator:
             md.complete_transition(t)
         return err
 
-    # ------------------------------------------------------------------------------------ load / lifecycle
-    def load_partition(self, partition: int) -> None:
-        """This broker became the leader of ``__transaction_state-<partition>``: its transactional ids are
-        replayed and served, prepared transactions completed."""
-        self.unload_partition(partition)
-        if self.owned is not None:
-            self.owned.add(partition)
-        self.load([partition])
-        for md in [md for md in self.txns.values() if md.state in PREPARED
-                   and self.partition_for(md.transactional_id) == partition]:
-            self._spawn(self._complete_locked(md))
+    # ------------------------------------------------------------------------------------ the runtime's shard
+    def follow(self, source: LeadershipSource) -> None:
+        """Serve the partitions of ``__transaction_state`` that ``source`` (the replica manager) says this
+        broker leads, loading each when it is elected."""
+        self.runtime.follow(source)
 
-    def unload_partition(self, partition: int) -> None:
+    def replay(self, partition: int, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """The last record of each transactional id wins; null = removed."""
+        self._loaded_records += 1
+        try:
+            txn_id = decode_key(key)
+            if value is None:
+                self.txns.pop(txn_id, None)
+            else:
+                self.txns[txn_id] = TxnMetadata.from_value(txn_id, decode_value(value))
+        except RecordFormatError as exc:
+            log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+
+    def replay_end_transaction_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """Nothing: the coordinator's own records are never transactional."""
+
+    def on_loaded(self, partition: int) -> None:
+        """Dead ids go; prepared transactions are completed (once the coordinator runs)."""
+        mine = [md for md in self.txns.values() if self.partition_for(md.transactional_id) == partition]
+        for md in mine:
+            if md.state == S.DEAD:
+                del self.txns[md.transactional_id]
+        prepared = [md for md in mine if md.state in PREPARED]
+        count, self._loaded_records = self._loaded_records, 0
+        if count:
+            log.info("loaded %d transactional ids (%d records) from %s-%d, %d to complete", len(mine), count,
+                     TRANSACTION_STATE_TOPIC, partition, len(prepared))
+        if self._started:
+            for md in prepared:
+                self._spawn(self._complete_locked(md))
+
+    def on_unloaded(self, partition: int) -> None:
         """Leadership of ``__transaction_state-<partition>`` moved away: its transactional ids go."""
-        if self.owned is not None:
-            self.owned.discard(partition)
         for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
             del self.txns[txn_id]
 
-    def load(self, partitions: list[int] | None = None) -> None:
-        """Replay __transaction_state (the last record of each transactional id wins; null = removed), or
-        only ``partitions`` of it."""
-        if not self.storage.topic_exists():
-            return
-        count = 0
-        for partition in range(self.config.num_partitions) if partitions is None else partitions:
-            for key, value in self.storage.read(partition):
-                if key is None:
-                    continue
-                count += 1
-                try:
-                    txn_id = decode_key(key)
-                    if value is None:
-                        self.txns.pop(txn_id, None)
-                    else:
-                        self.txns[txn_id] = TxnMetadata.from_value(txn_id, decode_value(value))
-                except RecordFormatError as exc:
-                    log.warning("%s-%d: skipping an unreadable record: %s", TRANSACTION_STATE_TOPIC,
-                                partition,
-                                exc)
-        for txn_id, md in list(self.txns.items()):
-            if md.state == S.DEAD:
-                del self.txns[txn_id]
-        prepared = sum(1 for md in self.txns.values() if md.state in PREPARED)
-        log.info("loaded %d transactional ids (%d records) from %s, %d to complete", len(self.txns), count,
-                 TRANSACTION_STATE_TOPIC, prepared)
-
     def start(self) -> None:
         """Complete transactions found prepared; start the timeout and expiration tasks."""
-        loop = asyncio.get_running_loop()
+        self._started = True
         prepared = [md for md in self.txns.values() if md.state in PREPARED]
         for md in prepared:
             self._spawn(self._complete_locked(md))
-        self._loops.append(loop.create_task(self._every(self.config.abort_interval_ms,
-                                                         self.abort_timed_out_transactions)))
-        self._loops.append(loop.create_task(self._every(self.config.remove_expired_interval_ms,
-                                                         self.remove_expired_transactional_ids)))
+        self._spawn(self._every(self.config.abort_interval_ms, self.abort_timed_out_transactions))
+        self._spawn(self._every(self.config.remove_expired_interval_ms,
+                                self.remove_expired_transactional_ids))
 
     async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[Any]]) -> None:
         while not self._stopped:
@@ -407,19 +299,7 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self._stopped = True
-        for t in self._loops:
-            t.cancel()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in self._loops + list(self._tasks):
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.debug("transaction coordinator task ended with an error", exc_info=True)
-        self._loops.clear()
-        self._tasks.clear()
+        await self.runtime.stop_tasks()
 
     # ------------------------------------------------------------------------------------ InitProducerId
     def _valid_expected_producer(self, md: TxnMetadata, pid: int, epoch: int) -> bool:
@@ -438,7 +318,7 @@ class TransactionCoordinator:
             return E.INVALID_REQUEST, -1, -1
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         try:
-            self.storage.ensure_topic()
+            self.ensure_topic()
         except Exception as exc:  # noqa: BLE001 - the metadata store refused: retriable for the client
             log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc)
             return E.COORDINATOR_NOT_AVAILABLE, -1, -1
@@ -751,7 +631,7 @@ class TransactionCoordinator:
                     if self.txns.get(txn_id) is not md or md.state not in COMPLETED:
                         continue
                     try:
-                        await self.storage.append(self.partition_for(txn_id), encode_key(txn_id), None)
+                        await self.runtime.append(self.partition_for(txn_id), [(encode_key(txn_id), None)])
                     except Exception as exc:  # noqa: BLE001 - tried again at the next run
                         log.warning("transactional id %s: cannot write its tombstone: %s", txn_id, exc)
                         continue
@@ -805,8 +685,11 @@ def _ending(md: TxnMetadata) -> bool:
 # ------------------------------------------------------------------------------------------------ broker hook
 
 
-def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
-    """Broker._start_optional_components: a loaded coordinator writing through the replica manager."""
+def create_transaction_coordinator(services: TxnDeps, markers: MarkerWriter | None = None
+                                   ) -> TransactionCoordinator:
+    """A coordinator on the runtime over ``__transaction_state`` written through the replica manager,
+    following its leadership (on one node: loaded now). ``markers``: how markers reach the partitions'
+    leaders (by default written in this process: one node)."""
     config = TxnConfig.from_broker_config(services.config)
     existing = services.metadata.get(TRANSACTION_STATE_TOPIC)
     if existing is not None and int(existing.num_partitions) != config.num_partitions:
@@ -816,17 +699,27 @@ def create_transaction_coordinator(services: TxnDeps) -> TransactionCoordinator:
         config.num_partitions = int(existing.num_partitions)
     clock = services.clock
 
-    async def markers(pid: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]],
-                      coordinator_epoch: int) -> dict[tuple[str, int], int]:
+    async def local_markers(pid: int, epoch: int, commit: bool, partitions: Iterable[tuple[str, int]],
+                            coordinator_epoch: int) -> dict[tuple[str, int], int]:
         return await write_markers(services, pid, epoch, commit, partitions, coordinator_epoch)
 
-    coordinator = TransactionCoordinator(config, LogTxnStorage(services, config), markers,
-                                         services.producer_ids.next_id, clock.time_ms)
+    # Created on first use with Kafka's settings: compacted, internal, the configured partitions,
+    # min.insync.replicas = transaction.state.log.min.isr
+    spec = TopicSpec(TRANSACTION_STATE_TOPIC, config.num_partitions, config.replication_factor, {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "min.insync.replicas": str(config.min_isr),
+        "unclean.leader.election.enable": "false",
+        "segment.bytes": str(config.segment_bytes),
+    })
+    coordinator = TransactionCoordinator(config, ReplicaCoordinatorLog(services, spec),
+                                         markers or local_markers, services.producer_ids.next_id,
+                                         clock.time_ms)
 
     def partition_exists(topic: str, partition: int) -> bool:
         t = services.metadata.get(topic)
         return t is not None and 0 <= partition < int(t.num_partitions)
 
     coordinator.partition_exists = partition_exists
-    coordinator.load()
+    coordinator.follow(services.replica_manager)
     return coordinator

@@ -145,4 +145,4 @@ async def complete_group_offsets(services: MarkerDeps, producer_id: int, commit:
     if not groups:
         return
     # the marker just written makes the offsets durable (or drops them): nothing more to append
-    await gc.complete_transaction(producer_id, commit, groups, persist=False)
+    await gc.offsets.complete_transaction(producer_id, commit, groups, persist=False)
