@@ -89,7 +89,8 @@ def _collect_clients() -> None:
 
 def pytest_report_header(config: pytest.Config) -> str:
     storage = " with log.dirs=:memory:" if in_memory() else ""
-    return f"integration broker: {broker_kind()}{storage} (MOLDAU_TEST_BROKER=moldau|tansu|cluster|memory|kafka)"
+    return (f"integration broker: {broker_kind()}{storage} "
+            "(MOLDAU_TEST_BROKER=moldau|tansu|cluster|memory|kafka)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
