@@ -37,6 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "durable(reason): tests what the log keeps across a broker restart or crash; reported as skipped "
         "when MOLDAU_TEST_BROKER=memory (log.dirs=:memory: keeps nothing past the broker's process)",
+    )
+    config.addinivalue_line(
+        "markers",
         "kafka_differs(reason): moldau differs from Apache Kafka here on purpose (docs/compat.md); "
         "reported as skipped when MOLDAU_TEST_BROKER=kafka",
     )
