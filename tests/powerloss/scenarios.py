@@ -368,8 +368,10 @@ def file_kinds(
     cmd = [*moldau_command(), "broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data)]
     for kv in ("log.flush.interval.messages=1", "log.segment.bytes=16384",
                "log.flush.offset.checkpoint.interval.ms=1000",
-               "log.flush.start.offset.checkpoint.interval.ms=1000", "log.cleaner.backoff.ms=200"):
+               "log.flush.start.offset.checkpoint.interval.ms=1000"):
         cmd += ["--set", kv]
+    if any(k in CLEANER_KINDS for k in kinds):
+        cmd += ["--set", "log.cleaner.backoff.ms=200"]
     broker = Proc("broker", "127.0.0.1", port, cmd, str(folder / "broker.log"))
     name = f"single node, power lost during a write of each of {len(kinds)} file kinds"
     out = PowerLossResult(Result(name))
