@@ -19,6 +19,7 @@ from kafkautil import create_topic, produce_confluent, read_all_confluent, uniqu
 
 pytestmark = [
     pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts"),
+    pytest.mark.durable("recovery of the data dir after kill -9, torn tails, restarts"),
     pytest.mark.single_broker("kill -9 of one broker process and the recovery of its one data dir; the "
                               "cluster's kill -9 cases (leader failover, nothing acknowledged lost) are "
                               "tests/cluster/test_cluster_failover.py"),
