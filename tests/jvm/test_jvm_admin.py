@@ -200,6 +200,16 @@ CHECKS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
+#: steps where moldau answers otherwise than Apache Kafka 4.4.0 (the control): a known moldau defect, xfail
+#: (strict: the row fails once moldau is fixed, so that this entry goes)
+MOLDAU_DIFFERS = {
+    "list_offsets": "ListOffsets MAX_TIMESTAMP (-3) after a transaction: moldau answers the commit marker's "
+                    "offset (its batch has the largest timestamp), Kafka 4.4.0 a data record's offset",
+}
+
+
 @pytest.mark.parametrize("step", list(CHECKS))
-def test_admin_step(scenario: dict[str, dict[str, Any]], step: str) -> None:
+def test_admin_step(scenario: dict[str, dict[str, Any]], step: str, request: pytest.FixtureRequest) -> None:
+    if step in MOLDAU_DIFFERS and scenario["_brokers"]["kind"] != "kafka":
+        request.applymarker(pytest.mark.xfail(reason=MOLDAU_DIFFERS[step], strict=True))
     CHECKS[step](_ok(scenario, step), scenario)
