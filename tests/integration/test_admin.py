@@ -7,6 +7,8 @@ replacement), error codes, and DeleteRecords.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
@@ -75,8 +77,12 @@ def test_create_describe_delete_topic(broker):
     assert err.code() == KafkaError.TOPIC_ALREADY_EXISTS
 
     assert a.delete_topics([name], request_timeout=T)[name].result(timeout=T) is None
-    md = a.list_topics(timeout=10)
-    assert name not in md.topics
+    # gone from Metadata: at once on moldau; a Kafka broker's metadata cache follows its controller a
+    # moment after DeleteTopics returned
+    deadline = time.monotonic() + 10
+    while name in a.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{name} still in Metadata 10 s after DeleteTopics"
+        time.sleep(0.2)
     err = _err(a.delete_topics([name], request_timeout=T)[name])
     assert err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
