@@ -7,9 +7,11 @@
 
 One cluster (ZooKeeper and three ``moldau broker`` processes, ``moldau.broker.cluster.local``) serves every
 case; each (case, size, repeat) gets its own 1-partition topic (min.insync.replicas 2 for acks=all), deleted
-once measured so that every run starts from the same state. ``--brokers moldau,kafka`` measures the same
-cases on three Apache Kafka brokers too (KRaft combined mode, one controller quorum, from tests/jvm's jars:
-``brokerproc.KafkaCluster``), one cluster after the other in the same run, and prints moldau / Kafka. Client:
+once measured so that every run starts from the same state; ``--warmup`` records (default 100,000 of 512 B,
+RF=3, acks=all) go to each cluster first, not counted (a JVM's JIT, first topics). ``--brokers
+moldau,kafka`` (the default) measures the same cases on three Apache Kafka brokers too (KRaft combined
+mode, one controller quorum, from tests/jvm's jars: ``brokerproc.KafkaCluster``), one cluster after the
+other in the same run, and prints moldau / Kafka. Client:
 confluent-kafka, linger.ms=5, idempotence off, values of N bytes; time from the first produce() to flush()
 with every delivery report in. The table gives medians and the ratio to RF=1 acks=1 (Kreps 2014 measured
 three-way synchronous replication at 0.51x of no replication on Kafka).
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="100,1024", help="value sizes in bytes (default 100,1024)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--warmup", type=int, default=100_000,
+                    help="records (512 B, RF=3, acks=all) produced on each cluster first, not counted")
     ap.add_argument("--brokers", default="moldau,kafka",
                     help="clusters to measure, comma separated: moldau, kafka (default both)")
     a = ap.parse_args(argv)
@@ -222,6 +226,14 @@ def run_cluster(kind: str, sizes: list[int], a: Any) -> list[dict[str, Any]]:
         for b in cluster.brokers:  # every broker knows the others and the controller
             what = f"broker {b.node_id} to see the cluster"
             wait_until(lambda addr=b.address: fully_replicated_ok(addr), 30, what)
+        if a.warmup:
+            # not counted: the first topics, the JVM's JIT (Kafka) and the page cache warm up alike
+            warm = f"bench-warmup-{kind}"
+            create_topic(bs, warm, partitions=1, rf=3, configs={"min.insync.replicas": "2"})
+            wait_until(lambda: fully_replicated(bs, warm, 3), 30, warm)
+            warm_up(bs, warm)
+            produce(bs, warm, a.warmup, 512, "all")
+            delete_topic(cluster, warm)
         for size in sizes:
             n = a.records or (1_000_000 if size <= 100 else 300_000)
             for r in range(a.repeat):

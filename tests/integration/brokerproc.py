@@ -399,6 +399,18 @@ logger.server.level = info
 """
 
 
+def kafka_cluster_id() -> str:
+    """A new cluster id as Kafka's ``Uuid.randomUuid()`` makes them: 16 random bytes in URL-safe base64
+    without padding, never starting with '-' (the storage tool would take it for an option)."""
+    import base64
+    import uuid
+
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 class KafkaProcess(BrokerProcess):
     """The Apache Kafka broker, one node in KRaft combined mode, on a loopback port with its own data dir.
 
@@ -458,12 +470,9 @@ class KafkaProcess(BrokerProcess):
         return [f"-Dlog4j2.configurationFile={self.config_dir / 'log4j2.properties'}"]
 
     def _format(self, conf: Path) -> None:
-        import base64
-        import uuid
-
         if (self.data_dir / "meta.properties").exists():
             return
-        cluster_id = self.cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = self.cluster_id or kafka_cluster_id()
         _jvm_harness().run("kafka", "kafka.tools.StorageTool",
                            ["format", "-t", cluster_id, "-c", str(conf), "--ignore-formatted"],
                            timeout=180, heap="256m", jvm_args=self._jvm_args())
@@ -505,9 +514,6 @@ class KafkaCluster:
 
     def __init__(self, folder: str | Path, n: int = 3, *, settings: dict[str, str] | None = None,
                  heap: str = "512m") -> None:
-        import base64
-        import uuid
-
         folder = Path(folder)
         base = {"offsets.topic.replication.factor": str(min(3, n)),
                 "transaction.state.log.replication.factor": str(min(3, n)),
@@ -519,7 +525,7 @@ class KafkaCluster:
         self.brokers = [KafkaProcess(folder / f"kafka-{i}" / "data", log_dir=folder / f"kafka-{i}",
                                      settings=base, heap=heap, node_id=i) for i in range(1, n + 1)]
         voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in self.brokers)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = kafka_cluster_id()
         for b in self.brokers:
             b.voters = voters
             b.cluster_id = cluster_id

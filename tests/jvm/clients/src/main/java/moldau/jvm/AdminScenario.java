@@ -224,21 +224,24 @@ public final class AdminScenario {
         });
         step("create_acls", () -> {
             admin.createAcls(List.of(acl(topic, user))).all().get();
-            return Cli.obj("bindings", admin.describeAcls(aclFilter(topic)).values().get().size());
+            return await(() -> Cli.obj("bindings", admin.describeAcls(aclFilter(topic)).values().get().size()),
+                    r -> (Integer) r.get("bindings") > 0);
         });
         step("delete_acls", () -> {
             Collection<AclBinding> gone = admin.deleteAcls(List.of(aclFilter(topic))).all().get();
-            return Cli.obj("deleted", gone.size(), "left", admin.describeAcls(aclFilter(topic)).values().get().size());
+            Map<String, Object> left = await(() -> Cli.obj("left",
+                    admin.describeAcls(aclFilter(topic)).values().get().size()), r -> (Integer) r.get("left") == 0);
+            return Cli.obj("deleted", gone.size(), "left", left.get("left"));
         });
         step("alter_scram_credentials", () -> {
             admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(user,
                     new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "secret-" + user))).all().get();
-            return scram(user);
+            return await(() -> scram(user), r -> !((List<?>) r.get("credentials")).isEmpty());
         });
         step("delete_scram_credentials", () -> {
             admin.alterUserScramCredentials(List.of(new UserScramCredentialDeletion(user,
                     ScramMechanism.SCRAM_SHA_256))).all().get();
-            return scram(user);
+            return await(() -> scram(user), r -> ((List<?>) r.get("credentials")).isEmpty());
         });
         ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(ClientQuotaEntity.USER, user));
         ClientQuotaFilter qfilter = ClientQuotaFilter.containsOnly(
@@ -246,12 +249,14 @@ public final class AdminScenario {
         step("alter_client_quotas", () -> {
             admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity,
                     List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 1048576.0))))).all().get();
-            return Cli.obj("quotas", admin.describeClientQuotas(qfilter).entities().get().getOrDefault(entity, Map.of()));
+            return await(() -> Cli.obj("quotas", admin.describeClientQuotas(qfilter).entities().get()
+                    .getOrDefault(entity, Map.of())), r -> !((Map<?, ?>) r.get("quotas")).isEmpty());
         });
         step("remove_client_quotas", () -> {
             admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity,
                     List.of(new ClientQuotaAlteration.Op("producer_byte_rate", null))))).all().get();
-            return Cli.obj("quotas", admin.describeClientQuotas(qfilter).entities().get().getOrDefault(entity, Map.of()));
+            return await(() -> Cli.obj("quotas", admin.describeClientQuotas(qfilter).entities().get()
+                    .getOrDefault(entity, Map.of())), r -> ((Map<?, ?>) r.get("quotas")).isEmpty());
         });
         step("elect_leaders", () -> {
             Set<TopicPartition> parts = Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
@@ -284,6 +289,22 @@ public final class AdminScenario {
             }
             return Cli.obj("present", present);
         });
+    }
+
+    /**
+     * Read until {@code done} holds or 15 s passed, then the last reading: on a cluster a change made
+     * through one broker reaches the others a moment later (Kafka's own tests wait for it too).
+     */
+    private static Map<String, Object> await(Callable<Map<String, Object>> read,
+                                             java.util.function.Predicate<Map<String, Object>> done)
+            throws Exception {
+        long deadline = System.currentTimeMillis() + 15000;
+        Map<String, Object> last = read.call();
+        while (!done.test(last) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(200);
+            last = read.call();
+        }
+        return last;
     }
 
     private Map<String, Object> describe(String topic) throws Exception {
