@@ -65,7 +65,7 @@ class App:
     def running_count(self) -> int:
         return sum(1 for e in self.proc.events if e.get("event") == "state" and e.get("state") == "RUNNING")
 
-    def wait_running(self, timeout: float = 120.0, after: int = 0) -> None:
+    def wait_running(self, timeout: float = 300.0, after: int = 0) -> None:
         """Wait until the instance has become RUNNING more than ``after`` times."""
         deadline = time.monotonic() + timeout
         while self.running_count() <= after:
@@ -194,7 +194,7 @@ def test_exactly_once_v2_through_a_sigkill(target: BrokerProcess, jtopic: Callab
         # B comes back with nothing on disk: its tasks' stores are rebuilt from the changelogs
         shutil.rmtree(tmp_path / "state-b", ignore_errors=True)
         b2 = start("B2", tmp_path / "state-b")
-        b2.wait_running(timeout=180)
+        b2.wait_running(timeout=300)
         produce(p, source, records[2400:])
         got = wait_for_counts(target.bootstrap, sink, dict(expected), timeout=240)
         missing = {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
@@ -205,6 +205,8 @@ def test_exactly_once_v2_through_a_sigkill(target: BrokerProcess, jtopic: Callab
         assert a.proc.proc.poll() is None, a.proc.stderr()
         assert a.running_count() >= 2, a.proc.events
     finally:
+        p.flush(10)
+        del p  # librdkafka's threads end with it, not after the broker is gone
         for x in apps:
             if x.proc.proc.poll() is None:
                 x.stop()
