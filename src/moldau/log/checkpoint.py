@@ -142,10 +142,11 @@ def _write_claimed(path: str, data: bytes, sync_dir: bool, mode: int, lock: thre
             if not superseded:
                 _atomic_write_now(path, data, sync_dir, mode)
         except FileNotFoundError:
-            if os.path.isdir(os.path.dirname(path) or "."):
+            if os.path.isdir(os.path.dirname(path) or ".") and os.path.exists(path + ".tmp"):
                 raise
-            # its directory was deleted while the write waited (a topic deleted while the files of its
-            # creation were queued): there is nothing left to write to
+            # its directory was deleted while the write waited or ran (a topic deleted while the files of its
+            # creation were queued; the directory may already hold the next topic of that name, which
+            # writes its own): nothing left to write to
             log.info("skipped writing %s: its directory was deleted meanwhile", path)
         finally:
             if not superseded:
