@@ -107,3 +107,26 @@ def test_invalid_utf8_is_answered_not_closed(fuzz_broker: FuzzBroker) -> None:
             (t,) = resp.topics
             assert t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION, (key, version, t)
         _still_serving(r)
+
+
+def test_offset_commit_retention_at_the_int64_range(fuzz_broker: FuzzBroker) -> None:
+    """OffsetCommit v2-v4 with a retention_time_ms near int64's range: the expire timestamp (now + retention)
+    outgrew int64, the __consumer_offsets record did not encode and the connection closed with a traceback;
+    now it saturates, as a stored int64 must, and the commit is answered."""
+    C = m.CreateTopicsRequest
+    O = m.OffsetCommitRequest  # noqa: E741
+    topic = "fuzz-offset-retention"
+    with Raw(fuzz_broker.port) as r:
+        resp = r.call(19, 4, C.new(topics=[C.CreatableTopic(name=topic, num_partitions=1,
+                                                              replication_factor=1)], timeout_ms=5000))
+        assert resp.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+        for version, retention in ((2, 2**63 - 1), (3, -(2**63)), (4, 2**62)):
+            req = O.new(group_id=f"fuzz-retention-{version}", generation_id_or_member_epoch=-1, member_id="",
+                        retention_time_ms=retention,
+                        topics=[O.OffsetCommitRequestTopic(name=topic, partitions=[
+                            O.OffsetCommitRequestPartition(partition_index=0, committed_offset=0,
+                                                           committed_metadata="")])])
+            resp = r.call(8, version, req)
+            assert [p.error_code for t in resp.topics for p in t.partitions] == [ErrorCode.NONE], version
+        _still_serving(r)
+    assert "Traceback" not in fuzz_broker.proc.output(limit=1 << 30)

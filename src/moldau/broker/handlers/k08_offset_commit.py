@@ -79,7 +79,8 @@ async def offset_commit(ctx: RequestContext, req: m.OffsetCommitRequest) -> m.Of
                 leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=commit_ts,
-                expire_timestamp=now + retention if retention != -1 else -1,
+                # an int64 as Kafka stores it: a retention near the type's range saturates, not overflows
+                expire_timestamp=max(-(2**63), min(now + retention, 2**63 - 1)) if retention != -1 else -1,
             )
             entries.append((p.partition_index, None, co))
             assert name is not None
