@@ -44,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "reported as skipped when MOLDAU_TEST_BROKER=kafka",
     )
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    # registered here, not in tests/jvm/conftest.py, whose module-level params use it before its own hooks run
+    config.addinivalue_line(
+        "markers", "jvm_full: part of the whole JVM matrix only (run with MOLDAU_JVM_FULL=1)")
     # kafka-python loads its JSON schemas with importlib.resources' legacy API
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")

@@ -43,11 +43,6 @@ FULL = bool(os.environ.get("MOLDAU_JVM_FULL"))
 MOLDAU_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "jvm_full: part of the whole JVM matrix only (run with MOLDAU_JVM_FULL=1)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FULL:
         return
