@@ -67,6 +67,7 @@ class CycleStats:
     rss_before_mib: float
     rss_after_mib: float
     rss_growth_mib: float
+    children_before: int
     children_after: int
     ram_dirs_before: int
     ram_dirs_after: int
@@ -95,6 +96,7 @@ def measure(mode: str, cycles: int, warmup: int = 2) -> CycleStats:
         one_cycle(mode)
     gc.collect()
     threads0, fds0, rss0, dirs0 = threading.active_count(), open_fds(), rss_bytes(), ram_dirs()
+    children0 = child_pids()  # a test session's own brokers and JVMs are children too
     starts: list[float] = []
     totals: list[float] = []
     for _ in range(cycles):
@@ -117,7 +119,8 @@ def measure(mode: str, cycles: int, warmup: int = 2) -> CycleStats:
         fds_before=fds0, fds_after=open_fds(),
         rss_before_mib=round(rss0 / 2**20, 1), rss_after_mib=round(rss1 / 2**20, 1),
         rss_growth_mib=round((rss1 - rss0) / 2**20, 1),
-        children_after=child_pids(), ram_dirs_before=dirs0, ram_dirs_after=ram_dirs(),
+        children_before=children0, children_after=child_pids(),
+        ram_dirs_before=dirs0, ram_dirs_after=ram_dirs(),
     )
 
 
