@@ -12,7 +12,14 @@ Fixtures (nothing starts unless a test asks for one of them):
 
 Options: ``--moldau-storage=memory|disk`` (default memory), ``--moldau-process`` (the broker in a child
 process instead of a thread), ``--moldau-config KEY=VALUE`` (repeatable; also the ``moldau_config`` ini
-option, one per line). With ``-v`` the terminal summary reports the broker's start cost.
+option, one per line). With ``-v`` the terminal summary reports the broker's start cost: the total, then its
+two parts (importing moldau's broker modules, which only the first start in a process pays, and the broker's
+own start).
+
+moldau's own modules (the broker, the client) are imported by Python's path finder, not through pytest's
+assertion rewriter: pytest marks the whole package of a ``pytest11`` plugin for rewriting, which would parse
+and rewrite some 200 modules of broker code that holds no test assertions (twice the plain import's cost,
+paid on every run where bytecode is not cached). ``moldau.testing`` itself is still rewritten.
 
 pytest-xdist: every worker is a process with its own session, so it starts its own broker (on its own free
 port, with its own in-memory logs); topic names carry the worker's id. No state is shared between workers.
@@ -20,10 +27,13 @@ port, with its own in-memory logs); topic names carry the worker's id. No state 
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,6 +41,19 @@ import pytest
 from .embedded import EmbeddedBroker
 
 _STARTS = pytest.StashKey[list[str]]()
+_PLAIN_IMPORTS = pytest.StashKey[bool]()
+
+
+class _PlainImports:
+    """A ``sys.meta_path`` finder placed before pytest's assertion rewriter: ``moldau.*`` modules other than
+    ``moldau.testing`` get the spec Python's own path finder gives (what they get outside pytest)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if not name.startswith("moldau.") or name.startswith("moldau.testing"):
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, path, target)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,6 +78,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "moldau_topic fixture",
     )
     config.stash[_STARTS] = []
+    # only where pytest rewrites assertions (not with --assert=plain), once per process (pytester's inline
+    # runs configure again)
+    add = config.getoption("assertmode", "rewrite") == "rewrite" and _PlainImports not in sys.meta_path
+    if add:
+        sys.meta_path.insert(0, _PlainImports)  # type: ignore[arg-type]
+    config.stash[_PLAIN_IMPORTS] = add
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_PLAIN_IMPORTS, False) and _PlainImports in sys.meta_path:
+        sys.meta_path.remove(_PlainImports)  # type: ignore[arg-type]
 
 
 def _settings(config: pytest.Config) -> dict[str, str]:
@@ -77,11 +111,12 @@ def moldau_broker(pytestconfig: pytest.Config) -> Iterator[EmbeddedBroker]:
     broker = EmbeddedBroker(memory=storage == "memory", process=bool(process), config=_settings(pytestconfig))
     broker.start()
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    imports = (f" (importing moldau's broker modules before it: {broker.import_seconds:.3f} s)"
-               if broker.import_seconds >= 0.001 else "")
+    start = broker.start_seconds or 0.0
+    parts = (f" (importing moldau's broker modules {broker.import_seconds:.3f} s, the broker's start "
+             f"{start:.3f} s)" if broker.import_seconds >= 0.001 else "")
     pytestconfig.stash[_STARTS].append(
         f"moldau: broker ({broker.mode}) at {broker.bootstrap_servers} started in "
-        f"{broker.start_seconds:.3f} s{imports}{f' (worker {worker})' if worker else ''}")
+        f"{broker.import_seconds + start:.3f} s{parts}{f' (worker {worker})' if worker else ''}")
     try:
         yield broker
     finally:
