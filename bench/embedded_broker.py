@@ -4,6 +4,15 @@ descriptors, resident memory, child processes, RAM directories), per shape (thre
 
     python bench/embedded_broker.py                 # 50 cycles of each of the four modes
     python bench/embedded_broker.py --cycles 10 --modes thread-memory,process-disk
+    python bench/embedded_broker.py --first-start 11               # the plugin's session start, 11 sessions
+    python bench/embedded_broker.py --first-start 11 --no-bytecode # ... with no cached bytecode of moldau
+
+``--first-start N``: what a project's first test pays, the issue's measure: N fresh pytest sessions, each one
+test using ``moldau_broker`` (in-memory, thread), run with ``-v``; the total the plugin prints (importing
+moldau's broker modules and the client, then the broker's start) is collected, and the median, worst and
+the load average are printed. By default moldau's bytecode is cached (as after ``pip install``; a first
+session writes the caches and is not counted); ``--no-bytecode`` runs a copy of the package without
+``__pycache__`` and with ``PYTHONDONTWRITEBYTECODE=1``, so every session compiles moldau's modules.
 
 Each cycle: start, create a topic, produce 10 records with moldau's producer, read them back
 (``expect_records``), stop. Two warm-up cycles first (imports, the process-wide checkpoint writer thread,
@@ -17,8 +26,12 @@ import argparse
 import gc
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -124,11 +137,53 @@ def measure(mode: str, cycles: int, warmup: int = 2) -> CycleStats:
     )
 
 
+FIRST_TEST = "def test_first(moldau_broker):\n    assert moldau_broker.bootstrap_servers\n"
+_STARTED = re.compile(r"moldau: broker \(thread/memory\) at \S+ started in ([0-9.]+) s")
+
+
+def first_starts(sessions: int, bytecode: bool = True) -> dict[str, object]:
+    """The plugin's session start (import + start, as printed with -v) over ``sessions`` fresh pytest runs."""
+    import moldau
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    with tempfile.TemporaryDirectory(prefix="bench-first-start-") as tmp:
+        if bytecode:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+        else:
+            src = os.path.join(tmp, "src")
+            shutil.copytree(os.path.dirname(moldau.__file__), os.path.join(src, "moldau"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        project = os.path.join(tmp, "project")
+        os.mkdir(project)
+        with open(os.path.join(project, "test_first.py"), "w") as f:
+            f.write(FIRST_TEST)
+        totals: list[float] = []
+        for i in range(sessions + int(bytecode)):  # with bytecode: the first session writes the caches
+            res = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
+                                 cwd=project, env=env, capture_output=True, text=True, timeout=300)
+            found = _STARTED.search(res.stdout)
+            if found is None:
+                raise RuntimeError(f"no start line in the session's output:\n{res.stdout[-3000:]}")
+            if i or not bytecode:
+                totals.append(float(found.group(1)))
+    return {"first_start": "pytest -v, thread/memory", "bytecode_cached": bytecode, "sessions": sessions,
+            "median_s": round(statistics.median(totals), 3), "min_s": min(totals), "max_s": max(totals),
+            "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=50)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--first-start", type=int, metavar="N", default=0,
+                    help="measure the pytest plugin's session start over N fresh sessions instead")
+    ap.add_argument("--no-bytecode", action="store_true", help="with --first-start: no cached bytecode")
     args = ap.parse_args(argv)
+    if args.first_start:
+        print(json.dumps(first_starts(args.first_start, bytecode=not args.no_bytecode)))
+        return 0
     if not os.environ.get("MOLDAU_MEMORY_DIR"):  # count only this run's RAM dirs, not other brokers'
         import tempfile
 

@@ -31,8 +31,9 @@ NOT_SERVED = [
 
 
 def render() -> str:
-    from moldau.broker import handlers  # noqa: F401  (importing registers every handler)
-    from moldau.broker.registry import HANDLERS
+    from moldau.broker.registry import load_all
+
+    HANDLERS = load_all()  # every handler module imported: the ranges they register (checked against SERVED)
     from moldau.protocol import messages as m
 
     lines = [

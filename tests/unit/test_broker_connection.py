@@ -7,7 +7,7 @@ import pytest
 
 from moldau.broker.broker import Broker
 from moldau.broker.config import BrokerConfig
-from moldau.broker.registry import HANDLERS
+from moldau.broker.registry import load_all
 from moldau.broker.server import Server
 from moldau.protocol import frame
 from moldau.protocol import messages as m
@@ -52,7 +52,7 @@ def test_api_versions_all_versions_and_pipelining(tmp_path):
                 resp, _ = m.ApiVersionsResponse.decode(body, v, off)
                 assert resp.error_code == 0
                 keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-                assert keys == {s.api_key: (s.min_version, s.max_version) for s in HANDLERS.values()}
+                assert keys == {s.api_key: (s.min_version, s.max_version) for s in load_all().values()}
                 assert keys[18] == (0, 4)
             w.close()
         finally:

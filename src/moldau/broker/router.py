@@ -21,9 +21,8 @@ from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode, KafkaError, ProtocolEncodeError, error_code_of
 
-from . import handlers as _handlers  # noqa: F401  (imports register every handler)
 from .context import RequestContext
-from .registry import HANDLERS
+from .registry import HANDLERS, SERVED, load_handler
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -52,9 +51,8 @@ def frame_response(correlation_id: int, api_key: int, version: int, body_parts: 
 
 
 def api_versions_keys() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every registered handler, sorted by key."""
-    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(),
-                                                                      key=lambda s: s.api_key)]
+    """(api_key, min, max) for every served API (registry.SERVED), sorted by key."""
+    return [(key, lo, hi) for key, (_module, lo, hi) in sorted(SERVED.items())]
 
 
 def _has_field(msg: Any, attr: str, version: int) -> bool:
@@ -105,6 +103,8 @@ class Router:
             return False
         api_key, version, correlation_id = _PEEK.unpack_from(frame, 0)
         spec = HANDLERS.get(api_key)
+        if spec is None:
+            spec = load_handler(api_key)  # the first request of this API imports its handler module
         if spec is None:
             self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: unknown api key %d (version %d)",

@@ -82,13 +82,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs configure again)
     add = config.getoption("assertmode", "rewrite") == "rewrite" and _PlainImports not in sys.meta_path
     if add:
-        sys.meta_path.insert(0, _PlainImports)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _PlainImports)
     config.stash[_PLAIN_IMPORTS] = add
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_PLAIN_IMPORTS, False) and _PlainImports in sys.meta_path:
-        sys.meta_path.remove(_PlainImports)  # type: ignore[arg-type]
+        sys.meta_path.remove(_PlainImports)
 
 
 def _settings(config: pytest.Config) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """ApiVersions (key 18), v0-4.
 
-* The answer lists exactly the registered handlers and their version ranges (moldau.broker.registry).
+* The answer lists exactly the served APIs and their version ranges (moldau.broker.registry.SERVED, which
+  every handler's registration is checked against).
 * v3+ requests carry the client's software name and version (KIP-511); they are validated like Kafka does
   (``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``, INVALID_REQUEST otherwise) and kept on the connection.
 * v3+ responses: supported features and finalized features are empty (a single-node broker has no feature
@@ -18,21 +19,19 @@ from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from ..context import RequestContext
-from ..registry import HANDLERS, handler
+from ..registry import SERVED, handler
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-_cache: tuple[int, list[Any]] | None = None
+_cache: list[Any] | None = None
 
 
 def _api_keys() -> list[Any]:
     global _cache
-    n = len(HANDLERS)
-    if _cache is None or _cache[0] != n:
+    if _cache is None:
         mk = m.ApiVersionsResponse.ApiVersion
-        keys = [mk(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
-                for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
-        _cache = (n, keys)
-    return _cache[1]
+        _cache = [mk(api_key=key, min_version=lo, max_version=hi) for key, (_module, lo, hi) in
+                  sorted(SERVED.items())]
+    return _cache
 
 
 @handler(api_key=18, min_version=0, max_version=4)
