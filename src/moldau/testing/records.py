@@ -19,6 +19,9 @@ def read_topic(bootstrap_servers: str, topic: str, *, timeout: float = 10.0, min
 
     deadline = time.monotonic() + timeout
     records: list[Any] = []
+    # short long-polls: the end offsets' request waits behind a fetch parked at the broker (one connection,
+    # answered in order), up to fetch.max.wait.ms (Kafka's 500 ms would be paid by every read)
+    client_config.setdefault("fetch_max_wait_ms", 50)
     with Consumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                   auto_offset_reset="earliest", isolation_level=isolation_level, **client_config) as consumer:
         parts: list[int] = []
