@@ -19,6 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 from rawkafka import RawConnection, produce_request  # noqa: E402
 
 
+@pytest.fixture
+def cluster(module_cluster):
+    """One cluster for the tests of this module that take ``cluster``: none stops, pauses or reconfigures a
+    broker, each works on topics of its own and names replication factors (a cluster per test cost a ZooKeeper
+    and three broker starts each)."""
+    return module_cluster
+
+
 def test_metadata_lists_every_broker_leader_replicas_isr(cluster):
     create_topic(cluster.bootstrap, "spread", partitions=6, rf=3, configs={"min.insync.replicas": "2"})
     wait_until(lambda: fully_replicated(cluster.bootstrap, "spread", 3), 20, "ISR of 3 everywhere")
