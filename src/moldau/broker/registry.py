@@ -39,63 +39,63 @@ class HandlerSpec:
 
 #: api key -> (module in moldau.broker.handlers, min version, max version): every API the broker serves
 SERVED: dict[int, tuple[str, int, int]] = {
-    0: ("k00_produce", 0, 13),  # produce
-    1: ("k01_fetch", 0, 18),  # fetch
-    2: ("k02_list_offsets", 0, 11),  # list_offsets
-    3: ("k03_metadata", 0, 13),  # metadata
-    4: ("k04_leader_and_isr", 2, 5),  # leader_and_isr
-    5: ("k05_stop_replica", 1, 3),  # stop_replica
-    6: ("k06_update_metadata", 5, 7),  # update_metadata
-    7: ("k07_controlled_shutdown", 1, 3),  # controlled_shutdown
-    8: ("k08_offset_commit", 0, 10),  # offset_commit
-    9: ("k09_offset_fetch", 0, 10),  # offset_fetch
-    10: ("k10_find_coordinator", 0, 6),  # find_coordinator
-    11: ("k11_join_group", 0, 9),  # join_group
-    12: ("k12_heartbeat", 0, 4),  # heartbeat
-    13: ("k13_leave_group", 0, 5),  # leave_group
-    14: ("k14_sync_group", 0, 5),  # sync_group
-    15: ("k15_describe_groups", 0, 6),  # describe_groups
-    16: ("k16_list_groups", 0, 5),  # list_groups
-    17: ("k17_sasl_handshake", 0, 1),  # sasl_handshake
-    18: ("k18_api_versions", 0, 4),  # api_versions
-    19: ("k19_create_topics", 0, 7),  # create_topics
-    20: ("k20_delete_topics", 0, 6),  # delete_topics
-    21: ("k21_delete_records", 0, 2),  # delete_records_handler
-    22: ("k22_init_producer_id", 0, 6),  # init_producer_id
-    23: ("k23_offset_for_leader_epoch", 0, 4),  # offset_for_leader_epoch
-    24: ("k24_add_partitions_to_txn", 0, 5),  # add_partitions_to_txn
-    25: ("k25_add_offsets_to_txn", 0, 4),  # add_offsets_to_txn
-    26: ("k26_end_txn", 0, 5),  # end_txn
-    27: ("k27_write_txn_markers", 0, 2),  # write_txn_markers
-    28: ("k28_txn_offset_commit", 0, 5),  # txn_offset_commit
-    29: ("k29_describe_acls", 0, 3),  # describe_acls
-    30: ("k30_create_acls", 0, 3),  # create_acls
-    31: ("k31_delete_acls", 0, 3),  # delete_acls
-    32: ("k32_describe_configs", 0, 4),  # describe_configs
-    33: ("k33_alter_configs", 0, 2),  # alter_configs
-    34: ("k34_alter_replica_log_dirs", 0, 2),  # alter_replica_log_dirs
-    35: ("k35_describe_log_dirs", 0, 5),  # describe_log_dirs
-    36: ("k36_sasl_authenticate", 0, 2),  # sasl_authenticate
-    37: ("k37_create_partitions", 0, 3),  # create_partitions
-    42: ("k42_delete_groups", 0, 2),  # delete_groups
-    43: ("k43_elect_leaders", 0, 2),  # elect_leaders
-    44: ("k44_incremental_alter_configs", 0, 1),  # incremental_alter_configs
-    45: ("k45_alter_partition_reassignments", 0, 1),  # alter_partition_reassignments
-    46: ("k46_list_partition_reassignments", 0, 0),  # list_partition_reassignments
-    47: ("k47_offset_delete", 0, 0),  # offset_delete
-    48: ("k48_describe_client_quotas", 0, 1),  # describe_client_quotas
-    49: ("k49_alter_client_quotas", 0, 1),  # alter_client_quotas
-    50: ("k50_describe_user_scram_credentials", 0, 0),  # describe_user_scram_credentials
-    51: ("k51_alter_user_scram_credentials", 0, 0),  # alter_user_scram_credentials
-    56: ("k56_alter_partition", 0, 3),  # alter_partition
-    60: ("k60_describe_cluster", 0, 2),  # describe_cluster
-    61: ("k61_describe_producers", 0, 0),  # describe_producers
-    65: ("k65_describe_transactions", 0, 0),  # describe_transactions
-    66: ("k66_list_transactions", 0, 2),  # list_transactions
-    68: ("k68_consumer_group_heartbeat", 0, 1),  # consumer_group_heartbeat
-    69: ("k69_consumer_group_describe", 0, 1),  # consumer_group_describe
-    74: ("k74_list_config_resources", 0, 1),  # list_config_resources
-    75: ("k75_describe_topic_partitions", 0, 0),  # describe_topic_partitions
+    0: ("k00_produce", 0, 13),
+    1: ("k01_fetch", 0, 18),
+    2: ("k02_list_offsets", 0, 11),
+    3: ("k03_metadata", 0, 13),
+    4: ("k04_leader_and_isr", 2, 5),
+    5: ("k05_stop_replica", 1, 3),
+    6: ("k06_update_metadata", 5, 7),
+    7: ("k07_controlled_shutdown", 1, 3),
+    8: ("k08_offset_commit", 0, 10),
+    9: ("k09_offset_fetch", 0, 10),
+    10: ("k10_find_coordinator", 0, 6),
+    11: ("k11_join_group", 0, 9),
+    12: ("k12_heartbeat", 0, 4),
+    13: ("k13_leave_group", 0, 5),
+    14: ("k14_sync_group", 0, 5),
+    15: ("k15_describe_groups", 0, 6),
+    16: ("k16_list_groups", 0, 5),
+    17: ("k17_sasl_handshake", 0, 1),
+    18: ("k18_api_versions", 0, 4),
+    19: ("k19_create_topics", 0, 7),
+    20: ("k20_delete_topics", 0, 6),
+    21: ("k21_delete_records", 0, 2),
+    22: ("k22_init_producer_id", 0, 6),
+    23: ("k23_offset_for_leader_epoch", 0, 4),
+    24: ("k24_add_partitions_to_txn", 0, 5),
+    25: ("k25_add_offsets_to_txn", 0, 4),
+    26: ("k26_end_txn", 0, 5),
+    27: ("k27_write_txn_markers", 0, 2),
+    28: ("k28_txn_offset_commit", 0, 5),
+    29: ("k29_describe_acls", 0, 3),
+    30: ("k30_create_acls", 0, 3),
+    31: ("k31_delete_acls", 0, 3),
+    32: ("k32_describe_configs", 0, 4),
+    33: ("k33_alter_configs", 0, 2),
+    34: ("k34_alter_replica_log_dirs", 0, 2),
+    35: ("k35_describe_log_dirs", 0, 5),
+    36: ("k36_sasl_authenticate", 0, 2),
+    37: ("k37_create_partitions", 0, 3),
+    42: ("k42_delete_groups", 0, 2),
+    43: ("k43_elect_leaders", 0, 2),
+    44: ("k44_incremental_alter_configs", 0, 1),
+    45: ("k45_alter_partition_reassignments", 0, 1),
+    46: ("k46_list_partition_reassignments", 0, 0),
+    47: ("k47_offset_delete", 0, 0),
+    48: ("k48_describe_client_quotas", 0, 1),
+    49: ("k49_alter_client_quotas", 0, 1),
+    50: ("k50_describe_user_scram_credentials", 0, 0),
+    51: ("k51_alter_user_scram_credentials", 0, 0),
+    56: ("k56_alter_partition", 0, 3),
+    60: ("k60_describe_cluster", 0, 2),
+    61: ("k61_describe_producers", 0, 0),
+    65: ("k65_describe_transactions", 0, 0),
+    66: ("k66_list_transactions", 0, 2),
+    68: ("k68_consumer_group_heartbeat", 0, 1),
+    69: ("k69_consumer_group_describe", 0, 1),
+    74: ("k74_list_config_resources", 0, 1),
+    75: ("k75_describe_topic_partitions", 0, 0),
 }
 
 #: the handlers loaded so far (the router's lookup); load_handler adds the others on first use
