@@ -41,6 +41,7 @@ from .records import (
     SNAPPY,
     BatchBuilder,
     BatchHeader,
+    compute_crc,
     decode_batch,
 )
 from .records.codecs import gzip_decompress, snappy_decompress
@@ -58,6 +59,9 @@ __all__ = [
     "OFFSETS",
     "OFFSET_OUT_OF_RANGE",
     "PRODUCE",
+    "MAGIC0_FLAG",
+    "mark_magic0",
+    "view_magic",
     "RANDOM_PARTITION",
     "REQUEST_NAMES",
     "UNKNOWN",
@@ -122,7 +126,15 @@ _OFFSETS_TAIL = struct.Struct(">iqi")  # partition, time, max number
 _RESP = struct.Struct(">ih")
 
 MESSAGE_OVERHEAD = 10  # int32 length + magic + attributes + crc, for magic 1
+MESSAGE_OVERHEAD_V0 = 9  # int32 length + magic + crc, for magic 0 (0.6: no attributes byte)
 CODEC_MASK = 0x03
+
+# Bit 14 of a stored v2 batch's attributes: "this uncompressed batch was produced on the legacy listener as
+# magic-0 messages; serve its 0.7 view as magic 0". Kafka uses bits 0-6 and clients ignore the others, so the
+# bit is invisible to modern consumers (the stored batch, CRC included, is served to them untouched), and it
+# travels with the batch: restart, recovery, replication and the cleaner's re-batching keep it.
+MAGIC0_FLAG = 0x4000
+_ATTRIBUTES_AT = 21  # offset of the int16 attributes in a v2 batch header
 
 
 class Kafka07RequestError(Exception):
@@ -207,16 +219,16 @@ def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_by
     """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their
     inner messages too) must have a valid CRC, a known magic and codec, and a size within
     ``max_message_bytes``.
-    Returns [(codec, payloads)]: an uncompressed message gives (0, [payload]), a compressed one (codec, its
-    inner payloads). Raises InvalidMessage07, and then nothing of the set may be written."""
-    out: list[tuple[int, list[bytes]]] = []
+    Returns [(codec, payloads, magic)]: an uncompressed message gives (0, [payload], its magic), a compressed
+    one (codec, its inner payloads, 1). Raises InvalidMessage07, and then nothing of the set may be written."""
+    out: list[tuple[int, list[bytes], int]] = []
     for msg in parse_message_set(data):
         if msg.size - 4 > max_message_bytes:
             raise InvalidMessage07(f"message of {msg.size - 4} bytes exceeds {max_message_bytes}")
         if not msg.valid:
             raise InvalidMessage07(f"message CRC {msg.crc} does not match its payload")
         if msg.codec == NONE:
-            out.append((NONE, [msg.payload]))
+            out.append((NONE, [msg.payload], msg.magic))
             continue
         inner = parse_message_set(_decompress(msg, max_decompressed))
         payloads = []
@@ -226,27 +238,35 @@ def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_by
             if m.codec != NONE:
                 raise InvalidMessage07("a compressed message holds a compressed message")
             payloads.append(m.payload)
-        out.append((msg.codec, payloads))
+        out.append((msg.codec, payloads, 1))
     return out
 
 
-def messages_to_batches(units: list[tuple[int, list[bytes]]], timestamp_ms: int) -> bytearray:
-    """v2 record batches for validated 0.7 messages: consecutive uncompressed messages share one uncompressed
-    batch (one record per message); each compressed message becomes one batch of its inner messages,
-    compressed with the same codec, so that it stays one unit (one 0.7 message) when read back."""
+def messages_to_batches(units: list[tuple[int, list[bytes], int]], timestamp_ms: int) -> bytearray:
+    """v2 record batches for validated 0.7 messages: consecutive uncompressed messages of the same magic share
+    one uncompressed batch (one record per message; magic 0 marks the batch with ``MAGIC0_FLAG``); each
+    compressed message becomes one batch of its inner messages, compressed with the same codec, so that it
+    stays one unit (one 0.7 message) when read back."""
     out = bytearray()
     plain: list[bytes] = []
+    plain_magic = 1
 
     def flush_plain() -> None:
         if plain:
             b = BatchBuilder(compression=NONE)
             for p in plain:
                 b.append(timestamp_ms, None, p)
+            start = len(out)
             out.extend(b.build(0))
+            if plain_magic == 0:
+                mark_magic0(out, start)
             plain.clear()
 
-    for codec, payloads in units:
+    for codec, payloads, magic in units:
         if codec == NONE:
+            if magic != plain_magic:
+                flush_plain()
+                plain_magic = magic
             plain.extend(payloads)
             continue
         flush_plain()
@@ -258,6 +278,21 @@ def messages_to_batches(units: list[tuple[int, list[bytes]]], timestamp_ms: int)
         out.extend(b.build(0))
     flush_plain()
     return out
+
+
+def mark_magic0(buf: bytearray, pos: int) -> None:
+    """Set ``MAGIC0_FLAG`` on the v2 batch at ``pos`` and recompute its CRC."""
+    (attrs,) = _I16.unpack_from(buf, pos + _ATTRIBUTES_AT)
+    _I16.pack_into(buf, pos + _ATTRIBUTES_AT, attrs | MAGIC0_FLAG)
+    (length,) = _I32.unpack_from(buf, pos + 8)
+    struct.pack_into(">I", buf, pos + 17, compute_crc(buf, pos, 12 + length))
+
+
+def view_magic(header: BatchHeader) -> int:
+    """Magic of the messages of a batch's 0.7 view: 0 for an uncompressed batch marked ``MAGIC0_FLAG``
+    (written by a 0.6-era producer), 1 otherwise (magic 0 cannot be compressed, so the flag is ignored on a
+    compressed or control batch)."""
+    return 0 if header.attributes & MAGIC0_FLAG and header.compression == NONE else 1
 
 
 # ------------------------------------------------------------------------------------ deterministic encodings
@@ -341,15 +376,22 @@ def _wrapper_codec(compression: int) -> int:
 
 
 def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
-    """The 0.7 view of one stored v2 batch: nothing for a control batch; one magic-1 message per record for
-    an uncompressed batch; one compressed wrapper message holding them for a compressed batch. Keys,
+    """The 0.7 view of one stored v2 batch: nothing for a control batch; one message per record for an
+    uncompressed batch (magic 0 when the batch carries ``MAGIC0_FLAG``, else magic 1); one compressed wrapper message holding them for a compressed batch. Keys,
     headers and timestamps have no place in 0.7 and are left out; a null value becomes an empty payload."""
     if header.is_control:
         return b""
     records = decode_batch(buf, pos, header=header)
-    pack = _MSG1.pack
     crc32 = zlib.crc32
     parts: list[bytes] = []
+    if view_magic(header) == 0:
+        pack0 = _MSG0.pack
+        for r in records:
+            v = r.value if r.value is not None else b""
+            parts.append(pack0(5 + len(v), 0, crc32(v)))
+            parts.append(v)
+        return b"".join(parts)
+    pack = _MSG1.pack
     for r in records:
         v = r.value if r.value is not None else b""
         parts.append(pack(6 + len(v), 1, 0, crc32(v)))
@@ -367,7 +409,8 @@ def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header
     if header.is_control:
         return 0
     records = decode_batch(buf, pos, header=header)
-    inner = sum(MESSAGE_OVERHEAD + (len(r.value) if r.value is not None else 0) for r in records)
+    overhead = MESSAGE_OVERHEAD_V0 if view_magic(header) == 0 else MESSAGE_OVERHEAD
+    inner = sum(overhead + (len(r.value) if r.value is not None else 0) for r in records)
     if header.compression == NONE:
         return inner
     if _wrapper_codec(header.compression) == SNAPPY:
