@@ -125,6 +125,13 @@ class ByteOffsetIndex:
             return None
         return self.bases[i], self.positions[i], self.sizes[i]
 
+    def index_of(self, position: int) -> int | None:
+        """Index of the entry whose view holds byte ``position``, or None."""
+        i = bisect_right(self.positions, position) - 1
+        if i < 0 or position >= self.positions[i] + self.sizes[i]:
+            return None
+        return i
+
     def position_of(self, offset: int) -> int | None:
         """Byte position of the first indexed batch whose records end after logical ``offset``."""
         i = bisect_right(self.nexts, offset)
@@ -173,6 +180,55 @@ class ByteOffsetIndex:
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
+
+    def apply_cleaning(self, records: list[tuple[int, int, bool]]) -> None:
+        """A cleaning pass rewrote one uncompressed batch: ``records`` are its records before the pass,
+        (offset, view size, kept). Each entry holding records of the batch is split into runs of kept records
+        and runs of removed ones (holes, served as fillers), at the same positions; neighbouring holes of the
+        batch's range merge. Entries are unchanged when the sizes do not add up (the batch was indexed
+        differently) or nothing of them was removed."""
+        if not records or all(k for _o, _s, k in records):
+            return
+        lo, hi = records[0][0], records[-1][0] + 1
+        i0 = bisect_right(self.nexts, lo)
+        i1 = i0
+        while i1 < len(self.bases) and self.bases[i1] < hi:
+            i1 += 1
+        if i0 == i1:
+            return
+        pieces: list[list[int]] = []  # [base, next, position, size, is_hole]
+        for i in range(i0, i1):
+            base, nxt, pos, size = self.bases[i], self.nexts[i], self.positions[i], self.sizes[i]
+            inside = [r for r in records if base <= r[0] < nxt]
+            if not inside or sum(sz for _o, sz, _k in inside) != size:
+                if inside:
+                    log.warning("%s: entry at offset %d does not match the cleaned batch; kept as is",
+                                self.path, base)
+                pieces.append([base, nxt, pos, size, int(not inside)])
+                continue
+            run: list[int] | None = None
+            for j, (off, sz, kept) in enumerate(inside):
+                hole = int(not kept)
+                if run is not None and run[4] == hole:
+                    run[3] += sz
+                else:
+                    if run is not None:
+                        run[1] = off
+                        pieces.append(run)
+                    run = [base if j == 0 else off, nxt, pos, sz, hole]
+                pos += sz
+            assert run is not None
+            pieces.append(run)
+        merged: list[list[int]] = []
+        for pc in pieces:
+            if merged and pc[4] and merged[-1][4]:
+                merged[-1][1] = pc[1]
+                merged[-1][3] += pc[3]
+            else:
+                merged.append(pc)
+        for a, k in ((self.bases, 0), (self.nexts, 1), (self.positions, 2), (self.sizes, 3)):
+            a[i0:i1] = array("q", [pc[k] for pc in merged])
+        self._rewrite()
 
     def truncate(self, log_end_offset: int) -> None:
         """Forget the batches at or after ``log_end_offset`` (the log was truncated there)."""

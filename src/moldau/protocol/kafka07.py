@@ -59,8 +59,13 @@ __all__ = [
     "OFFSETS",
     "OFFSET_OUT_OF_RANGE",
     "PRODUCE",
+    "FILLER_MIN",
     "MAGIC0_FLAG",
+    "cleaning_plan",
+    "filler",
+    "gzip_padded_message",
     "mark_magic0",
+    "unit_view",
     "view_magic",
     "RANDOM_PARTITION",
     "REQUEST_NAMES",
@@ -135,6 +140,7 @@ CODEC_MASK = 0x03
 # travels with the batch: restart, recovery, replication and the cleaner's re-batching keep it.
 MAGIC0_FLAG = 0x4000
 _ATTRIBUTES_AT = 21  # offset of the int16 attributes in a v2 batch header
+CODEC_MASK_V2 = 0x07  # codec bits of a v2 batch's attributes
 
 
 class Kafka07RequestError(Exception):
@@ -416,6 +422,106 @@ def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header
     if _wrapper_codec(header.compression) == SNAPPY:
         return MESSAGE_OVERHEAD + snappy_literal_size(inner)
     return MESSAGE_OVERHEAD + gzip_stored_size(inner)
+
+
+# ------------------------------------------------------------------------------------------- compacted views
+# A cleaning pass removes records from batches. Byte offsets must not move (a consumer's saved offset stays
+# valid), so the byte-offset index keeps every unit's position and size, and what a unit has lost is made up
+# for in the view: a unit whose records are all gone is a *filler*, a gzip message holding an empty message
+# set (0.7 consumers open it and find nothing), padded to the unit's size with a gzip comment; a compressed
+# unit that lost records is a gzip message of what is left, padded the same way. The smallest filler is 33
+# bytes, so the cleaner of an indexed partition keeps removed records it could not cover (``cleaning_plan``).
+FILLER_MIN = MESSAGE_OVERHEAD + 23  # 10 + gzip header, one empty stored block, trailer
+
+
+def message_size(magic: int, value_len: int) -> int:
+    return (MESSAGE_OVERHEAD_V0 if magic == 0 else MESSAGE_OVERHEAD) + value_len
+
+
+def gzip_padded_message(inner: bytes | bytearray, size: int) -> bytes | None:
+    """A gzip message of exactly ``size`` bytes holding the message set ``inner`` (stored deflate blocks,
+    padded with an FCOMMENT field), or None when ``inner`` does not fit."""
+    pad = size - MESSAGE_OVERHEAD - gzip_stored_size(len(inner))
+    if pad < 0:
+        return None
+    gz = gzip_stored(inner)
+    if pad:
+        # FLG.FCOMMENT: a zero-terminated comment after the 10-byte header
+        gz = gz[:3] + b"\x10" + gz[4:10] + b" " * (pad - 1) + b"\x00" + gz[10:]
+    return encode_message(gz, GZIP)
+
+
+def filler(size: int) -> bytes:
+    """What a unit whose records were all removed by compaction is served as (``size`` >= FILLER_MIN)."""
+    out = gzip_padded_message(b"", size)
+    if out is None:  # pragma: no cover - the cleaner never leaves a smaller hole
+        raise ValueError(f"no filler of {size} bytes")
+    return out
+
+
+def unit_view(buf: bytes | bytearray | memoryview | None, pos: int, header: BatchHeader | None, lo: int,
+              hi: int, size: int, skip: int = 0) -> bytes:
+    """The view of the index unit [lo, hi) of ``size`` bytes, from byte ``skip`` of it, out of the stored batch
+    holding its records (None: there is none; a cleaning pass may have thinned or removed it): its messages
+    at their places, a padded gzip message for a compressed unit that lost records, a filler for a unit with
+    none left. Read from inside a filler (a consumer's saved offset of a message that was removed), it is a
+    shorter filler to the unit's end, so the next offset the consumer computes is a unit's start."""
+    records = [] if buf is None or header is None or header.is_control else [
+        r for r in decode_batch(buf, pos, header=header) if lo <= r.offset < hi]
+    if not records:
+        return filler(size - skip) if size - skip >= FILLER_MIN else filler(size)[skip:]
+    return _unit_view(records, header, size)[skip:] if skip else _unit_view(records, header, size)
+
+
+def _unit_view(records: list, header: BatchHeader, size: int) -> bytes:
+    magic = view_magic(header)
+    inner = b"".join(encode_message(r.value or b"", NONE, magic) for r in records)
+    if header.compression == NONE:
+        return inner if len(inner) == size else filler(size)
+    codec = _wrapper_codec(header.compression)
+    natural = encode_message(snappy_literal(inner) if codec == SNAPPY else gzip_stored(inner), codec)
+    if len(natural) == size:
+        return natural
+    return gzip_padded_message(inner, size) or filler(size)
+
+
+def cleaning_plan(attributes: int, offsets: list[int], value_lens: list[int], kept: list[bool]
+                  ) -> tuple[list[bool], list[tuple[int, int, bool]] | None]:
+    """What the cleaner of a partition with a byte-offset index may remove from one data batch (records
+    ``offsets`` with ``value_lens``; ``kept``: what compaction keeps) so that every unit keeps its size:
+    a run of removed records of an uncompressed batch must end with a message of at least FILLER_MIN bytes
+    (the records after the last such message are kept), so that the filler served from any message of the
+    run to its end has room; a compressed batch must leave room for its padded gzip message or a filler (else it is kept
+    whole). Returns the adjusted ``kept`` and, for an uncompressed batch, (offset, view size, kept) per
+    record, which ``ByteOffsetIndex.apply_cleaning`` uses to split the batch's unit."""
+    magic = 0 if attributes & MAGIC0_FLAG and attributes & CODEC_MASK_V2 == NONE else 1
+    sizes = [message_size(magic, n) for n in value_lens]
+    if attributes & CODEC_MASK_V2 != NONE:
+        inner = sum(sizes)
+        if _wrapper_codec(attributes & CODEC_MASK_V2) == SNAPPY:
+            natural = MESSAGE_OVERHEAD + snappy_literal_size(inner)
+        else:
+            natural = MESSAGE_OVERHEAD + gzip_stored_size(inner)
+        left = sum(sz for sz, k in zip(sizes, kept) if k)
+        fits = natural >= FILLER_MIN if not left else MESSAGE_OVERHEAD + gzip_stored_size(left) <= natural
+        return (list(kept) if fits else [True] * len(kept)), None
+    out = list(kept)
+    i = 0
+    while i < len(out):
+        if out[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and not out[j]:
+            j += 1
+        # a consumer may have saved the byte offset of any message of the run: the filler served from there
+        # to the end of the run needs FILLER_MIN bytes, so the run must end with a message that large
+        k = j
+        while k > i and sizes[k - 1] < FILLER_MIN:
+            out[k - 1] = True
+            k -= 1
+        i = j
+    return out, [(o, sz, k) for o, sz, k in zip(offsets, sizes, out)]
 
 
 # ------------------------------------------------------------------------------------------------- requests

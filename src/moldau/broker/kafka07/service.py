@@ -198,7 +198,11 @@ class Kafka07Service:
             return k07.UNKNOWN, b""
 
     def read(self, p: Any, position: int, max_size: int) -> bytes:
-        """Bytes [position, position + max_size) of the partition's 0.7 view, up to the high watermark."""
+        """Bytes [position, position + max_size) of the partition's 0.7 view, up to the high watermark.
+
+        The index's entries (units) are walked from the one holding ``position``; each is the view of the
+        stored batch with the same offsets (the common case, cached) or, after a cleaning pass thinned or
+        removed its records, ``kafka07.unit_view`` of what is left, padded to the unit's size."""
         plog = p.log
         hw = plog.high_watermark
         idx = plog.byte_offsets_cover(hw)
@@ -208,28 +212,48 @@ class Kafka07Service:
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is outside [{first}, {end}]")
         if position == end or max_size == 0:
             return b""
-        loc = idx.locate(position)
-        if loc is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed batch
+        i = idx.index_of(position)
+        if i is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed unit
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is not indexed")
-        base, bpos, _size = loc
-        skip = position - bpos
-        need = skip + max_size
+        skip = position - idx.positions[i]
         out = bytearray()
-        offset = base
-        while len(out) < need and offset < hw:
-            # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
-            rr = plog.read(max(offset, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
-            if not rr.size:
-                break
-            buf = b"".join(bytes(c) for c in rr.chunks)
-            for bp, h in split_batches(buf, allow_truncated=True):
-                if h.base_offset < offset:
-                    continue
-                out += self.views.view(p.topic, p.index, buf, bp, h)
-                offset = h.next_offset
-                if len(out) >= need:
+        buf: bytes = b""
+        batches: list[tuple[int, Any]] = []
+        bi = 0
+        n = len(idx.bases)
+        while len(out) < max_size and i < n:
+            base, nxt, size = idx.bases[i], idx.nexts[i], idx.sizes[i]
+            h = None
+            while True:
+                if bi < len(batches):
+                    bp, h = batches[bi]
+                    if h.next_offset <= base:
+                        bi += 1
+                        continue
                     break
-        return bytes(out[skip:need])
+                # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
+                rr = plog.read(max(base, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
+                buf = b"".join(bytes(c) for c in rr.chunks) if rr.size else b""
+                batches = split_batches(buf, allow_truncated=True) if buf else []
+                bi = 0
+                if not batches:
+                    h = None
+                    break
+            if h is None or h.base_offset >= nxt:  # every record of the unit was cleaned away
+                out += k07.unit_view(None, 0, None, base, nxt, size, skip)
+            elif h.base_offset == base and h.next_offset == nxt:
+                v = self.views.view(p.topic, p.index, buf, bp, h)
+                if len(v) == size:
+                    out += memoryview(v)[skip:] if skip else v
+                else:
+                    out += k07.unit_view(buf, bp, h, base, nxt, size, skip)
+            else:
+                out += k07.unit_view(buf, bp, h, base, nxt, size, skip)
+            skip = 0
+            i += 1
+        del out[max_size:]
+        return bytes(out)
+
 
     # ------------------------------------------------------------------------------------------ offsets
     def offsets(self, req: k07.OffsetsRequest, host: str = "") -> tuple[int, list[int]]:
