@@ -13,7 +13,7 @@ import argparse
 import tempfile
 import time
 
-from moldau.broker.kafka07.service import Kafka07Service
+from moldau.broker.kafka07.service import IndexPending, Kafka07Service
 from moldau.log import LogConfig, PartitionLog
 from moldau.protocol.records import BatchBuilder, split_batches
 
@@ -47,7 +47,12 @@ def main() -> None:
             def walk07(svc: Kafka07Service = svc, p: _Partition = p) -> int:
                 pos = total = 0
                 while True:
-                    data = svc.read(p, pos, 1 << 20)
+                    try:
+                        data = svc.read(p, pos, 1 << 20)
+                    except IndexPending as e:  # the listener runs these steps as event-loop callbacks
+                        while not e.step():
+                            pass
+                        continue
                     if not data:
                         return total
                     # whole messages only, as a client would go on

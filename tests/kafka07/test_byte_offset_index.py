@@ -132,3 +132,21 @@ def test_delete_records_past_the_indexed_part_keeps_positions(tmp_path) -> None:
     assert got == [v for v in expected if v[0] >= got[0][0]] and got[-1] == expected[-1]
     full.close()
     part.close()
+
+
+def test_index_is_built_in_bounded_steps(tmp_path) -> None:
+    """``byte_offsets_step`` extends the index one chunk of the log at a time (what the legacy listener runs
+    as separate event-loop callbacks): several steps, then the same entries as one whole ``cover``."""
+    lg = PartitionLog(str(tmp_path / "s-0"), LogConfig(), clock=FakeClock())
+    for i in range(300):
+        _append(lg, [b"step-%d-%d " % (i, j) * 40 for j in range(5)], codec=i % 2)
+    steps = 1
+    while not lg.byte_offsets_step(lg.high_watermark, 0.0):  # a zero budget: one chunk per step
+        steps += 1
+    assert steps >= 5
+    stepped = lg.byte_offsets.entries()
+    lg.close()
+    os.unlink(str(tmp_path / "s-0" / FILE_NAME))
+    lg = PartitionLog(str(tmp_path / "s-0"), LogConfig(), clock=FakeClock())
+    assert lg.byte_offsets_cover(lg.high_watermark).entries() == stepped
+    lg.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 FILE_NAME = "kafka07.byteoffsets"
 _ENTRY = struct.Struct(">qqqi")
 _READ_CHUNK = 1 << 20
+_STEP_CHUNK = 64 << 10  # log bytes per read of an incremental step (``cover`` with a deadline)
 
 # (buffer, position, header) -> size of the batch's 0.7 view
 Sizer = Callable[[Any, int, Any], int]
@@ -51,6 +53,32 @@ def _default_sizer() -> Sizer:
     from moldau.protocol.kafka07 import batch_message_set_size
 
     return batch_message_set_size
+
+
+class IndexJob:
+    """Batches read from the log (on the event loop) whose 0.7 view sizes a worker thread computes: the
+    decoding, which is the cost of indexing, runs off the loop; ``ByteOffsetIndex.commit`` adds the result."""
+
+    __slots__ = ("batches", "buf", "path", "position", "scanned", "sizer")
+
+    def __init__(self, scanned: int, position: int, buf: bytes, batches: list[tuple[int, Any]], sizer: Sizer,
+                 path: str) -> None:
+        self.scanned = scanned
+        self.position = position
+        self.buf = buf
+        self.batches = batches
+        self.sizer = sizer
+        self.path = path
+
+    def compute(self) -> list[int]:
+        out = []
+        for bp, h in self.batches:
+            try:
+                out.append(self.sizer(self.buf, bp, h))
+            except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
+                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                out.append(0)
+        return out
 
 
 class ByteOffsetIndex:
@@ -77,7 +105,10 @@ class ByteOffsetIndex:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            atomic_write(self.path, b"")
+            # created empty on the event loop's thread, without an fsync: entries are appended without one
+            # too, and an index lost with the page cache is rebuilt from the log
+            with open(self.path, "ab"):
+                pass
             return
         whole = len(data) - len(data) % _ENTRY.size
         if whole != len(data):
@@ -145,18 +176,26 @@ class ByteOffsetIndex:
         return self.bases[i] if i < len(self.bases) else self.scanned
 
     # ------------------------------------------------------------------------------------------ maintenance
-    def cover(self, read: LogReader, log_start_offset: int, upto: int) -> None:
+    def cover(self, read: LogReader, log_start_offset: int, upto: int, deadline: float | None = None
+              ) -> bool:
         """Index the log's batches up to logical offset ``upto`` (exclusive; only whole batches below it).
-        ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``."""
+        ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``. With ``deadline`` (a
+        ``time.perf_counter()`` value) it stops after the first chunk read past it, in chunks of
+        ``_STEP_CHUNK``: an incremental step. Returns True when the index reaches ``upto``."""
         start = max(self.scanned, log_start_offset)
         if start >= upto:
-            return
+            return True
         new: list[bytes] = []
         pos = self.end_position
         offset = start
+        chunk = _READ_CHUNK if deadline is None else _STEP_CHUNK
+        done = True
         while offset < upto:
+            if deadline is not None and offset > start and time.perf_counter() > deadline:
+                done = False
+                break
             before = offset
-            rr = read(offset, _READ_CHUNK, max_offset=upto)
+            rr = read(offset, chunk, max_offset=upto)
             if not rr.size:
                 break
             buf = b"".join(bytes(c) for c in rr.chunks)
@@ -174,12 +213,57 @@ class ByteOffsetIndex:
                     new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
                     pos += size
                 offset = nxt
+                if deadline is not None and time.perf_counter() > deadline and offset < upto:
+                    done = False
+                    break
             if offset == before:  # pragma: no cover - defensive: no progress
+                break
+            if not done:
                 break
         self.scanned = max(self.scanned, offset)
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
+        return done
+
+    # ------------------------------------------------------------------------------------------ off the loop
+    def prepare(self, read: LogReader, log_start_offset: int, upto: int, max_bytes: int) -> IndexJob | None:
+        """The next batches to index towards ``upto`` (about ``max_bytes`` of log, whole batches), as a job
+        whose sizes a worker thread computes (``IndexJob.compute``) and ``commit`` adds; None when the index
+        is there (or the log has nothing more below ``upto``)."""
+        start = max(self.scanned, log_start_offset)
+        if start >= upto:
+            return None
+        rr = read(start, max_bytes, max_offset=upto)
+        if not rr.size:
+            return None
+        buf = b"".join(bytes(c) for c in rr.chunks)
+        batches = [(bp, h) for bp, h in split_batches(buf, allow_truncated=True)
+                   if h.base_offset + h.last_offset_delta + 1 > start]
+        if not batches:
+            return None
+        return IndexJob(self.scanned, self.end_position, buf, batches, self.sizer, self.path)
+
+    def commit(self, job: IndexJob, sizes: list[int]) -> bool:
+        """Add a job's entries, unless the index moved meanwhile (a retention pass indexed, a truncation
+        dropped): then nothing is added and the caller prepares again. True when added."""
+        if self.scanned != job.scanned or self.end_position != job.position:
+            return False
+        new: list[bytes] = []
+        pos = job.position
+        offset = self.scanned
+        for (_bp, h), size in zip(job.batches, sizes):
+            nxt = h.base_offset + h.last_offset_delta + 1
+            if size > 0:
+                self._append_mem(h.base_offset, nxt, pos, size)
+                new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
+                pos += size
+            offset = nxt
+        self.scanned = max(self.scanned, offset)
+        if new:
+            with open(self.path, "ab") as f:
+                f.write(b"".join(new))
+        return True
 
     def apply_cleaning(self, records: list[tuple[int, int, bool]]) -> None:
         """A cleaning pass rewrote one uncompressed batch: ``records`` are its records before the pass,

@@ -1148,6 +1148,33 @@ class PartitionLog:
             idx.cover(self.read, self.log_start_offset, upto)
             return idx
 
+    def byte_offsets_prepare(self, upto: int, max_bytes: int) -> Any:
+        """The next piece of work towards a 0.7 byte-offset index covering ``upto`` (a
+        ``byte_offsets.IndexJob`` for a worker thread), None when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes)
+
+    def byte_offsets_commit(self, job: Any, sizes: list[int]) -> bool:
+        """Add a job's result to the index (False: the index moved meanwhile; prepare again)."""
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit(job, sizes)
+
+    def byte_offsets_step(self, upto: int, budget_s: float) -> bool:
+        """One incremental step of extending the 0.7 byte-offset index towards ``upto``: about ``budget_s``
+        seconds of work under the lock (the legacy listener runs steps as separate event-loop callbacks, so
+        indexing a large partition never holds the loop or the lock for long). True when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            if idx.scanned >= upto:
+                return True
+            return idx.cover(self.read, self.log_start_offset, upto, time.perf_counter() + budget_s)
+
     # ================================================================================================ leader
     # epochs
     @property

@@ -25,10 +25,13 @@ What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from moldau.protocol import kafka07 as k07
@@ -75,6 +78,53 @@ class CloseConnection(Exception):
     """The request failed the way Kafka 0.7 answered by closing the connection."""
 
 
+class IndexPending(Exception):
+    """The partition's byte-offset index is behind its high watermark by more than one step of work: the
+    connection runs ``step()`` as separate event-loop callbacks until it returns True, then handles the
+    request again (requests of the connection stay in order)."""
+
+    def __init__(self, plog: Any) -> None:
+        super().__init__(f"indexing {plog.topic}-{plog.partition}")
+        self.plog = plog
+
+    def step(self) -> bool:
+        """One step on the calling thread (in process tools and benchmarks)."""
+        return bool(self.plog.byte_offsets_step(self.plog.high_watermark, INDEX_STEP_S))
+
+    def advance(self, executor: Executor, done: Callable[[BaseException | None], None]) -> None:
+        """Index towards the high watermark: the log is read on the event loop (about INDEX_STEP_BYTES per
+        step), the batches are decoded for their view sizes in ``executor``, the result is added on the
+        loop; ``done(None)`` once the index is there, ``done(error)`` if it fails."""
+        loop = asyncio.get_running_loop()
+        plog = self.plog
+
+        def prepare() -> None:
+            try:
+                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES)
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            if job is None:
+                done(None)
+                return
+            fut = executor.submit(job.compute)
+            fut.add_done_callback(lambda f: loop.call_soon_threadsafe(finish, job, f))
+
+        def finish(job: Any, fut: Any) -> None:
+            try:
+                plog.byte_offsets_commit(job, fut.result())
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            prepare()
+
+        prepare()
+
+
+INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
+INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
+
+
 class Kafka07Service:
     """Handles decoded 0.7 requests. Synchronous: requests of one connection are applied in order."""
 
@@ -88,6 +138,19 @@ class Kafka07Service:
         self.clock = clock
         self.authorizer = authorizer
         self.views = ViewCache()
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def executor(self) -> Executor:
+        """The thread that decodes batches for byte-offset indexes (``IndexPending.advance``)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="moldau-kafka07-index")
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
     def _allowed(self, host: str, operation: int, resource_type: int, name: str) -> bool:
         authz = self.authorizer
@@ -193,6 +256,8 @@ class Kafka07Service:
                 log.info("0.7 fetch %s-%d at %d: error %d: %s", req.topic, req.partition, req.offset,
                          e.code, e)
             return e.code, b""
+        except IndexPending:
+            raise
         except Exception:
             log.exception("0.7 fetch %s-%d at %d failed", req.topic, req.partition, req.offset)
             return k07.UNKNOWN, b""
@@ -205,7 +270,7 @@ class Kafka07Service:
         removed its records, ``kafka07.unit_view`` of what is left, padded to the unit's size."""
         plog = p.log
         hw = plog.high_watermark
-        idx = plog.byte_offsets_cover(hw)
+        idx = _covered(plog)
         first = idx.start_position(plog.log_start_offset)
         end = idx.end_position
         if position < first or position > end:
@@ -266,7 +331,7 @@ class Kafka07Service:
         if p is None:  # Log.getEmptyOffsets
             return k07.NO_ERROR, [0] if req.time in (k07.LATEST_TIME, k07.EARLIEST_TIME) else []
         plog = p.log
-        idx = plog.byte_offsets_cover(plog.high_watermark)
+        idx = _covered(plog)
         segs = list(plog.segments)
         start = plog.log_start_offset
         table: list[tuple[int, int]] = []
@@ -294,6 +359,14 @@ class _Error(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _covered(plog: Any) -> Any:
+    """The partition's byte-offset index, up to its high watermark, when one step of work gets it there;
+    else IndexPending (the connection goes on step by step)."""
+    if not plog.byte_offsets_step(plog.high_watermark, INDEX_STEP_S):
+        raise IndexPending(plog)
+    return plog.byte_offsets
 
 
 def _flush_done(fut: Any) -> None:
