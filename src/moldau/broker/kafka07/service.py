@@ -20,7 +20,9 @@ What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what 
   Read, OFFSETS Describe; 0.7 has no authorization error, so a denied FETCH or OFFSETS answers Unknown (-1)
   and a denied PRODUCE is dropped and the connection closed.
 * OFFSETS: ``Log.getOffsetsBefore`` over moldau's segments (segment start byte offsets with the segment
-  file's modification time, plus the end offset when the last segment is not empty), newest first.
+  file's modification time, plus the end offset when the last segment is not empty), newest first. A
+  partition out of range closes the connection (0.7's ``LogManager.getOffsets`` threw
+  ``InvalidPartitionException``, which the OFFSETS handler did not catch).
 """
 
 from __future__ import annotations
@@ -326,6 +328,11 @@ class Kafka07Service:
             self._require_topic(host, DESCRIBE, req.topic)
             p = self._partition(req.topic, req.partition)
         except _Error as e:
+            if e.code == k07.WRONG_PARTITION:
+                # 0.7's LogManager.getOffsets threw InvalidPartitionException and its OFFSETS handler did
+                # not catch it: the socket server closed the connection
+                log.info("0.7 offsets %s-%d: %s; closing", req.topic, req.partition, e)
+                raise CloseConnection(str(e)) from None
             log.info("0.7 offsets %s-%d: error %d: %s", req.topic, req.partition, e.code, e)
             return e.code, []
         if p is None:  # Log.getEmptyOffsets
