@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from clusterutil import create_topic, partitions, read_partition, wait_until
-from .conftest import FAST, require_zookeeper, wait_formed
 
 from moldau.broker.cluster.local import LocalCluster, free_port
+
+from .conftest import FAST, require_zookeeper, wait_formed
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

@@ -1087,10 +1087,10 @@ class LogCleaner:
                     stale = True  # cannot happen after the checks above; be safe
                 else:
                     swapped += 1
-                    idx = getattr(plog, "byte_offsets", None)
-                    if idx is not None:
+                    k07_index = getattr(plog, "byte_offsets", None)
+                    if k07_index is not None:
                         for split in g.k07_splits:
-                            idx.apply_cleaning(split)
+                            k07_index.apply_cleaning(split)
         stats.groups = swapped
         if not stale and not plog.closed:
             stats.swapped = True

@@ -222,12 +222,13 @@ def _decompress(msg: Message07, max_bytes: int) -> bytes:
 
 
 def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_bytes: int,
-                         max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes]]]:
+                         max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes], int]]:
     """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their
     inner messages too) must have a valid CRC, a known magic and codec, and a size within
     ``max_message_bytes``.
-    Returns [(codec, payloads, magic)]: an uncompressed message gives (0, [payload], its magic), a compressed
-    one (codec, its inner payloads, 1). Raises InvalidMessage07, and then nothing of the set may be written."""
+    Returns [(codec, payloads, magic)]: an uncompressed message gives (0, [payload], its magic), a
+    compressed one (codec, its inner payloads, 1). Raises InvalidMessage07, and then nothing of the set may
+    be written."""
     out: list[tuple[int, list[bytes], int]] = []
     for msg in parse_message_set(data):
         if msg.size - 4 > max_message_bytes:
@@ -384,8 +385,9 @@ def _wrapper_codec(compression: int) -> int:
 
 def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
     """The 0.7 view of one stored v2 batch: nothing for a control batch; one message per record for an
-    uncompressed batch (magic 0 when the batch carries ``MAGIC0_FLAG``, else magic 1); one compressed wrapper message holding them for a compressed batch. Keys,
-    headers and timestamps have no place in 0.7 and are left out; a null value becomes an empty payload."""
+    uncompressed batch (magic 0 when the batch carries ``MAGIC0_FLAG``, else magic 1); one compressed
+    wrapper message holding them for a compressed batch. Keys, headers and timestamps have no place in 0.7
+    and are left out; a null value becomes an empty payload."""
     if header.is_control:
         return b""
     records = decode_batch(buf, pos, header=header)
@@ -491,14 +493,17 @@ def filler(size: int) -> bytes:
 
 def unit_view(buf: bytes | bytearray | memoryview | None, pos: int, header: BatchHeader | None, lo: int,
               hi: int, size: int, skip: int = 0) -> bytes:
-    """The view of the index unit [lo, hi) of ``size`` bytes, from byte ``skip`` of it, out of the stored batch
-    holding its records (None: there is none; a cleaning pass may have thinned or removed it): its messages
-    at their places, a padded gzip message for a compressed unit that lost records, a filler for a unit with
-    none left. Read from inside a filler (a consumer's saved offset of a message that was removed), it is a
-    shorter filler to the unit's end, so the next offset the consumer computes is a unit's start."""
-    records = [] if buf is None or header is None or header.is_control else [
-        r for r in decode_batch(buf, pos, header=header) if lo <= r.offset < hi]
-    if not records:
+    """The view of the index unit [lo, hi) of ``size`` bytes, from byte ``skip`` of it, out of the stored
+    batch holding its records (None: there is none; a cleaning pass may have thinned or removed it): its
+    messages at their places, a padded gzip message for a compressed unit that lost records, a filler for a
+    unit with none left. Read from inside a filler (a consumer's saved offset of a message that was
+    removed), it is a shorter filler to the unit's end, so the next offset the consumer computes is a unit's
+    start."""
+    if buf is None or header is None or header.is_control:
+        records = []
+    else:
+        records = [r for r in decode_batch(buf, pos, header=header) if lo <= r.offset < hi]
+    if not records or header is None:
         return filler(size - skip) if size - skip >= FILLER_MIN else filler(size)[skip:]
     return _unit_view(records, header, size)[skip:] if skip else _unit_view(records, header, size)
 
@@ -521,9 +526,9 @@ def cleaning_plan(attributes: int, offsets: list[int], value_lens: list[int], ke
     ``offsets`` with ``value_lens``; ``kept``: what compaction keeps) so that every unit keeps its size:
     a run of removed records of an uncompressed batch must end with a message of at least FILLER_MIN bytes
     (the records after the last such message are kept), so that the filler served from any message of the
-    run to its end has room; a compressed batch must leave room for its padded gzip message or a filler (else it is kept
-    whole). Returns the adjusted ``kept`` and, for an uncompressed batch, (offset, view size, kept) per
-    record, which ``ByteOffsetIndex.apply_cleaning`` uses to split the batch's unit."""
+    run to its end has room; a compressed batch must leave room for its padded gzip message or a filler
+    (else it is kept whole). Returns the adjusted ``kept`` and, for an uncompressed batch, (offset, view
+    size, kept) per record, which ``ByteOffsetIndex.apply_cleaning`` uses to split the batch's unit."""
     magic = 0 if attributes & MAGIC0_FLAG and attributes & CODEC_MASK_V2 == NONE else 1
     sizes = [message_size(magic, n) for n in value_lens]
     if attributes & CODEC_MASK_V2 != NONE:
