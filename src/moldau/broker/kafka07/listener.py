@@ -13,7 +13,7 @@ from typing import Any
 
 from moldau.protocol import kafka07 as k07
 
-from .service import CloseConnection, IndexPending, Kafka07Service
+from .service import KEEP_INDEXES_S, CloseConnection, IndexPending, Kafka07Service
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +116,16 @@ class Kafka07Listener:
         self.server = server
         self.connections = connections
         self.service = service
+        self.keeper: asyncio.TimerHandle | None = None  # the periodic Kafka07Service.keep_indexes
         self.registration: Any = None  # zookeeper.ZooKeeperRegistration, when configured
 
     def close(self) -> None:
         self.server.close()
         for c in list(self.connections):
             c.close()
+        if self.keeper is not None:
+            self.keeper.cancel()
+            self.keeper = None
         if self.service is not None:
             self.service.close()
         if self.registration is not None:
@@ -140,4 +144,14 @@ async def start_listener(service: Kafka07Service, host: str | None, port: int, *
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:  # pragma: no cover
             pass
-    return Kafka07Listener(srv, connections, service)
+    listener = Kafka07Listener(srv, connections, service)
+
+    def keep() -> None:
+        try:
+            service.keep_indexes()
+        except Exception:  # pragma: no cover - logged, tried again at the next period
+            log.exception("keeping the 0.7 byte-offset indexes failed")
+        listener.keeper = loop.call_later(KEEP_INDEXES_S, keep)
+
+    listener.keeper = loop.call_later(KEEP_INDEXES_S, keep)
+    return listener

@@ -125,6 +125,7 @@ class IndexPending(Exception):
 
 INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
 INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
+KEEP_INDEXES_S = 1.0  # period of ``Kafka07Service.keep_indexes``
 
 
 class Kafka07Service:
@@ -141,6 +142,7 @@ class Kafka07Service:
         self.authorizer = authorizer
         self.views = ViewCache()
         self._executor: ThreadPoolExecutor | None = None
+        self._keeping: set[Any] = set()  # partition logs whose index ``keep_indexes`` is extending
 
     @property
     def executor(self) -> Executor:
@@ -148,6 +150,22 @@ class Kafka07Service:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="moldau-kafka07-index")
         return self._executor
+
+    def keep_indexes(self) -> None:
+        """Extend, in the background, every byte-offset index that fell behind its partition's high
+        watermark (the broker's existing indexes: of partitions a 0.7 client read, led or followed), so that
+        a 0.7 read or a retention pass rarely finds much to index (a retention pass indexes what it deletes
+        under the log lock). Called every ``KEEP_INDEXES_S`` by the listener."""
+        rm = self.replica_manager
+        for p in list(getattr(rm, "partitions", {}).values()):
+            plog = getattr(p, "log", None)
+            idx = getattr(plog, "byte_offsets", None)
+            if idx is None or plog in self._keeping or getattr(plog, "closed", False):
+                continue
+            if idx.scanned >= plog.high_watermark:
+                continue
+            self._keeping.add(plog)
+            IndexPending(plog).advance(self.executor, lambda _e, plog=plog: self._keeping.discard(plog))
 
     def close(self) -> None:
         if self._executor is not None:
