@@ -55,6 +55,118 @@ def _default_sizer() -> Sizer:
     return batch_message_set_size
 
 
+VIEW_PREFIX = "kafka07.views."
+VIEW_CHUNK_BYTES = 64 << 20
+
+
+class ViewStore:
+    """The 0.7 views of indexed units, stored contiguously from some byte position on, in chunk files
+    ``kafka07.views.<start position, 20 digits>`` beside the index: a 0.7 read of stored views is one
+    ``pread``, as cheap as a modern read. The legacy listener appends the views it converts for a read when
+    they continue the store, so data is converted once, by its first 0.7 read, and every later read of it
+    (the same consumer again, other consumers) is a pread. Derived data: cut with the index (truncation,
+    retention), dropped after an unclean shutdown (its bytes may not have reached the disk) and after a
+    cleaning pass (views of cleaned units change); what is not stored is converted from the log."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.starts: list[int] = []
+        self.sizes: list[int] = []
+
+    def _path(self, start: int) -> str:
+        return os.path.join(self.dir, f"{VIEW_PREFIX}{start:020d}")
+
+    @property
+    def start(self) -> int | None:
+        return self.starts[0] if self.starts else None
+
+    @property
+    def end(self) -> int | None:
+        return self.starts[-1] + self.sizes[-1] if self.starts else None
+
+    def load(self, names: set[str], trusted: bool, end_position: int) -> None:
+        files = sorted(int(n[len(VIEW_PREFIX):]) for n in names
+                       if n.startswith(VIEW_PREFIX) and n[len(VIEW_PREFIX):].isdigit())
+        for start in files:
+            path = self._path(start)
+            if trusted and (not self.starts or start == self.end):
+                self.starts.append(start)
+                self.sizes.append(os.path.getsize(path))
+            else:
+                _unlink(path)
+                trusted = False
+        self.truncate(end_position)
+
+    def append(self, position: int, data: bytes) -> None:
+        """Views of the units from ``position`` on; ignored unless they continue the store (or it is
+        empty)."""
+        if not data:
+            return
+        end = self.end
+        if end is not None and position != end:
+            return
+        if end is None or self.sizes[-1] >= VIEW_CHUNK_BYTES:
+            self.starts.append(position)
+            self.sizes.append(0)
+        with open(self._path(self.starts[-1]), "ab") as f:
+            f.write(data)
+        self.sizes[-1] += len(data)
+
+    def read(self, position: int, n: int) -> bytes:
+        """Up to ``n`` stored bytes from ``position`` (b"" when it is not stored)."""
+        start, end = self.start, self.end
+        if start is None or end is None or not start <= position < end:
+            return b""
+        out = bytearray()
+        i = bisect_right(self.starts, position) - 1
+        try:
+            while len(out) < n and i < len(self.starts):
+                off = position + len(out) - self.starts[i]
+                want = min(n - len(out), self.sizes[i] - off)
+                fd = os.open(self._path(self.starts[i]), os.O_RDONLY)
+                try:
+                    got = os.pread(fd, want, off)
+                finally:
+                    os.close(fd)
+                if len(got) != want:
+                    raise OSError(f"short read of {self._path(self.starts[i])}")
+                out += got
+                i += 1
+        except OSError as e:
+            log.error("%s: stored 0.7 views unreadable (%s); dropped", self.dir, e)
+            self.reset()
+            return b""
+        return bytes(out)
+
+    def truncate(self, position: int) -> None:
+        """Drop what is stored at and after ``position``."""
+        while self.starts and self.starts[-1] >= position:
+            _unlink(self._path(self.starts.pop()))
+            self.sizes.pop()
+        if self.starts and self.starts[-1] + self.sizes[-1] > position:
+            self.sizes[-1] = position - self.starts[-1]
+            os.truncate(self._path(self.starts[-1]), self.sizes[-1])
+
+    def trim(self, position: int) -> None:
+        """Drop the chunks wholly below ``position`` (the first retained byte)."""
+        while len(self.starts) > 1 and self.starts[1] <= position:
+            _unlink(self._path(self.starts.pop(0)))
+            self.sizes.pop(0)
+
+    def reset(self) -> None:
+        for start in self.starts:
+            _unlink(self._path(start))
+        self.starts.clear()
+        self.sizes.clear()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class IndexJob:
     """Batches read from the log (on the event loop) whose 0.7 view sizes a worker thread computes: the
     decoding, which is the cost of indexing, runs off the loop; ``ByteOffsetIndex.commit`` adds the result."""
@@ -84,7 +196,8 @@ class IndexJob:
 class ByteOffsetIndex:
     """The entries of one partition, in memory (parallel arrays) and in ``kafka07.byteoffsets``."""
 
-    def __init__(self, directory: str, sizer: Sizer | None = None) -> None:
+    def __init__(self, directory: str, sizer: Sizer | None = None, *, names: set[str] | None = None,
+                 trusted: bool = True) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.sizer = sizer or _default_sizer()
         self.bases = array("q")
@@ -92,15 +205,21 @@ class ByteOffsetIndex:
         self.positions = array("q")
         self.sizes = array("q")
         self.scanned = 0  # logical offset up to which the log has been indexed (control batches included)
-        self._load()
+        fresh = self._load()
+        self.views = ViewStore(directory)
+        # an unclean shutdown may have lost view bytes the files' sizes claim; a new index has no views
+        self.views.load(set(os.listdir(directory)) if names is None else names, trusted and not fresh,
+                        self.end_position)
 
     # ------------------------------------------------------------------------------------------ persistence
     @classmethod
-    def open_if_present(cls, directory: str, names: set[str]) -> ByteOffsetIndex | None:
+    def open_if_present(cls, directory: str, names: set[str], clean_shutdown: bool = True
+                        ) -> ByteOffsetIndex | None:
         """The partition's index when ``names`` (its directory listing, already read at load) has one."""
-        return cls(directory) if FILE_NAME in names else None
+        return cls(directory, names=names, trusted=clean_shutdown) if FILE_NAME in names else None
 
-    def _load(self) -> None:
+    def _load(self) -> bool:
+        """Entries from the file; True when there was none (a new index)."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -109,7 +228,7 @@ class ByteOffsetIndex:
             # too, and an index lost with the page cache is rebuilt from the log
             with open(self.path, "ab"):
                 pass
-            return
+            return True
         whole = len(data) - len(data) % _ENTRY.size
         if whole != len(data):
             log.warning("%s: dropping a torn entry at the end", self.path)
@@ -122,6 +241,7 @@ class ByteOffsetIndex:
         if whole != len(data) or len(self.bases) != whole // _ENTRY.size:
             self._rewrite()
         self.scanned = self.nexts[-1] if self.nexts else 0
+        return False
 
     def _append_mem(self, base: int, nxt: int, pos: int, size: int) -> None:
         self.bases.append(base)
@@ -323,6 +443,7 @@ class ByteOffsetIndex:
                 del a[i:]
             self._rewrite()
             self.scanned = min(self.scanned, self.nexts[-1] if self.nexts else log_end_offset)
+        self.views.truncate(self.end_position)
 
     def trim(self, log_start_offset: int) -> None:
         """Drop the entries of batches wholly below ``log_start_offset``, keeping at least the last entry."""
@@ -331,12 +452,13 @@ class ByteOffsetIndex:
             for a in (self.bases, self.nexts, self.positions, self.sizes):
                 del a[:i]
             self._rewrite()
+        self.views.trim(self.start_position(log_start_offset))
 
     @staticmethod
     def attach(plog: Any) -> ByteOffsetIndex:
         """The partition's index, created (empty) if it has none: the log keeps it from now on."""
         idx = plog.byte_offsets
         if idx is None:
-            idx = ByteOffsetIndex(plog.dir)
+            idx = ByteOffsetIndex(plog.dir, names=set())
             plog.byte_offsets = idx
         return idx

@@ -1091,6 +1091,7 @@ class LogCleaner:
                     if k07_index is not None:
                         for split in g.k07_splits:
                             k07_index.apply_cleaning(split)
+                        k07_index.views.reset()  # stored 0.7 views of cleaned units are stale
         stats.groups = swapped
         if not stale and not plog.closed:
             stats.swapped = True

@@ -264,7 +264,7 @@ class PartitionLog:
         present = set(names)
         self._load_aborted(present)
         self._load_producer_state(now, names)
-        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present)
+        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present, clean)
         if self.byte_offsets is not None:
             self.byte_offsets.truncate(leo)
 
@@ -1300,6 +1300,7 @@ class PartitionLog:
                 seg.time_index.path = seg.timeindex_path
             if self.byte_offsets is not None:
                 self.byte_offsets.path = os.path.join(new_dir, os.path.basename(self.byte_offsets.path))
+                self.byte_offsets.views.dir = new_dir
 
     def delete(self, remove: bool = True) -> str:
         """Close the handles and remove the partition directory (renamed to ``<dir>.<id>-delete`` first, as

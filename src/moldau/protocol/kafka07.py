@@ -438,15 +438,20 @@ def _value_bytes(section: bytes | memoryview, count: int) -> int:
     return total
 
 
+def _section(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes | memoryview:
+    count = header.records_count
+    if count < 0 or header.batch_length + 12 > len(buf) - pos:
+        raise RecordError(f"record batch at {pos} is truncated or has a bad count")
+    body = memoryview(buf)[pos + 61: pos + 12 + header.batch_length]
+    return decompress(header.compression, body) if header.compression != NONE else body
+
+
 def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     """``len(batch_to_message_set(...))`` without building it."""
     if header.is_control:
         return 0
     count = header.records_count
-    if count < 0 or header.batch_length + 12 > len(buf) - pos:
-        raise RecordError(f"record batch at {pos} is truncated or has a bad count")
-    body = memoryview(buf)[pos + 61: pos + 12 + header.batch_length]
-    section = decompress(header.compression, body) if header.compression != NONE else body
+    section = _section(buf, pos, header)
     overhead = MESSAGE_OVERHEAD_V0 if view_magic(header) == 0 else MESSAGE_OVERHEAD
     inner = count * overhead + _value_bytes(section, count)
     if header.compression == NONE:

@@ -297,10 +297,20 @@ class Kafka07Service:
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is outside [{first}, {end}]")
         if position == end or max_size == 0:
             return b""
+        stored = b""
+        if not _inside_compressed(idx, position):
+            stored = idx.views.read(position, min(max_size, end - position))  # one pread where stored
+        if len(stored) == max_size or position + len(stored) >= end:
+            return stored
+        position += len(stored)
+        max_size -= len(stored)
         i = idx.index_of(position)
         if i is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed unit
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is not indexed")
         skip = position - idx.positions[i]
+        # whole units converted from the start of the store's gap are stored for the next reads
+        store_end = idx.views.end
+        keep = skip == 0 and (store_end is None or store_end == position)
         out = bytearray()
         buf: bytes = b""
         batches: list[tuple[int, Any]] = []
@@ -336,8 +346,10 @@ class Kafka07Service:
                 out += k07.unit_view(buf, bp, h, base, nxt, size, skip)
             skip = 0
             i += 1
+        if keep and out:
+            idx.views.append(position, bytes(out))
         del out[max_size:]
-        return bytes(out)
+        return stored + bytes(out) if stored else bytes(out)
 
 
     # ------------------------------------------------------------------------------------------ offsets
@@ -384,6 +396,17 @@ class _Error(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _inside_compressed(idx: Any, position: int) -> bool:
+    """``position`` is inside a unit that is one compressed message (a filler among them): not a message
+    boundary, unless it is a consumer's saved offset of a message a cleaning pass removed, which the
+    conversion path answers with a shorter filler (``kafka07.unit_view``), so the store is not used."""
+    i = idx.index_of(position)
+    if i is None or position == idx.positions[i]:
+        return False
+    head = idx.views.read(idx.positions[i], 6)
+    return len(head) == 6 and head[4] == 1 and bool(head[5] & k07.CODEC_MASK)
 
 
 def _covered(plog: Any) -> Any:
