@@ -6,8 +6,9 @@
 Starts a broker process (PLAINTEXT and KAFKA07 listeners on ``--port`` and ``--port + 1``), writes ``--mb``
 MiB of uncompressed records with confluent-kafka, then, while a probe sends a modern ApiVersions request
 every 2 ms and times each answer, a 0.7 client asks OFFSETS -1 (the end byte offset: the whole partition must
-be indexed) and FETCHes from byte 0. Prints the index build time and the probe's round trips before and
-during it: the worst one is the longest the event loop was held."""
+be indexed) and FETCHes 1 MiB from byte 0 (converted on the event loop and stored). Prints the index build
+time and the probe's round trips before, during the build and around the FETCH: the worst one is the
+longest the event loop was held."""
 
 from __future__ import annotations
 
@@ -115,11 +116,13 @@ def main() -> None:
             c.close()
             before = [r for t, r in rtts if t < t0]
             during = [r for t, r in rtts if t0 <= t < t1]
+            fetching = [r for t, r in rtts if t1 - 0.005 <= t < t2]
             print(f"0.7 OFFSETS -1: error {err}, end byte offset {offs}, answered in {t1 - t0:.2f} s "
                   f"(the whole partition indexed); FETCH 0: error {err2}, {len(data)} bytes in "
                   f"{(t2 - t1) * 1000:.1f} ms")
             print(f"probe before: {_stats(before)}")
             print(f"probe during the index build: {_stats(during)}")
+            print(f"probe during the first FETCH (conversion of 1 MiB, views stored): {_stats(fetching)}")
         finally:
             proc.terminate()
             proc.wait(60)
