@@ -211,3 +211,19 @@ def test_views_are_stored_by_reads(tmp_path) -> None:
     assert _read_all(lg, svc, first) == whole[first:]  # converted again, and stored again
     assert lg.byte_offsets.views.start == first
     lg.close()
+
+
+def test_a_read_converts_for_a_bounded_time(tmp_path, monkeypatch) -> None:
+    """A read stops converting after ``READ_CONVERT_S`` (at least one unit) and answers what it has, ending
+    at a unit's end; the consumer goes on from there and gets everything."""
+    import moldau.broker.kafka07.service as service
+
+    lg = _log(str(tmp_path / "t-0"))
+    svc = Kafka07Service(None, None, None, None)
+    for i in range(5):
+        _append(lg, [b"b%d-%d" % (i, j) * 5 for j in range(3)])
+    views = _views(lg)
+    monkeypatch.setattr(service, "READ_CONVERT_S", -1.0)
+    assert svc.read(_Partition(lg), 0, 1 << 20) == views[0][1]  # one unit per answer
+    assert _read_all(lg, svc, 0, 1 << 20) == b"".join(v for _p, v in views)
+    lg.close()

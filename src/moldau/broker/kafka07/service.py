@@ -31,6 +31,7 @@ import asyncio
 import logging
 import os
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -123,6 +124,7 @@ class IndexPending(Exception):
         prepare()
 
 
+READ_CONVERT_S = 0.008  # event-loop time a read spends converting (at least one unit), then it answers
 INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
 INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
 KEEP_INDEXES_S = 1.0  # period of ``Kafka07Service.keep_indexes``
@@ -316,7 +318,10 @@ class Kafka07Service:
         batches: list[tuple[int, Any]] = []
         bi = 0
         n = len(idx.bases)
+        deadline = time.perf_counter() + READ_CONVERT_S
         while len(out) < max_size and i < n:
+            if out and time.perf_counter() > deadline:
+                break  # a shorter answer, ending at a unit's end: the consumer fetches on from there
             base, nxt, size = idx.bases[i], idx.nexts[i], idx.sizes[i]
             h = None
             while True:
