@@ -95,6 +95,7 @@ def test_batch_view_and_its_size(codec: int) -> None:
     (pos, h), = split_batches(buf)
     view = k07.batch_to_message_set(buf, pos, h)
     assert len(view) == k07.batch_message_set_size(buf, pos, h)
+    assert k07.batch_view_scan(buf, pos, h) == view  # what the worker thread converts
     msgs = k07.parse_message_set(view)
     expected = [v if v is not None else b"" for v in values]
     if codec == 0:
@@ -137,6 +138,7 @@ def test_magic0_messages_come_back_as_magic0_with_their_sizes() -> None:
     for p, h in batches:
         check_crc(buf, p, h)
     assert b"".join(k07.batch_to_message_set(buf, p, h) for p, h in batches) == b"".join(wire)
+    assert b"".join(k07.batch_view_scan(buf, p, h) for p, h in batches) == b"".join(wire)
     assert [k07.batch_message_set_size(buf, p, h) for p, h in batches] == [32, 19, 16]
     assert [r.value for p, _h in batches for r in decode_batch(buf, p)] == [
         b"hello-0", b"world-1", b"magic-one", b"third-2"]

@@ -193,6 +193,35 @@ class IndexJob:
         return out
 
 
+class ViewJob:
+    """Whole-unit batches read from the log (on the event loop) whose 0.7 views a worker thread builds
+    (``compute``) for ``ByteOffsetIndex.commit_views`` to store."""
+
+    __slots__ = ("buf", "path", "position", "units")
+
+    def __init__(self, position: int, buf: bytes, units: list[tuple[int, int, Any]], path: str) -> None:
+        self.position = position
+        self.buf = buf
+        self.units = units  # (unit size, batch position in buf, header)
+        self.path = path
+
+    def compute(self) -> bytes:
+        """The units' views, up to the first whose view does not have its unit's size (changed since)."""
+        from moldau.protocol.kafka07 import batch_view_scan
+
+        out = []
+        for size, bp, h in self.units:
+            try:
+                v = batch_view_scan(self.buf, bp, h)
+            except RecordError as e:
+                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                break
+            if len(v) != size:
+                break
+            out.append(v)
+        return b"".join(out)
+
+
 class ByteOffsetIndex:
     """The entries of one partition, in memory (parallel arrays) and in ``kafka07.byteoffsets``."""
 
@@ -363,6 +392,42 @@ class ByteOffsetIndex:
         if not batches:
             return None
         return IndexJob(self.scanned, self.end_position, buf, batches, self.sizer, self.path)
+
+    def prepare_views(self, read: LogReader, log_start_offset: int, position: int, max_bytes: int
+                      ) -> ViewJob | None:
+        """Batches to convert, in a worker thread, into the views of the units from ``position`` (a unit's
+        start where the store ends or, empty, may start): about ``max_bytes`` of log, whole batches that
+        are whole units (it stops at a unit a cleaning pass changed). None when there is nothing to do."""
+        end = self.views.end
+        i = self.index_of(position)
+        if i is None or self.positions[i] != position or end not in (None, position):
+            return None
+        rr = read(max(self.bases[i], log_start_offset), max_bytes, max_offset=self.scanned)
+        if not rr.size:
+            return None
+        buf = b"".join(bytes(c) for c in rr.chunks)
+        units: list[tuple[int, int, Any]] = []
+        j = i
+        for bp, h in split_batches(buf, allow_truncated=True):
+            if j >= len(self.bases):
+                break
+            nxt = h.base_offset + h.last_offset_delta + 1
+            if nxt <= self.bases[j]:
+                continue  # no view (a transaction marker)
+            if h.base_offset != self.bases[j] or nxt != self.nexts[j]:
+                break
+            units.append((self.sizes[j], bp, h))
+            j += 1
+        return ViewJob(position, buf, units, self.path) if units else None
+
+    def commit_views(self, job: ViewJob, data: bytes) -> bool:
+        """Store a job's views, unless the store or the index moved meanwhile. True when stored."""
+        i = self.index_of(job.position)
+        if not data or i is None or self.positions[i] != job.position or self.views.end not in (
+                None, job.position):
+            return False
+        self.views.append(job.position, data)
+        return True
 
     def commit(self, job: IndexJob, sizes: list[int]) -> bool:
         """Add a job's entries, unless the index moved meanwhile (a retention pass indexed, a truncation

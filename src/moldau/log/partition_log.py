@@ -1156,6 +1156,21 @@ class PartitionLog:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
             return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes)
 
+    def byte_offsets_prepare_views(self, position: int, max_bytes: int) -> Any:
+        """Batches to convert into the stored 0.7 views from byte ``position`` (a
+        ``byte_offsets.ViewJob`` for a worker thread), None when there is nothing to do."""
+        with self._lock:
+            idx = self.byte_offsets
+            if self._closed or idx is None:
+                return None
+            return idx.prepare_views(self.read, self.log_start_offset, position, max_bytes)
+
+    def byte_offsets_commit_views(self, job: Any, data: bytes) -> bool:
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit_views(job, data)
+
     def byte_offsets_commit(self, job: Any, sizes: list[int]) -> bool:
         """Add a job's result to the index (False: the index moved meanwhile; prepare again)."""
         with self._lock:

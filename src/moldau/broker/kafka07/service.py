@@ -124,6 +124,49 @@ class IndexPending(Exception):
         prepare()
 
 
+class ViewsPending(IndexPending):
+    """A read whose answer would be converted from the log and stored (it starts where the stored views
+    end): the connection has a worker thread convert the next piece (``ViewJob``), stores it, and handles
+    the request again, now a read of stored views. Where that makes no progress (a unit changed by a
+    cleaning pass), the read converts on the loop."""
+
+    def __init__(self, plog: Any, position: int, service: Kafka07Service) -> None:
+        super().__init__(plog)
+        self.position = position
+        self.service = service
+
+    def step(self) -> bool:
+        job = self.plog.byte_offsets_prepare_views(self.position, VIEW_STEP_BYTES)
+        if job is None or not self.plog.byte_offsets_commit_views(job, job.compute()):
+            self.service.convert_here(self.plog, self.position)
+        return True
+
+    def advance(self, executor: Executor, done: Callable[[BaseException | None], None]) -> None:
+        loop = asyncio.get_running_loop()
+        plog = self.plog
+        try:
+            job = plog.byte_offsets_prepare_views(self.position, VIEW_STEP_BYTES)
+        except Exception as e:  # noqa: BLE001 - the connection closes
+            done(e)
+            return
+        if job is None:
+            self.service.convert_here(plog, self.position)
+            done(None)
+            return
+
+        def finish(fut: Any) -> None:
+            try:
+                if not plog.byte_offsets_commit_views(job, fut.result()):
+                    self.service.convert_here(plog, self.position)
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            done(None)
+
+        executor.submit(job.compute).add_done_callback(lambda f: loop.call_soon_threadsafe(finish, f))
+
+
+VIEW_STEP_BYTES = 1 << 20  # log bytes a worker thread converts into stored views per ViewsPending
 READ_CONVERT_S = 0.008  # event-loop time a read spends converting (at least one unit), then it answers
 INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
 INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
@@ -145,6 +188,7 @@ class Kafka07Service:
         self.views = ViewCache()
         self._executor: ThreadPoolExecutor | None = None
         self._keeping: set[Any] = set()  # partition logs whose index ``keep_indexes`` is extending
+        self._convert_here: set[tuple[int, int]] = set()  # (id(log), position): reads convert on the loop
 
     @property
     def executor(self) -> Executor:
@@ -152,6 +196,12 @@ class Kafka07Service:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="moldau-kafka07-index")
         return self._executor
+
+    def convert_here(self, plog: Any, position: int) -> None:
+        """Reads from ``position`` convert on the event loop (converting in a worker made no progress)."""
+        if len(self._convert_here) > 10_000:
+            self._convert_here.clear()
+        self._convert_here.add((id(plog), position))
 
     def keep_indexes(self) -> None:
         """Extend, in the background, every byte-offset index that fell behind its partition's high
@@ -313,6 +363,11 @@ class Kafka07Service:
         # whole units converted from the start of the store's gap are stored for the next reads
         store_end = idx.views.end
         keep = skip == 0 and (store_end is None or store_end == position)
+        if keep:
+            if stored:
+                return stored  # the rest at the next fetch, from the stored views' end
+            if (id(plog), position) not in self._convert_here:
+                raise ViewsPending(plog, position, self)  # converted in a worker thread, then stored
         out = bytearray()
         buf: bytes = b""
         batches: list[tuple[int, Any]] = []
