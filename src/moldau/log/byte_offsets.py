@@ -234,6 +234,7 @@ class ByteOffsetIndex:
         self.positions = array("q")
         self.sizes = array("q")
         self.scanned = 0  # logical offset up to which the log has been indexed (control batches included)
+        self.complete_to = 0  # the index holds every whole batch below this offset (a ``cover`` target)
         fresh = self._load()
         self.views = ViewStore(directory)
         # an unclean shutdown may have lost view bytes the files' sizes claim; a new index has no views
@@ -333,6 +334,7 @@ class ByteOffsetIndex:
         ``_STEP_CHUNK``: an incremental step. Returns True when the index reaches ``upto``."""
         start = max(self.scanned, log_start_offset)
         if start >= upto:
+            self.complete_to = max(self.complete_to, upto)
             return True
         new: list[bytes] = []
         pos = self.end_position
@@ -373,6 +375,8 @@ class ByteOffsetIndex:
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
+        if done:
+            self.complete_to = max(self.complete_to, upto)
         return done
 
     # ------------------------------------------------------------------------------------------ off the loop
@@ -382,14 +386,17 @@ class ByteOffsetIndex:
         is there (or the log has nothing more below ``upto``)."""
         start = max(self.scanned, log_start_offset)
         if start >= upto:
+            self.complete_to = max(self.complete_to, upto)
             return None
         rr = read(start, max_bytes, max_offset=upto)
         if not rr.size:
+            self.complete_to = max(self.complete_to, upto)
             return None
         buf = b"".join(bytes(c) for c in rr.chunks)
         batches = [(bp, h) for bp, h in split_batches(buf, allow_truncated=True)
                    if h.base_offset + h.last_offset_delta + 1 > start]
         if not batches:
+            self.complete_to = max(self.complete_to, upto)
             return None
         return IndexJob(self.scanned, self.end_position, buf, batches, self.sizer, self.path)
 
@@ -502,6 +509,7 @@ class ByteOffsetIndex:
     def truncate(self, log_end_offset: int) -> None:
         """Forget the batches at or after ``log_end_offset`` (the log was truncated there)."""
         self.scanned = min(self.scanned, log_end_offset)
+        self.complete_to = min(self.complete_to, log_end_offset)
         i = bisect_right(self.bases, log_end_offset - 1)
         if i < len(self.bases):
             for a in (self.bases, self.nexts, self.positions, self.sizes):

@@ -342,7 +342,7 @@ class Kafka07Service:
         removed its records, ``kafka07.unit_view`` of what is left, padded to the unit's size."""
         plog = p.log
         hw = plog.high_watermark
-        idx = _covered(plog)
+        idx = _covered(plog, position)
         first = idx.start_position(plog.log_start_offset)
         end = idx.end_position
         if position < first or position > end:
@@ -469,12 +469,18 @@ def _inside_compressed(idx: Any, position: int) -> bool:
     return len(head) == 6 and head[4] == 1 and bool(head[5] & k07.CODEC_MASK)
 
 
-def _covered(plog: Any) -> Any:
-    """The partition's byte-offset index, up to its high watermark, when one step of work gets it there;
-    else IndexPending (the connection goes on step by step)."""
-    if not plog.byte_offsets_step(plog.high_watermark, INDEX_STEP_S):
-        raise IndexPending(plog)
-    return plog.byte_offsets
+def _covered(plog: Any, position: int | None = None) -> Any:
+    """The partition's byte-offset index when it reaches the high watermark, or (a FETCH at ``position``)
+    when it already holds ``position``: what is past its end is then not visible yet, as if the high
+    watermark were a moment older, and the next fetch at the end sees it. Otherwise IndexPending: the index
+    is extended off the event loop (no sizing runs on the loop) and the request handled again."""
+    idx = plog.byte_offsets
+    if idx is not None:
+        if max(idx.scanned, idx.complete_to) >= plog.high_watermark:
+            return idx
+        if position is not None and position < idx.end_position:
+            return idx
+    raise IndexPending(plog)
 
 
 def _flush_done(fut: Any) -> None:
