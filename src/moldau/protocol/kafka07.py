@@ -429,9 +429,7 @@ def _value_bytes(section: bytes | memoryview, count: int) -> int:
         end = p + length
         if length < 0 or end > n:
             raise RecordError("record runs past its batch")
-        q = p + 1  # attributes
-        _ts, q = decode_varint(section, q)
-        _od, q = decode_varint(section, q)
+        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
         klen, q = decode_varint(section, q)
         if klen > 0:
             q += klen
@@ -440,6 +438,17 @@ def _value_bytes(section: bytes | memoryview, count: int) -> int:
             total += vlen
         p = end
     return total
+
+
+def _skip_varint(section: bytes | memoryview, p: int) -> int:
+    """Position after the varint at ``p`` (no value, no tuple: the scans run in a worker thread, and
+    allocating less there means fewer garbage collections holding the GIL)."""
+    try:
+        while section[p] & 0x80:
+            p += 1
+    except IndexError:
+        raise RecordError("truncated varint") from None
+    return p + 1
 
 
 def _section(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes | memoryview:
@@ -471,9 +480,7 @@ def batch_view_scan(buf: bytes | bytearray | memoryview, pos: int, header: Batch
         end = p + length
         if length < 0 or end > n:
             raise RecordError("record runs past its batch")
-        q = p + 1  # attributes
-        _ts, q = decode_varint(section, q)
-        _od, q = decode_varint(section, q)
+        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
         klen, q = decode_varint(section, q)
         if klen > 0:
             q += klen
