@@ -142,7 +142,7 @@ def message_payloads(msgs: list[tuple[int, k07.Message07]]) -> list[bytes]:
         if m.codec == k07.NONE:
             out.append(m.payload)
         else:
-            out.extend(p for _c, ps in k07.validate_message_set(k07.encode_message(m.payload, m.codec),
+            out.extend(p for _c, ps, _m in k07.validate_message_set(k07.encode_message(m.payload, m.codec),
                                                                   max_message_bytes=1 << 30) for p in ps)
     return out
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import struct
 
+import pytest
+
+from moldau.broker.kafka07.service import IndexPending, Kafka07Service
 from moldau.log import LogConfig, PartitionLog
 from moldau.log.byte_offsets import FILE_NAME
 from moldau.protocol import kafka07 as k07
@@ -132,3 +135,105 @@ def test_delete_records_past_the_indexed_part_keeps_positions(tmp_path) -> None:
     assert got == [v for v in expected if v[0] >= got[0][0]] and got[-1] == expected[-1]
     full.close()
     part.close()
+
+
+def test_index_is_built_in_bounded_steps(tmp_path) -> None:
+    """``byte_offsets_step`` extends the index one chunk of the log at a time (what the legacy listener runs
+    as separate event-loop callbacks): several steps, then the same entries as one whole ``cover``."""
+    lg = PartitionLog(str(tmp_path / "s-0"), LogConfig(), clock=FakeClock())
+    for i in range(300):
+        _append(lg, [b"step-%d-%d " % (i, j) * 40 for j in range(5)], codec=i % 2)
+    steps = 1
+    while not lg.byte_offsets_step(lg.high_watermark, 0.0):  # a zero budget: one chunk per step
+        steps += 1
+    assert steps >= 5
+    stepped = lg.byte_offsets.entries()
+    lg.close()
+    os.unlink(str(tmp_path / "s-0" / FILE_NAME))
+    lg = PartitionLog(str(tmp_path / "s-0"), LogConfig(), clock=FakeClock())
+    assert lg.byte_offsets_cover(lg.high_watermark).entries() == stepped
+    lg.close()
+
+
+class _Partition:
+    def __init__(self, plog: PartitionLog) -> None:
+        self.log, self.topic, self.index = plog, "t", 0
+
+
+def _read_all(lg: PartitionLog, svc: Kafka07Service, start: int = 0, size: int = 150) -> bytes:
+    """What a 0.7 consumer reads from byte ``start`` to the end in fetches of ``size`` bytes, going on
+    from the end of the last whole message of each answer."""
+    out = bytearray()
+    pos = start
+    while True:
+        try:
+            data = svc.read(_Partition(lg), pos, size)
+        except IndexPending as e:  # what the listener runs off the loop, run here
+            while not e.step():
+                pass
+            continue
+        msgs = k07.parse_message_set(data, strict=False)
+        if not msgs:
+            return bytes(out)
+        n = sum(m.size for m in msgs)
+        out += data[:n]
+        pos += n
+
+
+def test_views_are_stored_by_reads(tmp_path) -> None:
+    """The views a 0.7 read converts are stored beside the index when they continue the store, and later
+    reads of them are preads of the same bytes; the store is cut with truncation and retention, dropped
+    after an unclean shutdown (reads convert again, the index stays)."""
+    from moldau.log.byte_offsets import VIEW_PREFIX
+
+    d = str(tmp_path / "t-0")
+    lg = _log(d)
+    svc = Kafka07Service(None, None, None, None)
+    for i in range(6):
+        _append(lg, [b"s%d-%d" % (i, j) * 4 for j in range(i % 3 + 1)], codec=(0, 1, 2)[i % 3])
+    whole = b"".join(v for _p, v in _views(lg))
+    assert lg.byte_offsets.views.start is None  # indexing stores nothing
+    assert _read_all(lg, svc) == whole  # converted, and stored as it went
+    idx = lg.byte_offsets
+    assert idx.views.start == 0 and idx.views.end == len(whole)
+    assert idx.views.read(0, len(whole)) == whole
+    svc.views = type(svc.views)()  # no cached views: the next read is the store's
+    assert _read_all(lg, svc) == whole and svc.views.size == 0
+    lg.truncate_to(idx.bases[-2])
+    assert idx.views.end == idx.end_position
+    for i in range(3):
+        _append(lg, [b"more-%d" % i * 7])
+    whole = b"".join(v for _p, v in _views(lg))
+    assert _read_all(lg, svc) == whole and idx.views.end == len(whole)
+    lg.delete_records_before(lg.segments[-1].base_offset)
+    first = idx.start_position(lg.log_start_offset)
+    assert _read_all(lg, svc, first) == whole[first:]
+    lg.close()
+    lg = PartitionLog(d, LogConfig(segment_bytes=400, index_interval_bytes=100), clock=FakeClock())
+    assert lg.byte_offsets.views.end == len(whole)  # a clean reopen keeps them
+    lg.close()
+    lg = PartitionLog(d, LogConfig(segment_bytes=400, index_interval_bytes=100), clock=FakeClock(),
+                      clean_shutdown=False)
+    assert lg.byte_offsets.views.start is None and not [n for n in os.listdir(d) if n.startswith(VIEW_PREFIX)]
+    assert _read_all(lg, svc, first) == whole[first:]  # converted again, and stored again
+    assert lg.byte_offsets.views.start == first
+    lg.close()
+
+
+def test_a_read_converts_for_a_bounded_time(tmp_path, monkeypatch) -> None:
+    """A read stops converting after ``READ_CONVERT_S`` (at least one unit) and answers what it has, ending
+    at a unit's end; the consumer goes on from there and gets everything."""
+    import moldau.broker.kafka07.service as service
+
+    lg = _log(str(tmp_path / "t-0"))
+    svc = Kafka07Service(None, None, None, None)
+    for i in range(5):
+        _append(lg, [b"b%d-%d" % (i, j) * 5 for j in range(3)])
+    views = _views(lg)
+    monkeypatch.setattr(service, "READ_CONVERT_S", -1.0)
+    with pytest.raises(service.ViewsPending):  # a read the store would take: converted off the loop
+        svc.read(_Partition(lg), 0, 1 << 20)
+    svc.convert_here(lg, 0)  # as when that made no progress: converted here, for a bounded time
+    assert svc.read(_Partition(lg), 0, 1 << 20) == views[0][1]  # one unit per answer
+    assert _read_all(lg, svc, 0, 1 << 20) == b"".join(v for _p, v in views)
+    lg.close()

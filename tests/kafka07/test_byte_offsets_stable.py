@@ -100,3 +100,19 @@ def test_byte_offsets_survive_restart_kill9_roll_and_retention(broker07_factory,
         # a time before every segment: nothing
         assert c.offsets(topic07, 0, 1000, 10) == (0, [])
     assert message_payloads(remaining)[-1] == b"r2-lz4-9" * 4
+
+
+def test_indexes_are_kept_in_the_background(broker07: Broker07, topic07: str) -> None:
+    """Once a 0.7 client read a partition, its byte-offset index follows what modern producers append
+    without another 0.7 read (so that neither a later read nor a retention pass has much to index)."""
+    index = broker07.data_dir / f"{topic07}-0" / "kafka07.byteoffsets"
+    with broker07.client07() as c:
+        c.produce(topic07, 0, k07.encode_message(b"first"))
+        walk_all(c, topic07, 0, 1)
+    assert index.stat().st_size == 28  # one entry
+    p = Producer({"bootstrap.servers": broker07.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        p.produce(topic07, b"modern-%d" % i, partition=0)
+        assert p.flush(10) == 0  # five batches
+    del p
+    wait_for(lambda: index.stat().st_size == 6 * 28, timeout=10, what="the index to follow the log")

@@ -11,7 +11,7 @@ import cramjam
 import pytest
 
 from moldau.protocol import kafka07 as k07
-from moldau.protocol.records import BatchBuilder, build_control_batch, decode_batch, split_batches
+from moldau.protocol.records import BatchBuilder, build_control_batch, check_crc, decode_batch, split_batches
 
 
 def test_message_layouts() -> None:
@@ -59,7 +59,10 @@ def test_validate_opens_gzip_and_snappy_raw_and_xerial() -> None:
     from moldau.protocol.records.codecs import snappy_xerial_compress
     data += k07.encode_message(snappy_xerial_compress(inner), k07.SNAPPY)  # what 0.7's Java producer wrote
     units = k07.validate_message_set(data, max_message_bytes=1000)
-    assert units == [(0, [b"plain"])] + [(k07.GZIP, [b"one", b"two"])] + [(k07.SNAPPY, [b"one", b"two"])] * 3
+    assert units == ([(0, [b"plain"], 1)] + [(k07.GZIP, [b"one", b"two"], 1)]
+                     + [(k07.SNAPPY, [b"one", b"two"], 1)] * 3)
+    assert k07.validate_message_set(k07.encode_message(b"old", magic=0), max_message_bytes=100) == [
+        (0, [b"old"], 0)]
 
 
 @pytest.mark.parametrize("n", [0, 1, 100, 65535, 65536, 200_001])
@@ -92,6 +95,7 @@ def test_batch_view_and_its_size(codec: int) -> None:
     (pos, h), = split_batches(buf)
     view = k07.batch_to_message_set(buf, pos, h)
     assert len(view) == k07.batch_message_set_size(buf, pos, h)
+    assert k07.batch_view_scan(buf, pos, h) == view  # what the worker thread converts
     msgs = k07.parse_message_set(view)
     expected = [v if v is not None else b"" for v in values]
     if codec == 0:
@@ -99,7 +103,7 @@ def test_batch_view_and_its_size(codec: int) -> None:
     else:
         assert len(msgs) == 1 and msgs[0].codec == (k07.SNAPPY if codec == 2 else k07.GZIP)
         units = k07.validate_message_set(view, max_message_bytes=1 << 20)
-        assert units == [(msgs[0].codec, expected)]
+        assert units == [(msgs[0].codec, expected, 1)]
     assert k07.batch_to_message_set(buf, pos, h) == view  # deterministic
 
 
@@ -111,14 +115,38 @@ def test_control_batch_has_no_view() -> None:
 
 
 def test_messages_to_batches_groups_plain_and_keeps_wrappers() -> None:
-    units = [(0, [b"a"]), (0, [b"b"]), (k07.GZIP, [b"c", b"d"]), (0, [b"e"]), (k07.SNAPPY, [b"f"]),
-             (k07.GZIP, [])]
+    units = [(0, [b"a"], 1), (0, [b"b"], 1), (k07.GZIP, [b"c", b"d"], 1), (0, [b"e"], 1),
+             (k07.SNAPPY, [b"f"], 1), (k07.GZIP, [], 1)]
     buf = k07.messages_to_batches(units, 1234)
     batches = split_batches(buf)
     assert [h.compression for _p, h in batches] == [0, 1, 0, 2]
     assert [[r.value for r in decode_batch(buf, p)] for p, _h in batches] == [[b"a", b"b"], [b"c", b"d"],
                                                                               [b"e"], [b"f"]]
     assert all(r.key is None and r.timestamp == 1234 for p, _h in batches for r in decode_batch(buf, p))
+
+
+def test_magic0_messages_come_back_as_magic0_with_their_sizes() -> None:
+    """A 0.6 producer's magic-0 messages are stored in batches marked MAGIC0_FLAG (split from magic-1 ones)
+    and their 0.7 view is the same bytes: magic 0, 9 bytes of overhead, so the byte offsets it computed
+    hold; a modern reader sees ordinary records (the flag is not one of the bits Kafka defines)."""
+    wire = [k07.encode_message(b"hello-0", magic=0), k07.encode_message(b"world-1", magic=0),
+            k07.encode_message(b"magic-one"), k07.encode_message(b"third-2", magic=0)]
+    units = k07.validate_message_set(b"".join(wire), max_message_bytes=100)
+    buf = k07.messages_to_batches(units, 1234)
+    batches = split_batches(buf)
+    assert [bool(h.attributes & k07.MAGIC0_FLAG) for _p, h in batches] == [True, False, True]
+    for p, h in batches:
+        check_crc(buf, p, h)
+    assert b"".join(k07.batch_to_message_set(buf, p, h) for p, h in batches) == b"".join(wire)
+    assert b"".join(k07.batch_view_scan(buf, p, h) for p, h in batches) == b"".join(wire)
+    assert [k07.batch_message_set_size(buf, p, h) for p, h in batches] == [32, 19, 16]
+    assert [r.value for p, _h in batches for r in decode_batch(buf, p)] == [
+        b"hello-0", b"world-1", b"magic-one", b"third-2"]
+    # the flag means nothing on a compressed batch: magic 0 has no compression
+    gz = _batch(k07.GZIP, [b"x"])
+    k07.mark_magic0(gz, 0)
+    (p, h), = split_batches(gz)
+    assert k07.view_magic(h) == 1 and k07.parse_message_set(k07.batch_to_message_set(gz, p, h))[0].magic == 1
 
 
 def test_requests_round_trip_with_the_documented_layouts() -> None:

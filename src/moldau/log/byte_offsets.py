@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 FILE_NAME = "kafka07.byteoffsets"
 _ENTRY = struct.Struct(">qqqi")
 _READ_CHUNK = 1 << 20
+_STEP_CHUNK = 64 << 10  # log bytes per read of an incremental step (``cover`` with a deadline)
 
 # (buffer, position, header) -> size of the batch's 0.7 view
 Sizer = Callable[[Any, int, Any], int]
@@ -53,10 +55,178 @@ def _default_sizer() -> Sizer:
     return batch_message_set_size
 
 
+VIEW_PREFIX = "kafka07.views."
+VIEW_CHUNK_BYTES = 64 << 20
+
+
+class ViewStore:
+    """The 0.7 views of indexed units, stored contiguously from some byte position on, in chunk files
+    ``kafka07.views.<start position, 20 digits>`` beside the index: a 0.7 read of stored views is one
+    ``pread``, as cheap as a modern read. The legacy listener appends the views it converts for a read when
+    they continue the store, so data is converted once, by its first 0.7 read, and every later read of it
+    (the same consumer again, other consumers) is a pread. Derived data: cut with the index (truncation,
+    retention), dropped after an unclean shutdown (its bytes may not have reached the disk) and after a
+    cleaning pass (views of cleaned units change); what is not stored is converted from the log."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.starts: list[int] = []
+        self.sizes: list[int] = []
+
+    def _path(self, start: int) -> str:
+        return os.path.join(self.dir, f"{VIEW_PREFIX}{start:020d}")
+
+    @property
+    def start(self) -> int | None:
+        return self.starts[0] if self.starts else None
+
+    @property
+    def end(self) -> int | None:
+        return self.starts[-1] + self.sizes[-1] if self.starts else None
+
+    def load(self, names: set[str], trusted: bool, end_position: int) -> None:
+        files = sorted(int(n[len(VIEW_PREFIX):]) for n in names
+                       if n.startswith(VIEW_PREFIX) and n[len(VIEW_PREFIX):].isdigit())
+        for start in files:
+            path = self._path(start)
+            if trusted and (not self.starts or start == self.end):
+                self.starts.append(start)
+                self.sizes.append(os.path.getsize(path))
+            else:
+                _unlink(path)
+                trusted = False
+        self.truncate(end_position)
+
+    def append(self, position: int, data: bytes) -> None:
+        """Views of the units from ``position`` on; ignored unless they continue the store (or it is
+        empty)."""
+        if not data:
+            return
+        end = self.end
+        if end is not None and position != end:
+            return
+        if end is None or self.sizes[-1] >= VIEW_CHUNK_BYTES:
+            self.starts.append(position)
+            self.sizes.append(0)
+        with open(self._path(self.starts[-1]), "ab") as f:
+            f.write(data)
+        self.sizes[-1] += len(data)
+
+    def read(self, position: int, n: int) -> bytes:
+        """Up to ``n`` stored bytes from ``position`` (b"" when it is not stored)."""
+        start, end = self.start, self.end
+        if start is None or end is None or not start <= position < end:
+            return b""
+        out = bytearray()
+        i = bisect_right(self.starts, position) - 1
+        try:
+            while len(out) < n and i < len(self.starts):
+                off = position + len(out) - self.starts[i]
+                want = min(n - len(out), self.sizes[i] - off)
+                fd = os.open(self._path(self.starts[i]), os.O_RDONLY)
+                try:
+                    got = os.pread(fd, want, off)
+                finally:
+                    os.close(fd)
+                if len(got) != want:
+                    raise OSError(f"short read of {self._path(self.starts[i])}")
+                out += got
+                i += 1
+        except OSError as e:
+            log.error("%s: stored 0.7 views unreadable (%s); dropped", self.dir, e)
+            self.reset()
+            return b""
+        return bytes(out)
+
+    def truncate(self, position: int) -> None:
+        """Drop what is stored at and after ``position``."""
+        while self.starts and self.starts[-1] >= position:
+            _unlink(self._path(self.starts.pop()))
+            self.sizes.pop()
+        if self.starts and self.starts[-1] + self.sizes[-1] > position:
+            self.sizes[-1] = position - self.starts[-1]
+            os.truncate(self._path(self.starts[-1]), self.sizes[-1])
+
+    def trim(self, position: int) -> None:
+        """Drop the chunks wholly below ``position`` (the first retained byte)."""
+        while len(self.starts) > 1 and self.starts[1] <= position:
+            _unlink(self._path(self.starts.pop(0)))
+            self.sizes.pop(0)
+
+    def reset(self) -> None:
+        for start in self.starts:
+            _unlink(self._path(start))
+        self.starts.clear()
+        self.sizes.clear()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class IndexJob:
+    """Batches read from the log (on the event loop) whose 0.7 view sizes a worker thread computes: the
+    decoding, which is the cost of indexing, runs off the loop; ``ByteOffsetIndex.commit`` adds the result."""
+
+    __slots__ = ("batches", "buf", "path", "position", "scanned", "sizer")
+
+    def __init__(self, scanned: int, position: int, buf: bytes, batches: list[tuple[int, Any]], sizer: Sizer,
+                 path: str) -> None:
+        self.scanned = scanned
+        self.position = position
+        self.buf = buf
+        self.batches = batches
+        self.sizer = sizer
+        self.path = path
+
+    def compute(self) -> list[int]:
+        out = []
+        for bp, h in self.batches:
+            try:
+                out.append(self.sizer(self.buf, bp, h))
+            except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
+                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                out.append(0)
+        return out
+
+
+class ViewJob:
+    """Whole-unit batches read from the log (on the event loop) whose 0.7 views a worker thread builds
+    (``compute``) for ``ByteOffsetIndex.commit_views`` to store."""
+
+    __slots__ = ("buf", "path", "position", "units")
+
+    def __init__(self, position: int, buf: bytes, units: list[tuple[int, int, Any]], path: str) -> None:
+        self.position = position
+        self.buf = buf
+        self.units = units  # (unit size, batch position in buf, header)
+        self.path = path
+
+    def compute(self) -> bytes:
+        """The units' views, up to the first whose view does not have its unit's size (changed since)."""
+        from moldau.protocol.kafka07 import batch_view_scan
+
+        out = []
+        for size, bp, h in self.units:
+            try:
+                v = batch_view_scan(self.buf, bp, h)
+            except RecordError as e:
+                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                break
+            if len(v) != size:
+                break
+            out.append(v)
+        return b"".join(out)
+
+
 class ByteOffsetIndex:
     """The entries of one partition, in memory (parallel arrays) and in ``kafka07.byteoffsets``."""
 
-    def __init__(self, directory: str, sizer: Sizer | None = None) -> None:
+    def __init__(self, directory: str, sizer: Sizer | None = None, *, names: set[str] | None = None,
+                 trusted: bool = True) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.sizer = sizer or _default_sizer()
         self.bases = array("q")
@@ -64,21 +234,31 @@ class ByteOffsetIndex:
         self.positions = array("q")
         self.sizes = array("q")
         self.scanned = 0  # logical offset up to which the log has been indexed (control batches included)
-        self._load()
+        self.complete_to = 0  # the index holds every whole batch below this offset (a ``cover`` target)
+        fresh = self._load()
+        self.views = ViewStore(directory)
+        # an unclean shutdown may have lost view bytes the files' sizes claim; a new index has no views
+        self.views.load(set(os.listdir(directory)) if names is None else names, trusted and not fresh,
+                        self.end_position)
 
     # ------------------------------------------------------------------------------------------ persistence
     @classmethod
-    def open_if_present(cls, directory: str, names: set[str]) -> ByteOffsetIndex | None:
+    def open_if_present(cls, directory: str, names: set[str], clean_shutdown: bool = True
+                        ) -> ByteOffsetIndex | None:
         """The partition's index when ``names`` (its directory listing, already read at load) has one."""
-        return cls(directory) if FILE_NAME in names else None
+        return cls(directory, names=names, trusted=clean_shutdown) if FILE_NAME in names else None
 
-    def _load(self) -> None:
+    def _load(self) -> bool:
+        """Entries from the file; True when there was none (a new index)."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
-            atomic_write(self.path, b"")
-            return
+            # created empty on the event loop's thread, without an fsync: entries are appended without one
+            # too, and an index lost with the page cache is rebuilt from the log
+            with open(self.path, "ab"):
+                pass
+            return True
         whole = len(data) - len(data) % _ENTRY.size
         if whole != len(data):
             log.warning("%s: dropping a torn entry at the end", self.path)
@@ -91,6 +271,7 @@ class ByteOffsetIndex:
         if whole != len(data) or len(self.bases) != whole // _ENTRY.size:
             self._rewrite()
         self.scanned = self.nexts[-1] if self.nexts else 0
+        return False
 
     def _append_mem(self, base: int, nxt: int, pos: int, size: int) -> None:
         self.bases.append(base)
@@ -125,6 +306,13 @@ class ByteOffsetIndex:
             return None
         return self.bases[i], self.positions[i], self.sizes[i]
 
+    def index_of(self, position: int) -> int | None:
+        """Index of the entry whose view holds byte ``position``, or None."""
+        i = bisect_right(self.positions, position) - 1
+        if i < 0 or position >= self.positions[i] + self.sizes[i]:
+            return None
+        return i
+
     def position_of(self, offset: int) -> int | None:
         """Byte position of the first indexed batch whose records end after logical ``offset``."""
         i = bisect_right(self.nexts, offset)
@@ -138,18 +326,27 @@ class ByteOffsetIndex:
         return self.bases[i] if i < len(self.bases) else self.scanned
 
     # ------------------------------------------------------------------------------------------ maintenance
-    def cover(self, read: LogReader, log_start_offset: int, upto: int) -> None:
+    def cover(self, read: LogReader, log_start_offset: int, upto: int, deadline: float | None = None
+              ) -> bool:
         """Index the log's batches up to logical offset ``upto`` (exclusive; only whole batches below it).
-        ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``."""
+        ``read(offset, max_bytes, max_offset=...)`` is ``PartitionLog.read``. With ``deadline`` (a
+        ``time.perf_counter()`` value) it stops after the first chunk read past it, in chunks of
+        ``_STEP_CHUNK``: an incremental step. Returns True when the index reaches ``upto``."""
         start = max(self.scanned, log_start_offset)
         if start >= upto:
-            return
+            self.complete_to = max(self.complete_to, upto)
+            return True
         new: list[bytes] = []
         pos = self.end_position
         offset = start
+        chunk = _READ_CHUNK if deadline is None else _STEP_CHUNK
+        done = True
         while offset < upto:
+            if deadline is not None and offset > start and time.perf_counter() > deadline:
+                done = False
+                break
             before = offset
-            rr = read(offset, _READ_CHUNK, max_offset=upto)
+            rr = read(offset, chunk, max_offset=upto)
             if not rr.size:
                 break
             buf = b"".join(bytes(c) for c in rr.chunks)
@@ -167,22 +364,159 @@ class ByteOffsetIndex:
                     new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
                     pos += size
                 offset = nxt
+                if deadline is not None and time.perf_counter() > deadline and offset < upto:
+                    done = False
+                    break
             if offset == before:  # pragma: no cover - defensive: no progress
+                break
+            if not done:
                 break
         self.scanned = max(self.scanned, offset)
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
+        if done:
+            self.complete_to = max(self.complete_to, upto)
+        return done
+
+    # ------------------------------------------------------------------------------------------ off the loop
+    def prepare(self, read: LogReader, log_start_offset: int, upto: int, max_bytes: int) -> IndexJob | None:
+        """The next batches to index towards ``upto`` (about ``max_bytes`` of log, whole batches), as a job
+        whose sizes a worker thread computes (``IndexJob.compute``) and ``commit`` adds; None when the index
+        is there (or the log has nothing more below ``upto``)."""
+        start = max(self.scanned, log_start_offset)
+        if start >= upto:
+            self.complete_to = max(self.complete_to, upto)
+            return None
+        rr = read(start, max_bytes, max_offset=upto)
+        if not rr.size:
+            self.complete_to = max(self.complete_to, upto)
+            return None
+        buf = b"".join(bytes(c) for c in rr.chunks)
+        batches = [(bp, h) for bp, h in split_batches(buf, allow_truncated=True)
+                   if h.base_offset + h.last_offset_delta + 1 > start]
+        if not batches:
+            self.complete_to = max(self.complete_to, upto)
+            return None
+        return IndexJob(self.scanned, self.end_position, buf, batches, self.sizer, self.path)
+
+    def prepare_views(self, read: LogReader, log_start_offset: int, position: int, max_bytes: int
+                      ) -> ViewJob | None:
+        """Batches to convert, in a worker thread, into the views of the units from ``position`` (a unit's
+        start where the store ends or, empty, may start): about ``max_bytes`` of log, whole batches that
+        are whole units (it stops at a unit a cleaning pass changed). None when there is nothing to do."""
+        end = self.views.end
+        i = self.index_of(position)
+        if i is None or self.positions[i] != position or end not in (None, position):
+            return None
+        rr = read(max(self.bases[i], log_start_offset), max_bytes, max_offset=self.scanned)
+        if not rr.size:
+            return None
+        buf = b"".join(bytes(c) for c in rr.chunks)
+        units: list[tuple[int, int, Any]] = []
+        j = i
+        for bp, h in split_batches(buf, allow_truncated=True):
+            if j >= len(self.bases):
+                break
+            nxt = h.base_offset + h.last_offset_delta + 1
+            if nxt <= self.bases[j]:
+                continue  # no view (a transaction marker)
+            if h.base_offset != self.bases[j] or nxt != self.nexts[j]:
+                break
+            units.append((self.sizes[j], bp, h))
+            j += 1
+        return ViewJob(position, buf, units, self.path) if units else None
+
+    def commit_views(self, job: ViewJob, data: bytes) -> bool:
+        """Store a job's views, unless the store or the index moved meanwhile. True when stored."""
+        i = self.index_of(job.position)
+        if not data or i is None or self.positions[i] != job.position or self.views.end not in (
+                None, job.position):
+            return False
+        self.views.append(job.position, data)
+        return True
+
+    def commit(self, job: IndexJob, sizes: list[int]) -> bool:
+        """Add a job's entries, unless the index moved meanwhile (a retention pass indexed, a truncation
+        dropped): then nothing is added and the caller prepares again. True when added."""
+        if self.scanned != job.scanned or self.end_position != job.position:
+            return False
+        new: list[bytes] = []
+        pos = job.position
+        offset = self.scanned
+        for (_bp, h), size in zip(job.batches, sizes):
+            nxt = h.base_offset + h.last_offset_delta + 1
+            if size > 0:
+                self._append_mem(h.base_offset, nxt, pos, size)
+                new.append(_ENTRY.pack(h.base_offset, nxt, pos, size))
+                pos += size
+            offset = nxt
+        self.scanned = max(self.scanned, offset)
+        if new:
+            with open(self.path, "ab") as f:
+                f.write(b"".join(new))
+        return True
+
+    def apply_cleaning(self, records: list[tuple[int, int, bool]]) -> None:
+        """A cleaning pass rewrote one uncompressed batch: ``records`` are its records before the pass,
+        (offset, view size, kept). Each entry holding records of the batch is split into runs of kept records
+        and runs of removed ones (holes, served as fillers), at the same positions; neighbouring holes of the
+        batch's range merge. Entries are unchanged when the sizes do not add up (the batch was indexed
+        differently) or nothing of them was removed."""
+        if not records or all(k for _o, _s, k in records):
+            return
+        lo, hi = records[0][0], records[-1][0] + 1
+        i0 = bisect_right(self.nexts, lo)
+        i1 = i0
+        while i1 < len(self.bases) and self.bases[i1] < hi:
+            i1 += 1
+        if i0 == i1:
+            return
+        pieces: list[list[int]] = []  # [base, next, position, size, is_hole]
+        for i in range(i0, i1):
+            base, nxt, pos, size = self.bases[i], self.nexts[i], self.positions[i], self.sizes[i]
+            inside = [r for r in records if base <= r[0] < nxt]
+            if not inside or sum(sz for _o, sz, _k in inside) != size:
+                if inside:
+                    log.warning("%s: entry at offset %d does not match the cleaned batch; kept as is",
+                                self.path, base)
+                pieces.append([base, nxt, pos, size, int(not inside)])
+                continue
+            run: list[int] | None = None
+            for j, (off, sz, kept) in enumerate(inside):
+                hole = int(not kept)
+                if run is not None and run[4] == hole:
+                    run[3] += sz
+                else:
+                    if run is not None:
+                        run[1] = off
+                        pieces.append(run)
+                    run = [base if j == 0 else off, nxt, pos, sz, hole]
+                pos += sz
+            assert run is not None
+            pieces.append(run)
+        merged: list[list[int]] = []
+        for pc in pieces:
+            if merged and pc[4] and merged[-1][4]:
+                merged[-1][1] = pc[1]
+                merged[-1][3] += pc[3]
+            else:
+                merged.append(pc)
+        for a, k in ((self.bases, 0), (self.nexts, 1), (self.positions, 2), (self.sizes, 3)):
+            a[i0:i1] = array("q", [pc[k] for pc in merged])
+        self._rewrite()
 
     def truncate(self, log_end_offset: int) -> None:
         """Forget the batches at or after ``log_end_offset`` (the log was truncated there)."""
         self.scanned = min(self.scanned, log_end_offset)
+        self.complete_to = min(self.complete_to, log_end_offset)
         i = bisect_right(self.bases, log_end_offset - 1)
         if i < len(self.bases):
             for a in (self.bases, self.nexts, self.positions, self.sizes):
                 del a[i:]
             self._rewrite()
             self.scanned = min(self.scanned, self.nexts[-1] if self.nexts else log_end_offset)
+        self.views.truncate(self.end_position)
 
     def trim(self, log_start_offset: int) -> None:
         """Drop the entries of batches wholly below ``log_start_offset``, keeping at least the last entry."""
@@ -191,12 +525,13 @@ class ByteOffsetIndex:
             for a in (self.bases, self.nexts, self.positions, self.sizes):
                 del a[:i]
             self._rewrite()
+        self.views.trim(self.start_position(log_start_offset))
 
     @staticmethod
     def attach(plog: Any) -> ByteOffsetIndex:
         """The partition's index, created (empty) if it has none: the log keeps it from now on."""
         idx = plog.byte_offsets
         if idx is None:
-            idx = ByteOffsetIndex(plog.dir)
+            idx = ByteOffsetIndex(plog.dir, names=set())
             plog.byte_offsets = idx
         return idx

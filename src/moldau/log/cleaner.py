@@ -152,6 +152,7 @@ class PartitionLog(Protocol):
     config: LogConfig
     producer_state: ProducerStateManager
     _aborted: list[tuple[int, int, int, int]]
+    byte_offsets: Any  # byte_offsets.ByteOffsetIndex | None: the partition's Kafka 0.7 byte offsets
 
     @property
     def closed(self) -> bool: ...
@@ -446,6 +447,7 @@ class _Task:
     active_producers: dict[int, tuple[int | None, int]]  # pid -> (last data offset or None, epoch)
     max_map_entries: int
     cancel: threading.Event = field(default_factory=threading.Event)
+    kafka07: bool = False  # the partition has a Kafka 0.7 byte-offset index: keep every 0.7 unit's size
 
 
 @dataclass(slots=True)
@@ -455,6 +457,8 @@ class _Group:
     end: int
     aborted: list[tuple[int, int, int, int]]  # (pid, first, last, lso) for the cleaned .txnindex
     size: int
+    # Kafka 0.7 byte offsets: per thinned uncompressed batch, (offset, 0.7 view size, kept) of its records
+    k07_splits: list[list[tuple[int, int, bool]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -677,6 +681,7 @@ def _clean_group(
     base = group[0].base
     w = _GroupWriter(task.directory, base, task.interval)
     kept_aborted: list[tuple[int, int, int, int]] = []
+    k07_splits: list[list[tuple[int, int, bool]]] = []
     try:
         for s in group:
             for _pos, f, view in _iter_batches(s.fd, s.size):
@@ -740,6 +745,8 @@ def _clean_group(
                                 continue
                             tombstones = True
                         kept.append(r)
+                    if task.kafka07 and len(kept) < len(decoded):
+                        kept = _kafka07_plan(attrs, decoded, kept, k07_splits)
                     all_kept = len(kept) == len(decoded)
                 # ---- write
                 if is_control and not discard and (count or last_of_producer):
@@ -776,7 +783,23 @@ def _clean_group(
         raise
     stats.bytes_written += w.size
     end = group[-1].end
-    return _Group(base, list(group), end, kept_aborted, w.size)
+    return _Group(base, list(group), end, kept_aborted, w.size, k07_splits)
+
+
+def _kafka07_plan(attrs: int, decoded: list[Any], kept: list[Any],
+                  splits: list[list[tuple[int, int, bool]]]) -> list[Any]:
+    """Kafka 0.7 byte offsets (``moldau.protocol.kafka07.cleaning_plan``): what of ``decoded`` the cleaner of
+    an indexed partition keeps so that no 0.7 unit changes size; the split of an uncompressed batch's unit
+    goes to ``splits`` for the index."""
+    from moldau.protocol.kafka07 import cleaning_plan
+
+    keep = {r.offset for r in kept}
+    flags, split = cleaning_plan(attrs, [r.offset for r in decoded],
+                                 [len(r.value) if r.value is not None else 0 for r in decoded],
+                                 [r.offset in keep for r in decoded])
+    if split is not None and not all(flags):
+        splits.append(split)
+    return [r for r, k in zip(decoded, flags) if k]
 
 
 def _stamp_control_horizon(f: tuple, view: memoryview, horizon: int) -> bytes:
@@ -1019,6 +1042,7 @@ class LogCleaner:
             aborted=[a for a in plog._aborted if a[0] >= ins[0].base],
             active_producers=active,
             max_map_entries=self.max_map_entries,
+            kafka07=getattr(plog, "byte_offsets", None) is not None,
         )
 
     # ------------------------------------------------------------------------------------------ install
@@ -1031,6 +1055,8 @@ class LogCleaner:
         # (truncation, a partial deletion) nothing may be swapped in. Groups deleted as a whole by retention /
         # DeleteRecords (a prefix of the log) are simply skipped.
         stale = plog.closed or self.manager.get(*key) is not plog or not plog.config.compact_enabled
+        # a 0.7 byte-offset index made during the pass: the pass did not keep the 0.7 units' sizes
+        stale = stale or (getattr(plog, "byte_offsets", None) is not None and not task.kafka07)
         todo: list[_Group] = []
         if not stale:
             segs = plog.segments
@@ -1061,6 +1087,11 @@ class LogCleaner:
                     stale = True  # cannot happen after the checks above; be safe
                 else:
                     swapped += 1
+                    k07_index = getattr(plog, "byte_offsets", None)
+                    if k07_index is not None:
+                        for split in g.k07_splits:
+                            k07_index.apply_cleaning(split)
+                        k07_index.views.reset()  # stored 0.7 views of cleaned units are stale
         stats.groups = swapped
         if not stale and not plog.closed:
             stats.swapped = True

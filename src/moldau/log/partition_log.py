@@ -264,7 +264,7 @@ class PartitionLog:
         present = set(names)
         self._load_aborted(present)
         self._load_producer_state(now, names)
-        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present)
+        self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present, clean)
         if self.byte_offsets is not None:
             self.byte_offsets.truncate(leo)
 
@@ -1148,6 +1148,48 @@ class PartitionLog:
             idx.cover(self.read, self.log_start_offset, upto)
             return idx
 
+    def byte_offsets_prepare(self, upto: int, max_bytes: int) -> Any:
+        """The next piece of work towards a 0.7 byte-offset index covering ``upto`` (a
+        ``byte_offsets.IndexJob`` for a worker thread), None when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes)
+
+    def byte_offsets_prepare_views(self, position: int, max_bytes: int) -> Any:
+        """Batches to convert into the stored 0.7 views from byte ``position`` (a
+        ``byte_offsets.ViewJob`` for a worker thread), None when there is nothing to do."""
+        with self._lock:
+            idx = self.byte_offsets
+            if self._closed or idx is None:
+                return None
+            return idx.prepare_views(self.read, self.log_start_offset, position, max_bytes)
+
+    def byte_offsets_commit_views(self, job: Any, data: bytes) -> bool:
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit_views(job, data)
+
+    def byte_offsets_commit(self, job: Any, sizes: list[int]) -> bool:
+        """Add a job's result to the index (False: the index moved meanwhile; prepare again)."""
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit(job, sizes)
+
+    def byte_offsets_step(self, upto: int, budget_s: float) -> bool:
+        """One incremental step of extending the 0.7 byte-offset index towards ``upto``: about ``budget_s``
+        seconds of work under the lock (the legacy listener runs steps as separate event-loop callbacks, so
+        indexing a large partition never holds the loop or the lock for long). True when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            if idx.scanned >= upto:
+                return True
+            return idx.cover(self.read, self.log_start_offset, upto, time.perf_counter() + budget_s)
+
     # ================================================================================================ leader
     # epochs
     @property
@@ -1273,6 +1315,7 @@ class PartitionLog:
                 seg.time_index.path = seg.timeindex_path
             if self.byte_offsets is not None:
                 self.byte_offsets.path = os.path.join(new_dir, os.path.basename(self.byte_offsets.path))
+                self.byte_offsets.views.dir = new_dir
 
     def delete(self, remove: bool = True) -> str:
         """Close the handles and remove the partition directory (renamed to ``<dir>.<id>-delete`` first, as

@@ -32,6 +32,7 @@ uncompressed messages. Error codes (``kafka.common.ErrorMapping``): -1 unknown, 
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -41,9 +42,11 @@ from .records import (
     SNAPPY,
     BatchBuilder,
     BatchHeader,
+    compute_crc,
     decode_batch,
+    decode_varint,
 )
-from .records.codecs import gzip_decompress, snappy_decompress
+from .records.codecs import decompress, gzip_decompress, snappy_decompress
 from .records.exceptions import RecordError
 
 __all__ = [
@@ -58,6 +61,14 @@ __all__ = [
     "OFFSETS",
     "OFFSET_OUT_OF_RANGE",
     "PRODUCE",
+    "FILLER_MIN",
+    "MAGIC0_FLAG",
+    "cleaning_plan",
+    "filler",
+    "gzip_padded_message",
+    "mark_magic0",
+    "unit_view",
+    "view_magic",
     "RANDOM_PARTITION",
     "REQUEST_NAMES",
     "UNKNOWN",
@@ -73,6 +84,7 @@ __all__ = [
     "ProduceRequest",
     "batch_message_set_size",
     "batch_to_message_set",
+    "batch_view_scan",
     "decode_fetch_response",
     "decode_multifetch_response",
     "decode_offsets_response",
@@ -122,7 +134,16 @@ _OFFSETS_TAIL = struct.Struct(">iqi")  # partition, time, max number
 _RESP = struct.Struct(">ih")
 
 MESSAGE_OVERHEAD = 10  # int32 length + magic + attributes + crc, for magic 1
+MESSAGE_OVERHEAD_V0 = 9  # int32 length + magic + crc, for magic 0 (0.6: no attributes byte)
 CODEC_MASK = 0x03
+
+# Bit 14 of a stored v2 batch's attributes: "this uncompressed batch was produced on the legacy listener as
+# magic-0 messages; serve its 0.7 view as magic 0". Kafka uses bits 0-6 and clients ignore the others, so the
+# bit is invisible to modern consumers (the stored batch, CRC included, is served to them untouched), and it
+# travels with the batch: restart, recovery, replication and the cleaner's re-batching keep it.
+MAGIC0_FLAG = 0x4000
+_ATTRIBUTES_AT = 21  # offset of the int16 attributes in a v2 batch header
+CODEC_MASK_V2 = 0x07  # codec bits of a v2 batch's attributes
 
 
 class Kafka07RequestError(Exception):
@@ -203,20 +224,21 @@ def _decompress(msg: Message07, max_bytes: int) -> bytes:
 
 
 def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_bytes: int,
-                         max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes]]]:
+                         max_decompressed: int = 256 << 20) -> list[tuple[int, list[bytes], int]]:
     """Kafka 0.7's ``Log.append`` checks, as one unit: every message (compressed ones decompressed, their
     inner messages too) must have a valid CRC, a known magic and codec, and a size within
     ``max_message_bytes``.
-    Returns [(codec, payloads)]: an uncompressed message gives (0, [payload]), a compressed one (codec, its
-    inner payloads). Raises InvalidMessage07, and then nothing of the set may be written."""
-    out: list[tuple[int, list[bytes]]] = []
+    Returns [(codec, payloads, magic)]: an uncompressed message gives (0, [payload], its magic), a
+    compressed one (codec, its inner payloads, 1). Raises InvalidMessage07, and then nothing of the set may
+    be written."""
+    out: list[tuple[int, list[bytes], int]] = []
     for msg in parse_message_set(data):
         if msg.size - 4 > max_message_bytes:
             raise InvalidMessage07(f"message of {msg.size - 4} bytes exceeds {max_message_bytes}")
         if not msg.valid:
             raise InvalidMessage07(f"message CRC {msg.crc} does not match its payload")
         if msg.codec == NONE:
-            out.append((NONE, [msg.payload]))
+            out.append((NONE, [msg.payload], msg.magic))
             continue
         inner = parse_message_set(_decompress(msg, max_decompressed))
         payloads = []
@@ -226,27 +248,35 @@ def validate_message_set(data: bytes | bytearray | memoryview, *, max_message_by
             if m.codec != NONE:
                 raise InvalidMessage07("a compressed message holds a compressed message")
             payloads.append(m.payload)
-        out.append((msg.codec, payloads))
+        out.append((msg.codec, payloads, 1))
     return out
 
 
-def messages_to_batches(units: list[tuple[int, list[bytes]]], timestamp_ms: int) -> bytearray:
-    """v2 record batches for validated 0.7 messages: consecutive uncompressed messages share one uncompressed
-    batch (one record per message); each compressed message becomes one batch of its inner messages,
-    compressed with the same codec, so that it stays one unit (one 0.7 message) when read back."""
+def messages_to_batches(units: list[tuple[int, list[bytes], int]], timestamp_ms: int) -> bytearray:
+    """v2 record batches for validated 0.7 messages: consecutive uncompressed messages of the same magic share
+    one uncompressed batch (one record per message; magic 0 marks the batch with ``MAGIC0_FLAG``); each
+    compressed message becomes one batch of its inner messages, compressed with the same codec, so that it
+    stays one unit (one 0.7 message) when read back."""
     out = bytearray()
     plain: list[bytes] = []
+    plain_magic = 1
 
     def flush_plain() -> None:
         if plain:
             b = BatchBuilder(compression=NONE)
             for p in plain:
                 b.append(timestamp_ms, None, p)
+            start = len(out)
             out.extend(b.build(0))
+            if plain_magic == 0:
+                mark_magic0(out, start)
             plain.clear()
 
-    for codec, payloads in units:
+    for codec, payloads, magic in units:
         if codec == NONE:
+            if magic != plain_magic:
+                flush_plain()
+                plain_magic = magic
             plain.extend(payloads)
             continue
         flush_plain()
@@ -258,6 +288,21 @@ def messages_to_batches(units: list[tuple[int, list[bytes]]], timestamp_ms: int)
         out.extend(b.build(0))
     flush_plain()
     return out
+
+
+def mark_magic0(buf: bytearray, pos: int) -> None:
+    """Set ``MAGIC0_FLAG`` on the v2 batch at ``pos`` and recompute its CRC."""
+    (attrs,) = _I16.unpack_from(buf, pos + _ATTRIBUTES_AT)
+    _I16.pack_into(buf, pos + _ATTRIBUTES_AT, attrs | MAGIC0_FLAG)
+    (length,) = _I32.unpack_from(buf, pos + 8)
+    struct.pack_into(">I", buf, pos + 17, compute_crc(buf, pos, 12 + length))
+
+
+def view_magic(header: BatchHeader) -> int:
+    """Magic of the messages of a batch's 0.7 view: 0 for an uncompressed batch marked ``MAGIC0_FLAG``
+    (written by a 0.6-era producer), 1 otherwise (magic 0 cannot be compressed, so the flag is ignored on a
+    compressed or control batch)."""
+    return 0 if header.attributes & MAGIC0_FLAG and header.compression == NONE else 1
 
 
 # ------------------------------------------------------------------------------------ deterministic encodings
@@ -341,15 +386,23 @@ def _wrapper_codec(compression: int) -> int:
 
 
 def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
-    """The 0.7 view of one stored v2 batch: nothing for a control batch; one magic-1 message per record for
-    an uncompressed batch; one compressed wrapper message holding them for a compressed batch. Keys,
-    headers and timestamps have no place in 0.7 and are left out; a null value becomes an empty payload."""
+    """The 0.7 view of one stored v2 batch: nothing for a control batch; one message per record for an
+    uncompressed batch (magic 0 when the batch carries ``MAGIC0_FLAG``, else magic 1); one compressed
+    wrapper message holding them for a compressed batch. Keys, headers and timestamps have no place in 0.7
+    and are left out; a null value becomes an empty payload."""
     if header.is_control:
         return b""
     records = decode_batch(buf, pos, header=header)
-    pack = _MSG1.pack
     crc32 = zlib.crc32
     parts: list[bytes] = []
+    if view_magic(header) == 0:
+        pack0 = _MSG0.pack
+        for r in records:
+            v = r.value if r.value is not None else b""
+            parts.append(pack0(5 + len(v), 0, crc32(v)))
+            parts.append(v)
+        return b"".join(parts)
+    pack = _MSG1.pack
     for r in records:
         v = r.value if r.value is not None else b""
         parts.append(pack(6 + len(v), 1, 0, crc32(v)))
@@ -362,17 +415,204 @@ def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: 
     return encode_message(payload, codec)
 
 
+def _value_bytes(section: bytes | memoryview, count: int) -> int:
+    """Sum of the value lengths of ``count`` v2 records in ``section`` (nulls count 0): the varints only, no
+    record objects. Plain Python on purpose: a worker thread running it yields the GIL every switch
+    interval, where one long C call (the decoder's fast path) would hold the event loop's thread."""
+    p = 0
+    n = len(section)
+    total = 0
+    for i in range(count):
+        if i & 0x3FF == 0x3FF:
+            time.sleep(0)  # let a thread waiting for the GIL (the event loop's) have it now
+        length, p = decode_varint(section, p)
+        end = p + length
+        if length < 0 or end > n:
+            raise RecordError("record runs past its batch")
+        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
+        klen, q = decode_varint(section, q)
+        if klen > 0:
+            q += klen
+        vlen, q = decode_varint(section, q)
+        if vlen > 0:
+            total += vlen
+        p = end
+    return total
+
+
+def _skip_varint(section: bytes | memoryview, p: int) -> int:
+    """Position after the varint at ``p`` (no value, no tuple: the scans run in a worker thread, and
+    allocating less there means fewer garbage collections holding the GIL)."""
+    try:
+        while section[p] & 0x80:
+            p += 1
+    except IndexError:
+        raise RecordError("truncated varint") from None
+    return p + 1
+
+
+def _section(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes | memoryview:
+    count = header.records_count
+    if count < 0 or header.batch_length + 12 > len(buf) - pos:
+        raise RecordError(f"record batch at {pos} is truncated or has a bad count")
+    body = memoryview(buf)[pos + 61: pos + 12 + header.batch_length]
+    return decompress(header.compression, body) if header.compression != NONE else body
+
+
+def batch_view_scan(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """``batch_to_message_set`` by a plain-Python scan of the records' varints (no record objects): what a
+    worker thread runs to convert views off the event loop, since it gives the GIL up regularly where the
+    decoder's fast path holds it for a whole batch."""
+    if header.is_control:
+        return b""
+    section = _section(buf, pos, header)
+    n = len(section)
+    crc32 = zlib.crc32
+    magic0 = view_magic(header) == 0
+    pack0 = _MSG0.pack
+    pack1 = _MSG1.pack
+    parts: list[bytes] = []
+    p = 0
+    for i in range(header.records_count):
+        if i & 0x3FF == 0x3FF:
+            time.sleep(0)  # let a thread waiting for the GIL (the event loop's) have it now
+        length, p = decode_varint(section, p)
+        end = p + length
+        if length < 0 or end > n:
+            raise RecordError("record runs past its batch")
+        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
+        klen, q = decode_varint(section, q)
+        if klen > 0:
+            q += klen
+        vlen, q = decode_varint(section, q)
+        v = bytes(section[q: q + vlen]) if vlen > 0 else b""
+        parts.append(pack0(5 + len(v), 0, crc32(v)) if magic0 else pack1(6 + len(v), 1, 0, crc32(v)))
+        parts.append(v)
+        p = end
+    inner = b"".join(parts)
+    if header.compression == NONE:
+        return inner
+    codec = _wrapper_codec(header.compression)
+    payload = snappy_literal(inner) if codec == SNAPPY else gzip_stored(inner)
+    return encode_message(payload, codec)
+
+
 def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     """``len(batch_to_message_set(...))`` without building it."""
     if header.is_control:
         return 0
-    records = decode_batch(buf, pos, header=header)
-    inner = sum(MESSAGE_OVERHEAD + (len(r.value) if r.value is not None else 0) for r in records)
+    count = header.records_count
+    section = _section(buf, pos, header)
+    overhead = MESSAGE_OVERHEAD_V0 if view_magic(header) == 0 else MESSAGE_OVERHEAD
+    inner = count * overhead + _value_bytes(section, count)
     if header.compression == NONE:
         return inner
     if _wrapper_codec(header.compression) == SNAPPY:
         return MESSAGE_OVERHEAD + snappy_literal_size(inner)
     return MESSAGE_OVERHEAD + gzip_stored_size(inner)
+
+
+# ------------------------------------------------------------------------------------------- compacted views
+# A cleaning pass removes records from batches. Byte offsets must not move (a consumer's saved offset stays
+# valid), so the byte-offset index keeps every unit's position and size, and what a unit has lost is made up
+# for in the view: a unit whose records are all gone is a *filler*, a gzip message holding an empty message
+# set (0.7 consumers open it and find nothing), padded to the unit's size with a gzip comment; a compressed
+# unit that lost records is a gzip message of what is left, padded the same way. The smallest filler is 33
+# bytes, so the cleaner of an indexed partition keeps removed records it could not cover (``cleaning_plan``).
+FILLER_MIN = MESSAGE_OVERHEAD + 23  # 10 + gzip header, one empty stored block, trailer
+
+
+def message_size(magic: int, value_len: int) -> int:
+    return (MESSAGE_OVERHEAD_V0 if magic == 0 else MESSAGE_OVERHEAD) + value_len
+
+
+def gzip_padded_message(inner: bytes | bytearray, size: int) -> bytes | None:
+    """A gzip message of exactly ``size`` bytes holding the message set ``inner`` (stored deflate blocks,
+    padded with an FCOMMENT field), or None when ``inner`` does not fit."""
+    pad = size - MESSAGE_OVERHEAD - gzip_stored_size(len(inner))
+    if pad < 0:
+        return None
+    gz = gzip_stored(inner)
+    if pad:
+        # FLG.FCOMMENT: a zero-terminated comment after the 10-byte header
+        gz = gz[:3] + b"\x10" + gz[4:10] + b" " * (pad - 1) + b"\x00" + gz[10:]
+    return encode_message(gz, GZIP)
+
+
+def filler(size: int) -> bytes:
+    """What a unit whose records were all removed by compaction is served as (``size`` >= FILLER_MIN)."""
+    out = gzip_padded_message(b"", size)
+    if out is None:  # pragma: no cover - the cleaner never leaves a smaller hole
+        raise ValueError(f"no filler of {size} bytes")
+    return out
+
+
+def unit_view(buf: bytes | bytearray | memoryview | None, pos: int, header: BatchHeader | None, lo: int,
+              hi: int, size: int, skip: int = 0) -> bytes:
+    """The view of the index unit [lo, hi) of ``size`` bytes, from byte ``skip`` of it, out of the stored
+    batch holding its records (None: there is none; a cleaning pass may have thinned or removed it): its
+    messages at their places, a padded gzip message for a compressed unit that lost records, a filler for a
+    unit with none left. Read from inside a filler (a consumer's saved offset of a message that was
+    removed), it is a shorter filler to the unit's end, so the next offset the consumer computes is a unit's
+    start."""
+    if buf is None or header is None or header.is_control:
+        records = []
+    else:
+        records = [r for r in decode_batch(buf, pos, header=header) if lo <= r.offset < hi]
+    if not records or header is None:
+        return filler(size - skip) if size - skip >= FILLER_MIN else filler(size)[skip:]
+    return _unit_view(records, header, size)[skip:] if skip else _unit_view(records, header, size)
+
+
+def _unit_view(records: list, header: BatchHeader, size: int) -> bytes:
+    magic = view_magic(header)
+    inner = b"".join(encode_message(r.value or b"", NONE, magic) for r in records)
+    if header.compression == NONE:
+        return inner if len(inner) == size else filler(size)
+    codec = _wrapper_codec(header.compression)
+    natural = encode_message(snappy_literal(inner) if codec == SNAPPY else gzip_stored(inner), codec)
+    if len(natural) == size:
+        return natural
+    return gzip_padded_message(inner, size) or filler(size)
+
+
+def cleaning_plan(attributes: int, offsets: list[int], value_lens: list[int], kept: list[bool]
+                  ) -> tuple[list[bool], list[tuple[int, int, bool]] | None]:
+    """What the cleaner of a partition with a byte-offset index may remove from one data batch (records
+    ``offsets`` with ``value_lens``; ``kept``: what compaction keeps) so that every unit keeps its size:
+    a run of removed records of an uncompressed batch must end with a message of at least FILLER_MIN bytes
+    (the records after the last such message are kept), so that the filler served from any message of the
+    run to its end has room; a compressed batch must leave room for its padded gzip message or a filler
+    (else it is kept whole). Returns the adjusted ``kept`` and, for an uncompressed batch, (offset, view
+    size, kept) per record, which ``ByteOffsetIndex.apply_cleaning`` uses to split the batch's unit."""
+    magic = 0 if attributes & MAGIC0_FLAG and attributes & CODEC_MASK_V2 == NONE else 1
+    sizes = [message_size(magic, n) for n in value_lens]
+    if attributes & CODEC_MASK_V2 != NONE:
+        inner = sum(sizes)
+        if _wrapper_codec(attributes & CODEC_MASK_V2) == SNAPPY:
+            natural = MESSAGE_OVERHEAD + snappy_literal_size(inner)
+        else:
+            natural = MESSAGE_OVERHEAD + gzip_stored_size(inner)
+        left = sum(sz for sz, k in zip(sizes, kept) if k)
+        fits = natural >= FILLER_MIN if not left else MESSAGE_OVERHEAD + gzip_stored_size(left) <= natural
+        return (list(kept) if fits else [True] * len(kept)), None
+    out = list(kept)
+    i = 0
+    while i < len(out):
+        if out[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and not out[j]:
+            j += 1
+        # a consumer may have saved the byte offset of any message of the run: the filler served from there
+        # to the end of the run needs FILLER_MIN bytes, so the run must end with a message that large
+        k = j
+        while k > i and sizes[k - 1] < FILLER_MIN:
+            out[k - 1] = True
+            k -= 1
+        i = j
+    return out, [(o, sz, k) for o, sz, k in zip(offsets, sizes, out)]
 
 
 # ------------------------------------------------------------------------------------------------- requests

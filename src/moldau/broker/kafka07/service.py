@@ -20,15 +20,21 @@ What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what 
   Read, OFFSETS Describe; 0.7 has no authorization error, so a denied FETCH or OFFSETS answers Unknown (-1)
   and a denied PRODUCE is dropped and the connection closed.
 * OFFSETS: ``Log.getOffsetsBefore`` over moldau's segments (segment start byte offsets with the segment
-  file's modification time, plus the end offset when the last segment is not empty), newest first.
+  file's modification time, plus the end offset when the last segment is not empty), newest first. A
+  partition out of range closes the connection (0.7's ``LogManager.getOffsets`` threw
+  ``InvalidPartitionException``, which the OFFSETS handler did not catch).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
+import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from moldau.protocol import kafka07 as k07
@@ -75,6 +81,98 @@ class CloseConnection(Exception):
     """The request failed the way Kafka 0.7 answered by closing the connection."""
 
 
+class IndexPending(Exception):
+    """The partition's byte-offset index is behind its high watermark by more than one step of work: the
+    connection runs ``step()`` as separate event-loop callbacks until it returns True, then handles the
+    request again (requests of the connection stay in order)."""
+
+    def __init__(self, plog: Any) -> None:
+        super().__init__(f"indexing {plog.topic}-{plog.partition}")
+        self.plog = plog
+
+    def step(self) -> bool:
+        """One step on the calling thread (in process tools and benchmarks)."""
+        return bool(self.plog.byte_offsets_step(self.plog.high_watermark, INDEX_STEP_S))
+
+    def advance(self, executor: Executor, done: Callable[[BaseException | None], None]) -> None:
+        """Index towards the high watermark: the log is read on the event loop (about INDEX_STEP_BYTES per
+        step), the batches are decoded for their view sizes in ``executor``, the result is added on the
+        loop; ``done(None)`` once the index is there, ``done(error)`` if it fails."""
+        loop = asyncio.get_running_loop()
+        plog = self.plog
+
+        def prepare() -> None:
+            try:
+                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES)
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            if job is None:
+                done(None)
+                return
+            fut = executor.submit(job.compute)
+            fut.add_done_callback(lambda f: loop.call_soon_threadsafe(finish, job, f))
+
+        def finish(job: Any, fut: Any) -> None:
+            try:
+                plog.byte_offsets_commit(job, fut.result())
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            prepare()
+
+        prepare()
+
+
+class ViewsPending(IndexPending):
+    """A read whose answer would be converted from the log and stored (it starts where the stored views
+    end): the connection has a worker thread convert the next piece (``ViewJob``), stores it, and handles
+    the request again, now a read of stored views. Where that makes no progress (a unit changed by a
+    cleaning pass), the read converts on the loop."""
+
+    def __init__(self, plog: Any, position: int, service: Kafka07Service) -> None:
+        super().__init__(plog)
+        self.position = position
+        self.service = service
+
+    def step(self) -> bool:
+        job = self.plog.byte_offsets_prepare_views(self.position, VIEW_STEP_BYTES)
+        if job is None or not self.plog.byte_offsets_commit_views(job, job.compute()):
+            self.service.convert_here(self.plog, self.position)
+        return True
+
+    def advance(self, executor: Executor, done: Callable[[BaseException | None], None]) -> None:
+        loop = asyncio.get_running_loop()
+        plog = self.plog
+        try:
+            job = plog.byte_offsets_prepare_views(self.position, VIEW_STEP_BYTES)
+        except Exception as e:  # noqa: BLE001 - the connection closes
+            done(e)
+            return
+        if job is None:
+            self.service.convert_here(plog, self.position)
+            done(None)
+            return
+
+        def finish(fut: Any) -> None:
+            try:
+                if not plog.byte_offsets_commit_views(job, fut.result()):
+                    self.service.convert_here(plog, self.position)
+            except Exception as e:  # noqa: BLE001 - the connection closes
+                done(e)
+                return
+            done(None)
+
+        executor.submit(job.compute).add_done_callback(lambda f: loop.call_soon_threadsafe(finish, f))
+
+
+VIEW_STEP_BYTES = 1 << 20  # log bytes a worker thread converts into stored views per ViewsPending
+READ_CONVERT_S = 0.008  # event-loop time a read spends converting (at least one unit), then it answers
+INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
+INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
+KEEP_INDEXES_S = 1.0  # period of ``Kafka07Service.keep_indexes``
+
+
 class Kafka07Service:
     """Handles decoded 0.7 requests. Synchronous: requests of one connection are applied in order."""
 
@@ -88,6 +186,43 @@ class Kafka07Service:
         self.clock = clock
         self.authorizer = authorizer
         self.views = ViewCache()
+        self._executor: ThreadPoolExecutor | None = None
+        self._keeping: set[Any] = set()  # partition logs whose index ``keep_indexes`` is extending
+        self._convert_here: set[tuple[int, int]] = set()  # (id(log), position): reads convert on the loop
+
+    @property
+    def executor(self) -> Executor:
+        """The thread that decodes batches for byte-offset indexes (``IndexPending.advance``)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="moldau-kafka07-index")
+        return self._executor
+
+    def convert_here(self, plog: Any, position: int) -> None:
+        """Reads from ``position`` convert on the event loop (converting in a worker made no progress)."""
+        if len(self._convert_here) > 10_000:
+            self._convert_here.clear()
+        self._convert_here.add((id(plog), position))
+
+    def keep_indexes(self) -> None:
+        """Extend, in the background, every byte-offset index that fell behind its partition's high
+        watermark (the broker's existing indexes: of partitions a 0.7 client read, led or followed), so that
+        a 0.7 read or a retention pass rarely finds much to index (a retention pass indexes what it deletes
+        under the log lock). Called every ``KEEP_INDEXES_S`` by the listener."""
+        rm = self.replica_manager
+        for p in list(getattr(rm, "partitions", {}).values()):
+            plog = getattr(p, "log", None)
+            idx = getattr(plog, "byte_offsets", None)
+            if idx is None or plog in self._keeping or getattr(plog, "closed", False):
+                continue
+            if idx.scanned >= plog.high_watermark:
+                continue
+            self._keeping.add(plog)
+            IndexPending(plog).advance(self.executor, lambda _e, plog=plog: self._keeping.discard(plog))
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
     def _allowed(self, host: str, operation: int, resource_type: int, name: str) -> bool:
         authz = self.authorizer
@@ -193,43 +328,89 @@ class Kafka07Service:
                 log.info("0.7 fetch %s-%d at %d: error %d: %s", req.topic, req.partition, req.offset,
                          e.code, e)
             return e.code, b""
+        except IndexPending:
+            raise
         except Exception:
             log.exception("0.7 fetch %s-%d at %d failed", req.topic, req.partition, req.offset)
             return k07.UNKNOWN, b""
 
     def read(self, p: Any, position: int, max_size: int) -> bytes:
-        """Bytes [position, position + max_size) of the partition's 0.7 view, up to the high watermark."""
+        """Bytes [position, position + max_size) of the partition's 0.7 view, up to the high watermark.
+
+        The index's entries (units) are walked from the one holding ``position``; each is the view of the
+        stored batch with the same offsets (the common case, cached) or, after a cleaning pass thinned or
+        removed its records, ``kafka07.unit_view`` of what is left, padded to the unit's size."""
         plog = p.log
         hw = plog.high_watermark
-        idx = plog.byte_offsets_cover(hw)
+        idx = _covered(plog, position)
         first = idx.start_position(plog.log_start_offset)
         end = idx.end_position
         if position < first or position > end:
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is outside [{first}, {end}]")
         if position == end or max_size == 0:
             return b""
-        loc = idx.locate(position)
-        if loc is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed batch
+        stored = b""
+        if not _inside_compressed(idx, position):
+            stored = idx.views.read(position, min(max_size, end - position))  # one pread where stored
+        if len(stored) == max_size or position + len(stored) >= end:
+            return stored
+        position += len(stored)
+        max_size -= len(stored)
+        i = idx.index_of(position)
+        if i is None:  # pragma: no cover - every byte in [first, end) belongs to an indexed unit
             raise _Error(k07.OFFSET_OUT_OF_RANGE, f"byte offset {position} is not indexed")
-        base, bpos, _size = loc
-        skip = position - bpos
-        need = skip + max_size
+        skip = position - idx.positions[i]
+        # whole units converted from the start of the store's gap are stored for the next reads
+        store_end = idx.views.end
+        keep = skip == 0 and (store_end is None or store_end == position)
+        if keep:
+            if stored:
+                return stored  # the rest at the next fetch, from the stored views' end
+            if (id(plog), position) not in self._convert_here:
+                raise ViewsPending(plog, position, self)  # converted in a worker thread, then stored
         out = bytearray()
-        offset = base
-        while len(out) < need and offset < hw:
-            # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
-            rr = plog.read(max(offset, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
-            if not rr.size:
-                break
-            buf = b"".join(bytes(c) for c in rr.chunks)
-            for bp, h in split_batches(buf, allow_truncated=True):
-                if h.base_offset < offset:
-                    continue
-                out += self.views.view(p.topic, p.index, buf, bp, h)
-                offset = h.next_offset
-                if len(out) >= need:
+        buf: bytes = b""
+        batches: list[tuple[int, Any]] = []
+        bi = 0
+        n = len(idx.bases)
+        deadline = time.perf_counter() + READ_CONVERT_S
+        while len(out) < max_size and i < n:
+            if out and time.perf_counter() > deadline:
+                break  # a shorter answer, ending at a unit's end: the consumer fetches on from there
+            base, nxt, size = idx.bases[i], idx.nexts[i], idx.sizes[i]
+            h = None
+            while True:
+                if bi < len(batches):
+                    bp, h = batches[bi]
+                    if h.next_offset <= base:
+                        bi += 1
+                        continue
                     break
-        return bytes(out[skip:need])
+                # the first batch may straddle the log start (DeleteRecords): read from the batch holding it
+                rr = plog.read(max(base, plog.log_start_offset), _READ_CHUNK, max_offset=hw)
+                buf = b"".join(bytes(c) for c in rr.chunks) if rr.size else b""
+                batches = split_batches(buf, allow_truncated=True) if buf else []
+                bi = 0
+                if not batches:
+                    h = None
+                    break
+            if h is None or h.base_offset >= nxt:  # every record of the unit was cleaned away
+                out += k07.unit_view(None, 0, None, base, nxt, size, skip)
+            elif h.base_offset == base and h.next_offset == nxt:
+                v = self.views.view(p.topic, p.index, buf, bp, h)
+                if len(v) == size:
+                    out += memoryview(v)[skip:] if skip else v
+                else:
+                    out += k07.unit_view(buf, bp, h, base, nxt, size, skip)
+            else:
+                out += k07.unit_view(buf, bp, h, base, nxt, size, skip)
+            skip = 0
+            i += 1
+        if keep and out:
+            idx.views.append(position, bytes(out))
+        del out[max_size:]
+        return stored + bytes(out) if stored else bytes(out)
+
 
     # ------------------------------------------------------------------------------------------ offsets
     def offsets(self, req: k07.OffsetsRequest, host: str = "") -> tuple[int, list[int]]:
@@ -237,12 +418,17 @@ class Kafka07Service:
             self._require_topic(host, DESCRIBE, req.topic)
             p = self._partition(req.topic, req.partition)
         except _Error as e:
+            if e.code == k07.WRONG_PARTITION:
+                # 0.7's LogManager.getOffsets threw InvalidPartitionException and its OFFSETS handler did
+                # not catch it: the socket server closed the connection
+                log.info("0.7 offsets %s-%d: %s; closing", req.topic, req.partition, e)
+                raise CloseConnection(str(e)) from None
             log.info("0.7 offsets %s-%d: error %d: %s", req.topic, req.partition, e.code, e)
             return e.code, []
         if p is None:  # Log.getEmptyOffsets
             return k07.NO_ERROR, [0] if req.time in (k07.LATEST_TIME, k07.EARLIEST_TIME) else []
         plog = p.log
-        idx = plog.byte_offsets_cover(plog.high_watermark)
+        idx = _covered(plog)
         segs = list(plog.segments)
         start = plog.log_start_offset
         table: list[tuple[int, int]] = []
@@ -270,6 +456,31 @@ class _Error(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _inside_compressed(idx: Any, position: int) -> bool:
+    """``position`` is inside a unit that is one compressed message (a filler among them): not a message
+    boundary, unless it is a consumer's saved offset of a message a cleaning pass removed, which the
+    conversion path answers with a shorter filler (``kafka07.unit_view``), so the store is not used."""
+    i = idx.index_of(position)
+    if i is None or position == idx.positions[i]:
+        return False
+    head = idx.views.read(idx.positions[i], 6)
+    return len(head) == 6 and head[4] == 1 and bool(head[5] & k07.CODEC_MASK)
+
+
+def _covered(plog: Any, position: int | None = None) -> Any:
+    """The partition's byte-offset index when it reaches the high watermark, or (a FETCH at ``position``)
+    when it already holds ``position``: what is past its end is then not visible yet, as if the high
+    watermark were a moment older, and the next fetch at the end sees it. Otherwise IndexPending: the index
+    is extended off the event loop (no sizing runs on the loop) and the request handled again."""
+    idx = plog.byte_offsets
+    if idx is not None:
+        if max(idx.scanned, idx.complete_to) >= plog.high_watermark:
+            return idx
+        if position is not None and position < idx.end_position:
+            return idx
+    raise IndexPending(plog)
 
 
 def _flush_done(fut: Any) -> None:
