@@ -118,7 +118,7 @@ def _acked(req: m.ShareFetchRequest, key: tuple[Any, int]) -> set[tuple[Any, int
 
 
 def _partition(msg: Any, index: int, r: dict[str, Any], a: Any) -> Any:
-    records = None
+    records = b""  # librdkafka refuses a null record set
     acquired = []
     if a is not None:
         records = b"".join(bytes(c) for c in a.chunks)

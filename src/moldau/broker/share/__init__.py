@@ -57,7 +57,7 @@ class ShareSessionCache:
                 ErrorCode.SHARE_SESSION_LIMIT_REACHED,
                 f"The limit of {self.max_sessions} share sessions has been reached.",
             )
-        s = self.sessions[key] = ShareSession(group_id, member_id, 1)
+        s = self.sessions[key] = ShareSession(group_id, member_id, 0)  # the request bumps it to 1
         return s
 
     def get(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
@@ -65,6 +65,7 @@ class ShareSessionCache:
         if s is None:
             raise KafkaError.for_code(ErrorCode.SHARE_SESSION_NOT_FOUND, "The share session was not found.")
         if epoch != -1 and epoch != s.epoch:
+            log.warning("share session %s/%s: epoch %d, expected %d", group_id, member_id, epoch, s.epoch)
             raise KafkaError.for_code(
                 ErrorCode.INVALID_SHARE_SESSION_EPOCH, f"The share session epoch {epoch} is not {s.epoch}."
             )
@@ -203,6 +204,7 @@ class ShareService:
                 raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
             sp = SharePartition(group_id, topic, partition, info.topic_id)
             key = ShareKey(group_id, info.topic_id, partition)
+            await self._coordinator_ready(key)
             state = self.coordinator.read(key)
             p = self.services.replica_manager.get_partition(topic, partition)
             if p is None:
@@ -218,6 +220,23 @@ class ShareService:
                 await self.coordinator.initialize(key, 0, start)
             self.partitions[k] = sp
             return sp
+
+    async def _coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
+        """Wait until the share coordinator serves ``key`` (one node: ``__share_group_state`` is made on first
+        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after ``timeout``."""
+        rt = self.coordinator.runtime
+        p = self.coordinator.partition_of(key)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not rt.is_active(p):
+            if not rt.log.topic_exists():
+                rt.log.ensure_topic()
+                continue
+            if loop.time() >= end:
+                raise KafkaError.for_code(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator is not available yet."
+                )
+            await asyncio.sleep(0.05)
 
     def _reset_offset(self, group_id: str, p: Any) -> int:
         reset = self.settings(group_id).auto_offset_reset
