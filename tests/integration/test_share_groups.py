@@ -1,4 +1,5 @@
-"""Share groups (KIP-932) against a real moldau broker process with confluent-kafka's ShareConsumer (librdkafka).
+"""Share groups (KIP-932) against a real moldau broker process with confluent-kafka's ShareConsumer
+(librdkafka).
 
 Three members on one partition, exactly-once acceptance across them, release / reject / the delivery limit,
 a member killed with SIGKILL (its records come back after the lock), the state across a broker restart.
@@ -33,15 +34,19 @@ SETTINGS = {"group.share.min.record.lock.duration.ms": "1000"}
 def _setup(bootstrap: str, topic: str, group: str, n: int, **group_configs: str) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap})
     a.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
-    configs = {"share.auto.offset.reset": "earliest", **group_configs}
-    res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for f in a.incremental_alter_configs([res]).values():
-        f.result(15)
+    alter_group(a, group, **{"share.auto.offset.reset": "earliest", **group_configs})
     described = a.describe_configs([ConfigResource(ConfigResource.Type.GROUP, group)])
     got = next(iter(described.values())).result(15)
     assert got["share.auto.offset.reset"].value == "earliest"
     _produce(bootstrap, topic, range(n))
+
+
+def alter_group(admin: AdminClient, group: str, **configs: str) -> None:
+    """Set group configs (ConfigResource GROUP) with IncrementalAlterConfigs."""
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=ops)
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
 
 
 def _produce(bootstrap: str, topic: str, values: Any) -> None:
@@ -60,8 +65,9 @@ def _consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) ->
     return c
 
 
-def _poll_until(c: Any, cond: Callable[[list[Any]], bool], timeout: float,
-                on_msg: Callable[[Any], None] | None = None) -> list[Any]:
+def _poll_until(
+    c: Any, cond: Callable[[list[Any]], bool], timeout: float, on_msg: Callable[[Any], None] | None = None
+) -> list[Any]:
     got: list[Any] = []
     end = time.time() + timeout
     while time.time() < end and not cond(got):
@@ -159,8 +165,9 @@ def test_killed_member_records_come_back_after_the_lock(broker_factory: Callable
     b = broker_factory(SETTINGS)
     topic, group = "share-kill", "g-kill"
     _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": str(LOCK_MS)})
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_MEMBER, b.bootstrap, group, topic],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_MEMBER, b.bootstrap, group, topic], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("acquired 5"), line

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from .replica_manager import ReplicaManager
     from .security import SecurityManager
     from .security.authorizer import AclAuthorizer
-    from .txn.coordinator import TransactionCoordinator
     from .share import ShareService
+    from .txn.coordinator import TransactionCoordinator
 
 __all__ = ["BrokerServices", "Clock", "ProducerIdManager", "SystemClock", "PRODUCER_ID_BLOCK",
            "PRODUCER_ID_FILE"]

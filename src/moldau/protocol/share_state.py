@@ -9,8 +9,8 @@ Every record's key starts with an int16, the record type; the value starts with 
                                                        epoch, start offset, delivery complete count (tag 0),
                                                        create / write timestamps, state batches
  1       ShareUpdateKey: group, topic id, partition    ShareUpdateValue: snapshot epoch, leader epoch, start
-                                                       offset (-1: unchanged), delivery complete count (tag 0),
-                                                       state batches (those that changed)
+                                                       offset (-1: unchanged), delivery complete count
+                                                       (tag 0), state batches (those that changed)
 ======  ===========================================  =========================================================
 
 A snapshot holds the whole state of one share-partition; an update is applied over the snapshot (and the
@@ -25,7 +25,6 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from .consumer_offsets import partition_for
 from .schema import F, Message
@@ -137,8 +136,9 @@ def decode_key(buf: bytes | bytearray | memoryview) -> tuple[int, ShareKey]:
     return rtype, ShareKey(group, tid, p)
 
 
-def _batches(objs: Any) -> list[StateBatch]:
-    return [StateBatch(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count) for o in objs or []]
+def _batches(objs: list[object] | None) -> list[StateBatch]:
+    return [StateBatch(getattr(o, "first_offset"), getattr(o, "last_offset"), getattr(o, "delivery_state"),
+                       getattr(o, "delivery_count")) for o in objs or []]
 
 
 def encode_value(record_type: int, state: ShareState) -> bytes:

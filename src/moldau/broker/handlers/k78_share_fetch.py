@@ -177,7 +177,7 @@ async def _wait(
     assert svc is not None
     rm = ctx.services.replica_manager
     parts = [p for tid, idx in partitions if (n := names.get(tid)) and (p := rm.get_partition(n, idx))]
-    waits = [asyncio.ensure_future(svc.changed.wait())]
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(svc.changed.wait())]
     if parts:
         waits.append(asyncio.ensure_future(rm.wait_for_data(parts, timeout)))
     try:

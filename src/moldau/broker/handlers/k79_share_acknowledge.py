@@ -1,6 +1,7 @@
 """ShareAcknowledge (key 79), v1-2 (Kafka 4.2): acknowledgements of acquired records in a share session.
 
-* The session must exist (SHARE_SESSION_NOT_FOUND) and the epoch be its next one (INVALID_SHARE_SESSION_EPOCH);
+* The session must exist (SHARE_SESSION_NOT_FOUND) and the epoch be its next one
+  (INVALID_SHARE_SESSION_EPOCH);
   epoch -1 acknowledges and closes the session (the member's records still acquired go back). Epoch 0 cannot
   open one (INVALID_SHARE_SESSION_EPOCH).
 * Per partition: Accept (1), Release (2), Reject (3), Gap (0), and v2 Renew (4, restarts the lock); an offset

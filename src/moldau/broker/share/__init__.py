@@ -204,7 +204,7 @@ class ShareService:
                 raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
             sp = SharePartition(group_id, topic, partition, info.topic_id)
             key = ShareKey(group_id, info.topic_id, partition)
-            await self._coordinator_ready(key)
+            await self.coordinator_ready(key)
             state = self.coordinator.read(key)
             p = self.services.replica_manager.get_partition(topic, partition)
             if p is None:
@@ -221,9 +221,10 @@ class ShareService:
             self.partitions[k] = sp
             return sp
 
-    async def _coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
+    async def coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
         """Wait until the share coordinator serves ``key`` (one node: ``__share_group_state`` is made on first
-        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after ``timeout``."""
+        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after
+        ``timeout``."""
         rt = self.coordinator.runtime
         p = self.coordinator.partition_of(key)
         loop = asyncio.get_running_loop()
@@ -297,13 +298,13 @@ class ShareService:
         st = self.settings(group_id)
         now = self.services.clock.time_ms()
         sp.expire_locks(now, st.delivery_count_limit)
-        err = ErrorCode.NONE
+        err: int = ErrorCode.NONE
         for first, last, types in batches:
-            e = sp.acknowledge(
+            code = sp.acknowledge(
                 member_id, first, last, types, now, st.record_lock_duration_ms, st.delivery_count_limit
             )
-            if e:
-                err = e
+            if code:
+                err = code
         if sp.dirty:
             if sp.has_available():
                 self._wake()
@@ -361,8 +362,19 @@ class ShareService:
         self.configs.forget(group_id)
         return ErrorCode.NONE
 
+    async def delete_topic_state(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets: the group's state for every partition of ``topic`` goes."""
+        info = self.services.metadata.get(topic)
+        if info is None:
+            raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
+        for k in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            del self.partitions[k]
+        for key in self.coordinator.keys_of_group(group_id):
+            if key.topic_id == info.topic_id:
+                await self.coordinator.delete(key)
+
     async def reset_offsets(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
-        """AlterShareGroupOffsets: the group must be empty; the share-partition restarts at ``start_offset``."""
+        """AlterShareGroupOffsets (the group is empty): the share-partition restarts at ``start_offset``."""
         info = self.services.metadata.get(topic)
         if info is None:
             raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")

@@ -1,14 +1,13 @@
 """Group configs (``ConfigResource`` type GROUP, 32) of share groups: defaults from the broker, per-group
 values set with IncrementalAlterConfigs, kept in ``__moldau_group_configs.json`` in the data dir.
 
-| name | type | default (broker key) |
-| --- | --- | --- |
-| share.auto.offset.reset | latest, earliest, by_duration:<ISO-8601 duration> | latest |
-| share.isolation.level | read_uncommitted, read_committed | read_uncommitted |
-| share.record.lock.duration.ms | int, within group.share.min/max.record.lock.duration.ms | group.share.record.lock.duration.ms |
-| share.delivery.count.limit | int 2-10 | group.share.delivery.count.limit |
-| share.session.timeout.ms | int, within group.share.min/max.session.timeout.ms | group.share.session.timeout.ms |
-| share.heartbeat.interval.ms | int, within group.share.min/max.heartbeat.interval.ms | group.share.heartbeat.interval.ms |
+* share.auto.offset.reset: latest (default), earliest, by_duration:<ISO-8601 duration>;
+* share.isolation.level: read_uncommitted (default), read_committed;
+* share.record.lock.duration.ms: within group.share.min/max.record.lock.duration.ms, default
+  group.share.record.lock.duration.ms;
+* share.delivery.count.limit: 2-10, default group.share.delivery.count.limit;
+* share.session.timeout.ms, share.heartbeat.interval.ms: within the group.share.min/max keys of the same
+  name, defaults group.share.session.timeout.ms and group.share.heartbeat.interval.ms.
 """
 
 from __future__ import annotations

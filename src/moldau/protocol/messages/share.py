@@ -205,7 +205,7 @@ ShareAcknowledgeResponse = Message('ShareAcknowledgeResponse', 79, 'response', '
 # InitializeShareGroupStateRequest (valid 0 in apache/kafka 4.2 JSON)
 InitializeShareGroupStateRequest = Message('InitializeShareGroupStateRequest', 83, 'request', '0', flexible='0+', fields=[
     F('GroupId', 'string', '0+'),
-    F('Topics', '[]TopicData', '0+', fields=[
+    F('Topics', '[]InitializeStateData', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionData', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -217,7 +217,7 @@ InitializeShareGroupStateRequest = Message('InitializeShareGroupStateRequest', 8
 
 # InitializeShareGroupStateResponse (valid 0 in apache/kafka 4.2 JSON)
 InitializeShareGroupStateResponse = Message('InitializeShareGroupStateResponse', 83, 'response', '0', flexible='0+', fields=[
-    F('Results', '[]PartitionResult', '0+', fields=[
+    F('Results', '[]InitializeStateResult', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionResult', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -262,7 +262,7 @@ ReadShareGroupStateResponse = Message('ReadShareGroupStateResponse', 84, 'respon
 # WriteShareGroupStateRequest (valid 0-1 in apache/kafka 4.2 JSON)
 WriteShareGroupStateRequest = Message('WriteShareGroupStateRequest', 85, 'request', '0-1', flexible='0+', fields=[
     F('GroupId', 'string', '0+'),
-    F('Topics', '[]TopicData', '0+', fields=[
+    F('Topics', '[]WriteStateData', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionData', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -282,7 +282,7 @@ WriteShareGroupStateRequest = Message('WriteShareGroupStateRequest', 85, 'reques
 
 # WriteShareGroupStateResponse (valid 0-1 in apache/kafka 4.2 JSON)
 WriteShareGroupStateResponse = Message('WriteShareGroupStateResponse', 85, 'response', '0-1', flexible='0+', fields=[
-    F('Results', '[]PartitionResult', '0+', fields=[
+    F('Results', '[]WriteStateResult', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionResult', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -295,7 +295,7 @@ WriteShareGroupStateResponse = Message('WriteShareGroupStateResponse', 85, 'resp
 # DeleteShareGroupStateRequest (valid 0 in apache/kafka 4.2 JSON)
 DeleteShareGroupStateRequest = Message('DeleteShareGroupStateRequest', 86, 'request', '0', flexible='0+', fields=[
     F('GroupId', 'string', '0+'),
-    F('Topics', '[]TopicData', '0+', fields=[
+    F('Topics', '[]DeleteStateData', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionData', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -305,7 +305,7 @@ DeleteShareGroupStateRequest = Message('DeleteShareGroupStateRequest', 86, 'requ
 
 # DeleteShareGroupStateResponse (valid 0 in apache/kafka 4.2 JSON)
 DeleteShareGroupStateResponse = Message('DeleteShareGroupStateResponse', 86, 'response', '0', flexible='0+', fields=[
-    F('Results', '[]PartitionResult', '0+', fields=[
+    F('Results', '[]DeleteStateResult', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionResult', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -318,7 +318,7 @@ DeleteShareGroupStateResponse = Message('DeleteShareGroupStateResponse', 86, 're
 # ReadShareGroupStateSummaryRequest (valid 0-1 in apache/kafka 4.2 JSON)
 ReadShareGroupStateSummaryRequest = Message('ReadShareGroupStateSummaryRequest', 87, 'request', '0-1', flexible='0+', fields=[
     F('GroupId', 'string', '0+'),
-    F('Topics', '[]ReadStateData', '0+', fields=[
+    F('Topics', '[]ReadStateSummaryData', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionData', '0+', fields=[
             F('Partition', 'int32', '0+'),
@@ -329,7 +329,7 @@ ReadShareGroupStateSummaryRequest = Message('ReadShareGroupStateSummaryRequest',
 
 # ReadShareGroupStateSummaryResponse (valid 0-1 in apache/kafka 4.2 JSON)
 ReadShareGroupStateSummaryResponse = Message('ReadShareGroupStateSummaryResponse', 87, 'response', '0-1', flexible='0+', fields=[
-    F('Results', '[]ReadStateResult', '0+', fields=[
+    F('Results', '[]ReadStateSummaryResult', '0+', fields=[
         F('TopicId', 'uuid', '0+'),
         F('Partitions', '[]PartitionResult', '0+', fields=[
             F('Partition', 'int32', '0+'),
