@@ -72,12 +72,15 @@ class SharePartition:
         self.records = {}
         end = start_offset
         for b in batches:
-            for off in range(max(b.first_offset, start_offset), b.last_offset + 1):
+            # bounded by the coordinator's MAX_STATE_SPAN (state written by this broker spans far less)
+            for off in range(
+                max(b.first_offset, start_offset), min(b.last_offset, start_offset + 1_000_000) + 1
+            ):
                 st = (
                     b.delivery_state if b.delivery_state in (AVAILABLE, ACKNOWLEDGED, ARCHIVED) else AVAILABLE
                 )
                 self.records[off] = InFlight(st, b.delivery_count)
-            end = max(end, b.last_offset + 1)
+            end = max(end, min(b.last_offset, start_offset + 1_000_000) + 1)
         # offsets between the SPSO and the last batch that the state does not name were never delivered
         for off in range(start_offset, end):
             self.records.setdefault(off, InFlight(AVAILABLE, 0))

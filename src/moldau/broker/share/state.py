@@ -42,6 +42,29 @@ log = logging.getLogger(__name__)
 SHARE_STATE_TOPIC = "__share_group_state"
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
+# the span of offsets one share-partition's state may name past its start offset (the in-flight window is
+# group.share.partition.max.record.locks; this bounds what a WriteShareGroupState may ask the leader to load)
+MAX_STATE_SPAN = 1_000_000
+
+
+def check_batches(start_offset: int, batches: list[StateBatch]) -> None:
+    """INVALID_REQUEST for state batches a share-partition could not have written."""
+    for b in batches:
+        if b.first_offset < 0 or b.last_offset < b.first_offset:
+            raise KafkaError.for_code(
+                ErrorCode.INVALID_REQUEST, f"Invalid state batch {b.first_offset}-{b.last_offset}."
+            )
+        if b.delivery_state not in (AVAILABLE, ACKNOWLEDGED, ARCHIVED) or b.delivery_count < 0:
+            raise KafkaError.for_code(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid delivery state {b.delivery_state} / count {b.delivery_count}.",
+            )
+        if start_offset >= 0 and b.last_offset - start_offset > MAX_STATE_SPAN:
+            raise KafkaError.for_code(
+                ErrorCode.INVALID_REQUEST,
+                f"State batch {b.first_offset}-{b.last_offset} is more than "
+                f"{MAX_STATE_SPAN} offsets past the start offset {start_offset}.",
+            )
 
 
 def merge_batches(old: list[StateBatch], new: list[StateBatch], start_offset: int) -> list[StateBatch]:
@@ -162,6 +185,9 @@ class ShareCoordinator:
         )
 
     async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> None:
+        if start_offset < 0:
+            raise KafkaError.for_code(ErrorCode.INVALID_REQUEST, f"Invalid start offset {start_offset}.")
+
         def op() -> CoordinatorResult[None]:
             cur = self.states.get(key)
             if cur is not None and state_epoch < cur.state_epoch:
@@ -187,6 +213,11 @@ class ShareCoordinator:
         batches: list[StateBatch],
         delivery_complete_count: int = -1,
     ) -> None:
+        if start_offset < -1:
+            raise KafkaError.for_code(ErrorCode.INVALID_REQUEST, f"Invalid start offset {start_offset}.")
+        cur0 = self.states.get(key)
+        check_batches(start_offset if start_offset >= 0 else (cur0.start_offset if cur0 else 0), batches)
+
         def op() -> CoordinatorResult[None]:
             cur = self.states.get(key)
             now = self.now_ms()
