@@ -1,0 +1,92 @@
+"""Share groups (KIP-932) with Kafka's Java KafkaShareConsumer against moldau: release / reject with explicit
+acknowledgements, and a Java member and a confluent-kafka ShareConsumer in one group on one partition
+(every record accepted exactly once across them). One broker: share groups are not served by the cluster yet.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+import pytest
+from brokerproc import BrokerProcess
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from test_share_groups import alter_group
+
+ck = pytest.importorskip("confluent_kafka")
+
+
+@pytest.fixture(autouse=True)
+def _one_moldau_broker(target: BrokerProcess) -> None:
+    if target.kind != "moldau":
+        pytest.skip("share groups are served by one moldau broker so far")
+
+
+def _produce(bootstrap: str, topic: str, values: range) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in values:
+        p.produce(topic, value=b"%d" % i)
+    assert p.flush(30) == 0
+
+
+def test_java_share_consumer_release_and_reject(target: BrokerProcess, jtopic: Callable[..., str],
+                                                jrun: Callable[..., Any]) -> None:
+    topic = jtopic()
+    group = f"jshare-{uuid.uuid4().hex[:8]}"
+    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
+                **{"share.auto.offset.reset": "earliest"})
+    _produce(target.bootstrap, topic, range(20))
+    events = jrun("ShareConsume", "--topic", topic, "--group", group, "--expect", "20", "--release", "0",
+                  "--reject", "1", "--timeout-ms", "60000")
+    done = [e for e in events if e.get("event") == "done"][-1]
+    assert done["error"] is None and done["settled"] == 20, done
+    deliveries: dict[int, list[tuple[int, str]]] = {}
+    for e in events:
+        if e.get("event") == "record":
+            deliveries.setdefault(int(e["offset"]), []).append((int(e["delivery_count"]), str(e["ack"])))
+    assert deliveries[0] == [(1, "release"), (2, "accept")]
+    assert deliveries[1] == [(1, "reject")]
+    assert all(deliveries[o] == [(1, "accept")] for o in range(2, 20))
+
+
+def test_java_and_python_members_share_one_partition(target: BrokerProcess, jtopic: Callable[..., str],
+                                                      jstart: Callable[..., Any]) -> None:
+    from confluent_kafka import ShareConsumer
+
+    topic = jtopic()
+    group = f"jmixed-{uuid.uuid4().hex[:8]}"
+    n = 300
+    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
+                **{"share.auto.offset.reset": "earliest"})
+    java = jstart("ShareConsume", "--topic", topic, "--group", group, "--idle-ms", "4000",
+                  "--timeout-ms", "90000")
+    py: list[int] = []
+    stop = threading.Event()
+
+    def python_member() -> None:
+        c = ShareConsumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+        c.subscribe([topic])
+        try:
+            while not stop.is_set():
+                py.extend(m.offset() for m in c.poll(0.2) if not m.error())
+            c.commit_sync(10)
+        finally:
+            c.close()
+
+    t = threading.Thread(target=python_member)
+    t.start()
+    time.sleep(6)  # both joined (the JVM starts slower)
+    for k in range(30):
+        _produce(target.bootstrap, topic, range(k * 10, k * 10 + 10))
+        time.sleep(0.1)
+    done = java.wait_for(lambda e: e.get("event") == "done", 120, "the Java member's end")
+    stop.set()
+    t.join(30)
+    java.finish()
+    jv = [int(e["offset"]) for e in java.events if e.get("event") == "record"]
+    assert done["error"] is None, done
+    assert sorted(jv + py) == list(range(n)), "every record delivered exactly once across Java and Python"
+    assert jv and py, (len(jv), len(py))
