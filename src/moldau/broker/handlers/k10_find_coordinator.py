@@ -41,11 +41,9 @@ def _node_of(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str, in
     (one node). None while that partition has no leader."""
     from moldau.protocol.consumer_offsets import partition_for
 
-    from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+    from ..metadata import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 
     svc = ctx.services
-    from ..share.state import SHARE_STATE_TOPIC
-
     store = svc.metadata
     topic = {GROUP: OFFSETS_TOPIC, SHARE: SHARE_STATE_TOPIC}.get(key_type, TRANSACTION_STATE_TOPIC)
     t = store.get(topic)

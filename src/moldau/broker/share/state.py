@@ -36,10 +36,10 @@ from ..coordinator import (
     ReplicaCoordinatorLog,
     TopicSpec,
 )
+from ..metadata import SHARE_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-SHARE_STATE_TOPIC = "__share_group_state"
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
 # the span of offsets one share-partition's state may name past its start offset (the in-flight window is
