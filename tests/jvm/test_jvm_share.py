@@ -90,3 +90,46 @@ def test_java_and_python_members_share_one_partition(target: BrokerProcess, jtop
     assert done["error"] is None, done
     assert sorted(jv + py) == list(range(n)), "every record delivered exactly once across Java and Python"
     assert jv and py, (len(jv), len(py))
+
+
+@pytest.mark.jvm_full
+def test_kafka_share_groups_tool(target: BrokerProcess, jtopic: Callable[..., str]) -> None:
+    """kafka-share-groups.sh (ShareGroupCommand): list, describe (offsets, members, state), reset-offsets,
+    delete-offsets, delete."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from test_jvm_tools import tool
+
+    topic = jtopic()
+    group = f"jtool-{uuid.uuid4().hex[:8]}"
+    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
+                **{"share.auto.offset.reset": "earliest"})
+    _produce(target.bootstrap, topic, range(10))
+
+    def cmd(*args: str) -> str:
+        return tool("consumer.group.ShareGroupCommand", "--bootstrap-server", target.bootstrap, *args).stdout
+
+    c = ShareConsumer({"bootstrap.servers": target.bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    try:
+        n, end = 0, time.time() + 20
+        while n < 10 and time.time() < end:
+            for m in c.poll(0.5):
+                c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 5 else AcknowledgeType.RELEASE)
+                n += 1
+        c.commit_sync(10)
+        assert group in cmd("--list").split()
+        rows = [ln.split() for ln in cmd("--describe", "--group", group).splitlines()]
+        assert [group, topic, "0", "5", "5"] in rows  # start offset 5, lag 5
+        members = cmd("--describe", "--group", group, "--members")
+        assert f"{topic}:0" in members
+        assert "Stable" in cmd("--describe", "--group", group, "--state")
+    finally:
+        c.close()
+    assert "Empty" in cmd("--describe", "--group", group, "--state")
+    cmd("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    rows = [ln.split() for ln in cmd("--describe", "--group", group).splitlines()]
+    assert [group, topic, "0", "0", "10"] in rows
+    assert "Successful" in cmd("--delete-offsets", "--group", group, "--topic", topic)
+    assert "successful" in cmd("--delete", "--group", group)
+    assert group not in cmd("--list").split()
