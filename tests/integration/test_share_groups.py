@@ -217,3 +217,28 @@ def test_state_survives_a_broker_restart(broker_factory: Callable[..., Any]) -> 
     finally:
         c.close()
     assert sorted({m.offset() for m in got}) == list(range(10, 20)), "accepted records stay accepted"
+
+
+def test_read_committed_skips_aborted_records(broker_factory: Callable[..., Any]) -> None:
+    b = broker_factory(SETTINGS)
+    topic, group = "share-txn", "g-txn"
+    _setup(b.bootstrap, topic, group, 0, **{"share.isolation.level": "read_committed"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "share-txn-producer"})
+    p.init_transactions(15)
+    for values, commit in ((["c0", "c1"], True), (["a0", "a1", "a2"], False), (["c2"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode())
+        p.flush(15)
+        if commit:
+            p.commit_transaction(15)
+        else:
+            p.abort_transaction(15)
+    c = _consumer(b.bootstrap, group, topic)
+    try:
+        got = _poll_until(c, lambda got: len(got) >= 3, 15)
+        _poll_until(c, lambda g: False, 1.5, got.append)
+        c.commit_sync(10)
+    finally:
+        c.close()
+    assert sorted(m.value() for m in got) == [b"c0", b"c1", b"c2"]

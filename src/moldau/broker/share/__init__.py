@@ -193,7 +193,10 @@ class ShareService:
         k = (group_id, topic, partition)
         sp = self.partitions.get(k)
         if sp is not None and sp.initialized:
-            return sp
+            info = self.services.metadata.get(topic)
+            if info is not None and info.topic_id == sp.topic_id:
+                return sp
+            del self.partitions[k]  # the topic was deleted (and maybe made again under a new id)
         lock = self._init_locks.setdefault(k, asyncio.Lock())
         async with lock:
             sp = self.partitions.get(k)
