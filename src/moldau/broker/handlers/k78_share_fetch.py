@@ -26,6 +26,7 @@ from ..registry import handler
 from ._share import acknowledge, check_request, session_for, topic_name
 
 DEFAULT_MAX_RECORDS = 500
+WAIT_SLICE_S = 1.0  # a long poll looks at its connection this often (a closed one ends it)
 
 
 @handler(api_key=78, min_version=1, max_version=2)
@@ -84,9 +85,10 @@ async def share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareF
                 max(req.max_bytes, 1),
             )
             left = deadline - asyncio.get_running_loop().time()
-            if acquired or left <= 0 or ctx.connection.closed:
+            if acquired or left <= 0 or ctx.connection.closed or ctx.services.replica_manager.shutting_down:
                 break
-            await _wait(ctx, session.partitions, names, left)
+            if not await _wait(ctx, session.partitions, names, min(left, WAIT_SLICE_S)):
+                break  # nothing to wait for: no partition of the session exists here
     out = []
     by_topic: dict[Any, list[Any]] = {}
     for key, r in results.items():
@@ -172,16 +174,22 @@ async def _acquire(
 
 async def _wait(
     ctx: RequestContext, partitions: list[tuple[Any, int]], names: dict[Any, str | None], timeout: float
-) -> None:
+) -> bool:
+    """Wait up to ``timeout`` for new records in the session's partitions or records given back; False at
+    once when none of its partitions exists here."""
     svc = ctx.services.share
     assert svc is not None
     rm = ctx.services.replica_manager
     parts = [p for tid, idx in partitions if (n := names.get(tid)) and (p := rm.get_partition(n, idx))]
-    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(svc.changed.wait())]
-    if parts:
-        waits.append(asyncio.ensure_future(rm.wait_for_data(parts, timeout)))
+    if not parts:
+        return False
+    waits: list[asyncio.Future[Any]] = [
+        asyncio.ensure_future(svc.changed.wait()),
+        asyncio.ensure_future(rm.wait_for_data(parts, timeout)),
+    ]
     try:
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waits:
             w.cancel()
+    return True
