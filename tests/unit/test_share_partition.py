@@ -184,3 +184,11 @@ def test_durations() -> None:
     for bad in ("P", "PT", "1H", "soon"):
         with pytest.raises(ValueError):
             parse_duration_ms(bad)
+
+
+def test_acquire_modes() -> None:
+    log = Log([_batch(0, 5), _batch(5, 5)])
+    strict = _sp()  # record-limit: MaxRecords exactly, a batch may be split
+    assert strict.acquire("m", 3, 0, LOCK, MAX_LOCKS, log.read, 0).ranges == [(0, 2, 1)]
+    aligned = _sp()  # batch-optimized: a new batch to its end
+    assert aligned.acquire("m", 3, 0, LOCK, MAX_LOCKS, log.read, 0, whole_batches=True).ranges == [(0, 4, 1)]

@@ -5,9 +5,11 @@
   SHARE_SESSION_NOT_FOUND); the session keeps the partitions named so far, ForgottenTopicsData removes some;
   epoch -1 only acknowledges and closes it (the member's acquired records go back).
 * Acknowledgements in the request are applied first (AcknowledgeErrorCode per partition); then records are
-  acquired from the session's partitions, released ones first, up to MaxRecords (v1+; both acquire modes of
-  v2 keep to it) and MaxBytes; with nothing to give the request waits up to MaxWaitMs for new records or
-  released / expired ones. v2 IsRenewAck: acknowledgements only (Renew), nothing acquired.
+  acquired from the session's partitions, released ones first, up to MaxRecords (v1+) and MaxBytes; in the
+  batch-optimized mode (v1, and v2 ShareAcquireMode 0) a new batch is acquired to its end even past
+  MaxRecords, in the record-limit mode (v2, 1) MaxRecords is kept exactly; with nothing to give the request
+  waits up to MaxWaitMs for new records or released / expired ones. v2 IsRenewAck: acknowledgements only
+  (Renew), nothing acquired.
 * Response: whole batches holding the acquired offsets and AcquiredRecords (first, last, delivery count);
   AcquisitionLockTimeoutMs is the group's ``share.record.lock.duration.ms``.
 """
@@ -26,6 +28,7 @@ from ..registry import handler
 from ._share import acknowledge, check_request, session_for, topic_name
 
 DEFAULT_MAX_RECORDS = 500
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2); v1 acquires batch-optimized
 WAIT_SLICE_S = 1.0  # a long poll looks at its connection this often (a closed one ends it)
 
 
@@ -83,6 +86,7 @@ async def share_fetch(ctx: RequestContext, req: m.ShareFetchRequest) -> m.ShareF
                 acquired,
                 max_records,
                 max(req.max_bytes, 1),
+                not (ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT),
             )
             left = deadline - asyncio.get_running_loop().time()
             if acquired or left <= 0 or ctx.connection.closed or ctx.services.replica_manager.shutting_down:
@@ -147,6 +151,7 @@ async def _acquire(
     acquired: dict[tuple[Any, int], Any],
     max_records: int,
     max_bytes: int,
+    whole_batches: bool,
 ) -> None:
     svc = ctx.services.share
     assert svc is not None
@@ -163,7 +168,7 @@ async def _acquire(
                 results.setdefault(key, {"error": err, "ack": E.NONE})
                 continue
         try:
-            a = await svc.acquire(group, member, name, idx, budget, max_bytes)
+            a = await svc.acquire(group, member, name, idx, budget, max_bytes, whole_batches)
         except KafkaError as e:
             results.setdefault(key, {"error": e.code, "ack": E.NONE})["error"] = e.code
             continue

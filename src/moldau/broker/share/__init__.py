@@ -266,7 +266,14 @@ class ShareService:
         return read
 
     async def acquire(
-        self, group_id: str, member_id: str, topic: str, partition: int, max_records: int, max_bytes: int
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        max_records: int,
+        max_bytes: int,
+        whole_batches: bool = False,
     ) -> Acquired:
         sp = await self.share_partition(group_id, topic, partition)
         st = self.settings(group_id)
@@ -284,6 +291,7 @@ class ShareService:
             max_locks,
             self._reader(p, st.isolation_level, max_bytes),
             st.isolation_level,
+            whole_batches,
         )
 
     async def acknowledge(

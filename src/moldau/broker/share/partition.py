@@ -175,9 +175,12 @@ class SharePartition:
         max_locks: int,
         read: Any,
         isolation_level: int,
+        whole_batches: bool = False,
     ) -> Acquired:
         """Acquire up to ``max_records`` for ``member``: released records first, then new ones from the
-        log. ``read(offset) -> (chunks, aborted)`` reads whole batches from ``offset``."""
+        log. ``read(offset) -> (chunks, aborted)`` reads whole batches from ``offset``. ``whole_batches``
+        (ShareFetch's batch-optimized acquire mode): a new batch is acquired to its end, past
+        ``max_records`` (Kafka: "this limit can be exceeded for alignment of batch boundaries")."""
         want = max_records
         picked: list[int] = []
         for off in range(self.spso, self.speo):
@@ -232,7 +235,7 @@ class SharePartition:
                     archived_new = True
                     continue
                 first = max(base, self.speo)
-                end = min(last, first + want - 1)
+                end = last if whole_batches else min(last, first + want - 1)
                 for off in range(first, end + 1):
                     self.records[off] = InFlight(AVAILABLE)
                     picked.append(off)
