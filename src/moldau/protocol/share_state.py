@@ -39,38 +39,19 @@ _STATE_BATCH = [
     F("DeliveryCount", "int16", "0+"),
 ]
 
-ShareSnapshotValue = Message(
-    "ShareSnapshotValue",
-    None,
-    "data",
-    "0",
-    flexible="0+",
-    fields=[
-        F("SnapshotEpoch", "int32", "0+"),
-        F("StateEpoch", "int32", "0+"),
-        F("LeaderEpoch", "int32", "0+"),
-        F("StartOffset", "int64", "0+"),
-        F("DeliveryCompleteCount", "int32", "0+", default=-1, tag=0, tagged="0+"),
-        F("CreateTimestamp", "int64", "0+"),
-        F("WriteTimestamp", "int64", "0+"),
-        F("StateBatches", "[]StateBatch", "0+", fields=_STATE_BATCH),
-    ],
-)
+_DCC = F("DeliveryCompleteCount", "int32", "0+", default=-1, tag=0, tagged="0+")  # Kafka 4.2 (KIP-1226)
+_EPOCH = F("SnapshotEpoch", "int32", "0+")
 
-ShareUpdateValue = Message(
-    "ShareUpdateValue",
-    None,
-    "data",
-    "0",
-    flexible="0+",
-    fields=[
-        F("SnapshotEpoch", "int32", "0+"),
-        F("LeaderEpoch", "int32", "0+"),
-        F("StartOffset", "int64", "0+"),
-        F("DeliveryCompleteCount", "int32", "0+", default=-1, tag=0, tagged="0+"),
-        F("StateBatches", "[]StateBatch", "0+", fields=_STATE_BATCH),
-    ],
-)
+ShareSnapshotValue = Message("ShareSnapshotValue", None, "data", "0", flexible="0+", fields=[
+    _EPOCH, F("StateEpoch", "int32", "0+"), F("LeaderEpoch", "int32", "0+"), F("StartOffset", "int64", "0+"),
+    _DCC, F("CreateTimestamp", "int64", "0+"), F("WriteTimestamp", "int64", "0+"),
+    F("StateBatches", "[]StateBatch", "0+", fields=_STATE_BATCH),
+])
+
+ShareUpdateValue = Message("ShareUpdateValue", None, "data", "0", flexible="0+", fields=[
+    _EPOCH, F("LeaderEpoch", "int32", "0+"), F("StartOffset", "int64", "0+"), _DCC,
+    F("StateBatches", "[]StateBatch", "0+", fields=_STATE_BATCH),
+])
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -148,6 +148,7 @@ class ShareService:
         self.changed = asyncio.Event()
 
     def _member_removed(self, group_id: str, member_id: str) -> None:
+        """A member left (or its session timed out): its acquired records go back."""
         limit = self.settings(group_id).delivery_count_limit
         woke = False
         for (g, _t, _p), sp in self.partitions.items():
@@ -159,13 +160,7 @@ class ShareService:
     def close_session(self, group_id: str, member_id: str) -> None:
         """A share session closed (epoch -1): the member's records still acquired go back."""
         self.sessions.close(group_id, member_id)
-        limit = self.settings(group_id).delivery_count_limit
-        woke = False
-        for (g, _t, _p), sp in self.partitions.items():
-            if g == group_id and sp.release_member(member_id, limit):
-                woke = True
-        if woke:
-            self._wake()
+        self._member_removed(group_id, member_id)
 
     # ------------------------------------------------------------------------------------ persistence
     async def flush_all(self) -> None:

@@ -136,9 +136,13 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int, limit: int) -> bool:
         """Acquired records whose lock expired go back (or to ARCHIVED at the limit). True if any did."""
+        return self._give_back_where(lambda r: r.expiry_ms <= now_ms, limit)
+
+    def _give_back_where(self, pred: Any, limit: int) -> bool:
+        """Acquired records for which ``pred`` holds go back; True if any did."""
         changed = False
         for r in self.records.values():
-            if r.state == ACQUIRED and r.expiry_ms <= now_ms:
+            if r.state == ACQUIRED and pred(r):
                 self._give_back(r, limit)
                 changed = True
         if changed:
@@ -155,15 +159,7 @@ class SharePartition:
 
     def release_member(self, member: str, limit: int) -> bool:
         """A member's acquired records go back (it left, or its share session closed)."""
-        changed = False
-        for r in self.records.values():
-            if r.state == ACQUIRED and r.member == member:
-                self._give_back(r, limit)
-                changed = True
-        if changed:
-            self._advance()
-            self.dirty = True
-        return changed
+        return self._give_back_where(lambda r: r.member == member, limit)
 
     # --------------------------------------------------------------------------------------- acquire
     def acquire(
