@@ -31,6 +31,12 @@ LOCK_MS = 2000
 SETTINGS = {"group.share.min.record.lock.duration.ms": "1000"}
 
 
+@pytest.fixture(scope="module")
+def share_broker(module_broker_factory: Callable[..., Any]) -> Any:
+    """One broker for the module (each test has its own topic and group; one restarts it)."""
+    return module_broker_factory(SETTINGS)
+
+
 def _setup(bootstrap: str, topic: str, group: str, n: int, **group_configs: str) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap})
     a.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
@@ -80,8 +86,8 @@ def _poll_until(
     return got
 
 
-def test_three_members_accept_every_record_once(broker_factory: Callable[..., Any]) -> None:
-    b = broker_factory(SETTINGS)
+def test_three_members_accept_every_record_once(share_broker: Any) -> None:
+    b = share_broker
     topic, group, n = "share-three", "g-three", 300
     _setup(b.bootstrap, topic, group, 0)
     seen: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 2: []}
@@ -101,7 +107,7 @@ def test_three_members_accept_every_record_once(broker_factory: Callable[..., An
     threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
-    time.sleep(3)  # all three joined
+    time.sleep(2)  # all three joined
     for k in range(30):  # records arrive in waves while the members poll
         _produce(b.bootstrap, topic, range(k * 10, k * 10 + 10))
         time.sleep(0.05)
@@ -117,8 +123,8 @@ def test_three_members_accept_every_record_once(broker_factory: Callable[..., An
     assert all(dc == 1 for v in seen.values() for _, dc in v)
 
 
-def test_release_reject_and_delivery_limit(broker_factory: Callable[..., Any]) -> None:
-    b = broker_factory(SETTINGS)
+def test_release_reject_and_delivery_limit(share_broker: Any) -> None:
+    b = share_broker
     topic, group = "share-acks", "g-acks"
     _setup(b.bootstrap, topic, group, 3, **{"share.delivery.count.limit": "2"})
     c = _consumer(b.bootstrap, group, topic, explicit=True)
@@ -138,7 +144,7 @@ def test_release_reject_and_delivery_limit(broker_factory: Callable[..., Any]) -
     try:
         _poll_until(c, lambda got: len(deliveries[0]) >= 2 and len(deliveries[2]) >= 2, 20, ack)
         c.commit_sync(10)
-        _poll_until(c, lambda got: False, 3, ack)  # nothing more may come
+        _poll_until(c, lambda got: False, 2, ack)  # nothing more may come
     finally:
         c.close()
     assert deliveries[0] == [1, 2], "a released record is redelivered with a higher delivery count"
@@ -161,8 +167,8 @@ _KILLED_MEMBER = textwrap.dedent("""
 """)
 
 
-def test_killed_member_records_come_back_after_the_lock(broker_factory: Callable[..., Any]) -> None:
-    b = broker_factory(SETTINGS)
+def test_killed_member_records_come_back_after_the_lock(share_broker: Any) -> None:
+    b = share_broker
     topic, group = "share-kill", "g-kill"
     _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": str(LOCK_MS)})
     proc = subprocess.Popen(
@@ -188,8 +194,8 @@ def test_killed_member_records_come_back_after_the_lock(broker_factory: Callable
     assert first - killed_at < LOCK_MS / 1000 + 10
 
 
-def test_state_survives_a_broker_restart(broker_factory: Callable[..., Any]) -> None:
-    b = broker_factory(SETTINGS)
+def test_state_survives_a_broker_restart(share_broker: Any) -> None:
+    b = share_broker
     topic, group = "share-restart", "g-restart"
     _setup(b.bootstrap, topic, group, 20)
     c = _consumer(b.bootstrap, group, topic, explicit=True)
@@ -212,15 +218,15 @@ def test_state_survives_a_broker_restart(broker_factory: Callable[..., Any]) -> 
     c = _consumer(b.bootstrap, group, topic)
     try:
         got = _poll_until(c, lambda got: len({m.offset() for m in got}) >= 10, 20)
-        _poll_until(c, lambda g: False, 2, got.append)
+        _poll_until(c, lambda g: False, 1.5, got.append)
         c.commit_sync(10)
     finally:
         c.close()
     assert sorted({m.offset() for m in got}) == list(range(10, 20)), "accepted records stay accepted"
 
 
-def test_read_committed_skips_aborted_records(broker_factory: Callable[..., Any]) -> None:
-    b = broker_factory(SETTINGS)
+def test_read_committed_skips_aborted_records(share_broker: Any) -> None:
+    b = share_broker
     topic, group = "share-txn", "g-txn"
     _setup(b.bootstrap, topic, group, 0, **{"share.isolation.level": "read_committed"})
     p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "share-txn-producer"})

@@ -61,7 +61,7 @@ def test_java_and_python_members_share_one_partition(target: BrokerProcess, jtop
     n = 300
     alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
                 **{"share.auto.offset.reset": "earliest"})
-    java = jstart("ShareConsume", "--topic", topic, "--group", group, "--idle-ms", "4000",
+    java = jstart("ShareConsume", "--topic", topic, "--group", group, "--idle-ms", "3000",
                   "--timeout-ms", "90000")
     py: list[int] = []
     stop = threading.Event()
@@ -78,7 +78,7 @@ def test_java_and_python_members_share_one_partition(target: BrokerProcess, jtop
 
     t = threading.Thread(target=python_member)
     t.start()
-    time.sleep(6)  # both joined (the JVM starts slower)
+    time.sleep(4)  # both joined (the JVM starts slower)
     for k in range(30):
         _produce(target.bootstrap, topic, range(k * 10, k * 10 + 10))
         time.sleep(0.1)
