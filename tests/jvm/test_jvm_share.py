@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -32,15 +33,30 @@ def _produce(bootstrap: str, topic: str, values: range) -> None:
     assert p.flush(30) == 0
 
 
-def test_java_share_consumer_release_and_reject(target: BrokerProcess, jtopic: Callable[..., str],
-                                                jrun: Callable[..., Any]) -> None:
+def test_java_share_consumer_release_and_reject(
+    target: BrokerProcess, jtopic: Callable[..., str], jrun: Callable[..., Any]
+) -> None:
     topic = jtopic()
     group = f"jshare-{uuid.uuid4().hex[:8]}"
-    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
-                **{"share.auto.offset.reset": "earliest"})
+    alter_group(
+        AdminClient({"bootstrap.servers": target.bootstrap}), group, **{"share.auto.offset.reset": "earliest"}
+    )
     _produce(target.bootstrap, topic, range(20))
-    events = jrun("ShareConsume", "--topic", topic, "--group", group, "--expect", "20", "--release", "0",
-                  "--reject", "1", "--timeout-ms", "60000")
+    events = jrun(
+        "ShareConsume",
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--expect",
+        "20",
+        "--release",
+        "0",
+        "--reject",
+        "1",
+        "--timeout-ms",
+        "60000",
+    )
     done = [e for e in events if e.get("event") == "done"][-1]
     assert done["error"] is None and done["settled"] == 20, done
     deliveries: dict[int, list[tuple[int, str]]] = {}
@@ -52,17 +68,20 @@ def test_java_share_consumer_release_and_reject(target: BrokerProcess, jtopic: C
     assert all(deliveries[o] == [(1, "accept")] for o in range(2, 20))
 
 
-def test_java_and_python_members_share_one_partition(target: BrokerProcess, jtopic: Callable[..., str],
-                                                      jstart: Callable[..., Any]) -> None:
+def test_java_and_python_members_share_one_partition(
+    target: BrokerProcess, jtopic: Callable[..., str], jstart: Callable[..., Any]
+) -> None:
     from confluent_kafka import ShareConsumer
 
     topic = jtopic()
     group = f"jmixed-{uuid.uuid4().hex[:8]}"
     n = 300
-    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
-                **{"share.auto.offset.reset": "earliest"})
-    java = jstart("ShareConsume", "--topic", topic, "--group", group, "--idle-ms", "3000",
-                  "--timeout-ms", "90000")
+    alter_group(
+        AdminClient({"bootstrap.servers": target.bootstrap}), group, **{"share.auto.offset.reset": "earliest"}
+    )
+    java = jstart(
+        "ShareConsume", "--topic", topic, "--group", group, "--idle-ms", "3000", "--timeout-ms", "90000"
+    )
     py: list[int] = []
     stop = threading.Event()
 
@@ -101,15 +120,17 @@ def test_kafka_share_groups_tool(target: BrokerProcess, jtopic: Callable[..., st
 
     topic = jtopic()
     group = f"jtool-{uuid.uuid4().hex[:8]}"
-    alter_group(AdminClient({"bootstrap.servers": target.bootstrap}), group,
-                **{"share.auto.offset.reset": "earliest"})
+    alter_group(
+        AdminClient({"bootstrap.servers": target.bootstrap}), group, **{"share.auto.offset.reset": "earliest"}
+    )
     _produce(target.bootstrap, topic, range(10))
 
     def cmd(*args: str) -> str:
         return tool("consumer.group.ShareGroupCommand", "--bootstrap-server", target.bootstrap, *args).stdout
 
-    c = ShareConsumer({"bootstrap.servers": target.bootstrap, "group.id": group,
-                       "share.acknowledgement.mode": "explicit"})
+    c = ShareConsumer(
+        {"bootstrap.servers": target.bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    )
     c.subscribe([topic])
     try:
         n, end = 0, time.time() + 20
@@ -133,3 +154,62 @@ def test_kafka_share_groups_tool(target: BrokerProcess, jtopic: Callable[..., st
     assert "Successful" in cmd("--delete-offsets", "--group", group, "--topic", topic)
     assert "successful" in cmd("--delete", "--group", group)
     assert group not in cmd("--list").split()
+
+
+@pytest.mark.jvm_full
+def test_share_state_records_read_by_kafkas_classes(
+    target: BrokerProcess, jtopic: Callable[..., str]
+) -> None:
+    """The records a share group leaves in ``__share_group_state`` decode with Kafka's own generated classes
+    (kafka-share-coordinator's ShareSnapshotKey/Value, ShareUpdateKey/Value), every byte consumed."""
+    import subprocess
+
+    import jvm
+    from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+
+    topic = jtopic()
+    group = f"jstate-{uuid.uuid4().hex[:8]}"
+    alter_group(
+        AdminClient({"bootstrap.servers": target.bootstrap}), group, **{"share.auto.offset.reset": "earliest"}
+    )
+    _produce(target.bootstrap, topic, range(10))
+    c = ShareConsumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    c.subscribe([topic])
+    try:
+        n, end = 0, time.time() + 20
+        while n < 10 and time.time() < end:
+            n += sum(1 for m in c.poll(0.5) if not m.error())
+        c.commit_sync(10)
+    finally:
+        c.close()
+    reader = Consumer(
+        {"bootstrap.servers": target.bootstrap, "group.id": f"r-{group}", "enable.auto.commit": False}
+    )
+    lines = []
+    try:
+        reader.assign([TopicPartition("__share_group_state", p, 0) for p in range(50)])
+        end = time.time() + 10
+        while time.time() < end:
+            m = reader.poll(0.5)
+            if m is None:
+                if lines:
+                    break
+                continue
+            if not m.error() and group.encode() in m.key():
+                lines.append(f"{m.key().hex()} {m.value().hex() if m.value() is not None else '-'}")
+    finally:
+        reader.close()
+    assert lines, "no share-state records of the group"
+    source = Path(__file__).parent / "share_state" / "ShareStateDecode.java"
+    out = subprocess.run(
+        [jvm.java_binary(), "-cp", ":".join(jvm.classpath("kafka")), str(source)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    decoded = out.stdout.splitlines()
+    assert len(decoded) == len(lines) and not [d for d in decoded if d.startswith("ERROR")], decoded
+    assert decoded[0].startswith("0 ShareSnapshotKey(groupId='" + group)  # initialized: a snapshot first
+    assert any("startOffset=10" in d for d in decoded), decoded  # every record accepted: the SPSO at the end
