@@ -21,8 +21,6 @@ NOT_SERVED = [
                              "coordinated by ZooKeeper and has no Raft quorum, so, as a ZooKeeper-mode Kafka "
                              "broker, it does not advertise the API"),
     ("57", "UpdateFeatures", "not built (ApiVersions answers no supported or finalized features to update)"),
-    ("76-79", "ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge",
-     "share groups (KIP-932) are not built"),
     ("88-89", "StreamsGroupHeartbeat, StreamsGroupDescribe", "streams groups (KIP-1071) are not built"),
     ("-", "Vote, BeginQuorumEpoch, FetchSnapshot, BrokerRegistration, "
           "BrokerHeartbeat, AddRaftVoter, ...", "KRaft's controller and registration APIs: moldau's cluster "

@@ -8,6 +8,7 @@ Inputs (facts only: names, types, version ranges):
     against the Kafka 3.9 definitions: no field of a removed version was dropped), so the same field list
     describes them;
   * tools/kafka_json/4.1/*.json: messages kafka-python does not ship (ConsumerGroupHeartbeat, ...);
+  * tools/kafka_json/4.2/*.json: the share-group APIs of KIP-932 at Kafka 4.2's versions;
   * tools/kafka_json/3.9/*.json: the ZooKeeper-mode inter-broker APIs Kafka 4 removed (LeaderAndIsr, ...).
 
 Outputs: the declarations (messages/<family>.py, messages/__init__.py) and, next to them, type stubs
@@ -33,7 +34,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "moldau" / "protocol" / "messages"
-EXTRA_DIRS = [ROOT / "tools" / "kafka_json" / "4.1", ROOT / "tools" / "kafka_json" / "3.9"]
+EXTRA_DIRS = [
+    ROOT / "tools" / "kafka_json" / "4.2",
+    ROOT / "tools" / "kafka_json" / "4.1",
+    ROOT / "tools" / "kafka_json" / "3.9",
+]
 MAXV = 0x7FFF
 
 
@@ -67,6 +72,10 @@ FAMILIES: dict[str, list[str]] = {
     "controller": ["LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown", "AlterPartition"],
     "txn": ["InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers",
             "TxnOffsetCommit", "DescribeProducers", "DescribeTransactions", "ListTransactions"],
+    "share": ["ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+              "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+              "DeleteShareGroupState", "ReadShareGroupStateSummary", "DescribeShareGroupOffsets",
+              "AlterShareGroupOffsets", "DeleteShareGroupOffsets"],
 }
 
 # Versions the generated declaration starts from, where it is lower than the JSON's minimum (KIP-896).

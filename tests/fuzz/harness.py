@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - depends on how the fuzzer was started
 log = logging.getLogger(__name__)
 
 SASL_USER, SASL_PASSWORD = "fuzz", "fuzz-secret"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _SIZE = struct.Struct(">i")
 
 

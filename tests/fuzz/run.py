@@ -51,7 +51,7 @@ _PROBE_CORRELATION_ID = 0x7FFF0000
 _PROBE = _frame.encode_request(API_VERSIONS, 0, _PROBE_CORRELATION_ID, "fuzz", m.ApiVersionsRequest.new())
 # Requests that may legitimately wait longer than the deadline: a long poll (Fetch), a rebalance (JoinGroup,
 # SyncGroup) whose timeouts a request sets itself.
-MAY_WAIT = frozenset({1, 11, 14})
+MAY_WAIT = frozenset({1, 11, 14, 78})  # Fetch, JoinGroup, SyncGroup, ShareFetch: long polls
 
 
 @dataclass

@@ -141,6 +141,31 @@ def test_declaration_matches_json(name: str) -> None:
         assert msg.is_flexible(v) == (flex is not None and flex[0] <= v <= flex[1])
 
 
+EXTRA_JSON: dict[str, dict[str, Any]] = {
+    p.stem: json.loads(_strip(p.read_text()))
+    for p in sorted((Path(__file__).resolve().parents[2] / "tools" / "kafka_json" / "4.2").glob("*.json"))
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_JSON))
+def test_share_declaration_matches_json(name: str) -> None:
+    """The share-group APIs (Kafka 4.2's JSON in tools/kafka_json/4.2; kafka-python has none): same checks."""
+    j = EXTRA_JSON[name]
+    msg = m.ALL[name]
+    valid = _vrange(j["validVersions"])
+    assert (msg.min_version, msg.max_version) == (valid[0], valid[-1])
+    assert msg.api_key == j.get("apiKey")
+    flex = parse_versions(j.get("flexibleVersions"))
+    for v in valid:
+        assert _layout_decl(msg.fields, v) == _layout_json(j, j["fields"], v), f"{name} v{v}"
+        assert msg.is_flexible(v) == (flex is not None and flex[0] <= v <= flex[1])
+    for v in valid:  # populated objects survive an encode/decode round trip byte for byte
+        obj = _gen_struct(msg, msg.name, msg.fields, v, random.Random(v), 0)
+        data = msg.encode(obj, v)
+        back, end = msg.decode(data, v)
+        assert end == len(data) and bytes(msg.encode(back, v)) == bytes(data)
+
+
 # --- value generation ------------------------------------------------------------------------------------
 
 _INT_RANGES = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}

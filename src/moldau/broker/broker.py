@@ -144,6 +144,13 @@ class Broker:
         except Exception:  # pragma: no cover
             log.exception("cannot start the transaction coordinator")
             services.transaction_coordinator = None
+        try:
+            from .share import create_share_service
+
+            services.share = create_share_service(services)
+        except Exception:  # pragma: no cover
+            log.exception("cannot start the share coordinator")
+            services.share = None
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         if self._stopping:
@@ -165,6 +172,11 @@ class Broker:
             c.close()
         if self.server is not None:
             await self.server.wait_closed()
+        if services.share is not None:
+            try:
+                await services.share.stop()
+            except Exception:  # pragma: no cover
+                log.exception("error stopping the share coordinator")
         if services.transaction_coordinator is not None:
             try:
                 await services.transaction_coordinator.stop()

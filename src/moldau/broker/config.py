@@ -309,7 +309,8 @@ _d("group.initial.rebalance.delay.ms", "int", 0,
    "Delay of a new/empty group's first join (Kafka 3000; moldau 0, "
    "as Kafka's own config/server.properties ships: see docs/groups.md).")
 _d("group.max.size", "int", INT_MAX, "", validator=_at_least(1))
-_d("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], "",
+_d("group.coordinator.rebalance.protocols", "list", ["classic", "consumer", "share"],
+   "Group protocols served; share groups (KIP-932) need 'share' here and share.version >= 1.",
    validator=_list_of("classic", "consumer", "share"))
 _d("group.coordinator.threads", "int", 1, "", validator=_at_least(1))
 _d("group.consumer.session.timeout.ms", "int", 45000, "")
@@ -322,6 +323,34 @@ _d("group.consumer.max.size", "int", INT_MAX, "")
 _d("group.consumer.assignors", "list",
    ["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor"], "")
+
+# share groups (KIP-932, docs/share-groups.md)
+_d("share.version", "short", 1, "moldau's stand-in for Kafka's share.version feature level: 0 turns share "
+   "groups off, 1 (default) on.", validator=_at_least(0))
+_d("group.share.enable", "boolean", True, "Kafka 4.0's switch for share groups (with share.version).")
+_d("group.share.record.lock.duration.ms", "int", 30000, "Acquisition lock of a share group's records.",
+   validator=_at_least(1000))
+_d("group.share.min.record.lock.duration.ms", "int", 15000, "", validator=_at_least(1000))
+_d("group.share.max.record.lock.duration.ms", "int", 60000, "", validator=_at_least(1000))
+_d("group.share.delivery.count.limit", "int", 5, "Deliveries of a record before it is archived.",
+   validator=_at_least(2))
+_d("group.share.partition.max.record.locks", "int", 2000, "In-flight records per share-partition.",
+   validator=_at_least(100))
+_d("group.share.session.timeout.ms", "int", 45000, "", validator=_at_least(1))
+_d("group.share.min.session.timeout.ms", "int", 45000, "", validator=_at_least(1))
+_d("group.share.max.session.timeout.ms", "int", 60000, "", validator=_at_least(1))
+_d("group.share.heartbeat.interval.ms", "int", 5000, "", validator=_at_least(1))
+_d("group.share.min.heartbeat.interval.ms", "int", 5000, "", validator=_at_least(1))
+_d("group.share.max.heartbeat.interval.ms", "int", 15000, "", validator=_at_least(1))
+_d("group.share.max.size", "int", 200, "Members of one share group.", validator=_at_least(1))
+_d("group.share.max.share.sessions", "int", 2000, "Share sessions a broker keeps (ShareFetch).",
+   validator=_at_least(1))
+_d("share.coordinator.state.topic.num.partitions", "int", 50, "", validator=_at_least(1))
+_d("share.coordinator.state.topic.replication.factor", "short", 1, "moldau 1; Kafka 3.",
+   validator=_at_least(1))
+_d("share.coordinator.state.topic.min.isr", "short", 1, "moldau 1; Kafka 2.", validator=_at_least(1))
+_d("share.coordinator.state.topic.segment.bytes", "int", 104857600, "", validator=_at_least(1))
+_d("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, "", validator=_at_least(0))
 
 # transactions and producer ids
 _d("transactional.id.expiration.ms", "int", 604800000, "", True, _at_least(1))

@@ -96,6 +96,18 @@ SERVED: dict[int, tuple[str, int, int]] = {
     69: ("k69_consumer_group_describe", 0, 1),
     74: ("k74_list_config_resources", 0, 1),
     75: ("k75_describe_topic_partitions", 0, 0),
+    76: ("k76_share_group_heartbeat", 1, 1),
+    77: ("k77_share_group_describe", 1, 1),
+    78: ("k78_share_fetch", 1, 2),
+    79: ("k79_share_acknowledge", 1, 2),
+    83: ("k83_initialize_share_group_state", 0, 0),
+    84: ("k84_read_share_group_state", 0, 0),
+    85: ("k85_write_share_group_state", 0, 1),
+    86: ("k86_delete_share_group_state", 0, 0),
+    87: ("k87_read_share_group_state_summary", 0, 1),
+    90: ("k90_describe_share_group_offsets", 0, 1),
+    91: ("k91_alter_share_group_offsets", 0, 0),
+    92: ("k92_delete_share_group_offsets", 0, 0),
 }
 
 #: the handlers loaded so far (the router's lookup); load_handler adds the others on first use

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .replica_manager import ReplicaManager
     from .security import SecurityManager
     from .security.authorizer import AclAuthorizer
+    from .share import ShareService
     from .txn.coordinator import TransactionCoordinator
 
 __all__ = ["BrokerServices", "Clock", "ProducerIdManager", "SystemClock", "PRODUCER_ID_BLOCK",
@@ -108,6 +109,7 @@ class BrokerServices:
     producer_ids: ProducerIds = None  # type: ignore[assignment]
     group_coordinator: GroupCoordinator | None = None
     transaction_coordinator: TransactionCoordinator | None = None
+    share: ShareService | None = None                  # share groups (KIP-932), after the group coordinator
     security: SecurityManager | None = None
     authorizer: AclAuthorizer | None = None
     metrics: BrokerMetrics | None = None

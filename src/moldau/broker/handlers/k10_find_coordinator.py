@@ -6,7 +6,10 @@
   coordinator answers NOT_COORDINATOR for groups of partitions it does not lead, docs/cluster.md); on one
   broker this node.
 * v0: group key only; v1-3: ``key_type`` 0 group, 1 transaction; v4+: batched ``coordinator_keys``, one
-  ``Coordinator`` entry per key. Other key types (2 = share groups) answer INVALID_REQUEST.
+  ``Coordinator`` entry per key. Key type 2 (v6: the share coordinator of KIP-932) takes
+  ``group:topicId:partition`` and answers the leader of that key's ``__share_group_state`` partition
+  (ClusterAction on the cluster, as Kafka: brokers ask it; INVALID_REQUEST for a malformed key); other key
+  types answer INVALID_REQUEST.
 * A group key creates ``__consumer_offsets`` on first use (Kafka creates it here too, but answers
   COORDINATOR_NOT_AVAILABLE until it exists; moldau creates it synchronously and answers at once).
   The group's partition is abs(String.hashCode(group)) % offsets.topic.num.partitions.
@@ -24,12 +27,12 @@ from moldau.protocol.errors import ErrorCode as E
 from ..context import RequestContext
 from ..groups.api import coordinator_of, ensure_offsets_topic
 from ..registry import handler
-from ..security.authorizer import DESCRIBE, TRANSACTIONAL_ID, allowed
+from ..security.authorizer import CLUSTER_ACTION, DESCRIBE, TRANSACTIONAL_ID, allowed, allowed_cluster
 from ..security.authorizer import GROUP as ACL_GROUP
 
 log = logging.getLogger(__name__)
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def _node_of(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str, int] | None:
@@ -38,11 +41,11 @@ def _node_of(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str, in
     (one node). None while that partition has no leader."""
     from moldau.protocol.consumer_offsets import partition_for
 
-    from ..metadata import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+    from ..metadata import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 
     svc = ctx.services
     store = svc.metadata
-    topic = OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC
+    topic = {GROUP: OFFSETS_TOPIC, SHARE: SHARE_STATE_TOPIC}.get(key_type, TRANSACTION_STATE_TOPIC)
     t = store.get(topic)
     view = store.partition_state(topic, partition_for(key, t.num_partitions)) if t is not None else None
     if view is None:
@@ -59,6 +62,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
         return E.GROUP_AUTHORIZATION_FAILED, None
     if key_type == TRANSACTION and not allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
         return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    if key_type == SHARE:
+        return _share_lookup(ctx, key)
     if key_type == GROUP:
         gc = coordinator_of(ctx)
         if gc is None:
@@ -79,6 +84,19 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | No
                 return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return E.NONE, None
     return E.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
+
+
+def _share_lookup(ctx: RequestContext, key: str) -> tuple[int, str | None]:
+    """FindCoordinator key type 2: ``group:topicId:partition`` (Kafka's SharePartitionKey)."""
+    if not allowed_cluster(ctx, CLUSTER_ACTION):
+        return E.CLUSTER_AUTHORIZATION_FAILED, None
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].lstrip("-").isdigit():
+        return E.INVALID_REQUEST, f"Invalid share coordinator key {key!r}: expected group:topicId:partition"
+    sc = ctx.services.share
+    if sc is None or not sc.enabled:
+        return E.COORDINATOR_NOT_AVAILABLE, "The share coordinator is not available."
+    return E.NONE, None
 
 
 @handler(api_key=10, min_version=0, max_version=6)

@@ -134,6 +134,13 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
         return [tc.ConfigEntry(n, levels[n], tc.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False,
                                False,
                                [], int(tc.ConfigType.STRING), None) for n in names]
+    if res.resource_type == ConfigResourceType.GROUP:
+        svc = ctx.services.share
+        if svc is None:
+            raise _err(ErrorCode.INVALID_REQUEST, "Group configs are not available (no share coordinator).")
+        return [tc.ConfigEntry(n, v, tc.ConfigSource.DEFAULT_CONFIG if dflt else tc.ConfigSource.GROUP_CONFIG,
+                               dflt, False, False, [], ctype, None)
+                for n, v, dflt, ctype in svc.configs.describe(res.resource_name, keys)]
     raise _err(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 

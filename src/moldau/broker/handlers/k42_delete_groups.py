@@ -2,7 +2,8 @@
 
 Deletes empty groups with their committed offsets (tombstones for every offset and the group metadata in
 __consumer_offsets). NON_EMPTY_GROUP while the group has members, GROUP_ID_NOT_FOUND for unknown groups,
-INVALID_GROUP_ID for an empty id.
+INVALID_GROUP_ID for an empty id. A share group (KIP-932) is deleted with its share-partitions' state
+(tombstones in __share_group_state) and its group configs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ async def delete_groups(ctx: RequestContext, req: m.DeleteGroupsRequest) -> m.De
     if gc is None:
         results = {g: E.COORDINATOR_NOT_AVAILABLE for g in names}
     else:
-        results = await gc.delete_groups(names_ok) if names_ok else {}
+        svc = ctx.services.share
+        share = [g for g in names_ok if svc is not None and gc.owns(g) and svc.known_group(g)]
+        others = [g for g in names_ok if g not in share]
+        results = await gc.delete_groups(others) if others else {}
+        for g in share:
+            assert svc is not None
+            results[g] = await svc.delete_group(g)  # its share-partitions' state goes with it
     results.update(denied)
     return msg.new(
         throttle_time_ms=0,

@@ -105,6 +105,15 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     if res.resource_type == ConfigResourceType.BROKER_LOGGER:
         _alter_loggers(ctx, res, validate_only)
         return
+    if res.resource_type == ConfigResourceType.GROUP:
+        svc = ctx.services.share
+        if svc is None:
+            raise _err(ErrorCode.INVALID_REQUEST, "Group configs are not available (no share coordinator).")
+        if not res.resource_name:
+            raise _err(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
+        svc.configs.alter(res.resource_name, ops, validate_only)
+        log.info("group %s configs%s: %s", res.resource_name, " (validate only)" * validate_only, ops)
+        return
     if res.resource_type not in KNOWN_RESOURCE_TYPES:
         raise _err(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}.")
     raise _err(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {res.resource_type}.")

@@ -159,6 +159,32 @@ from .txn import (
     ListTransactionsRequest as ListTransactionsRequest,
     ListTransactionsResponse as ListTransactionsResponse,
 )
+from .share import (
+    ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest as ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse as ShareGroupDescribeResponse,
+    ShareFetchRequest as ShareFetchRequest,
+    ShareFetchResponse as ShareFetchResponse,
+    ShareAcknowledgeRequest as ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse as ShareAcknowledgeResponse,
+    InitializeShareGroupStateRequest as InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse as InitializeShareGroupStateResponse,
+    ReadShareGroupStateRequest as ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse as ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest as WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse as WriteShareGroupStateResponse,
+    DeleteShareGroupStateRequest as DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse as DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse,
+    DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse,
+)
 
 ALL: dict[str, Message]
 REQUESTS: dict[int, Message]

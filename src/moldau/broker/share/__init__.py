@@ -1,0 +1,396 @@
+"""Share groups (KIP-932) in the broker: membership and assignment (``groups``), group configs (``config``),
+the share-partitions on their leader (``partition``), share sessions and the ShareFetch / ShareAcknowledge
+logic (``ShareService`` below), and the share coordinator that keeps the share-partitions' state in
+``__share_group_state`` on the coordinator runtime (``state``). See docs/share-groups.md.
+
+    create_share_service(services) -> ShareService      # Broker.start, after the group coordinator
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.share_state import ShareKey
+
+from ..coordinator import CoordinatorLogDeps
+from .config import GroupConfigStore, ShareGroupSettings, parse_duration_ms
+from .groups import ShareGroups
+from .partition import Acquired, SharePartition
+from .state import ShareCoordinator, create_share_coordinator
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ShareService", "create_share_service"]
+
+
+class ShareDeps(CoordinatorLogDeps, Protocol):
+    @property
+    def data_dir(self) -> str: ...
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int  # the epoch the next request must carry
+    partitions: list[tuple[uuid.UUID, int]] = field(default_factory=list)
+
+
+class ShareSessionCache:
+    """Share sessions by (group, member), at most ``max_sessions`` (SHARE_SESSION_LIMIT_REACHED beyond)."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self.sessions: OrderedDict[tuple[str, str], ShareSession] = OrderedDict()
+
+    def open(self, group_id: str, member_id: str) -> ShareSession:
+        key = (group_id, member_id)
+        self.sessions.pop(key, None)
+        if len(self.sessions) >= self.max_sessions:
+            raise KafkaError.for_code(
+                ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                f"The limit of {self.max_sessions} share sessions has been reached.",
+            )
+        s = self.sessions[key] = ShareSession(group_id, member_id, 0)  # the request bumps it to 1
+        return s
+
+    def get(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        s = self.sessions.get((group_id, member_id))
+        if s is None:
+            raise KafkaError.for_code(ErrorCode.SHARE_SESSION_NOT_FOUND, "The share session was not found.")
+        if epoch != -1 and epoch != s.epoch:
+            log.warning("share session %s/%s: epoch %d, expected %d", group_id, member_id, epoch, s.epoch)
+            raise KafkaError.for_code(
+                ErrorCode.INVALID_SHARE_SESSION_EPOCH, f"The share session epoch {epoch} is not {s.epoch}."
+            )
+        return s
+
+    def close(self, group_id: str, member_id: str) -> ShareSession | None:
+        return self.sessions.pop((group_id, member_id), None)
+
+
+class ShareService:
+    """What the share-group handlers (k76-k79, k83-k87) call."""
+
+    def __init__(self, services: ShareDeps, coordinator: ShareCoordinator) -> None:
+        self.services = services
+        self.coordinator = coordinator
+        cfg = services.config
+        self.configs = GroupConfigStore(services.data_dir, cfg)
+        self.groups = ShareGroups(
+            services.clock.time_ms, self._partition_count, lambda: int(cfg.get("group.share.max.size"))
+        )
+        self.groups.on_member_removed = self._member_removed
+        self.sessions = ShareSessionCache(int(cfg.get("group.share.max.share.sessions")))
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._init_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        self.changed = asyncio.Event()  # set when records became available again (long polls wake)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        cfg = self.services.config
+        return (
+            "share" in cfg.get("group.coordinator.rebalance.protocols")
+            and int(cfg.get("share.version")) >= 1
+            and bool(cfg.get("group.share.enable"))
+        )
+
+    def start(self) -> None:
+        self._task = asyncio.get_event_loop().create_task(self._timers())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.flush_all()
+        self.coordinator.runtime.close()
+
+    def _partition_count(self, topic: str) -> int | None:
+        t = self.services.metadata.get(topic)
+        return None if t is None else int(t.num_partitions)
+
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        return self.configs.settings(group_id)
+
+    # ------------------------------------------------------------------------------------ timers
+    async def _timers(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                self.groups.expire()
+                now = self.services.clock.time_ms()
+                woke = False
+                for sp in list(self.partitions.values()):
+                    if sp.initialized and sp.expire_locks(
+                        now, self.settings(sp.group_id).delivery_count_limit
+                    ):
+                        woke = True
+                if woke:
+                    self._wake()
+                await self.flush_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("share groups: timer pass failed")
+
+    def _wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def _member_removed(self, group_id: str, member_id: str) -> None:
+        """A member left (or its session timed out): its acquired records go back."""
+        limit = self.settings(group_id).delivery_count_limit
+        woke = False
+        for (g, _t, _p), sp in self.partitions.items():
+            if g == group_id and sp.release_member(member_id, limit):
+                woke = True
+        if woke:
+            self._wake()
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        """A share session closed (epoch -1): the member's records still acquired go back."""
+        self.sessions.close(group_id, member_id)
+        self._member_removed(group_id, member_id)
+
+    # ------------------------------------------------------------------------------------ persistence
+    async def flush_all(self) -> None:
+        for sp in list(self.partitions.values()):
+            if sp.dirty:
+                await self.persist(sp)
+
+    async def persist(self, sp: SharePartition) -> None:
+        sp.dirty = False
+        key = ShareKey(sp.group_id, sp.topic_id, sp.partition)
+        try:
+            await self.coordinator.write(key, sp.state_epoch, 0, sp.spso, sp.state_batches())
+        except Exception as e:
+            sp.dirty = True
+            log.warning(
+                "share group %s: writing the state of %s-%d failed: %s",
+                sp.group_id,
+                sp.topic,
+                sp.partition,
+                e,
+            )
+
+    async def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        """The share-partition, initialized from the share coordinator's state or share.auto.offset.reset."""
+        k = (group_id, topic, partition)
+        sp = self.partitions.get(k)
+        if sp is not None and sp.initialized:
+            info = self.services.metadata.get(topic)
+            if info is not None and info.topic_id == sp.topic_id:
+                return sp
+            del self.partitions[k]  # the topic was deleted (and maybe made again under a new id)
+        lock = self._init_locks.setdefault(k, asyncio.Lock())
+        async with lock:
+            sp = self.partitions.get(k)
+            if sp is not None and sp.initialized:
+                return sp
+            info = self.services.metadata.get(topic)
+            if info is None:
+                raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
+            sp = SharePartition(group_id, topic, partition, info.topic_id)
+            key = ShareKey(group_id, info.topic_id, partition)
+            await self.coordinator_ready(key)
+            state = self.coordinator.read(key)
+            p = self.services.replica_manager.get_partition(topic, partition)
+            if p is None:
+                raise KafkaError.for_code(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} not led here"
+                )
+            if state is not None and state.start_offset >= 0:
+                start = max(state.start_offset, p.log.log_start_offset)
+                sp.load(start, state.batches, state.state_epoch)
+            else:
+                start = self._reset_offset(group_id, p)
+                sp.load(start, [], 0)
+                await self.coordinator.initialize(key, 0, start)
+            self.partitions[k] = sp
+            return sp
+
+    async def coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
+        """Wait until the share coordinator serves ``key`` (one node: ``__share_group_state`` is made on first
+        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after
+        ``timeout``."""
+        rt = self.coordinator.runtime
+        p = self.coordinator.partition_of(key)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not rt.is_active(p):
+            if not rt.log.topic_exists():
+                rt.log.ensure_topic()
+                continue
+            if loop.time() >= end:
+                raise KafkaError.for_code(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator is not available yet."
+                )
+            await asyncio.sleep(0.05)
+
+    def _reset_offset(self, group_id: str, p: Any) -> int:
+        reset = self.settings(group_id).auto_offset_reset
+        plog = p.log
+        if reset == "earliest":
+            return int(plog.log_start_offset)
+        if reset.startswith("by_duration:"):
+            ts = self.services.clock.time_ms() - parse_duration_ms(reset[len("by_duration:") :])
+            found = self.services.replica_manager.offset_for_timestamp(p, ts)
+            return int(found[0]) if found is not None else int(plog.high_watermark)
+        return int(plog.high_watermark)
+
+    # ------------------------------------------------------------------------------------ fetch / ack
+    def _reader(self, p: Any, isolation: int, max_bytes: int) -> Any:
+        rm = self.services.replica_manager
+
+        def read(offset: int) -> tuple[list[Any], Any]:
+            info = rm.read(p, offset, max_bytes, min_one=True, isolation_level=isolation)
+            if info.error:
+                return [], None
+            return list(info.records or []), info.aborted_transactions
+
+        return read
+
+    async def acquire(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        max_records: int,
+        max_bytes: int,
+        whole_batches: bool = False,
+    ) -> Acquired:
+        sp = await self.share_partition(group_id, topic, partition)
+        st = self.settings(group_id)
+        p = self.services.replica_manager.get_partition(topic, partition)
+        if p is None:
+            raise KafkaError.for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} not led here")
+        now = self.services.clock.time_ms()
+        sp.expire_locks(now, st.delivery_count_limit)
+        max_locks = int(self.services.config.get("group.share.partition.max.record.locks"))
+        return sp.acquire(
+            member_id,
+            max_records,
+            now,
+            st.record_lock_duration_ms,
+            max_locks,
+            self._reader(p, st.isolation_level, max_bytes),
+            st.isolation_level,
+            whole_batches,
+        )
+
+    async def acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        batches: list[tuple[int, int, list[int]]],
+    ) -> int:
+        try:
+            sp = await self.share_partition(group_id, topic, partition)
+        except KafkaError as e:
+            return e.code
+        st = self.settings(group_id)
+        now = self.services.clock.time_ms()
+        sp.expire_locks(now, st.delivery_count_limit)
+        err: int = ErrorCode.NONE
+        for first, last, types in batches:
+            code = sp.acknowledge(
+                member_id, first, last, types, now, st.record_lock_duration_ms, st.delivery_count_limit
+            )
+            if code:
+                err = code
+        if sp.dirty:
+            if sp.has_available():
+                self._wake()
+            await self.persist(sp)
+        return err
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.settings(group_id).record_lock_duration_ms
+
+    # ------------------------------------------------------------------------------------ admin
+    def describe_offsets(self, group_id: str, topic: str, partition: int) -> tuple[int, int] | None:
+        """(start offset, lag) of one share-partition, None if it has no state."""
+        info = self.services.metadata.get(topic)
+        if info is None:
+            return None
+        sp = self.partitions.get((group_id, topic, partition))
+        p = self.services.replica_manager.get_partition(topic, partition)
+        hw = int(p.log.high_watermark) if p is not None else -1
+        if sp is not None and sp.initialized:
+            acked = sum(1 for r in sp.records.values() if r.state in (2, 4))
+            return sp.spso, max(0, hw - sp.spso - acked) if hw >= 0 else -1
+        st = self.coordinator.read(ShareKey(group_id, info.topic_id, partition))
+        if st is None:
+            return None
+        done = sum(b.last_offset - b.first_offset + 1 for b in st.batches if b.delivery_state in (2, 4))
+        return st.start_offset, max(0, hw - st.start_offset - done) if hw >= 0 else -1
+
+    def group_topics(self, group_id: str) -> set[str]:
+        topics = {t for (g, t, _p) in self.partitions if g == group_id}
+        for k in self.coordinator.keys_of_group(group_id):
+            info = self.services.metadata.get_by_id(k.topic_id)
+            if info is not None:
+                topics.add(info.name)
+        return topics
+
+    def known_group(self, group_id: str) -> bool:
+        return group_id in self.groups.groups or bool(self.coordinator.keys_of_group(group_id))
+
+    def group_ids(self) -> set[str]:
+        ids = set(self.groups.groups)
+        ids.update(k.group_id for k in self.coordinator.states)
+        return ids
+
+    async def delete_group(self, group_id: str) -> int:
+        g = self.groups.groups.get(group_id)
+        if g is not None and g.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if g is None and not self.known_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        self.groups.groups.pop(group_id, None)
+        for k in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[k]
+        for key in self.coordinator.keys_of_group(group_id):
+            await self.coordinator.delete(key)
+        self.configs.forget(group_id)
+        return ErrorCode.NONE
+
+    async def delete_topic_state(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets: the group's state for every partition of ``topic`` goes."""
+        info = self.services.metadata.get(topic)
+        if info is None:
+            raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
+        for k in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            del self.partitions[k]
+        for key in self.coordinator.keys_of_group(group_id):
+            if key.topic_id == info.topic_id:
+                await self.coordinator.delete(key)
+
+    async def reset_offsets(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
+        """AlterShareGroupOffsets (the group is empty): the share-partition restarts at ``start_offset``."""
+        info = self.services.metadata.get(topic)
+        if info is None:
+            raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
+        self.partitions.pop((group_id, topic, partition), None)
+        key = ShareKey(group_id, info.topic_id, partition)
+        cur = self.coordinator.read(key)
+        await self.coordinator.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
+
+
+def create_share_service(services: ShareDeps) -> ShareService:
+    svc = ShareService(services, create_share_coordinator(services))
+    svc.start()
+    return svc
