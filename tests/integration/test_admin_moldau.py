@@ -318,6 +318,8 @@ def test_describe_topic_configs_sources_and_synonyms(broker, make_topic):
     assert cfg["min.cleanable.dirty.ratio"].value == "0.5"
 
 
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (DescribeConfigs v0, KIP-896): Kafka closes the "
+                           "connection; moldau keeps serving them to old clients")
 def test_describe_configs_raw_versions(raw, make_topic):
     name = make_topic(1, config={"segment.ms": "100000"})
     M = m.DescribeConfigsRequest
@@ -630,6 +632,8 @@ def test_delete_records_raw_high_watermark_and_unknown(broker, make_topic):
 # OffsetForLeaderEpoch
 
 
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (OffsetForLeaderEpoch v0-1, KIP-896): Kafka "
+                           "closes the connection; moldau keeps serving them to old clients")
 def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
     name = make_topic(1)
     produce_confluent(broker.bootstrap, name, [{"value": b"e"} for _ in range(4)])
@@ -683,6 +687,8 @@ def test_describe_cluster(raw, kp_admin, broker):
 
 @pytest.mark.single_broker("DescribeLogDirs of one broker's one data dir (other brokers' log dirs are not "
                            "built, docs/cluster.md)")
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (DescribeLogDirs v0, KIP-896): Kafka closes the "
+                           "connection; moldau keeps serving them to old clients")
 def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"d" * 100, "partition": 0} for _ in range(5)])
@@ -711,6 +717,8 @@ def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
 
 @pytest.mark.single_broker("old-version requests to one address that leads every partition (a cluster's "
                            "DeleteRecords goes to each partition's leader)")
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (CreateTopics v0-1 and the others of KIP-896): "
+                           "Kafka closes the connection; moldau keeps serving them to old clients")
 def test_every_declared_version_answers(raw, broker):
     """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every
     version moldau declares, old ones included (what old clients send)."""
@@ -817,6 +825,9 @@ def test_aiokafka_admin_old_versions(broker, topic):
     assert not topic_exists(broker.bootstrap, topic)
 
 
+@pytest.mark.kafka_differs("Kafka 4.4 deletes __consumer_offsets when asked (DeleteTopics answers no "
+                           "error); moldau protects its internal topics (INVALID_REQUEST, "
+                           "docs/architecture.md)")
 def test_internal_topic_cannot_be_deleted(broker_factory):
     b = broker_factory()
     with Raw(b.bootstrap) as raw:
