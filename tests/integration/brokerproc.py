@@ -395,7 +395,8 @@ def _jvm_harness():  # type: ignore[no-untyped-def]
     return jvm
 
 
-# the Kafka broker's own log: warnings, and the line that says it started (what start() waits for)
+# the Kafka broker's own log: warnings, the line that says it started (what start() waits for), and what the
+# transaction coordinator does with timed-out transactions and their markers (a marker it drops shows there)
 _KAFKA_LOG4J2 = """status = error
 appender.out.type = Console
 appender.out.name = OUT
@@ -405,6 +406,10 @@ rootLogger.level = warn
 rootLogger.appenderRef.out.ref = OUT
 logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = info
+logger.txnmarkers.name = kafka.coordinator.transaction.TransactionMarkerChannelManager
+logger.txnmarkers.level = info
+logger.txncoordinator.name = kafka.coordinator.transaction.TransactionCoordinator
+logger.txncoordinator.level = info
 """
 
 

@@ -7,7 +7,8 @@ Tests marked ``moldau_only`` need broker features tansu lacks (persistence, rest
 against tansu they are reported as skipped with the reason (see the ``-ra`` summary), never silently
 dropped; Kafka has those features, so they run against it. Tests marked ``kafka_differs(reason)`` check
 something where moldau differs from Kafka on purpose (docs/compat.md); against Kafka they are skipped with
-that reason.
+that reason. Tests marked ``kafka_bug(reason)`` fail against Kafka by a bug of Kafka's own (the reason names
+its upstream issue): there they run and are reported as xfail.
 Tests marked ``single_broker`` need exactly one broker process (a proxy in front of its one address, its
 process-wide limits, ...); against the cluster they are skipped with the reason. Tests that restart "the
 broker" restart every broker of the cluster (``ClusterProcess``).
@@ -112,6 +113,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if differs is not None and kind == "kafka":
             why = differs.kwargs.get("reason") or (differs.args[0] if differs.args else "differs on purpose")
             item.add_marker(pytest.mark.skip(reason=f"moldau differs from Kafka on purpose: {why}"))
+        bug = item.get_closest_marker("kafka_bug")
+        if bug is not None and kind == "kafka":
+            why = bug.kwargs.get("reason") or (bug.args[0] if bug.args else "a bug of Apache Kafka")
+            item.add_marker(pytest.mark.xfail(reason=f"Apache Kafka's own bug: {why}", strict=False))
         gap = item.get_closest_marker("tansu_gap")
         if gap is not None and kind == "tansu":
             why = gap.kwargs.get("reason") or (gap.args[0] if gap.args else "known tansu defect")

@@ -193,6 +193,24 @@ def consume_confluent(
         c.close()
 
 
+def committed_after_restart(consumer: Consumer, partitions: list[TopicPartition],
+                            timeout: float = DEFAULT_TIMEOUT) -> list[TopicPartition]:
+    """``consumer.committed(partitions)`` right after a broker restart. A coordinator may answer
+    NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (retriable) while it loads __consumer_offsets: Kafka does,
+    for a moment after its restart; clients retry, and so does this, up to ``timeout``."""
+    moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+              KafkaError.COORDINATOR_NOT_AVAILABLE)  # librdkafka does not flag them retriable here
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in moving) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def watermarks(bootstrap: str, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm-" + uuid.uuid4().hex[:8]})
     try:

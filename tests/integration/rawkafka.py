@@ -127,6 +127,17 @@ def broker_addresses(bootstrap: str) -> list[str]:
     return sorted(f"{b.host}:{b.port}" for b in md.brokers)
 
 
+def api_versions(address: str) -> dict[int, tuple[int, int]]:
+    """{api key: (min version, max version)} as the broker at ``address`` advertises them (ApiVersions v3)."""
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    with RawConnection.to(address) as conn:
+        r = conn.call(ApiVersionsRequest(client_software_name=CLIENT_ID, client_software_version="1"),
+                      ApiVersionsResponse, 3)
+    assert r.error_code == 0, r
+    return {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+
+
 def leader_address(bootstrap: str, topic: str, partition: int) -> str:
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 

@@ -199,6 +199,9 @@ def test_create_topic_errors(broker, make_topic, kind):
     assert not topic_exists(broker.bootstrap, name)
 
 
+@pytest.mark.kafka_differs("sends CreateTopics v0, which Kafka 4.0 removed (KIP-896); Kafka's controller "
+                           "also answers a config value as given ('compact, delete'), moldau as "
+                           "DescribeConfigs writes it on both ('compact,delete', ConfigDef.convertToString)")
 def test_create_topics_v5_response_and_defaults(raw, broker, topic, kind):
     M = m.CreateTopicsRequest
     req = M.new(timeout_ms=10000, validate_only=False, topics=[
@@ -302,6 +305,17 @@ def test_delete_topic_by_id(kp_admin, raw, broker, make_topic):
 # DescribeConfigs
 
 
+# Kafka's ConfigHelper.configSynonyms keeps a topic config's broker synonyms only from its first broker name
+# on (``allSynonyms.dropWhile(s => s.name != name)``, name being e.g. log.retention.ms): with
+# log.retention.hours set or defaulted and log.retention.ms unset, Kafka lists no broker synonym for
+# retention.ms and reports its source as DEFAULT_CONFIG. moldau lists every synonym KIP-226 names
+# (log.retention.hours included) with its source.
+KAFKA_SYNONYMS = ("Kafka lists a topic config's broker synonyms only from its first broker name on "
+                  "(ConfigHelper.configSynonyms' dropWhile): no log.retention.hours synonym, source "
+                  "DEFAULT_CONFIG; moldau lists every KIP-226 synonym with its source")
+
+
+@pytest.mark.kafka_differs(KAFKA_SYNONYMS)
 def test_describe_topic_configs_sources_and_synonyms(broker, make_topic):
     name = make_topic(1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})
     cfg = describe_topic_configs(broker.bootstrap, name)
@@ -318,6 +332,8 @@ def test_describe_topic_configs_sources_and_synonyms(broker, make_topic):
     assert cfg["min.cleanable.dirty.ratio"].value == "0.5"
 
 
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (DescribeConfigs v0, KIP-896): Kafka closes the "
+                           "connection; moldau keeps serving them to old clients")
 def test_describe_configs_raw_versions(raw, make_topic):
     name = make_topic(1, config={"segment.ms": "100000"})
     M = m.DescribeConfigsRequest
@@ -352,7 +368,7 @@ def test_describe_configs_raw_versions(raw, make_topic):
     assert missing.results[0].error_code == 3
 
 
-def test_describe_broker_configs(broker):
+def test_describe_broker_configs(broker, kind):
     me = node_id(broker.bootstrap)
     res = ConfigResource(ConfigResource.Type.BROKER, str(me))
     cfg = (
@@ -378,10 +394,12 @@ def test_describe_broker_configs(broker):
                 resource_type=4, resource_name=name, configuration_keys=None)],
                 include_synonyms=True, include_documentation=True)).results[0]
             assert r.error_code == code, name
-    # "" (the cluster-wide dynamic defaults) is empty until one is set
-    assert r.configs == []
+    # "" (the cluster-wide dynamic defaults) is empty until one is set; Kafka 4.4 has min.insync.replicas
+    # there from its start (the cluster-wide value its eligible leader replicas, KIP-966, need)
+    assert [c.name for c in r.configs] == (["min.insync.replicas"] if kind == "kafka" else [])
 
 
+@pytest.mark.kafka_differs(KAFKA_SYNONYMS)
 def test_static_broker_config_is_a_topic_default(broker_factory):
     b = broker_factory(settings={"log.retention.hours": "48", "log.segment.bytes": "2097152"})
     name = unique_topic("static")
@@ -496,6 +514,14 @@ def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory, kind
         ConfigEntry("log.retention.ms", "3333000", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
     a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+
+    def applied(check, what: str) -> None:
+        """Kafka's broker applies a broker config when its metadata log brings it, a moment after the
+        answer; moldau's before it answers."""
+        if kind == "kafka":
+            _eventually(check, what)
+
+    applied(lambda: topic_configs_at(addr, name)["retention.ms"][0] == "3333000", "the broker's own level")
     cfg = topic_configs_at(addr, name)
     assert cfg["retention.ms"] == ("3333000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
     assert cfg["cleanup.policy"][0] == "delete,compact"
@@ -521,6 +547,7 @@ def test_broker_dynamic_config_defaults_topics_and_persists(broker_factory, kind
                 IAC.AlterableConfig(name="log.segment.bytes", config_operation=0, value="3145728")])]))
         assert r.responses[0].error_code == 0
     default = ("3145728", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    applied(lambda: topic_configs_at(addr, name)["segment.bytes"] == default, "the cluster default")
     assert topic_configs_at(addr, name)["segment.bytes"] == default
     for other in others:  # the cluster default everywhere, broker ``me``'s own level on ``me`` only
         _eventually(lambda: topic_configs_at(other, name)["segment.bytes"] == default,
@@ -630,6 +657,8 @@ def test_delete_records_raw_high_watermark_and_unknown(broker, make_topic):
 # OffsetForLeaderEpoch
 
 
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (OffsetForLeaderEpoch v0-1, KIP-896): Kafka "
+                           "closes the connection; moldau keeps serving them to old clients")
 def test_offset_for_leader_epoch_all_versions(raw, broker, make_topic):
     name = make_topic(1)
     produce_confluent(broker.bootstrap, name, [{"value": b"e"} for _ in range(4)])
@@ -683,6 +712,8 @@ def test_describe_cluster(raw, kp_admin, broker):
 
 @pytest.mark.single_broker("DescribeLogDirs of one broker's one data dir (other brokers' log dirs are not "
                            "built, docs/cluster.md)")
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (DescribeLogDirs v0, KIP-896): Kafka closes the "
+                           "connection; moldau keeps serving them to old clients")
 def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"d" * 100, "partition": 0} for _ in range(5)])
@@ -711,6 +742,8 @@ def test_describe_log_dirs(kp_admin, raw, broker, make_topic):
 
 @pytest.mark.single_broker("old-version requests to one address that leads every partition (a cluster's "
                            "DeleteRecords goes to each partition's leader)")
+@pytest.mark.kafka_differs("sends versions Kafka 4.0 removed (CreateTopics v0-1 and the others of KIP-896): "
+                           "Kafka closes the connection; moldau keeps serving them to old clients")
 def test_every_declared_version_answers(raw, broker):
     """CreateTopics / CreatePartitions / DeleteRecords / IncrementalAlterConfigs / DeleteTopics at every
     version moldau declares, old ones included (what old clients send)."""
@@ -752,6 +785,7 @@ def test_every_declared_version_answers(raw, broker):
         assert not topic_exists(broker.bootstrap, names[i])
 
 
+@pytest.mark.kafka_differs(KAFKA_SYNONYMS)
 def test_kafka_python_configs(kp_admin, broker, make_topic):
     from kafka.admin import AlterConfigOp, ConfigResourceType
     from kafka.admin import ConfigResource as KPConfigResource
@@ -804,6 +838,9 @@ def test_aiokafka_admin_old_versions(broker, topic):
             assert r.resources[0][0] == 0
             r = await a.create_partitions({topic: NewPartitions(4)})
             assert [e[1] for e in r.topic_errors] == [0]
+            # Kafka's broker leads the new partitions once its metadata log says so, a moment after the
+            # answer (NOT_LEADER_OR_FOLLOWER meanwhile, which aiokafka's delete_records does not retry)
+            wait_for_topic(broker.bootstrap, topic, 4)
             c = await a.describe_cluster()
             assert c["brokers"][0]["port"] == broker.port and c["controller_id"] == c["brokers"][0]["node_id"]
             r = await a.delete_records({AIOTopicPartition(topic, 3): RecordsToDelete(0)})
@@ -817,6 +854,9 @@ def test_aiokafka_admin_old_versions(broker, topic):
     assert not topic_exists(broker.bootstrap, topic)
 
 
+@pytest.mark.kafka_differs("Kafka 4.4 deletes __consumer_offsets when asked (DeleteTopics answers no "
+                           "error); moldau protects its internal topics (INVALID_REQUEST, "
+                           "docs/architecture.md)")
 def test_internal_topic_cannot_be_deleted(broker_factory):
     b = broker_factory()
     with Raw(b.bootstrap) as raw:

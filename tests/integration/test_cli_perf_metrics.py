@@ -59,6 +59,8 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 @pytest.mark.moldau_only("moldau's metrics endpoint")
+@pytest.mark.kafka_differs("moldau's own HTTP metrics endpoint (metrics.listener, Prometheus); Kafka's "
+                           "broker has no such listener (its metrics are JMX)")
 @pytest.mark.single_broker("one broker process's metrics endpoint (each broker of a cluster has its own, "
                            "tests/cluster/test_cluster_faults.py scrapes them)")
 def test_metrics_endpoint(module_broker_factory: Callable[..., BrokerProcess]) -> None:

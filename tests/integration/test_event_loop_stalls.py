@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 pytestmark = [
     pytest.mark.moldau_only("the broker's own files"),
     pytest.mark.single_broker("times one broker process's event loop through its own files"),
+    pytest.mark.kafka_differs("times moldau's event loop through moldau's own files"),
 ]
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafkautil import create_topic, unique_topic
+from kafkautil import committed_after_restart, create_topic, unique_topic
 
 TIMEOUT = 30.0
 SESSION_MS = 6000
@@ -503,17 +503,7 @@ def test_committed_offsets_survive_consumer_and_broker_restart(fresh_broker):
     assert not set(first) & set(second)
     b.restart()
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
-    # A coordinator may answer NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (retriable) while it loads
-    # __consumer_offsets after the restart: Kafka does, for a moment after its restart; clients retry.
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        try:
-            committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=TIMEOUT)
-            break
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    committed = committed_after_restart(c, [TopicPartition(topic, i) for i in range(3)], TIMEOUT)
     c.close()
     done = Counter(p for p, _ in first + second)
     # -1001: no committed offset for that partition

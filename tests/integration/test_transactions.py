@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kafkautil import create_topic, unique_topic
+from kafkautil import committed_after_restart, create_topic, unique_topic
 
 pytestmark = pytest.mark.moldau_only("transactions need moldau's transaction coordinator")
 
@@ -171,6 +171,32 @@ def values(records: list[tuple[int, int, bytes]]) -> list[bytes]:
     return sorted(v for _p, _o, v in records)
 
 
+# EndTxn's answer: moldau answers once the markers and the Complete record are written
+# (docs/transactions.md), Apache Kafka once the decision (PrepareCommit / PrepareAbort) is in its transaction
+# log, writing the markers after (TransactionCoordinator.endTransaction: "we can respond to the client
+# immediately and continue to write the txn markers"). What the markers decide (the last stable offset, the
+# offsets committed in the transaction) shows at once on moldau and a moment later on Kafka, whose clients
+# see UNSTABLE_OFFSET_COMMIT or a last stable offset below the end meanwhile. A test that reads it right
+# after the end waits on Kafka only.
+MARKERS_AFTER_END_TXN_S = 15.0
+
+
+def after_end_txn(kind: str, check: Callable[[], bool]) -> bool:
+    """Whether ``check()`` holds after a transaction ended: at once on moldau, within seconds on Kafka."""
+    deadline = time.monotonic() + (MARKERS_AFTER_END_TXN_S if kind == "kafka" else 0.0)
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _stable(bs: str, topic: str, partition: int) -> bool:
+    """No transaction open on the partition any more: its last stable offset is its high watermark."""
+    lso, hw = _lso_and_hw(bs, topic, partition)
+    return lso == hw
+
+
 # ------------------------------------------------------------------------------------------------ tests
 
 
@@ -290,7 +316,7 @@ def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isola
     return resp.responses[0].partitions[0]
 
 
-def test_lso_and_aborted_transactions_at_the_protocol_level(txn_broker):
+def test_lso_and_aborted_transactions_at_the_protocol_level(txn_broker, kind):
     """Mixed non-transactional, committed, aborted and open transactional batches on one partition."""
     from moldau.protocol.records import split_batches
 
@@ -305,6 +331,8 @@ def test_lso_and_aborted_transactions_at_the_protocol_level(txn_broker):
     run_txn(a, topic, [b"a0", b"a1"], commit=True)          # committed
     aborted_msgs = run_txn(b, topic, [b"b0", b"b1", b"b2"], commit=False)  # aborted
     first_aborted = min(m.offset() for m in aborted_msgs)
+    # both markers written (on Kafka a moment after EndTxn's answer) before p2, which must follow them
+    assert after_end_txn(kind, lambda: _stable(bs, topic, 0))
     plain.produce(topic, value=b"p2")
     assert plain.flush(10) == 0
     # an open transaction: the last stable offset stops at its first record
@@ -334,8 +362,7 @@ def test_lso_and_aborted_transactions_at_the_protocol_level(txn_broker):
     assert not pd2.aborted_transactions
     # the transaction ends: the LSO catches up
     c.commit_transaction(10)
-    lso, hw = _lso_and_hw(bs, topic, 0)
-    assert lso == hw
+    assert after_end_txn(kind, lambda: _stable(bs, topic, 0))
     got = values(read_confluent(bs, topic, 1, "read_committed"))
     assert got == sorted([b"p0", b"p1", b"a0", b"a1", b"p2", b"c0", b"p3"])
 
@@ -407,8 +434,23 @@ def test_describe_list_transactions_and_producers(txn_broker):
 
 # ------------------------------------------------------------------------------------------------ crashes
 
+# Apache Kafka 4.4.0 loses the markers of a transaction it completes while restarting after kill -9, in
+# KRaft: until the restarted node has registered again, its partitions have no leader, and Kafka 4.4's
+# KRaftMetadataCache.getPartitionLeaderEndpoint answers "no such partition" for a partition whose leader is
+# not a registered broker (the Scala cache it replaced answered "leader unknown", which the coordinator
+# retries). The transaction coordinator, loading __transaction_state meanwhile, completes the transaction
+# and takes its partitions for deleted ones: "Couldn't find leader endpoint for partitions ... these
+# partitions are likely deleted already and hence can be skipped" in its log. No marker is written, the
+# partitions' last stable offset stays at the transaction's first record, and the producer id's next
+# transaction commits the old records with its own on the partitions it writes again.
+KAFKA_20734 = ("KAFKA-20734 (apache/kafka#22680, open): after kill -9 the restarted node's transaction "
+               "coordinator drops the markers of the transaction it completes, taking its leaderless "
+               "partitions for deleted ones; the transaction hangs")
+
+
 
 @pytest.mark.durable("an open transaction found after kill -9")
+@pytest.mark.kafka_bug(KAFKA_20734)
 def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_factory):
     b = broker_factory(settings=TXN_SETTINGS)
     bs = b.bootstrap
@@ -436,6 +478,7 @@ def test_broker_kill9_with_an_ongoing_transaction_aborts_it_by_timeout(broker_fa
 
 
 @pytest.mark.durable("a prepared commit found after a crash")
+@pytest.mark.kafka_bug(KAFKA_20734)
 def test_broker_crash_after_prepare_commit_completes_the_commit(broker_factory, kind):
     """A crash between PrepareCommit and the markers: the restarted coordinator writes the markers.
 
@@ -743,7 +786,12 @@ def test_kafka_python_send_offsets_to_transaction(txn_broker):
         p.send(src, value=b"x", partition=0)
         p.send_offsets_to_transaction({KTP(src, 0): OffsetAndMetadata(7, "meta", -1)}, group)
         p.abort_transaction()
-        c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+        # read_committed: committed() asks for stable offsets (OffsetFetch require_stable, KIP-447), so the
+        # answer waits for the transaction's markers (UNSTABLE_OFFSET_COMMIT, retried by the client, until
+        # then), which Kafka writes after EndTxn's answer; a read_uncommitted consumer may see the offsets
+        # from before the transaction there
+        c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
+                          isolation_level="read_committed")
         try:
             assert c.committed(KTP(src, 0)) is None  # aborted offsets are never visible
             p.begin_transaction()
@@ -808,7 +856,7 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory):
     b.start()
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
     try:
-        assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 5
+        assert committed_after_restart(c, [TopicPartition(src, 0)])[0].offset == 5
     finally:
         c.close()
 
@@ -888,6 +936,7 @@ def test_moldau_producer_is_fenced_by_a_newer_instance(txn_broker):
 
 
 @pytest.mark.durable("a transaction's state after a restart")
+@pytest.mark.kafka_bug(KAFKA_20734)
 def test_moldau_transaction_across_a_broker_restart(broker_factory):
     """kill -9 of the broker with the moldau producer's transaction open: after the restart that
     transaction times out (aborted), the producer is fenced, a new instance commits."""
@@ -964,10 +1013,13 @@ def _init_producer_id(route: Any, txid: str, version: int) -> tuple[Any, Any]:
     return _at_coordinator(route, 1, txid, req, InitProducerIdResponse, version, lambda r: [r.error_code])
 
 
-def test_every_version_of_the_transaction_apis(txn_broker):
+def test_every_version_of_the_transaction_apis(txn_broker, kind):
     """One transaction per step, each API at a different version (kafka-python's codec, independent of
     moldau's): InitProducerId v0-6, AddPartitionsToTxn v0-3, Produce, AddOffsetsToTxn v0-4, TxnOffsetCommit
-    v0-5, EndTxn v0-4; the committed records and offsets are visible afterwards."""
+    v0-5, EndTxn v0-4; the committed records and offsets are visible afterwards.
+
+    InitProducerId v6 (KIP-939's two-phase commit fields) only where the broker advertises it: moldau does,
+    Apache Kafka 4.4 keeps it unstable (not advertised; a request at v6 closes the connection)."""
     from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
     from kafka.protocol.producer import ProduceRequest, ProduceResponse
     from kafka.protocol.producer.transaction import (
@@ -980,15 +1032,17 @@ def test_every_version_of_the_transaction_apis(txn_broker):
         TxnOffsetCommitRequest,
         TxnOffsetCommitResponse,
     )
-    from rawkafka import RawRouter
+    from rawkafka import RawRouter, api_versions
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-versions"), 1)
+    init_max = min(api_versions(bs)[22][1], 6)
+    assert init_max >= 5  # InitProducerId v5: Kafka 4.4's highest stable version
     expected: list[bytes] = []
     with RawRouter(bs) as route:
         for step in range(7):
             txid, group = _txid(f"v{step}"), f"vg-{step}-{uuid.uuid4().hex[:4]}"
-            _, init = _init_producer_id(route, txid, min(step, 6))
+            _, init = _init_producer_id(route, txid, min(step, init_max))
             assert init.error_code == 0, (step, init)
             pid, epoch = init.producer_id, init.producer_epoch
             T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
@@ -1034,24 +1088,32 @@ def test_every_version_of_the_transaction_apis(txn_broker):
             assert end.error_code == 0, (step, end)
             if step != 3:
                 expected += vals
-            of = route.group(group).call(
-                OffsetFetchRequest(
-                    group_id=group,
-                    topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
-                    require_stable=True,
-                ),
-                OffsetFetchResponse,
-                7,
-            )
-            got = of.topics[0].partitions[0].committed_offset
-            assert got == (-1 if step == 3 else 100 + step), (step, of)
+            answers: list[Any] = []
+
+            def offset_stable() -> bool:
+                FT = OffsetFetchRequest.OffsetFetchRequestTopic
+                answers.append(route.group(group).call(
+                    OffsetFetchRequest(group_id=group, topics=[FT(name=topic, partition_indexes=[0])],
+                                       require_stable=True),
+                    OffsetFetchResponse,
+                    7,
+                ).topics[0].partitions[0])
+                return answers[-1].error_code != 88  # UNSTABLE_OFFSET_COMMIT: the markers are not written yet
+
+            assert after_end_txn(kind, offset_stable), (step, answers[-1])
+            got = answers[-1]
+            assert (got.error_code, got.committed_offset) == (0, -1 if step == 3 else 100 + step), (step, got)
+    assert after_end_txn(kind, lambda: _stable(bs, topic, 0))
     assert values(read_confluent(bs, topic, 1, "read_committed")) == sorted(expected)
 
 
 def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_broker):
     """AddPartitionsToTxn v4/v5 (batched, verify_only), EndTxn v5 (transactions V2: the epoch is bumped at
     the end), WriteTxnMarkers v0-2 aborting an open transaction on its partition (what
-    ``kafka-transactions.sh abort`` does)."""
+    ``kafka-transactions.sh abort`` does).
+
+    WriteTxnMarkers v0 only where the broker advertises it: moldau serves it (as it serves the other versions
+    Kafka 4.0 removed, KIP-896), Apache Kafka 4.x answers v1 and v2 only and closes the connection on v0."""
     from kafka.protocol.producer.transaction import (
         AddPartitionsToTxnRequest,
         AddPartitionsToTxnResponse,
@@ -1060,7 +1122,7 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
-    from rawkafka import RawConnection, RawRouter
+    from rawkafka import RawConnection, RawRouter, api_versions, leader_address
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-broker-forms"), 3)
@@ -1088,8 +1150,11 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
                                       committed=True), EndTxnResponse, 5)
         assert end.error_code == 0 and (end.producer_id, end.producer_epoch) == (pid, epoch + 1)
 
-    # an open transaction aborted on its partition by WriteTxnMarkers
-    p = txn_producer(bs, _txid("wm"))
+    # an open transaction aborted on its partition by WriteTxnMarkers, of a producer's second instance
+    # (epoch 1), so that its first epoch is a stale one (-1 is no epoch: Kafka answers UNKNOWN_SERVER_ERROR)
+    wm = _txid("wm")
+    first = txn_producer(bs, wm)
+    p = txn_producer(bs, wm)
     p.begin_transaction()
     got: list[Any] = []
     p.produce(topic, value=b"hanging", partition=2, on_delivery=lambda e, m: got.append(m))
@@ -1097,9 +1162,12 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
     lso, hw = _lso_and_hw(bs, topic, 2)
     assert lso < hw
     desc = _describe_producer(bs, topic, 2)
+    assert desc.producer_epoch >= 1, desc
     W = WriteTxnMarkersRequest.WritableTxnMarker
+    lowest, highest = api_versions(leader_address(bs, topic, 2))[27]
+    assert lowest <= 1 and highest >= 2, (lowest, highest)
     with RawConnection.to_leader(bs, topic, 2) as conn:  # markers are written by the partition's leader
-        for version in (0, 1, 2):
+        for version in range(lowest, 3):
             stale = conn.call(WriteTxnMarkersRequest(markers=[W(
                 producer_id=desc.producer_id, producer_epoch=desc.producer_epoch - 1,
                 transaction_result=False,
@@ -1120,6 +1188,7 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
     assert [(t.producer_id, t.first_offset) for t in pd.aborted_transactions] == [
         (desc.producer_id, got[0].offset())]
     p.abort_transaction(10)
+    del first
 
 
 def _describe_producer(bs: str, topic: str, partition: int) -> Any:

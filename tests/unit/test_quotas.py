@@ -176,6 +176,8 @@ def test_describe_filters() -> None:
     assert set(qm.describe([("user", 0, "a")], strict=True)) == {E(user="a")}
     assert set(qm.describe([("user", 1, None)], strict=False)) == {E(user=None)}
     assert set(qm.describe([("client-id", 2, None)], strict=True)) == {E(client_id="c")}
+    # "any specified" includes the type's default, as Kafka's ClientQuotasImage
+    assert set(qm.describe([("user", 2, None)], strict=True)) == {E(user="a"), E(user=None)}
     assert len(qm.describe([], strict=False)) == 4
     with pytest.raises(QuotaError):
         qm.describe([("user", 0, "a"), ("user", 0, "b")], strict=False)

@@ -361,7 +361,8 @@ class QuotaManager:
         self, components: list[tuple[str, int, str | None]], strict: bool
     ) -> dict[Entity, dict[str, float]]:
         """DescribeClientQuotas filter: (entity type, match type 0 exact / 1 default / 2 any specified,
-        name). ``strict``: only entities made of exactly the given types."""
+        name). ``strict``: only entities made of exactly the given types. "Any specified" matches every entity
+        with that type, its default included, as Kafka's (KRaft) ClientQuotasImage.describe does."""
         for t, match_type, _ in components:
             if t not in ENTITY_TYPES:
                 raise QuotaError(f"unknown entity type {t!r}")
@@ -383,8 +384,6 @@ class QuotaManager:
                     ok = names[t] is not None and names[t] == match
                 elif match_type == 1:
                     ok = names[t] is None
-                else:
-                    ok = names[t] is not None
                 if not ok:
                     break
             if ok and values:

@@ -2,9 +2,9 @@
 
 * The api key, version and correlation id sit at fixed offsets in every request header version, so they
   are read before the header is decoded: an unknown api key closes the connection (as Kafka does), an
-  unsupported version of ApiVersions is answered with UNSUPPORTED_VERSION (35) and the supported ranges in a
-  v0 body (clients then retry with a version we know), an unsupported version of any other API closes the
-  connection.
+  unsupported version of ApiVersions is answered with UNSUPPORTED_VERSION (35) and ApiVersions' own range in
+  a v0 body (clients then retry with a version we know; Kafka's answer, KIP-511), an unsupported version of
+  any other API closes the connection.
 * A request that does not decode: one log line, close.
 * A handler raising KafkaError: the message's top-level error response when the response has a top-level
   error_code at that version, otherwise log + close.
@@ -190,8 +190,10 @@ class Router:
         return frame_response(correlation_id, api_key, version, resp_msg.encode_parts(resp, version))
 
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
+        # ApiVersions' own range only, as Kafka (KIP-511: ApiVersionsRequest.getErrorResponse)
         msg = m.RESPONSES[API_VERSIONS]
         resp = msg.new(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
-            msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()])
+            msg.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in api_versions_keys()
+            if k == API_VERSIONS])
         body = msg.encode_parts(resp, 0)
         return frame_response(correlation_id, API_VERSIONS, 0, body)

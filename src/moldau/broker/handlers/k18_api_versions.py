@@ -7,7 +7,8 @@
 * v3+ responses: supported features and finalized features are empty (a single-node broker has no feature
   levels to negotiate), FinalizedFeaturesEpoch -1.
 * An unsupported version (librdkafka may send a newer one) is answered by the router with
-  UNSUPPORTED_VERSION and a v0 body carrying the supported ranges.
+  UNSUPPORTED_VERSION and a v0 body carrying ApiVersions' own version range only, as Kafka answers
+  (KIP-511, ``ApiVersionsRequest.getErrorResponse``): the client asks again at a version both know.
 """
 
 from __future__ import annotations
