@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 
 import pyarrow as pa
@@ -177,3 +179,9 @@ def test_bulk_bad_input_is_refused_clearly(broker, make_topic):
             p.send_many(topic, [(b"k", b"v", None, None, 5)])
         assert p.send_arrow(topic, ok).result(30) == 2  # the producer is still usable
     assert [r.value for r in consume_confluent(broker.bootstrap, topic, 1, 2)] == [b"a", b"b"]
+
+
+def test_the_client_does_not_import_pyarrow():
+    code = ("import sys, moldau.client, moldau.client.producer, moldau.client.arrow; "
+            "assert 'pyarrow' not in sys.modules, 'pyarrow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
