@@ -231,13 +231,13 @@ _SEND_TEMPLATE = """
                         b.max_ts = timestamp
                     tsb = _ATTR_TS[d]
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if vlen:
                         b.parts += (lb, tsb, ob, vb, value, b"\\x00")
                     else:
                         b.parts += (lb, tsb, ob, vb, b"\\x00")
-                    b.size = size + len(lb) + length
+                    b.size = size + _PV_N[length] + length
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
@@ -286,13 +286,14 @@ _SEND_TEMPLATE = """
                 parts = b.parts
                 if key is None:
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     parts += (lb, tsb, ob)
                 else:
                     ob = _PV[count]
                     kb = _PV[klen]
-                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                    length += _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if klen:
                         parts += (lb, tsb, ob, kb, key)
@@ -302,7 +303,7 @@ _SEND_TEMPLATE = """
                     parts += (vb, value, b"\\x00")
                 else:
                     parts += (vb, b"\\x00")
-                b.size = size + len(lb) + length
+                b.size = size + _PV_N[length] + length
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
@@ -335,6 +336,10 @@ from .partitioner import positive_hash as _positive_hash
 __all__ = ["send", "send_blocking", "send_many", "send_many_blocking"]
 
 _NEW_RECORD_FUTURE = tuple.__new__
+# the lengths of the varint tables' entries (a list index costs less than a call of len())
+_PV_N = [len(x) for x in _PV]
+_ATTR_TS_N = [len(x) for x in _ATTR_TS]
+_OFF_NULL_KEY_N = [len(x) for x in _OFF_NULL_KEY]
 
 
 class _Slow(Exception):
@@ -500,13 +505,14 @@ _SEND_MANY_TEMPLATE = """
                             bp = b.parts
                             if key is None:
                                 ob = _OFF_NULL_KEY[count]
-                                length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 bp += (lb, tsb, ob)
                             else:
                                 ob = _PV[count]
                                 kb = _PV[klen]
-                                length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                                length += _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 if klen:
                                     bp += (lb, tsb, ob, kb, key)
@@ -516,7 +522,7 @@ _SEND_MANY_TEMPLATE = """
                                 bp += (vb, value, b"\\x00")
                             else:
                                 bp += (vb, b"\\x00")
-                            b.size = size + len(lb) + length
+                            b.size = size + _PV_N[length] + length
                             b.records = count + 1
                             r = b.result
                             if r is not last:

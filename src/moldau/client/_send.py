@@ -21,6 +21,10 @@ from .partitioner import positive_hash as _positive_hash
 __all__ = ["send", "send_blocking", "send_many", "send_many_blocking"]
 
 _NEW_RECORD_FUTURE = tuple.__new__
+# the lengths of the varint tables' entries (a list index costs less than a call of len())
+_PV_N = [len(x) for x in _PV]
+_ATTR_TS_N = [len(x) for x in _ATTR_TS]
+_OFF_NULL_KEY_N = [len(x) for x in _OFF_NULL_KEY]
 
 
 class _Slow(Exception):
@@ -64,13 +68,13 @@ async def send(self, topic, value=None, key=None, partition=None, timestamp=None
                         b.max_ts = timestamp
                     tsb = _ATTR_TS[d]
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if vlen:
                         b.parts += (lb, tsb, ob, vb, value, b"\x00")
                     else:
                         b.parts += (lb, tsb, ob, vb, b"\x00")
-                    b.size = size + len(lb) + length
+                    b.size = size + _PV_N[length] + length
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
@@ -122,13 +126,14 @@ async def send(self, topic, value=None, key=None, partition=None, timestamp=None
                 parts = b.parts
                 if key is None:
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     parts += (lb, tsb, ob)
                 else:
                     ob = _PV[count]
                     kb = _PV[klen]
-                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                    length += _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if klen:
                         parts += (lb, tsb, ob, kb, key)
@@ -138,7 +143,7 @@ async def send(self, topic, value=None, key=None, partition=None, timestamp=None
                     parts += (vb, value, b"\x00")
                 else:
                     parts += (vb, b"\x00")
-                b.size = size + len(lb) + length
+                b.size = size + _PV_N[length] + length
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
@@ -189,13 +194,13 @@ def send_blocking(self, topic, value=None, key=None, partition=None, timestamp=N
                         b.max_ts = timestamp
                     tsb = _ATTR_TS[d]
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if vlen:
                         b.parts += (lb, tsb, ob, vb, value, b"\x00")
                     else:
                         b.parts += (lb, tsb, ob, vb, b"\x00")
-                    b.size = size + len(lb) + length
+                    b.size = size + _PV_N[length] + length
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
@@ -247,13 +252,14 @@ def send_blocking(self, topic, value=None, key=None, partition=None, timestamp=N
                 parts = b.parts
                 if key is None:
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     parts += (lb, tsb, ob)
                 else:
                     ob = _PV[count]
                     kb = _PV[klen]
-                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                    length += _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if klen:
                         parts += (lb, tsb, ob, kb, key)
@@ -263,7 +269,7 @@ def send_blocking(self, topic, value=None, key=None, partition=None, timestamp=N
                     parts += (vb, value, b"\x00")
                 else:
                     parts += (vb, b"\x00")
-                b.size = size + len(lb) + length
+                b.size = size + _PV_N[length] + length
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
@@ -366,13 +372,14 @@ async def send_many(self, topic, records):
                             bp = b.parts
                             if key is None:
                                 ob = _OFF_NULL_KEY[count]
-                                length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 bp += (lb, tsb, ob)
                             else:
                                 ob = _PV[count]
                                 kb = _PV[klen]
-                                length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                                length += _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 if klen:
                                     bp += (lb, tsb, ob, kb, key)
@@ -382,7 +389,7 @@ async def send_many(self, topic, records):
                                 bp += (vb, value, b"\x00")
                             else:
                                 bp += (vb, b"\x00")
-                            b.size = size + len(lb) + length
+                            b.size = size + _PV_N[length] + length
                             b.records = count + 1
                             r = b.result
                             if r is not last:
@@ -500,13 +507,14 @@ def send_many_blocking(self, topic, records, block=None):
                             bp = b.parts
                             if key is None:
                                 ob = _OFF_NULL_KEY[count]
-                                length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 bp += (lb, tsb, ob)
                             else:
                                 ob = _PV[count]
                                 kb = _PV[klen]
-                                length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                                length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                                length += _PV_N[vlen] + vlen + 1
                                 lb = _PV[length]
                                 if klen:
                                     bp += (lb, tsb, ob, kb, key)
@@ -516,7 +524,7 @@ def send_many_blocking(self, topic, records, block=None):
                                 bp += (vb, value, b"\x00")
                             else:
                                 bp += (vb, b"\x00")
-                            b.size = size + len(lb) + length
+                            b.size = size + _PV_N[length] + length
                             b.records = count + 1
                             r = b.result
                             if r is not last:
