@@ -231,13 +231,13 @@ _SEND_TEMPLATE = """
                         b.max_ts = timestamp
                     tsb = _ATTR_TS[d]
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if vlen:
                         b.parts += (lb, tsb, ob, vb, value, b"\\x00")
                     else:
                         b.parts += (lb, tsb, ob, vb, b"\\x00")
-                    b.size = size + len(lb) + length
+                    b.size = size + _PV_N[length] + length
                     b.records = count + 1
                     fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
                 finally:
@@ -286,13 +286,14 @@ _SEND_TEMPLATE = """
                 parts = b.parts
                 if key is None:
                     ob = _OFF_NULL_KEY[count]
-                    length = len(tsb) + len(ob) + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     parts += (lb, tsb, ob)
                 else:
                     ob = _PV[count]
                     kb = _PV[klen]
-                    length = len(tsb) + len(ob) + len(kb) + klen + len(vb) + vlen + 1
+                    length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                    length += _PV_N[vlen] + vlen + 1
                     lb = _PV[length]
                     if klen:
                         parts += (lb, tsb, ob, kb, key)
@@ -302,7 +303,7 @@ _SEND_TEMPLATE = """
                     parts += (vb, value, b"\\x00")
                 else:
                     parts += (vb, b"\\x00")
-                b.size = size + len(lb) + length
+                b.size = size + _PV_N[length] + length
                 b.records = count + 1
                 fut = _NEW_RECORD_FUTURE(RecordFuture, (b.result, count, timestamp))
             finally:
@@ -313,9 +314,10 @@ _SEND_TEMPLATE = """
     return {await_}self.{general}(topic, value, key, partition, timestamp, headers{args})
 """
 
-SEND_HEAD = '''"""The producer's ``send`` and ``send_blocking`` (tools/gen_hot_paths.py writes this file).
+SEND_HEAD = '''"""The producer's ``send``, ``send_blocking``, ``send_many`` and ``send_many_blocking``
+(tools/gen_hot_paths.py writes this file).
 
-``AsyncProducer`` takes both as methods. The common record (a bytes or None key and value, no headers, no
+``AsyncProducer`` takes them as methods. The common record (a bytes or None key and value, no headers, no
 serializers, custom partitioner or transaction) whose partition has an open batch with room is encoded into
 it here, with the codec's varint tables; anything else goes to the producer's general path.
 """
@@ -326,12 +328,18 @@ from moldau.protocol.records.batch import ATTRIBUTES_AND_TIMESTAMP_DELTA as _ATT
 from moldau.protocol.records.batch import OFFSET_DELTA_AND_NULL_KEY as _OFF_NULL_KEY
 from moldau.protocol.records.batch import VARINTS as _PV
 
+from .futures import BulkResult as _BulkResult
 from .futures import RecordFuture
+from .futures import record_fields as _fields
 from .partitioner import positive_hash as _positive_hash
 
-__all__ = ["send", "send_blocking"]
+__all__ = ["send", "send_blocking", "send_many", "send_many_blocking"]
 
 _NEW_RECORD_FUTURE = tuple.__new__
+# the lengths of the varint tables' entries (a list index costs less than a call of len())
+_PV_N = [len(x) for x in _PV]
+_ATTR_TS_N = [len(x) for x in _ATTR_TS]
+_OFF_NULL_KEY_N = [len(x) for x in _OFF_NULL_KEY]
 
 
 class _Slow(Exception):
@@ -344,6 +352,12 @@ SEND_DOCS = {
     "send_blocking": """send() for a thread other than the loop's (the sync facade): blocks up to max.block.ms
     for metadata or buffer space; ``block=False`` raises instead (``block=None``: block unless called on the
     producer's own loop thread).""",
+    "send_many": """Queue every record of ``records`` (an iterable of values, ``(key, value)`` pairs or
+    ``(key, value, headers, timestamp, partition)`` tuples); returns a BulkResult (await it, or call
+    .result()) that completes when all of them are acknowledged. No future per record.""",
+    "send_many_blocking": """send_many() for a thread other than the loop's (the sync facade's
+    ``send_many``): blocks up to max.block.ms for metadata or buffer space; ``block=False`` raises
+    instead.""",
 }
 
 
@@ -370,9 +384,168 @@ def _send_source(name: str, *, is_async: bool) -> str:
     return f"\n\n{head}\n    \"\"\"{SEND_DOCS[name]}\"\"\"\n{rest}"
 
 
+def _send_many_source(name: str, *, is_async: bool) -> str:
+    if is_async:  # on the loop: the lock only once another thread appends too
+        lock_init, acquire, release = "", "if lock is not None:\n{i}    lock.acquire()", \
+            "if lock is not None:\n{i}    lock.release()"
+    else:
+        lock_init = "if lock is None:\n{i}    lock = self._share_lock()"
+        acquire, release = "lock.acquire()", "lock.release()"
+    source = _SEND_MANY_TEMPLATE.replace("{lock_release_held}", "{release_16}")
+    source = source.replace("{lock_init}", "{init_4}", 1).replace("{lock_init}", "{init_12}", 1)
+    source = source.format(
+        async_="async " if is_async else "", await_="await " if is_async else "", name=name,
+        params="" if is_async else ", block=None", args="" if is_async else ", block",
+        general="_send_general" if is_async else "_send_general_blocking",
+        init_4=lock_init.format(i=" " * 4), init_12=lock_init.format(i=" " * 12),
+        lock_acquire=acquire.format(i=" " * 28), release_16=release.format(i=" " * 16),
+        lock_release=release.format(i=" " * 12))
+    source = "\n".join(line for line in source.split("\n") if line.strip() or not line)
+    head, rest = source.split("\n", 2)[1], source.split("\n", 2)[2]
+    return f"\n\n{head}\n    \"\"\"{SEND_DOCS[name]}\"\"\"\n{rest}"
+
+
 def send_source() -> str:
     return (BANNER + SEND_HEAD + _send_source("send", is_async=True)
-            + _send_source("send_blocking", is_async=False))
+            + _send_source("send_blocking", is_async=False)
+            + _send_many_source("send_many", is_async=True)
+            + _send_many_source("send_many_blocking", is_async=False))
+
+
+# The bulk loop (send_many / send_many_blocking): the same fast path over an iterable of records, with no
+# future per record (the batches' results are collected once per batch change) and the accumulator's lock
+# held across up to 1024 consecutive fast records; a record the fast path cannot take goes to the general
+# path (which opens batches, waits for memory and yields to the sender when a batch filled up).
+_SEND_MANY_TEMPLATE = """
+{async_}def {name}(self, topic, records{params}):
+    results = []
+    last = None
+    total = 0
+    held = 0
+    lock = self._lock
+    {lock_init}
+    simple = self._simple and not self._closed  # closed: the general path raises
+    keyless = self._keyless
+    topics = self._topics
+    parts_of = self._parts
+    ignore_keys = self._ignore_keys
+    now = _time_ns() // 1_000_000
+    try:
+        for rec in records:
+            tr = type(rec)
+            if tr is tuple and len(rec) == 2:
+                key, value = rec
+                headers = timestamp = partition = None
+            elif tr is bytes or rec is None:
+                key = headers = timestamp = partition = None
+                value = rec
+            elif tr is tuple and len(rec) == 5:
+                key, value, headers, timestamp, partition = rec
+                if not (timestamp is None or type(timestamp) is int) or not (
+                        partition is None or type(partition) is int):
+                    _fields(rec)  # raises the precise TypeError
+            else:
+                key, value, headers, timestamp, partition = _fields(rec)
+            total += 1
+            if held >= 1024:
+                # let the sender (and the loop) in now and then; a fresh clock for records without timestamp
+                {lock_release_held}
+                held = 0
+                now = _time_ns() // 1_000_000
+            if headers is None and simple:
+                if value is None:
+                    vb = b"\\x01"
+                    vlen = 0
+                elif type(value) is bytes:
+                    vlen = len(value)
+                    vb = _PV[vlen if vlen < 8000 else 0]
+                else:
+                    vlen = 8000
+                    vb = b""
+                if key is None:
+                    klen = 0
+                elif type(key) is bytes:
+                    klen = len(key)
+                else:
+                    klen = 8000
+                if vlen + klen < 8000:
+                    ts = now if timestamp is None else timestamp
+                    b = None
+                    if key is None and partition is None:
+                        ent = keyless.get(topic)
+                        if ent is not None:
+                            b, limit, _start = ent
+                    else:
+                        t = topics.get(topic)
+                        if t is not None:
+                            n = len(t.partitions)
+                            p = partition
+                            if p is None:
+                                p = -1 if ignore_keys or not n else _positive_hash(key) % n
+                            if 0 <= p < n:
+                                ps = parts_of.get(topic)
+                                st = ps.get(p) if ps is not None else None
+                                if st is not None:
+                                    q = st.queue
+                                    if q:
+                                        b = q[-1]
+                                        limit = b.limit
+                    if b is not None:
+                        if not held:
+                            {lock_acquire}
+                        held += 1
+                        size = b.size
+                        count = b.records
+                        d = ts - b.base_ts
+                        if not b.closed and size + vlen + klen + 16 <= limit and count < 8192 and \\
+                                0 <= d < 8192:
+                            if ts > b.max_ts:
+                                b.max_ts = ts
+                            tsb = _ATTR_TS[d]
+                            bp = b.parts
+                            if key is None:
+                                ob = _OFF_NULL_KEY[count]
+                                length = _ATTR_TS_N[d] + _OFF_NULL_KEY_N[count] + _PV_N[vlen] + vlen + 1
+                                lb = _PV[length]
+                                bp += (lb, tsb, ob)
+                            else:
+                                ob = _PV[count]
+                                kb = _PV[klen]
+                                length = _ATTR_TS_N[d] + _PV_N[count] + _PV_N[klen] + klen
+                                length += _PV_N[vlen] + vlen + 1
+                                lb = _PV[length]
+                                if klen:
+                                    bp += (lb, tsb, ob, kb, key)
+                                else:
+                                    bp += (lb, tsb, ob, kb)
+                            if vlen:
+                                bp += (vb, value, b"\\x00")
+                            else:
+                                bp += (vb, b"\\x00")
+                            b.size = size + _PV_N[length] + length
+                            b.records = count + 1
+                            r = b.result
+                            if r is not last:
+                                results.append(r)
+                                last = r
+                            continue
+            if held:
+                {lock_release_held}
+                held = 0
+            if timestamp is None:
+                timestamp = now
+            fut = {await_}self.{general}(topic, value, key, partition, timestamp, headers{args})
+            r = fut[0]
+            if r is not last:
+                results.append(r)
+                last = r
+            lock = self._lock
+            {lock_init}
+    finally:
+        if held:
+            {lock_release}
+    return _BulkResult(results, total)
+"""
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures as cf
 import logging
 import threading
+import time
 from concurrent.futures._base import FINISHED, PENDING
 from typing import Any, Callable
 
@@ -21,7 +22,8 @@ from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BatchResult", "RecordFuture", "new_record_future", "completed_future", "failed_future"]
+__all__ = ["BatchResult", "BulkResult", "RecordFuture", "record_fields", "new_record_future",
+           "completed_future", "failed_future"]
 
 _LOCK = threading.Lock()  # guards lazy creation of events/waiter lists across threads
 
@@ -298,3 +300,86 @@ def failed_future(exc: BaseException) -> cf.Future:
     f: cf.Future = cf.Future()
     f.set_exception(exc)
     return f
+
+
+class BulkResult:
+    """The outcome of ``send_many`` / ``send_arrow``: done when every batch holding one of its records is.
+
+    ``result(timeout)`` (any thread) and ``await`` (the producer's loop) return the number of records and
+    raise the first batch's error, if any; ``errors()`` lists every failed batch's (topic, partition, error).
+    No future is made per record: it holds the results of the batches the records went to.
+    """
+
+    __slots__ = ("_batches", "count")
+
+    def __init__(self, batches: list[BatchResult], count: int) -> None:
+        # consecutive duplicates are dropped while appending; records spread over partitions interleave
+        self._batches = list(dict.fromkeys(batches)) if len(batches) > 1 else batches
+        self.count = count
+
+    def done(self) -> bool:
+        return all(b.done for b in self._batches)
+
+    def result(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in self._batches:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not b.wait(remaining):
+                raise cf.TimeoutError(f"records not acknowledged within {timeout} s")
+        return self._outcome()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.result(timeout)
+        except cf.TimeoutError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the batch's error is the answer
+            return exc
+        return None
+
+    def errors(self) -> list[tuple[str, int, BaseException]]:
+        """(topic, partition, error) of every failed batch so far."""
+        return [(b.topic, b.partition, b.error) for b in self._batches if b.done and b.error is not None]
+
+    def _outcome(self) -> int:
+        for b in self._batches:
+            if b.error is not None:
+                raise b.error
+        return self.count
+
+    def __await__(self) -> Any:
+        for b in self._batches:
+            if not b.done:
+                yield from asyncio.shield(b.aio_future()).__await__()
+        return self._outcome()
+
+    def __repr__(self) -> str:
+        return f"<BulkResult {self.count} records in {len(self._batches)} batches done={self.done()}>"
+
+
+_FIELDS = ("key", "value", "headers", "timestamp", "partition")
+
+
+def record_fields(rec: Any) -> tuple[Any, Any, Any, int | None, int | None]:
+    """(key, value, headers, timestamp, partition) of one record given to ``send_many``: a value (bytes, str
+    or None), a tuple ``(key, value[, headers[, timestamp[, partition]]])`` or a mapping with those names."""
+    if isinstance(rec, (bytes, bytearray, memoryview, str)):
+        return None, rec, None, None, None
+    if isinstance(rec, tuple):
+        if not 2 <= len(rec) <= 5:
+            raise ValueError(f"a record tuple is (key, value[, headers[, timestamp[, partition]]]), "
+                             f"got {len(rec)} items")
+        key, value, headers, ts, partition = rec + (None,) * (5 - len(rec))
+    elif isinstance(rec, dict):
+        unknown = set(rec) - set(_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown record fields {sorted(unknown)}: use {', '.join(_FIELDS)}")
+        key, value, headers, ts, partition = (rec.get(f) for f in _FIELDS)
+    else:
+        raise TypeError(f"a record is bytes, str, None, a (key, value, ...) tuple or a dict, "
+                        f"not {type(rec).__name__}")
+    if ts is not None and type(ts) is not int:
+        raise TypeError(f"timestamp must be an int (ms since the epoch), not {type(ts).__name__}")
+    if partition is not None and type(partition) is not int:
+        raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+    return key, value, headers, ts, partition

@@ -42,6 +42,7 @@ from moldau.protocol.records import codec_id, encode_record, seal_batch, set_pro
 from moldau.protocol.records.batch import COMPRESSION_MASK, TRANSACTIONAL_FLAG
 
 from . import _send
+from .arrow import DEFAULT_KEY
 from .cluster import Cluster
 from .config import resolve_config
 from .errors import (
@@ -56,7 +57,7 @@ from .errors import (
     broker_error,
     is_retriable,
 )
-from .futures import BatchResult, RecordFuture
+from .futures import BatchResult, BulkResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
 from .transactions import ProducerIds, TransactionManager
 from .types import RecordMetadata
@@ -916,6 +917,42 @@ class AsyncProducer:
     # inline, then the general path (_send_general / _send_general_blocking).
     send = _send.send
     send_blocking = _send.send_blocking
+    # the bulk forms (same module): one loop over the records, no future per record
+    send_many = _send.send_many
+    send_many_blocking = _send.send_many_blocking
+
+    async def send_arrow(self, topic: str, data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "value",
+                         headers: str | None = None, timestamp: str | None = None,
+                         partition: str | None = None) -> BulkResult:
+        """Queue every row of a pyarrow Table or RecordBatch as a record (columns named by ``key``, ``value``,
+        ``headers``, ``timestamp``, ``partition``: see ``moldau.client.arrow``); returns a BulkResult like
+        ``send_many``. Needs pyarrow."""
+        from .arrow import arrow_chunks
+
+        results: list[BatchResult] = []
+        total = 0
+        for chunk in arrow_chunks(data, key=key, value=value, headers=headers, timestamp=timestamp,
+                                  partition=partition):
+            r = await self.send_many(topic, chunk)
+            results += r._batches
+            total += r.count
+        return BulkResult(results, total)
+
+    def send_arrow_blocking(self, topic: str, data: Any, *, key: Any = DEFAULT_KEY,
+                            value: str | None = "value", headers: str | None = None,
+                            timestamp: str | None = None, partition: str | None = None,
+                            block: bool | None = None) -> BulkResult:
+        """send_arrow() for a thread other than the loop's (the sync facade's ``send_arrow``)."""
+        from .arrow import arrow_chunks
+
+        results: list[BatchResult] = []
+        total = 0
+        for chunk in arrow_chunks(data, key=key, value=value, headers=headers, timestamp=timestamp,
+                                  partition=partition):
+            r = self.send_many_blocking(topic, chunk, block)
+            results += r._batches
+            total += r.count
+        return BulkResult(results, total)
 
     def _share_lock(self) -> threading.Lock:
         """The accumulator's lock for send_blocking's fast path. Called from a thread other than the loop's

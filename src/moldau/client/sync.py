@@ -13,10 +13,11 @@ import inspect
 import logging
 import queue
 import threading
-from typing import Any, Callable, Coroutine, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Coroutine, Iterable, Iterator, Mapping, TypeVar
 
+from .arrow import DEFAULT_KEY
 from .errors import IllegalStateError
-from .futures import RecordFuture
+from .futures import BulkResult, RecordFuture
 from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,21 @@ class Producer(_SyncBase):
         """Queue a record (blocks up to max.block.ms for metadata or buffer space; from the client's own
         loop thread, e.g. a delivery callback, it raises instead of blocking)."""
         return self._p.send_blocking(topic, value, key, partition, timestamp, headers)
+
+    def send_many(self, topic: str, records: Iterable[Any]) -> BulkResult:
+        """Queue every record of ``records``: values (bytes, str or None), ``(key, value)`` pairs,
+        ``(key, value, headers, timestamp, partition)`` tuples or dicts with those names. Returns a
+        BulkResult: ``result(timeout)`` waits until all are acknowledged and returns their number (or raises
+        the first error). No future per record; use send() for those."""
+        return self._p.send_many_blocking(topic, records)
+
+    def send_arrow(self, topic: str, data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "value",
+                   headers: str | None = None, timestamp: str | None = None,
+                   partition: str | None = None) -> BulkResult:
+        """Queue every row of a pyarrow Table or RecordBatch (columns named by key, value, headers,
+        timestamp, partition; see docs/client.md). Returns a BulkResult as send_many. Needs pyarrow."""
+        return self._p.send_arrow_blocking(topic, data, key=key, value=value, headers=headers,
+                                           timestamp=timestamp, partition=partition)
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                 timestamp: int | None = None, headers: Any = None,
