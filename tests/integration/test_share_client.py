@@ -245,3 +245,58 @@ def test_moldau_and_confluent_members_share_one_group(share_broker: Any) -> None
     offsets = sorted(o for v in seen for o, _ in v)
     assert offsets == list(range(n)), "every record accepted exactly once across the two clients"
     assert seen[0] and seen[1], [len(v) for v in seen]
+
+
+def test_admin_and_cli_share_groups(share_broker: Any) -> None:
+    """moldau's Admin (ListGroups type share, ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets,
+    DeleteGroups) and ``moldau share-groups list|describe|reset-offsets|delete-offsets|delete``."""
+    from test_cli_topics import cli, js, ok, one_line_error
+
+    b = share_broker
+    topic, group = "mshare-admin", "mg-admin"
+    _setup(b.bootstrap, topic, group, 10)
+    tp = moldau.TopicPartition(topic, 0)
+    c = _consumer(b.bootstrap, group, topic)
+    with moldau.Admin(bootstrap_servers=b.bootstrap) as a:
+        try:
+            got = _poll_until(c, lambda got: len(got) >= 10, 20)
+            assert sorted(r.offset for r in got) == list(range(10))
+            c.commit_sync(10)
+            assert group in [g.group_id for g in a.list_share_groups()]
+            d = a.describe_share_groups([group])[group]
+            assert d.state == "Stable" and len(d.members) == 1 and d.members[0].assignment == [tp]
+            assert d.members[0].member_id == c._c.member_id
+            members = js(cli("share-groups", "describe", group, "--members", "--json", bootstrap=b.bootstrap))
+            assert [m["assignment"] for m in members["members"]] == [[{"topic": topic, "partition": 0}]]
+            # a group with members cannot be reset
+            one_line_error(cli("share-groups", "reset-offsets", group, "--topic", topic, "--to-earliest",
+                               "--execute", bootstrap=b.bootstrap))
+        finally:
+            c.close()
+        offs = a.list_share_group_offsets(group)
+        assert offs[tp].start_offset == 10 and offs[tp].lag in (0, -1)
+        table = ok(cli("share-groups", "describe", group, bootstrap=b.bootstrap)).stdout
+        assert "START-OFFSET" in table and topic in table
+        plan = js(cli("share-groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--json",
+                      bootstrap=b.bootstrap))
+        assert plan["executed"] is False and plan["offsets"][0]["new_offset"] == 0
+        assert a.list_share_group_offsets(group)[tp].start_offset == 10, "a dry run changes nothing"
+        ok(cli("share-groups", "reset-offsets", group, "--topic", topic, "--to-offset", "6", "--execute",
+               bootstrap=b.bootstrap))
+        assert a.list_share_group_offsets(group)[tp].start_offset == 6
+        c = _consumer(b.bootstrap, group, topic)
+        try:
+            got = _poll_until(c, lambda got: len(got) >= 4, 20)
+            _poll_until(c, lambda got: False, 1)
+        finally:
+            c.close()
+        assert sorted(r.offset for r in got) == [6, 7, 8, 9], "the group starts at the reset offset"
+        a.alter_share_group_offsets(group, {tp: 2})
+        assert a.list_share_group_offsets(group)[tp].start_offset == 2
+        ok(cli("share-groups", "delete-offsets", group, "--topic", topic, bootstrap=b.bootstrap))
+        assert tp not in a.list_share_group_offsets(group)
+        ok(cli("share-groups", "delete", group, bootstrap=b.bootstrap))
+        assert group not in [g["group"] for g in js(cli("share-groups", "list", "--json",
+                                                        bootstrap=b.bootstrap))]
+        assert "no such share group" in one_line_error(cli("share-groups", "delete", group,
+                                                           bootstrap=b.bootstrap))
