@@ -298,3 +298,29 @@ def test_admin_and_cli_share_groups(share_broker: Any) -> None:
                                                         bootstrap=b.bootstrap))]
         assert "no such share group" in one_line_error(cli("share-groups", "delete", group,
                                                            bootstrap=b.bootstrap))
+
+
+def test_renew_keeps_the_lock(share_broker: Any) -> None:
+    """RENEW restarts a record's lock: renewed every second past twice the lock duration, the record does not
+    reach a second member; accepted, it never comes back."""
+    b = share_broker
+    topic, group = "mshare-renew", "mg-renew"
+    _setup(b.bootstrap, topic, group, 1, **{"share.record.lock.duration.ms": "1500"})
+    c = _consumer(b.bootstrap, group, topic, explicit=True)
+    other = _consumer(b.bootstrap, group, topic)
+    try:
+        got = _poll_until(c, lambda got: len(got) >= 1, 20)
+        assert [r.offset for r in got] == [0]
+        end = time.time() + 3.5
+        stolen: list[Any] = []
+        while time.time() < end:
+            c.acknowledge(got[0], AcknowledgeType.RENEW)
+            assert all(e is None for e in c.commit_sync(10).values())
+            stolen += other.poll(0.8)
+        assert stolen == [], "a renewed record stays with its member"
+        c.acknowledge(got[0], AcknowledgeType.ACCEPT)
+        assert all(e is None for e in c.commit_sync(10).values())
+        assert _poll_until(other, lambda got: False, 2) == []
+    finally:
+        c.close()
+        other.close()

@@ -508,6 +508,10 @@ class AsyncShareConsumer:
             if name is None:
                 continue
             for p in t.partitions:
+                if p.acknowledge_error_code:
+                    why = p.acknowledge_error_message or error_name(p.acknowledge_error_code)
+                    log.warning("share group %s: acknowledgements of %s-%d refused: %s", self.group_id, name,
+                                p.partition_index, why)
                 if p.error_code:
                     log.info("share group %s: ShareFetch %s-%d: %s", self.group_id, name, p.partition_index,
                              error_name(p.error_code))
