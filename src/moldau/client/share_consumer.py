@@ -131,6 +131,7 @@ class AsyncShareConsumer:
         self._renews: dict[TopicPartition, dict[int, int]] = {}
         self._fatal: BaseException | None = None
         self._lock_timeout_ms = -1
+        self._iter_buffer: list[ShareRecord] = []
         self._started = False
         self._closed = False
         self._poll_lock = asyncio.Lock()
@@ -555,6 +556,18 @@ class AsyncShareConsumer:
         if out:
             self._in_flight.setdefault(tp, set()).update(r.offset for r in out)
         return out
+
+    def __aiter__(self) -> "AsyncShareConsumer":
+        return self
+
+    async def __anext__(self) -> ShareRecord:
+        """``async for record in consumer``: endless; implicit mode accepts each record at the next one's
+        poll."""
+        while not self._iter_buffer:
+            if self._closed:
+                raise StopAsyncIteration
+            self._iter_buffer = list(reversed(await self.poll(1.0)))
+        return self._iter_buffer.pop()
 
     @property
     def acquisition_lock_timeout_ms(self) -> int:

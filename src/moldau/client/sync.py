@@ -532,6 +532,11 @@ class ShareConsumer(_SyncBase):
     def acknowledge(self, record: Any, type: Any = 1) -> None:
         self._run(self._async(self._c.acknowledge, record, type))
 
+    def __iter__(self) -> Iterator[Any]:
+        """Endless iteration over records (polls of 1 s); implicit mode accepts them as it goes on."""
+        while not self._closed:
+            yield from self.poll(1.0)
+
     def commit_sync(self, timeout: float | None = None) -> dict[Any, BaseException | None]:
         return self._run(self._c.commit_sync(timeout))
 
