@@ -522,6 +522,10 @@ class ShareConsumer(_SyncBase):
     def assignment(self) -> set[Any]:
         return set(self._c.assignment)
 
+    @property
+    def member_id(self) -> str:
+        return self._c.member_id
+
     @staticmethod
     async def _async(fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
