@@ -17,6 +17,8 @@ _LAZY = {
     "Producer": "moldau.client",
     "Consumer": "moldau.client",
     "Admin": "moldau.client",
+    "ShareConsumer": "moldau.client",
+    "AcknowledgeType": "moldau.client",
     "TopicPartition": "moldau.client",
     "RecordMetadata": "moldau.client",
     "ConsumerRecord": "moldau.client",
@@ -34,7 +36,8 @@ _LAZY = {
 }
 
 __all__ = [  # noqa: RUF022 - the client classes first
-    "__version__", "aio", "Producer", "Consumer", "Admin", "TopicPartition", "RecordMetadata",
+    "__version__", "aio", "Producer", "Consumer", "Admin", "ShareConsumer", "AcknowledgeType",
+    "TopicPartition", "RecordMetadata",
     "ConsumerRecord",
     "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRebalanceListener", "ConsumerGroupMetadata",
     "NewTopic",
@@ -44,6 +47,7 @@ __all__ = [  # noqa: RUF022 - the client classes first
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from moldau import aio
     from moldau.client import (
+        AcknowledgeType,
         Admin,
         AlterConfigOp,
         AuthenticationError,
@@ -60,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         OffsetAndTimestamp,
         Producer,
         RecordMetadata,
+        ShareConsumer,
         TopicPartition,
     )
 

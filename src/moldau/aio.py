@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from moldau.client import (
     AlterConfigOp,
+    AsyncShareConsumer,
     AuthenticationError,
     ConfigError,
     ConfigResource,
@@ -41,8 +42,11 @@ from moldau.client import (
 from moldau.client import AsyncAdmin as Admin
 from moldau.client import AsyncConsumer as Consumer
 from moldau.client import AsyncProducer as Producer
+from moldau.client import AsyncShareConsumer as ShareConsumer
 
 __all__ = [
+    "AsyncShareConsumer",
+    "ShareConsumer",
     "Admin",
     "AlterConfigOp",
     "AuthenticationError",

@@ -26,7 +26,8 @@ from .errors import (
 )
 from .partitioner import DefaultPartitioner, murmur2
 from .producer import AsyncProducer, RecordTooLargeError
-from .sync import Admin, Consumer, Producer
+from .share_consumer import AcknowledgeType, AsyncShareConsumer, ShareRecord
+from .sync import Admin, Consumer, Producer, ShareConsumer
 from .transactions import ConsumerGroupMetadata, TransactionAbortedError
 from .types import (
     AlterConfigOp,
@@ -42,6 +43,10 @@ from .types import (
 )
 
 __all__ = [
+    "AsyncShareConsumer",
+    "ShareConsumer",
+    "AcknowledgeType",
+    "ShareRecord",
     "AsyncProducer",
     "AsyncConsumer",
     "AsyncAdmin",

@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedVersionError,
     broker_error,
 )
+from .share_admin import ShareGroupAdmin
 from .types import (
     AlterConfigOp,
     BrokerMetadata,
@@ -75,7 +76,7 @@ def _results(results: dict[Any, BaseException | None], raise_errors: bool) -> di
     return results
 
 
-class AsyncAdmin:
+class AsyncAdmin(ShareGroupAdmin):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = resolve_config("admin", config, kwargs)
         self._cluster = Cluster(self.config, allow_auto_topic_creation=False)

@@ -240,7 +240,26 @@ CONSUMER = _defs(
 
 ADMIN: dict[str, ConfigDef] = {}
 
-_KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN}
+SHARE_CONSUMER = _defs(
+    ConfigDef("group.id", None, _str),
+    ConfigDef(
+        "share.acknowledgement.mode",
+        "implicit",
+        _choice("implicit", "explicit"),
+        "implicit: the records of a poll are accepted at the next poll/commit; explicit: acknowledge() each",
+    ),
+    ConfigDef("max.poll.records", 500, _int),
+    ConfigDef("fetch.min.bytes", 1, _int),
+    ConfigDef("fetch.max.wait.ms", 500, _int),
+    ConfigDef("fetch.max.bytes", 52428800, _int),
+    ConfigDef("key.deserializer", None, _callable),
+    ConfigDef("value.deserializer", None, _callable),
+    ConfigDef("check.crcs", True, _bool),
+    ConfigDef("client.rack", None, _str),
+    ConfigDef("allow.auto.create.topics", True, _bool),
+)
+
+_KINDS = {"producer": PRODUCER, "consumer": CONSUMER, "admin": ADMIN, "share_consumer": SHARE_CONSUMER}
 
 # Names accepted for compatibility but without effect, so configs written for other clients still load.
 _IGNORED = {"api.version.request", "socket.keepalive.enable"}

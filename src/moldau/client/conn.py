@@ -88,6 +88,13 @@ CLIENT_API_VERSIONS: dict[int, tuple[int, int]] = {
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1: the member makes its id, regex subscriptions)
     69: (0, 1),  # ConsumerGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat (KIP-932)
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch (v2: acquire modes, renew acknowledgements)
+    79: (1, 2),  # ShareAcknowledge (v2: renew acknowledgements)
+    90: (0, 1),  # DescribeShareGroupOffsets (v1: lag)
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 _I32 = struct.Struct(">i")

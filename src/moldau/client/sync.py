@@ -22,7 +22,7 @@ from .types import RecordMetadata
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LoopThread", "Producer", "Consumer", "Admin"]
+__all__ = ["LoopThread", "Producer", "Consumer", "Admin", "ShareConsumer"]
 
 T = TypeVar("T")
 
@@ -502,3 +502,75 @@ class Admin(_SyncBase):
         finally:
             self._lt.stop()
 
+
+
+class ShareConsumer(_SyncBase):
+    """Blocking share-group consumer (KIP-932); see ``moldau.client.share_consumer``.
+
+    ::
+
+        with ShareConsumer("jobs", bootstrap_servers="localhost:9092", group_id="workers") as c:
+            for record in c.poll(timeout=1.0):
+                ...                      # implicit mode: accepted at the next poll / commit_sync
+    """
+
+    _name = "moldau-share-consumer"
+
+    def __init__(self, *topics: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        from .consumer import split_topics_and_config
+        from .share_consumer import AsyncShareConsumer
+
+        topics, config = split_topics_and_config(topics, config)
+        self._start_loop(config, kwargs)
+        self._c: AsyncShareConsumer = self._build(
+            lambda: AsyncShareConsumer(*topics, config=config, **kwargs))
+
+    def subscribe(self, topics: list[str]) -> None:
+        self._run(self._async(self._c.subscribe, topics))
+
+    def unsubscribe(self) -> None:
+        self.subscribe([])
+
+    def subscription(self) -> set[str]:
+        return self._c.subscription()
+
+    @property
+    def assignment(self) -> set[Any]:
+        return set(self._c.assignment)
+
+    @property
+    def member_id(self) -> str:
+        return self._c.member_id
+
+    @staticmethod
+    async def _async(fn: Callable[..., T], *args: Any) -> T:
+        return fn(*args)
+
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[Any]:
+        return self._run(self._c.poll(timeout, max_records))
+
+    def acknowledge(self, record: Any, type: Any = 1) -> None:
+        self._run(self._async(self._c.acknowledge, record, type))
+
+    def __iter__(self) -> Iterator[Any]:
+        """Endless iteration over records (polls of 1 s); implicit mode accepts them as it goes on."""
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    def commit_sync(self, timeout: float | None = None) -> dict[Any, BaseException | None]:
+        return self._run(self._c.commit_sync(timeout))
+
+    def commit_async(self) -> cf.Future:
+        async def go() -> Any:
+            return await self._c.commit_async()
+
+        return self._lt.submit(go())
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._c.close(), timeout)
+        finally:
+            self._lt.stop()
