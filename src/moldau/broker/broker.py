@@ -46,6 +46,7 @@ class Broker:
         self.factory: ModeFactory = factory_for(self.services)
         self.server: Server | None = None
         self.console: Any = None     # moldau.console's server when console.listener is set
+        self.registry: Any = None    # moldau.registry's server when schema.registry.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
@@ -118,6 +119,10 @@ class Broker:
             from moldau.console.embedded import start_console
 
             self.console = await start_console(services, self.listeners)
+        if cfg.get("schema.registry.listener"):  # the schema registry (moldau.registry), a client of this broker
+            from moldau.registry.embedded import start_registry
+
+            self.registry = await start_registry(services, self.listeners)
         first = self.listeners[0]
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
                  first.port, services.node_id, services.cluster_id, services.data_dir)
@@ -179,6 +184,8 @@ class Broker:
             await rm.stop()
         if self.console is not None:
             await self.console.stop()
+        if self.registry is not None:
+            await self.registry.stop()
         await self.factory.close()
         if services.metrics is not None:
             await services.metrics.stop()

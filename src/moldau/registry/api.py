@@ -1,0 +1,227 @@
+"""The HTTP routes of Confluent's Schema Registry REST API (aiohttp), over ``service.Registry``.
+
+Answers are ``application/vnd.schemaregistry.v1+json``; errors are ``{"error_code": ..., "message": ...}``
+with Confluent's codes. Request bodies are accepted as JSON whatever their content type says, as Confluent's
+registry does for its three JSON types and plain ``application/json``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .service import Registry, RestError, parse_version, schema_not_found
+from .store import StoreError
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def reply(body: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type=CONTENT_TYPE)
+
+
+def _error(status: int, code: int, message: str) -> web.Response:
+    return reply({"error_code": code, "message": message}, status)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        raise RestError(422, 42201, "Invalid request: empty body")
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise RestError(400, 400, f"Unrecognized JSON body: {e}") from None
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise RestError(404, 404, f"HTTP 404 Not Found: {what} {text!r} is not a number") from None
+
+
+class RegistryAPI:
+    def __init__(self, registry: Registry) -> None:
+        self.r = registry
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors], client_max_size=16 * 1024 * 1024)
+        g, p, u, d = app.router.add_get, app.router.add_post, app.router.add_put, app.router.add_delete
+        g("/", self.root)
+        g("/subjects", self.subjects)
+        g("/subjects/{subject}/versions", self.versions)
+        p("/subjects/{subject}/versions", self.register)
+        p("/subjects/{subject}", self.lookup)
+        d("/subjects/{subject}", self.delete_subject)
+        g("/subjects/{subject}/versions/{version}", self.get_version)
+        g("/subjects/{subject}/versions/{version}/schema", self.get_version_schema)
+        g("/subjects/{subject}/versions/{version}/referencedby", self.referenced_by)
+        d("/subjects/{subject}/versions/{version}", self.delete_version)
+        g("/schemas", self.schemas)
+        g("/schemas/types", self.schema_types)
+        g("/schemas/ids/{id}", self.schema_by_id)
+        g("/schemas/ids/{id}/schema", self.schema_by_id_raw)
+        g("/schemas/ids/{id}/subjects", self.schema_subjects)
+        g("/schemas/ids/{id}/versions", self.schema_versions)
+        p("/compatibility/subjects/{subject}/versions/{version}", self.compat_version)
+        p("/compatibility/subjects/{subject}/versions", self.compat_all)
+        for path in ("/config", "/config/{subject}"):
+            g(path, self.get_config)
+            u(path, self.put_config)
+            d(path, self.delete_config)
+        for path in ("/mode", "/mode/{subject}"):
+            g(path, self.get_mode)
+            u(path, self.put_mode)
+        d("/mode/{subject}", self.delete_mode)
+        g("/contexts", self.contexts)
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except RestError as e:
+            return _error(e.status, e.code, e.message)
+        except StoreError as e:
+            log.warning("schema registry: %s", e)
+            return _error(500, 50001, f"Error in the backend data store: {e}")
+        except web.HTTPException as e:
+            if e.status >= 400:
+                return _error(e.status, e.status, f"HTTP {e.status} {e.reason}")
+            raise
+        except Exception as e:  # a bug: answer, log, keep serving
+            log.exception("schema registry: %s %s", request.method, request.path)
+            return _error(500, 50001, f"Internal error: {type(e).__name__}")
+
+    # ----------------------------------------------------------------------------------------- subjects
+    async def root(self, request: web.Request) -> web.Response:
+        return reply({})
+
+    async def subjects(self, request: web.Request) -> web.Response:
+        return reply(self.r.list_subjects(_flag(request, "deleted"), request.query.get("subjectPrefix", "")))
+
+    async def versions(self, request: web.Request) -> web.Response:
+        return reply(self.r.list_versions(request.match_info["subject"], _flag(request, "deleted")))
+
+    async def register(self, request: web.Request) -> web.Response:
+        return reply(await self.r.register(request.match_info["subject"], await _body(request),
+                                           _flag(request, "normalize")))
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        v = self.r.lookup(request.match_info["subject"], await _body(request), _flag(request, "deleted"))
+        return reply(v.body())
+
+    async def delete_subject(self, request: web.Request) -> web.Response:
+        return reply(await self.r.delete_subject(request.match_info["subject"], _flag(request, "permanent")))
+
+    async def get_version(self, request: web.Request) -> web.Response:
+        v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]),
+                               _flag(request, "deleted"))
+        return reply(v.body())
+
+    async def get_version_schema(self, request: web.Request) -> web.Response:
+        v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]),
+                               _flag(request, "deleted"))
+        return web.Response(text=v.schema, content_type=CONTENT_TYPE)
+
+    async def referenced_by(self, request: web.Request) -> web.Response:
+        v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]))
+        return reply(self.r.state.referenced_by(v.subject, v.version))
+
+    async def delete_version(self, request: web.Request) -> web.Response:
+        return reply(await self.r.delete_version(request.match_info["subject"],
+                                                 parse_version(request.match_info["version"]),
+                                                 _flag(request, "permanent")))
+
+    # ----------------------------------------------------------------------------------------- schemas
+    async def schemas(self, request: web.Request) -> web.Response:
+        prefix = request.query.get("subjectPrefix", "")
+        deleted = _flag(request, "deleted")
+        latest_only = _flag(request, "latestOnly")
+        out = []
+        for s in self.r.list_subjects(deleted, prefix):
+            vs = self.r.state.versions(s, deleted)
+            out += [v.body() for v in (vs[-1:] if latest_only else vs)]
+        offset = max(_int(request.query.get("offset", "0"), "offset"), 0)
+        limit = _int(request.query.get("limit", "-1"), "limit")
+        out = out[offset:] if limit < 0 else out[offset:offset + limit]
+        return reply(out)
+
+    async def schema_types(self, request: web.Request) -> web.Response:
+        return reply(sorted(self.r.types))
+
+    def _by_id(self, request: web.Request) -> Any:
+        sid = _int(request.match_info["id"], "id")
+        v = self.r.state.by_id(sid)
+        if v is None:
+            raise schema_not_found(sid)
+        return v
+
+    async def schema_by_id(self, request: web.Request) -> web.Response:
+        body = self._by_id(request).body(with_subject=False)
+        body.pop("id", None)
+        return reply(body)
+
+    async def schema_by_id_raw(self, request: web.Request) -> web.Response:
+        return web.Response(text=self._by_id(request).schema, content_type=CONTENT_TYPE)
+
+    async def schema_subjects(self, request: web.Request) -> web.Response:
+        v = self._by_id(request)
+        users = self.r.state.users_of(v.id, _flag(request, "deleted"))
+        return reply(sorted({u.subject for u in users}))
+
+    async def schema_versions(self, request: web.Request) -> web.Response:
+        v = self._by_id(request)
+        users = self.r.state.users_of(v.id, _flag(request, "deleted"))
+        return reply([{"subject": u.subject, "version": u.version} for u in users])
+
+    # ----------------------------------------------------------------------------------------- compatibility
+    def _compat_reply(self, request: web.Request, msgs: list[str]) -> web.Response:
+        body: dict[str, Any] = {"is_compatible": not msgs}
+        if _flag(request, "verbose"):
+            body["messages"] = msgs
+        return reply(body)
+
+    async def compat_version(self, request: web.Request) -> web.Response:
+        subject = request.match_info["subject"]
+        version = parse_version(request.match_info["version"])
+        body = await _body(request)
+        return self._compat_reply(request, self.r.test_compatibility(subject, version, body))
+
+    async def compat_all(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        return self._compat_reply(request, self.r.test_compatibility(request.match_info["subject"], None, body))
+
+    # ----------------------------------------------------------------------------------------- config, mode
+    async def get_config(self, request: web.Request) -> web.Response:
+        return reply(self.r.get_config(request.match_info.get("subject"), _flag(request, "defaultToGlobal")))
+
+    async def put_config(self, request: web.Request) -> web.Response:
+        return reply(await self.r.set_config(request.match_info.get("subject"), await _body(request)))
+
+    async def delete_config(self, request: web.Request) -> web.Response:
+        return reply(await self.r.delete_config(request.match_info.get("subject")))
+
+    async def get_mode(self, request: web.Request) -> web.Response:
+        return reply(self.r.get_mode(request.match_info.get("subject"), _flag(request, "defaultToGlobal")))
+
+    async def put_mode(self, request: web.Request) -> web.Response:
+        return reply(await self.r.set_mode(request.match_info.get("subject"), await _body(request),
+                                           _flag(request, "force")))
+
+    async def delete_mode(self, request: web.Request) -> web.Response:
+        return reply(await self.r.delete_mode(request.match_info["subject"]))
+
+    async def contexts(self, request: web.Request) -> web.Response:
+        return reply(["."])

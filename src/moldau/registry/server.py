@@ -1,0 +1,92 @@
+"""Running the registry: ``RegistryServer`` (start/stop inside a running event loop: the broker's
+``schema.registry.listener`` and the tests) and ``run_registry`` (the blocking ``moldau registry``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from .api import RegistryAPI
+from .service import Registry
+from .state import RegistryState
+from .store import TOPIC, KafkaStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RegistrySettings:
+    client_conf: dict[str, Any]  # the Kafka client's configuration (bootstrap.servers, security...)
+    host: str = "127.0.0.1"
+    port: int = 8081
+    topic: str = TOPIC
+    replication_factor: int = -1  # of _schemas when the registry creates it; -1: the cluster's default
+    timeout: float = 30.0  # for a write to be read back, and for the first replay
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RegistryServer:
+    def __init__(self, settings: RegistrySettings) -> None:
+        self.settings = settings
+        self.state = RegistryState()
+        self.store = KafkaStore(settings.client_conf, self.state, settings.topic, settings.replication_factor,
+                                settings.timeout)
+        self.registry = Registry(self.state, self.store)
+        self.port = settings.port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        host = self.settings.host
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    async def start(self) -> None:
+        await self.store.start()
+        app = RegistryAPI(self.registry).app()
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            await self.store.stop()
+            raise
+        self._runner = runner
+        server: Any = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            self.port = server.sockets[0].getsockname()[1]
+        log.info("moldau schema registry on %s (cluster %s, topic %s)", self.url,
+                 self.settings.client_conf.get("bootstrap.servers"), self.settings.topic)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+        await self.store.stop()
+
+
+def run_registry(settings: RegistrySettings) -> None:
+    """Serve until SIGINT/SIGTERM."""
+
+    async def main() -> None:
+        server = RegistryServer(settings)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
+                pass
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
