@@ -24,11 +24,22 @@ def register(sub: Any) -> None:
     )
     add_connection_args(p)
     g = p.add_argument_group("registry")
-    g.add_argument("--listen", metavar="HOST:PORT", default="127.0.0.1:8081",
-                   help="address to serve on (default 127.0.0.1:8081)")
-    g.add_argument("--topic", metavar="NAME", default="_schemas", help="the topic holding the state (default _schemas)")
-    g.add_argument("--replication-factor", metavar="N", type=int, default=-1,
-                   help="of the topic when the registry creates it (default: the cluster's)")
+    g.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8081",
+        help="address to serve on (default 127.0.0.1:8081)",
+    )
+    g.add_argument(
+        "--topic", metavar="NAME", default="_schemas", help="the topic holding the state (default _schemas)"
+    )
+    g.add_argument(
+        "--replication-factor",
+        metavar="N",
+        type=int,
+        default=-1,
+        help="of the topic when the registry creates it (default: the cluster's)",
+    )
     p.set_defaults(func=run_command(cmd_registry))
 
 
@@ -40,8 +51,13 @@ def cmd_registry(args: argparse.Namespace) -> int:
         host, port = parse_listen(args.listen)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    settings = RegistrySettings(client_config(args, "admin"), host=host, port=port, topic=args.topic,
-                                replication_factor=args.replication_factor)
+    settings = RegistrySettings(
+        client_config(args, "admin"),
+        host=host,
+        port=port,
+        topic=args.topic,
+        replication_factor=args.replication_factor,
+    )
     log = logging.getLogger("moldau.registry")
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)

@@ -115,8 +115,11 @@ class RegistryAPI:
         return reply(self.r.list_versions(request.match_info["subject"], _flag(request, "deleted")))
 
     async def register(self, request: web.Request) -> web.Response:
-        return reply(await self.r.register(request.match_info["subject"], await _body(request),
-                                           _flag(request, "normalize")))
+        return reply(
+            await self.r.register(
+                request.match_info["subject"], await _body(request), _flag(request, "normalize")
+            )
+        )
 
     async def lookup(self, request: web.Request) -> web.Response:
         v = self.r.lookup(request.match_info["subject"], await _body(request), _flag(request, "deleted"))
@@ -126,13 +129,19 @@ class RegistryAPI:
         return reply(await self.r.delete_subject(request.match_info["subject"], _flag(request, "permanent")))
 
     async def get_version(self, request: web.Request) -> web.Response:
-        v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]),
-                               _flag(request, "deleted"))
+        v = self.r.get_version(
+            request.match_info["subject"],
+            parse_version(request.match_info["version"]),
+            _flag(request, "deleted"),
+        )
         return reply(v.body())
 
     async def get_version_schema(self, request: web.Request) -> web.Response:
-        v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]),
-                               _flag(request, "deleted"))
+        v = self.r.get_version(
+            request.match_info["subject"],
+            parse_version(request.match_info["version"]),
+            _flag(request, "deleted"),
+        )
         return web.Response(text=v.schema, content_type=CONTENT_TYPE)
 
     async def referenced_by(self, request: web.Request) -> web.Response:
@@ -140,9 +149,13 @@ class RegistryAPI:
         return reply(self.r.state.referenced_by(v.subject, v.version))
 
     async def delete_version(self, request: web.Request) -> web.Response:
-        return reply(await self.r.delete_version(request.match_info["subject"],
-                                                 parse_version(request.match_info["version"]),
-                                                 _flag(request, "permanent")))
+        return reply(
+            await self.r.delete_version(
+                request.match_info["subject"],
+                parse_version(request.match_info["version"]),
+                _flag(request, "permanent"),
+            )
+        )
 
     # ----------------------------------------------------------------------------------------- schemas
     async def schemas(self, request: web.Request) -> web.Response:
@@ -155,7 +168,7 @@ class RegistryAPI:
             out += [v.body() for v in (vs[-1:] if latest_only else vs)]
         offset = max(_int(request.query.get("offset", "0"), "offset"), 0)
         limit = _int(request.query.get("limit", "-1"), "limit")
-        out = out[offset:] if limit < 0 else out[offset:offset + limit]
+        out = out[offset:] if limit < 0 else out[offset : offset + limit]
         return reply(out)
 
     async def schema_types(self, request: web.Request) -> web.Response:
@@ -201,7 +214,9 @@ class RegistryAPI:
 
     async def compat_all(self, request: web.Request) -> web.Response:
         body = await _body(request)
-        return self._compat_reply(request, self.r.test_compatibility(request.match_info["subject"], None, body))
+        return self._compat_reply(
+            request, self.r.test_compatibility(request.match_info["subject"], None, body)
+        )
 
     # ----------------------------------------------------------------------------------------- config, mode
     async def get_config(self, request: web.Request) -> web.Response:
@@ -217,8 +232,11 @@ class RegistryAPI:
         return reply(self.r.get_mode(request.match_info.get("subject"), _flag(request, "defaultToGlobal")))
 
     async def put_mode(self, request: web.Request) -> web.Response:
-        return reply(await self.r.set_mode(request.match_info.get("subject"), await _body(request),
-                                           _flag(request, "force")))
+        return reply(
+            await self.r.set_mode(
+                request.match_info.get("subject"), await _body(request), _flag(request, "force")
+            )
+        )
 
     async def delete_mode(self, request: web.Request) -> web.Response:
         return reply(await self.r.delete_mode(request.match_info["subject"]))

@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from .types import ParsedSchema, SchemaType
 
-LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-          "FULL_TRANSITIVE")
+LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
 DEFAULT_LEVEL = "BACKWARD"
 
 
@@ -26,7 +33,9 @@ def check_pair(handler: SchemaType, level: str, new: ParsedSchema, old: ParsedSc
     return out
 
 
-def check_level(handler: SchemaType, level: str, new: ParsedSchema, previous: list[ParsedSchema]) -> list[str]:
+def check_level(
+    handler: SchemaType, level: str, new: ParsedSchema, previous: list[ParsedSchema]
+) -> list[str]:
     """``previous``: the subject's live versions, oldest first."""
     if level == "NONE" or not previous:
         return []

@@ -28,12 +28,17 @@ async def start_registry(services: Any, listeners: list[Any]) -> RegistryServer 
         raise ConfigError(CONFIG_KEY, str(e)) from None
     plain = [lst for lst in listeners if str(lst.security_protocol).upper() == "PLAINTEXT"]
     if not plain:
-        log.error("%s: the broker has no PLAINTEXT listener for the registry to use; run `moldau registry` "
-                  "with the client's security settings instead", CONFIG_KEY)
+        log.error(
+            "%s: the broker has no PLAINTEXT listener for the registry to use; run `moldau registry` "
+            "with the client's security settings instead",
+            CONFIG_KEY,
+        )
         return None
     lst = plain[0]
     target = lst.host if lst.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     target = f"[{target}]" if ":" in target else target
-    server = RegistryServer(RegistrySettings({"bootstrap.servers": f"{target}:{lst.port}"}, host=host, port=port))
+    server = RegistryServer(
+        RegistrySettings({"bootstrap.servers": f"{target}:{lst.port}"}, host=host, port=port)
+    )
     await server.start()
     return server

@@ -3,7 +3,8 @@
 A key is a JSON object with ``keytype`` and ``magic`` (Confluent's ``SchemaRegistryKey`` classes):
 
 * ``{"keytype":"SCHEMA","subject":S,"version":V,"magic":1}`` -> a ``SchemaValue``: ``subject``, ``version``,
-  ``id``, ``schema``, ``schemaType`` (absent for AVRO), ``references``, ``deleted``, ``metadata``, ``ruleSet``;
+  ``id``, ``schema``, ``schemaType`` (absent for AVRO), ``references``, ``deleted``, ``metadata``,
+  ``ruleSet``;
 * ``{"keytype":"CONFIG","subject":S|null,"magic":0}`` -> ``{"compatibilityLevel": ..., ...}``;
 * ``{"keytype":"MODE","subject":S|null,"magic":0}`` -> ``{"mode": ...}``;
 * ``{"keytype":"DELETE_SUBJECT","subject":S,"magic":0}`` -> ``{"subject":S,"version":V}`` (a soft delete of
@@ -58,11 +59,24 @@ def noop_key() -> bytes:
     return _dump({"keytype": NOOP, "magic": 0})
 
 
-def schema_value(subject: str, version: int, schema_id: int, schema: str, schema_type: str,
-                 references: list[dict[str, Any]], deleted: bool, metadata: Any = None,
-                 rule_set: Any = None) -> bytes:
-    v: dict[str, Any] = {"subject": subject, "version": version, "id": schema_id, "schema": schema,
-                         "deleted": deleted}
+def schema_value(
+    subject: str,
+    version: int,
+    schema_id: int,
+    schema: str,
+    schema_type: str,
+    references: list[dict[str, Any]],
+    deleted: bool,
+    metadata: Any = None,
+    rule_set: Any = None,
+) -> bytes:
+    v: dict[str, Any] = {
+        "subject": subject,
+        "version": version,
+        "id": schema_id,
+        "schema": schema,
+        "deleted": deleted,
+    }
     if schema_type != "AVRO":
         v["schemaType"] = schema_type
     if references:

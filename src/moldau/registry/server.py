@@ -34,8 +34,9 @@ class RegistryServer:
     def __init__(self, settings: RegistrySettings) -> None:
         self.settings = settings
         self.state = RegistryState()
-        self.store = KafkaStore(settings.client_conf, self.state, settings.topic, settings.replication_factor,
-                                settings.timeout)
+        self.store = KafkaStore(
+            settings.client_conf, self.state, settings.topic, settings.replication_factor, settings.timeout
+        )
         self.registry = Registry(self.state, self.store)
         self.port = settings.port
         self._runner: web.AppRunner | None = None
@@ -61,8 +62,12 @@ class RegistryServer:
         server: Any = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
-        log.info("moldau schema registry on %s (cluster %s, topic %s)", self.url,
-                 self.settings.client_conf.get("bootstrap.servers"), self.settings.topic)
+        log.info(
+            "moldau schema registry on %s (cluster %s, topic %s)",
+            self.url,
+            self.settings.client_conf.get("bootstrap.servers"),
+            self.settings.topic,
+        )
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -13,8 +13,17 @@ from .types import Dependency, ParsedSchema, SchemaError, SchemaType, schema_typ
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = (1 << 31) - 1
-CONFIG_FIELDS = ("alias", "normalize", "validateFields", "validateRules", "compatibilityGroup",
-                 "defaultMetadata", "overrideMetadata", "defaultRuleSet", "overrideRuleSet")
+CONFIG_FIELDS = (
+    "alias",
+    "normalize",
+    "validateFields",
+    "validateRules",
+    "compatibilityGroup",
+    "defaultMetadata",
+    "overrideMetadata",
+    "defaultRuleSet",
+    "overrideRuleSet",
+)
 
 
 class RestError(Exception):
@@ -51,8 +60,12 @@ def parse_version(text: str) -> int:
         v = 0
     if v == -1 or 1 <= v <= MAX_VERSION:
         return v
-    raise RestError(422, 42202, f"The specified version '{text}' is not a valid version id. Allowed values are "
-                    f"between [1, {MAX_VERSION}] and the string \"latest\"")
+    raise RestError(
+        422,
+        42202,
+        f"The specified version '{text}' is not a valid version id. Allowed values are "
+        f"between [1, {MAX_VERSION}] and the string \"latest\"",
+    )
 
 
 class Registry:
@@ -73,8 +86,11 @@ class Registry:
             raise invalid_schema("Invalid schema: references nested more than 32 deep")
         out = []
         for r in refs:
-            if not isinstance(r, dict) or not isinstance(r.get("name"), str) \
-                    or not isinstance(r.get("subject"), str):
+            if (
+                not isinstance(r, dict)
+                or not isinstance(r.get("name"), str)
+                or not isinstance(r.get("subject"), str)
+            ):
                 raise invalid_schema(f"Invalid reference {r!r}: needs name, subject and version")
             try:
                 version = int(r.get("version", -1))
@@ -82,8 +98,10 @@ class Registry:
                 raise invalid_schema(f"Invalid reference {r!r}: version is not a number") from None
             v = self._version(r["subject"], version, deleted=True, missing_ok=True)
             if v is None:
-                raise invalid_schema(f"Invalid schema: reference {r['name']} to subject {r['subject']} version "
-                                     f"{version} not found")
+                raise invalid_schema(
+                    f"Invalid schema: reference {r['name']} to subject {r['subject']} version "
+                    f"{version} not found"
+                )
             out.append(Dependency(r["name"], v.schema, self._deps(v.references, depth + 1)))
         return out
 
@@ -97,8 +115,9 @@ class Registry:
     def parse_version_of(self, v: Version) -> ParsedSchema:
         return self.parse(v.schema_type, v.schema, v.references)
 
-    def _version(self, subject: str, version: int, deleted: bool = False,
-                 missing_ok: bool = False) -> Version | None:
+    def _version(
+        self, subject: str, version: int, deleted: bool = False, missing_ok: bool = False
+    ) -> Version | None:
         versions = self.state.subjects.get(subject)
         if version == -1:
             live = self.state.versions(subject, deleted)
@@ -113,7 +132,7 @@ class Registry:
         raise version_not_found(version)
 
     def level(self, subject: str | None) -> str:
-        for key in ((subject, None) if subject is not None else (None,)):
+        for key in (subject, None) if subject is not None else (None,):
             c = self.state.configs.get(key)
             if c and c.get("compatibilityLevel"):
                 return str(c["compatibilityLevel"])
@@ -127,8 +146,11 @@ class Registry:
     def _check_writable(self, subject: str | None, importing: bool = False) -> None:
         mode = self.mode(subject)
         if mode in ("READONLY", "READONLY_OVERRIDE"):
-            raise RestError(422, 42205, f"Subject {subject} is in read-only mode" if subject
-                            else "The registry is in read-only mode")
+            raise RestError(
+                422,
+                42205,
+                f"Subject {subject} is in read-only mode" if subject else "The registry is in read-only mode",
+            )
         if importing and mode != "IMPORT":
             raise RestError(422, 42205, f"Subject {subject} is not in import mode")
 
@@ -147,8 +169,9 @@ class Registry:
             raise invalid_schema("Invalid references: expected an array")
         return text, schema_type.upper(), refs, body.get("metadata"), body.get("ruleSet")
 
-    def _find_in_subject(self, subject: str, ident: tuple[str, ...], deleted: bool = False,
-                         loose: bool = False) -> Version | None:
+    def _find_in_subject(
+        self, subject: str, ident: tuple[str, ...], deleted: bool = False, loose: bool = False
+    ) -> Version | None:
         for v in reversed(self.state.versions(subject, deleted)):
             vi = v.identity()
             if vi == ident or (loose and vi[:3] == ident[:3]):
@@ -188,14 +211,21 @@ class Registry:
                 previous = [self.parse_version_of(v) for v in live] if level != "NONE" else []
                 msgs = check_level(self._handler(schema_type), level, parsed, previous)
                 if msgs:
-                    raise RestError(409, 409, f"Schema being registered is incompatible with an earlier schema "
-                                    f"for subject \"{subject}\", details: {msgs}")
+                    raise RestError(
+                        409,
+                        409,
+                        f"Schema being registered is incompatible with an earlier schema "
+                        f"for subject \"{subject}\", details: {msgs}",
+                    )
             all_versions = self.state.subjects.get(subject, {})
             if wants_import:
                 try:
                     schema_id = int(import_id)
-                    version = int(import_version) if import_version not in (None, -1) else \
-                        max(all_versions, default=0) + 1
+                    version = (
+                        int(import_version)
+                        if import_version not in (None, -1)
+                        else max(all_versions, default=0) + 1
+                    )
                 except (TypeError, ValueError):
                     raise invalid_schema("Invalid id or version") from None
                 holder = self.state.by_id(schema_id)
@@ -204,9 +234,16 @@ class Registry:
             else:
                 schema_id = self.state.by_identity.get(ident) or self.state.max_id + 1
                 version = max(all_versions, default=0) + 1
-            await self.store.write([(rec.schema_key(subject, version),
-                                     rec.schema_value(subject, version, schema_id, text, schema_type, refs,
-                                                      False, metadata, rule_set))])
+            await self.store.write(
+                [
+                    (
+                        rec.schema_key(subject, version),
+                        rec.schema_value(
+                            subject, version, schema_id, text, schema_type, refs, False, metadata, rule_set
+                        ),
+                    )
+                ]
+            )
             return {"id": schema_id}
 
     def lookup(self, subject: str, body: Any, deleted: bool = False) -> Version:
@@ -223,8 +260,11 @@ class Registry:
     def _check_unreferenced(self, subject: str, versions: list[Version]) -> None:
         for v in versions:
             if self.state.referenced_by(subject, v.version):
-                raise RestError(422, 42206, f"One or more references exist to the schema {{subject={subject}, "
-                                f"version={v.version}}}.")
+                raise RestError(
+                    422,
+                    42206,
+                    f"One or more references exist to the schema {{subject={subject}, version={v.version}}}.",
+                )
 
     async def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         async with self.store.lock:
@@ -235,19 +275,40 @@ class Registry:
             live = [v for v in every if not v.deleted]
             if not permanent:
                 if not live:
-                    raise RestError(404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to "
-                                    "delete permanently")
+                    raise RestError(
+                        404,
+                        40404,
+                        f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently",
+                    )
                 self._check_unreferenced(subject, live)
-                await self.store.write([
-                    (rec.schema_key(subject, v.version),
-                     rec.schema_value(subject, v.version, v.id, v.schema, v.schema_type, v.references, True,
-                                      v.metadata, v.rule_set)) for v in live])
+                await self.store.write(
+                    [
+                        (
+                            rec.schema_key(subject, v.version),
+                            rec.schema_value(
+                                subject,
+                                v.version,
+                                v.id,
+                                v.schema,
+                                v.schema_type,
+                                v.references,
+                                True,
+                                v.metadata,
+                                v.rule_set,
+                            ),
+                        )
+                        for v in live
+                    ]
+                )
                 return [v.version for v in live]
             if live:
-                raise RestError(404, 40405, f"Subject '{subject}' was not deleted first before being permanently "
-                                "deleted")
+                raise RestError(
+                    404, 40405, f"Subject '{subject}' was not deleted first before being permanently deleted"
+                )
             self._check_unreferenced(subject, every)
-            records: list[tuple[bytes, bytes | None]] = [(rec.schema_key(subject, v.version), None) for v in every]
+            records: list[tuple[bytes, bytes | None]] = [
+                (rec.schema_key(subject, v.version), None) for v in every
+            ]
             if subject in self.state.configs:
                 records.append((rec.config_key(subject), None))
             if subject in self.state.modes:
@@ -264,16 +325,39 @@ class Registry:
                 raise version_not_found("latest")  # Confluent: permanent deletes name the version
             if not permanent:
                 if v.deleted:
-                    raise RestError(404, 40406, f"Subject '{subject}' Version {v.version} was soft deleted.Set "
-                                    "permanent=true to delete permanently")
+                    raise RestError(
+                        404,
+                        40406,
+                        f"Subject '{subject}' Version {v.version} was soft deleted.Set "
+                        "permanent=true to delete permanently",
+                    )
                 self._check_unreferenced(subject, [v])
-                await self.store.write([(rec.schema_key(subject, v.version),
-                                         rec.schema_value(subject, v.version, v.id, v.schema, v.schema_type,
-                                                          v.references, True, v.metadata, v.rule_set))])
+                await self.store.write(
+                    [
+                        (
+                            rec.schema_key(subject, v.version),
+                            rec.schema_value(
+                                subject,
+                                v.version,
+                                v.id,
+                                v.schema,
+                                v.schema_type,
+                                v.references,
+                                True,
+                                v.metadata,
+                                v.rule_set,
+                            ),
+                        )
+                    ]
+                )
                 return v.version
             if not v.deleted:
-                raise RestError(404, 40407, f"Subject '{subject}' Version {v.version} was not deleted first before "
-                                "being permanently deleted")
+                raise RestError(
+                    404,
+                    40407,
+                    f"Subject '{subject}' Version {v.version} was not deleted first before "
+                    "being permanently deleted",
+                )
             self._check_unreferenced(subject, [v])
             await self.store.write([(rec.schema_key(subject, v.version), None)])
             return v.version
@@ -286,7 +370,6 @@ class Registry:
         handler = self._handler(schema_type)
         live = self.state.versions(subject)
         if version is None or (version == -1 and not live):  # what a registration would be checked against
-
             return check_level(handler, level, parsed, [self.parse_version_of(v) for v in live])
         old = self._version(subject, version)
         assert old is not None
@@ -297,8 +380,9 @@ class Registry:
         c = self.state.configs.get(subject)
         if subject is not None and not c:
             if not default_to_global:
-                raise RestError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility "
-                                "configured")
+                raise RestError(
+                    404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured"
+                )
             c = self.state.configs.get(None)
         out = dict(c or {})
         out.setdefault("compatibilityLevel", DEFAULT_LEVEL if subject is None or default_to_global else None)
@@ -309,8 +393,12 @@ class Registry:
             raise RestError(422, 42203, "Invalid compatibility level: the body must be a JSON object")
         level = body.get("compatibility", body.get("compatibilityLevel"))
         if level is not None and (not isinstance(level, str) or level.upper() not in LEVELS):
-            raise RestError(422, 42203, "Invalid compatibility level. Valid values are none, backward, forward, "
-                            "full, backward_transitive, forward_transitive, and full_transitive")
+            raise RestError(
+                422,
+                42203,
+                "Invalid compatibility level. Valid values are none, backward, forward, "
+                "full, backward_transitive, forward_transitive, and full_transitive",
+            )
         value = {k: body[k] for k in CONFIG_FIELDS if body.get(k) is not None}
         if level is not None:
             value["compatibilityLevel"] = level.upper()
@@ -327,8 +415,11 @@ class Registry:
 
     async def delete_config(self, subject: str | None) -> dict[str, Any]:
         async with self.store.lock:
-            if subject is not None and not self.state.versions(subject, deleted=True) \
-                    and subject not in self.state.configs:
+            if (
+                subject is not None
+                and not self.state.versions(subject, deleted=True)
+                and subject not in self.state.configs
+            ):
                 raise subject_not_found(subject)
             old = self.get_config(subject, default_to_global=True)
             if subject in self.state.configs:
@@ -338,14 +429,17 @@ class Registry:
     def get_mode(self, subject: str | None, default_to_global: bool = False) -> dict[str, Any]:
         if subject is not None and subject not in self.state.modes:
             if not default_to_global:
-                raise RestError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
+                raise RestError(
+                    404, 40409, f"Subject '{subject}' does not have subject-level mode configured"
+                )
         return {"mode": self.mode(subject)}
 
     async def set_mode(self, subject: str | None, body: Any, force: bool = False) -> dict[str, Any]:
         mode = body.get("mode") if isinstance(body, dict) else None
         if not isinstance(mode, str) or mode.upper() not in MODES:
-            raise RestError(422, 42204, "Invalid mode. Valid values are READWRITE, READONLY, "
-                            "READONLY_OVERRIDE and IMPORT")
+            raise RestError(
+                422, 42204, "Invalid mode. Valid values are READWRITE, READONLY, READONLY_OVERRIDE and IMPORT"
+            )
         mode = mode.upper()
         async with self.store.lock:
             if mode == "IMPORT" and not force:

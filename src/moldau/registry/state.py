@@ -54,12 +54,18 @@ def _norm_text(text: str) -> str:
         return text.strip()
 
 
-def identity(schema_type: str, text: str, references: list[dict[str, Any]], metadata: Any,
-             rule_set: Any) -> tuple[str, str, str, str, str]:
+def identity(
+    schema_type: str, text: str, references: list[dict[str, Any]], metadata: Any, rule_set: Any
+) -> tuple[str, str, str, str, str]:
     """What makes two registrations one schema (one id): the type, the text (for JSON texts: whitespace and
     member order aside), the references, metadata and rule set."""
-    return (schema_type, _norm_text(text), json.dumps(references or [], sort_keys=True),
-            json.dumps(metadata, sort_keys=True), json.dumps(rule_set, sort_keys=True))
+    return (
+        schema_type,
+        _norm_text(text),
+        json.dumps(references or [], sort_keys=True),
+        json.dumps(metadata, sort_keys=True),
+        json.dumps(rule_set, sort_keys=True),
+    )
 
 
 class RegistryState:
@@ -92,11 +98,17 @@ class RegistryState:
             if value is None:
                 self._remove(subject, version)
                 return
-            v = Version(subject=str(value.get("subject", subject)), version=int(value.get("version", version)),
-                        id=int(value["id"]), schema=str(value["schema"]),
-                        schema_type=str(value.get("schemaType") or "AVRO"),
-                        references=list(value.get("references") or []), deleted=bool(value.get("deleted")),
-                        metadata=value.get("metadata"), rule_set=value.get("ruleSet"))
+            v = Version(
+                subject=str(value.get("subject", subject)),
+                version=int(value.get("version", version)),
+                id=int(value["id"]),
+                schema=str(value["schema"]),
+                schema_type=str(value.get("schemaType") or "AVRO"),
+                references=list(value.get("references") or []),
+                deleted=bool(value.get("deleted")),
+                metadata=value.get("metadata"),
+                rule_set=value.get("ruleSet"),
+            )
             self._remove(subject, version)
             self.subjects.setdefault(subject, {})[version] = v
             self.ids.setdefault(v.id, set()).add((subject, version))
@@ -152,8 +164,10 @@ class RegistryState:
 
     # ------------------------------------------------------------------------------------------ reads
     def versions(self, subject: str, deleted: bool = False) -> list[Version]:
-        return sorted((v for v in self.subjects.get(subject, {}).values() if deleted or not v.deleted),
-                      key=lambda v: v.version)
+        return sorted(
+            (v for v in self.subjects.get(subject, {}).values() if deleted or not v.deleted),
+            key=lambda v: v.version,
+        )
 
     def subject_names(self, deleted: bool = False) -> list[str]:
         return sorted(s for s in self.subjects if self.versions(s, deleted))

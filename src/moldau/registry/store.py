@@ -27,8 +27,14 @@ class StoreError(Exception):
 
 
 class KafkaStore:
-    def __init__(self, client_conf: Mapping[str, Any], state: RegistryState, topic: str = TOPIC,
-                 replication_factor: int = -1, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        client_conf: Mapping[str, Any],
+        state: RegistryState,
+        topic: str = TOPIC,
+        replication_factor: int = -1,
+        timeout: float = 30.0,
+    ) -> None:
         self.client_conf = dict(client_conf)
         self.state = state
         self.topic = topic
@@ -45,15 +51,21 @@ class KafkaStore:
         await self._create_topic()
         self._producer = AsyncProducer({**self.client_conf, "acks": "all", "linger.ms": 0})
         await self._producer.start()
-        self._consumer = AsyncConsumer(config={**self.client_conf, "enable.auto.commit": False,
-                                               "auto.offset.reset": "earliest"})
+        self._consumer = AsyncConsumer(
+            config={**self.client_conf, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        )
         await self._consumer.start()
         self._consumer.assign([self._tp])
         self._consumer.seek(self._tp, 0)
         self._reader = asyncio.get_running_loop().create_task(self._read(), name="moldau-registry-reader")
         await self.catch_up()
-        log.info("schema registry: %s replayed up to offset %d (%d subjects, max id %d)", self.topic,
-                 self.state.applied_offset, len(self.state.subjects), self.state.max_id)
+        log.info(
+            "schema registry: %s replayed up to offset %d (%d subjects, max id %d)",
+            self.topic,
+            self.state.applied_offset,
+            len(self.state.subjects),
+            self.state.max_id,
+        )
 
     async def _create_topic(self) -> None:
         admin = AsyncAdmin(self.client_conf)
@@ -62,12 +74,17 @@ class KafkaStore:
             topics = await admin.list_topics(include_internal=True)
             if self.topic in topics:
                 if topics[self.topic] != 1:
-                    log.warning("%s has %d partitions; the registry reads partition 0 only", self.topic,
-                                topics[self.topic])
+                    log.warning(
+                        "%s has %d partitions; the registry reads partition 0 only",
+                        self.topic,
+                        topics[self.topic],
+                    )
                 return
             res = await admin.create_topics(
                 [NewTopic(self.topic, 1, self.replication_factor, config={"cleanup.policy": "compact"})],
-                timeout=self.timeout, raise_errors=False)
+                timeout=self.timeout,
+                raise_errors=False,
+            )
             err = res.get(self.topic)
             if err is not None and "exists" not in str(err).lower():
                 raise StoreError(f"cannot create {self.topic}: {err}")
@@ -113,7 +130,9 @@ class KafkaStore:
         try:
             await asyncio.wait_for(wait(), self.timeout)
         except TimeoutError:
-            raise StoreError(f"{self.topic}: offset {offset} not read back within {self.timeout:.0f} s") from None
+            raise StoreError(
+                f"{self.topic}: offset {offset} not read back within {self.timeout:.0f} s"
+            ) from None
 
     async def catch_up(self) -> None:
         """Return once every record in the topic now has been applied (a read after another instance's
@@ -132,7 +151,9 @@ class KafkaStore:
         assert self._producer is not None
         last = -1
         try:
-            futs = [await self._producer.send(self.topic, value, key=key, partition=0) for key, value in records]
+            futs = [
+                await self._producer.send(self.topic, value, key=key, partition=0) for key, value in records
+            ]
             for fut in futs:
                 md = await asyncio.wait_for(fut, self.timeout)
                 last = max(last, md.offset)

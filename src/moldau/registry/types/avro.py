@@ -8,6 +8,7 @@ schema can use them by name, as Confluent's registry does.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from . import Dependency, ParsedSchema, SchemaError
@@ -40,10 +41,49 @@ def _parse_into(text: str, named: dict[str, Any]) -> Any:
         obj = json.loads(text)
     except (ValueError, TypeError) as e:
         raise SchemaError(f"Invalid schema: not JSON: {e}") from None
+    _validate(obj)
     try:
         return fastavro.parse_schema(obj, named_schemas=named)
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as e:
         raise SchemaError(f"Invalid schema {text[:200]}: {type(e).__name__}: {e}") from None
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _validate(s: Any) -> None:
+    """What the spec requires and fastavro lets through: names of the form ``[A-Za-z_][A-Za-z0-9_]*`` (each
+    part of a full name; spec, "Names"), a record's ``fields`` present and their names unique ("Records")."""
+    if isinstance(s, list):
+        for b in s:
+            _validate(b)
+        return
+    if not isinstance(s, dict):
+        return
+    t = s.get("type")
+    if t in NAMED:
+        name = s.get("name")
+        if not isinstance(name, str) or not all(_NAME.fullmatch(p) for p in name.split(".")):
+            raise SchemaError(f"Invalid schema: {t} name {name!r} is not a valid Avro name")
+    if t in ("record", "error"):
+        fields = s.get("fields")
+        if not isinstance(fields, list):
+            raise SchemaError(f"Invalid schema: record {s.get('name')!r} has no fields array")
+        seen: set[str] = set()
+        for f in fields:
+            fname = f.get("name") if isinstance(f, dict) else None
+            if not isinstance(fname, str) or not _NAME.fullmatch(fname):
+                raise SchemaError(f"Invalid schema: field name {fname!r} in {s.get('name')!r} is not valid")
+            if fname in seen:
+                raise SchemaError(f"Invalid schema: field {fname!r} appears twice in {s.get('name')!r}")
+            seen.add(fname)
+            _validate(f.get("type"))
+    elif t == "array":
+        _validate(s.get("items"))
+    elif t == "map":
+        _validate(s.get("values"))
+    elif isinstance(t, (dict, list)):
+        _validate(t)
 
 
 def _add_deps(deps: list[Dependency], named: dict[str, Any], done: set[str]) -> None:
@@ -108,14 +148,31 @@ def _names_match(r: dict[str, Any], w: dict[str, Any]) -> bool:
     return any(a == w["name"] or _short(a) == _short(w["name"]) for a in r.get("aliases") or ())
 
 
-def _check(r: Any, w: Any, rn: dict[str, Any], wn: dict[str, Any], path: str, out: list[str],
-           seen: set[tuple[str, str]]) -> None:
+def _check(
+    r: Any,
+    w: Any,
+    rn: dict[str, Any],
+    wn: dict[str, Any],
+    path: str,
+    out: list[str],
+    seen: set[tuple[str, str]],
+) -> None:
     r, w = _resolve(r, rn), _resolve(w, wn)
-    if isinstance(r, dict) and isinstance(r.get("type"), (dict, list, str)) and r.get("type") not in NAMED \
-            and r.get("type") not in ("array", "map"):
-        r = _resolve(r["type"], rn)  # {"type": "int", "logicalType": ...}: logical types resolve as their base
-    if isinstance(w, dict) and isinstance(w.get("type"), (dict, list, str)) and w.get("type") not in NAMED \
-            and w.get("type") not in ("array", "map"):
+    if (
+        isinstance(r, dict)
+        and isinstance(r.get("type"), (dict, list, str))
+        and r.get("type") not in NAMED
+        and r.get("type") not in ("array", "map")
+    ):
+        r = _resolve(
+            r["type"], rn
+        )  # {"type": "int", "logicalType": ...}: logical types resolve as their base
+    if (
+        isinstance(w, dict)
+        and isinstance(w.get("type"), (dict, list, str))
+        and w.get("type") not in NAMED
+        and w.get("type") not in ("array", "map")
+    ):
         w = _resolve(w["type"], wn)
     rk, wk = _kind(r), _kind(w)
     # Spec: "if the writer's schema is a union ... the first schema in the reader's union that matches ...";
@@ -126,7 +183,8 @@ def _check(r: Any, w: Any, rn: dict[str, Any], wn: dict[str, Any], path: str, ou
         return
     if rk == "union":
         # "if the reader's is a union, but writer's is not: the first schema in the reader's union that
-        # matches the writer's schema is recursively resolved against it. If none match, an error is signalled."
+        # matches the writer's schema is recursively resolved against it. If none match, an error is
+        # signalled."
         for branch in r:
             trial: list[str] = []
             if _matches(_resolve(branch, rn), w, rn, wn):
@@ -181,8 +239,10 @@ def _check(r: Any, w: Any, rn: dict[str, Any], wn: dict[str, Any], path: str, ou
                 # "if the reader's record schema has a field with no default value, and writer's schema does
                 # not have a field with the same name, an error is signalled"
                 if "default" not in f:
-                    out.append(f"{path}{f['name']}: the reader's field has no default and the writer has "
-                               "no such field")
+                    out.append(
+                        f"{path}{f['name']}: the reader's field has no default and the writer has "
+                        "no such field"
+                    )
                 continue
             _check(f["type"], wf["type"], rn, wn, f"{path}{f['name']}/", out, seen)
         # "if the writer's record contains a field with a name not present in the reader's record, the

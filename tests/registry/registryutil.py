@@ -1,0 +1,74 @@
+"""Helpers of the registry tests: a registry in a thread, and a small HTTP client that returns status and
+JSON body (urllib: nothing between the test and the wire)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+CT = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryThread:
+    """A registry (moldau.registry.RegistryServer) on a free loopback port, in a thread with its own loop."""
+
+    def __init__(self, bootstrap: str, **settings: Any) -> None:
+        from moldau.registry import RegistryServer, RegistrySettings
+
+        self.settings = RegistrySettings(
+            {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
+        )
+        self.server = RegistryServer(self.settings)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="registry", daemon=True)
+
+    def start(self) -> RegistryThread:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+    def call(self, method: str, path: str, body: Any = None, raw: bool = False) -> tuple[int, Any]:
+        return call(self.url, method, path, body, raw)
+
+
+def call(base: str, method: str, path: str, body: Any = None, raw: bool = False) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": CT})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, ctype, text = resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
+    except urllib.error.HTTPError as e:
+        status, ctype, text = e.code, e.headers.get("Content-Type", ""), e.read().decode()
+    assert ctype.startswith(CT), (status, ctype, text)
+    return status, (text if raw else json.loads(text))
+
+
+def q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def avro_record(name: str, *fields: tuple[str, Any] | tuple[str, Any, Any], namespace: str = "t") -> str:
+    """An Avro record schema's text: fields are (name, type) or (name, type, default)."""
+    fs = []
+    for f in fields:
+        d: dict[str, Any] = {"name": f[0], "type": f[1]}
+        if len(f) > 2:
+            d["default"] = f[2]
+        fs.append(d)
+    return json.dumps({"type": "record", "name": name, "namespace": namespace, "fields": fs})
