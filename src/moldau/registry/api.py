@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .service import Registry, RestError, parse_version, schema_not_found
+from .service import Registry, RestError, parse_version, schema_not_found, subject_not_found
 from .store import StoreError
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,17 @@ async def _body(request: web.Request) -> Any:
         return json.loads(raw)
     except ValueError as e:
         raise RestError(400, 400, f"Unrecognized JSON body: {e}") from None
+
+
+def _deleted_only(request: web.Request) -> bool:
+    return _flag(request, "deletedOnly") or _flag(request, "deleted_only")
+
+
+def _page(request: web.Request, items: list[Any]) -> list[Any]:
+    """``offset`` and ``limit`` (negative: no limit) of Confluent's list answers."""
+    offset = max(_int(request.query.get("offset", "0"), "offset"), 0)
+    limit = _int(request.query.get("limit", "-1"), "limit")
+    return items[offset:] if limit < 0 else items[offset : offset + limit]
 
 
 def _int(text: str, what: str) -> int:
@@ -109,10 +120,20 @@ class RegistryAPI:
         return reply({})
 
     async def subjects(self, request: web.Request) -> web.Response:
-        return reply(self.r.list_subjects(_flag(request, "deleted"), request.query.get("subjectPrefix", "")))
+        prefix = request.query.get("subjectPrefix", "")
+        if _deleted_only(request):
+            live = set(self.r.list_subjects(False, prefix))
+            return reply(_page(request, [s for s in self.r.list_subjects(True, prefix) if s not in live]))
+        return reply(_page(request, self.r.list_subjects(_flag(request, "deleted"), prefix)))
 
     async def versions(self, request: web.Request) -> web.Response:
-        return reply(self.r.list_versions(request.match_info["subject"], _flag(request, "deleted")))
+        subject = request.match_info["subject"]
+        if _deleted_only(request):
+            vs = self.r.state.versions(subject, deleted=True)
+            if not vs:
+                raise subject_not_found(subject)
+            return reply(_page(request, [v.version for v in vs if v.deleted]))
+        return reply(_page(request, self.r.list_versions(subject, _flag(request, "deleted"))))
 
     async def register(self, request: web.Request) -> web.Response:
         return reply(
@@ -146,7 +167,7 @@ class RegistryAPI:
 
     async def referenced_by(self, request: web.Request) -> web.Response:
         v = self.r.get_version(request.match_info["subject"], parse_version(request.match_info["version"]))
-        return reply(self.r.state.referenced_by(v.subject, v.version))
+        return reply(_page(request, self.r.state.referenced_by(v.subject, v.version)))
 
     async def delete_version(self, request: web.Request) -> web.Response:
         return reply(
@@ -166,10 +187,7 @@ class RegistryAPI:
         for s in self.r.list_subjects(deleted, prefix):
             vs = self.r.state.versions(s, deleted)
             out += [v.body() for v in (vs[-1:] if latest_only else vs)]
-        offset = max(_int(request.query.get("offset", "0"), "offset"), 0)
-        limit = _int(request.query.get("limit", "-1"), "limit")
-        out = out[offset:] if limit < 0 else out[offset : offset + limit]
-        return reply(out)
+        return reply(_page(request, out))
 
     async def schema_types(self, request: web.Request) -> web.Response:
         return reply(sorted(self.r.types))
@@ -192,12 +210,12 @@ class RegistryAPI:
     async def schema_subjects(self, request: web.Request) -> web.Response:
         v = self._by_id(request)
         users = self.r.state.users_of(v.id, _flag(request, "deleted"))
-        return reply(sorted({u.subject for u in users}))
+        return reply(_page(request, sorted({u.subject for u in users})))
 
     async def schema_versions(self, request: web.Request) -> web.Response:
         v = self._by_id(request)
         users = self.r.state.users_of(v.id, _flag(request, "deleted"))
-        return reply([{"subject": u.subject, "version": u.version} for u in users])
+        return reply(_page(request, [{"subject": u.subject, "version": u.version} for u in users]))
 
     # ----------------------------------------------------------------------------------------- compatibility
     def _compat_reply(self, request: web.Request, msgs: list[str]) -> web.Response:

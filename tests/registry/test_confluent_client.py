@@ -1,0 +1,184 @@
+"""confluent-kafka's SchemaRegistryClient and its Avro serializer/deserializer against moldau's registry,
+with a producer and a consumer on the moldau broker: register, evolve, an incompatible change refused (409),
+soft and hard deletes, per-subject config, modes, references and referencedby, GET /schemas, and Avro records
+written with two schema versions read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from registryutil import RegistryThread, avro_record
+
+sr = pytest.importorskip("confluent_kafka.schema_registry")
+avro = pytest.importorskip("confluent_kafka.schema_registry.avro")
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient  # noqa: E402
+from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E402
+from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+
+V1 = avro_record("Order", ("id", "long"), ("item", "string"), namespace="shop")
+V2 = avro_record("Order", ("id", "long"), ("item", "string"), ("qty", "int", 1), namespace="shop")
+V3_BAD = avro_record("Order", ("id", "long"), ("item", "string"), ("price", "double"), namespace="shop")
+
+
+@pytest.fixture
+def client(registry: RegistryThread) -> Iterator[SchemaRegistryClient]:
+    yield SchemaRegistryClient({"url": registry.url})
+
+
+def fails(fn: Callable[[], Any]) -> SchemaRegistryError:
+    with pytest.raises(SchemaRegistryError) as e:
+        fn()
+    return e.value
+
+
+def test_register_evolve_refuse(client: SchemaRegistryClient) -> None:
+    s = "orders-value"
+    id1 = client.register_schema(s, Schema(V1, "AVRO"))
+    id2 = client.register_schema(s, Schema(V2, "AVRO"))
+    assert id2 != id1
+    latest = client.get_latest_version(s)
+    assert (latest.version, latest.schema_id, json.loads(latest.schema.schema_str)) == (
+        2,
+        id2,
+        json.loads(V2),
+    )
+    assert client.get_version(s, 1).schema_id == id1
+    assert client.get_versions(s) == [1, 2]
+    assert s in client.get_subjects()
+    assert json.loads(client.get_schema(id1).schema_str) == json.loads(V1)
+    assert client.lookup_schema(s, Schema(V1, "AVRO")).version == 1
+    assert client.test_compatibility(s, Schema(V2, "AVRO")) is True
+    assert client.test_compatibility(s, Schema(V3_BAD, "AVRO")) is False
+    assert client.test_compatibility_all_versions(s, Schema(V3_BAD, "AVRO")) is False
+    e = fails(lambda: client.register_schema(s, Schema(V3_BAD, "AVRO")))
+    assert (e.http_status_code, e.error_code) == (409, 409)
+    assert client.get_versions(s) == [1, 2]
+    assert {"subject": s, "version": 1} in [
+        {"subject": v.subject, "version": v.version} for v in client.get_schema_versions(id1)
+    ]
+    assert s in client.get_subjects_by_schema_id(id1)
+    assert "AVRO" in client.get_schema_types()
+
+
+def test_config_and_modes(client: SchemaRegistryClient) -> None:
+    s = "cfg-value"
+    client.register_schema(s, Schema(V1, "AVRO"))
+    assert client.get_compatibility() == "BACKWARD"
+    assert client.set_compatibility(s, "NONE") == {"compatibility": "NONE"}
+    assert client.get_compatibility(s) == "NONE"
+    client.register_schema(s, Schema(V3_BAD, "AVRO"))  # NONE: accepted
+    client.set_compatibility(s, "FULL_TRANSITIVE")
+    assert client.get_config(s).compatibility_level.value == "FULL_TRANSITIVE"
+    client.delete_config(s)
+    assert fails(lambda: client.get_compatibility(s)).error_code == 40408
+    assert client.update_mode(s, "READONLY") == "READONLY"
+    assert client.get_mode(s) == "READONLY"
+    e = fails(lambda: client.register_schema(s, Schema(V2, "AVRO")))
+    assert (e.http_status_code, e.error_code) == (422, 42205)
+    assert client.delete_mode(s) == "READONLY"
+    assert client.get_global_mode() == "READWRITE"
+    assert fails(lambda: client.update_mode(s, "BOGUS")).error_code == 42204
+
+
+def test_deletes(client: SchemaRegistryClient) -> None:
+    s = "del2-value"
+    client.register_schema(s, Schema(V1, "AVRO"))
+    client.register_schema(s, Schema(V2, "AVRO"))
+    assert client.delete_version(s, 2) == 2
+    assert client.get_versions(s) == [1]
+    assert client.get_versions(s, deleted=True) == [1, 2]
+    assert fails(lambda: client.delete_version(s, 1, permanent=True)).error_code == 40407
+    assert client.delete_version(s, 2, permanent=True) == 2
+    assert client.delete_subject(s) == [1]
+    assert s not in client.get_subjects()
+    assert s in client.get_subjects(deleted=True)
+    assert fails(lambda: client.get_versions(s)).error_code == 40401
+    assert client.delete_subject(s, permanent=True) == [1]
+    assert s not in client.get_subjects(deleted=True)
+
+
+def test_references(client: SchemaRegistryClient, registry: RegistryThread) -> None:
+    money = json.dumps(
+        {
+            "type": "record",
+            "name": "Money",
+            "namespace": "shop",
+            "fields": [{"name": "cents", "type": "long"}, {"name": "currency", "type": "string"}],
+        }
+    )
+    client.register_schema("money", Schema(money, "AVRO"))
+    invoice = json.dumps(
+        {
+            "type": "record",
+            "name": "Invoice",
+            "namespace": "shop",
+            "fields": [{"name": "total", "type": "shop.Money"}],
+        }
+    )
+    ref = SchemaReference("shop.Money", "money", 1)
+    iid = client.register_schema("invoice-value", Schema(invoice, "AVRO", [ref]))
+    assert client.get_referenced_by("money", 1) == [iid]
+    got = client.get_schema(iid)
+    assert [(r.name, r.subject, r.version) for r in got.references] == [("shop.Money", "money", 1)]
+    assert fails(lambda: client.delete_subject("money")).error_code == 42206
+    # the serializer resolves the reference to write and read a record
+    ser = avro.AvroSerializer(
+        client,
+        invoice_schema := Schema(invoice, "AVRO", [ref]),
+        conf={"auto.register.schemas": False, "use.latest.version": True},
+    )
+    del invoice_schema
+    ctx = SerializationContext("invoice", MessageField.VALUE)
+    data = ser({"total": {"cents": 1250, "currency": "EUR"}}, ctx)
+    assert data[0] == 0 and int.from_bytes(data[1:5], "big") == iid
+    assert avro.AvroDeserializer(client)(data, ctx) == {"total": {"cents": 1250, "currency": "EUR"}}
+    # GET /schemas (no method in the client): every registered version
+    status, schemas = registry.call("GET", "/schemas?subjectPrefix=invoice")
+    assert status == 200 and [(x["subject"], x["id"]) for x in schemas] == [("invoice-value", iid)]
+
+
+def test_produce_consume_two_versions(
+    client: SchemaRegistryClient, broker: Any, make_topic: Callable[..., str]
+) -> None:
+    topic = make_topic()
+    subject = f"{topic}-value"
+    ser1 = avro.AvroSerializer(client, V1)
+    ser2 = avro.AvroSerializer(client, V2)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p.produce(topic, ser1({"id": 1, "item": "tea"}, ctx))
+    p.produce(topic, ser2({"id": 2, "item": "cake", "qty": 3}, ctx))
+    assert p.flush(30) == 0
+    del p
+    assert client.get_versions(subject) == [1, 2]  # the serializers registered both (auto.register.schemas)
+    plain = avro.AvroDeserializer(client)  # each record read with its writer's schema
+    as_v2 = avro.AvroDeserializer(client, V2)  # both read with V2: qty's default fills in
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([topic])
+        got: list[bytes] = []
+        for _ in range(60):
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+            if len(got) == 2:
+                break
+    finally:
+        c.close()
+    assert [plain(v, ctx) for v in got] == [{"id": 1, "item": "tea"}, {"id": 2, "item": "cake", "qty": 3}]
+    assert [as_v2(v, ctx) for v in got] == [
+        {"id": 1, "item": "tea", "qty": 1},
+        {"id": 2, "item": "cake", "qty": 3},
+    ]
