@@ -182,3 +182,53 @@ def test_produce_consume_two_versions(
         {"id": 1, "item": "tea", "qty": 1},
         {"id": 2, "item": "cake", "qty": 3},
     ]
+
+
+def test_json_schema_serializers(client: SchemaRegistryClient) -> None:
+    jsonser = pytest.importorskip("confluent_kafka.schema_registry.json_schema")
+    s = "json-orders-value"
+    v1 = json.dumps(
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Order",
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        }
+    )
+    v2 = json.dumps(
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Order",
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "note": {"type": "string"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        }
+    )
+    bad = json.dumps({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})
+    ctx = SerializationContext("json-orders", MessageField.VALUE)
+    data1 = jsonser.JSONSerializer(v1, client)({"id": 7}, ctx)
+    data2 = jsonser.JSONSerializer(v2, client)({"id": 8, "note": "hi"}, ctx)
+    assert client.get_versions(s) == [1, 2]
+    latest = client.get_latest_version(s)
+    assert latest.schema.schema_type == "JSON" and latest.version == 2
+    e = fails(lambda: client.register_schema(s, Schema(bad, "JSON")))
+    assert (e.http_status_code, e.error_code) == (409, 409)
+    assert fails(lambda: client.register_schema(s, Schema('{"type": 12}', "JSON"))).error_code == 42201
+    de = jsonser.JSONDeserializer(None, schema_registry_client=client)
+    assert de(data1, ctx) == {"id": 7} and de(data2, ctx) == {"id": 8, "note": "hi"}
+    # a JSON Schema that references another by name
+    client.register_schema(
+        "json-money",
+        Schema(json.dumps({"type": "object", "properties": {"cents": {"type": "integer"}}}), "JSON"),
+    )
+    ref = SchemaReference("money.json", "json-money", 1)
+    rid = client.register_schema(
+        "json-invoice-value",
+        Schema(
+            json.dumps({"type": "object", "properties": {"total": {"$ref": "money.json"}}}), "JSON", [ref]
+        ),
+    )
+    assert client.get_referenced_by("json-money", 1) == [rid]

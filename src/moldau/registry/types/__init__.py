@@ -42,9 +42,9 @@ def schema_types() -> dict[str, SchemaType]:
 
     out: dict[str, SchemaType] = {"AVRO": avro.AVRO}
     try:
-        from . import jsonschema_type
+        from . import json_schema
 
-        out["JSON"] = jsonschema_type.JSON
+        out["JSON"] = json_schema.JSON
     except ImportError:  # pragma: no cover - the jsonschema package is optional
         pass
     return out
