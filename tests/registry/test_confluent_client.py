@@ -232,3 +232,60 @@ def test_json_schema_serializers(client: SchemaRegistryClient) -> None:
         ),
     )
     assert client.get_referenced_by("json-money", 1) == [rid]
+
+
+def _proto_classes() -> tuple[Any, Any]:
+    """Two versions of shop.Item as message classes, built from descriptors by hand (no protoc), the second
+    importing google/protobuf/timestamp.proto and adding a field."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
+
+    out = []
+    for version in (1, 2):
+        pool = descriptor_pool.DescriptorPool()
+        fd = descriptor_pb2.FileDescriptorProto(name="item.proto", package="shop", syntax="proto3")
+        m = fd.message_type.add(name="Item")
+        m.field.add(name="id", number=1, type=3, label=1, json_name="id")  # int64
+        m.field.add(name="name", number=2, type=9, label=1, json_name="name")  # string
+        if version == 2:
+            ts = descriptor_pb2.FileDescriptorProto()
+            timestamp_pb2.DESCRIPTOR.CopyToProto(ts)
+            pool.Add(ts)
+            fd.dependency.append("google/protobuf/timestamp.proto")
+            m.field.add(
+                name="at", number=3, type=11, label=1, type_name=".google.protobuf.Timestamp", json_name="at"
+            )
+        pool.Add(fd)
+        out.append(message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Item")))
+    return out[0], out[1]
+
+
+def test_protobuf_serializers(client: SchemaRegistryClient, registry: RegistryThread) -> None:
+    pb = pytest.importorskip("confluent_kafka.schema_registry.protobuf")
+    item1, item2 = _proto_classes()
+    ctx = SerializationContext("pb-items", MessageField.VALUE)
+    s = "pb-items-value"
+    d1 = pb.ProtobufSerializer(item1, client, {"use.deprecated.format": False})(item1(id=1, name="a"), ctx)
+    msg2 = item2(id=2, name="b")
+    msg2.at.seconds = 1700000000
+    d2 = pb.ProtobufSerializer(item2, client, {"use.deprecated.format": False})(msg2, ctx)
+    assert client.get_versions(s) == [1, 2]
+    assert client.get_latest_version(s).schema.schema_type == "PROTOBUF"
+    # a field's type changed: FIELD_SCALAR_KIND_CHANGED, refused
+    bad = 'syntax = "proto3"; package shop; message Item { string id = 1; string name = 2; }'
+    e = fails(lambda: client.register_schema(s, Schema(bad, "PROTOBUF")))
+    assert (e.http_status_code, e.error_code) == (409, 409)
+    assert fails(lambda: client.register_schema(s, Schema("message {", "PROTOBUF"))).error_code == 42201
+    # .proto text compatible with the serializer's descriptor: a field added
+    text = (
+        'syntax = "proto3"; package shop; import "google/protobuf/timestamp.proto";\n'
+        "message Item { int64 id = 1; string name = 2; google.protobuf.Timestamp at = 3; string note = 4; }"
+    )
+    client.register_schema(s, Schema(text, "PROTOBUF"))
+    status, body = registry.call("GET", f"/subjects/{s}/versions/3?format=serialized")
+    assert status == 200 and body["schema"] != text and "schemaType" in body
+    de1 = pb.ProtobufDeserializer(item1, {"use.deprecated.format": False}, client)
+    de2 = pb.ProtobufDeserializer(item2, {"use.deprecated.format": False}, client)
+    assert (de1(d1, ctx).id, de1(d1, ctx).name) == (1, "a")
+    got = de2(d2, ctx)
+    assert (got.id, got.name, got.at.seconds) == (2, "b", 1700000000)
+    assert de2(d1, ctx).at.seconds == 0  # an old record read with the new class

@@ -149,13 +149,19 @@ class RegistryAPI:
     async def delete_subject(self, request: web.Request) -> web.Response:
         return reply(await self.r.delete_subject(request.match_info["subject"], _flag(request, "permanent")))
 
+    def _formatted(self, request: web.Request, v: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """``format=serialized``: a Protobuf schema as a base64 ``FileDescriptorProto``."""
+        if request.query.get("format") == "serialized" and v.schema_type == "PROTOBUF":
+            body["schema"] = self.r.parse_version_of(v).obj.serialized()
+        return body
+
     async def get_version(self, request: web.Request) -> web.Response:
         v = self.r.get_version(
             request.match_info["subject"],
             parse_version(request.match_info["version"]),
             _flag(request, "deleted"),
         )
-        return reply(v.body())
+        return reply(self._formatted(request, v, v.body()))
 
     async def get_version_schema(self, request: web.Request) -> web.Response:
         v = self.r.get_version(
@@ -200,9 +206,10 @@ class RegistryAPI:
         return v
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        body = self._by_id(request).body(with_subject=False)
+        v = self._by_id(request)
+        body = v.body(with_subject=False)
         body.pop("id", None)
-        return reply(body)
+        return reply(self._formatted(request, v, body))
 
     async def schema_by_id_raw(self, request: web.Request) -> web.Response:
         return web.Response(text=self._by_id(request).schema, content_type=CONTENT_TYPE)

@@ -47,4 +47,13 @@ def schema_types() -> dict[str, SchemaType]:
         out["JSON"] = json_schema.JSON
     except ImportError:  # pragma: no cover - the jsonschema package is optional
         pass
+    try:
+        import google.protobuf  # noqa: F401
+        import proto_schema_parser  # noqa: F401
+
+        from . import protobuf
+
+        out["PROTOBUF"] = protobuf.PROTOBUF
+    except ImportError:  # pragma: no cover - protobuf and proto-schema-parser are optional
+        pass
     return out
