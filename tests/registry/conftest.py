@@ -10,6 +10,7 @@ modules do not see each other's subjects. ``test_embedded.py`` starts the broker
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -47,6 +48,11 @@ from registryutil import RegistryThread  # noqa: E402 - found through the sys.pa
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     mine = [i for i in items if _HERE in Path(str(i.fspath)).resolve().parents]
     _harness.pytest_collection_modifyitems(config, mine)
+    if not os.environ.get("MOLDAU_REGISTRY_FULL"):
+        skip = pytest.mark.skip(reason="a longer registry test: run with MOLDAU_REGISTRY_FULL=1")
+        for item in mine:
+            if item.get_closest_marker("registry_full"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,9 @@ class RegistryThread:
     def __init__(self, bootstrap: str, **settings: Any) -> None:
         from moldau.registry import RegistryServer, RegistrySettings
 
+        # one election group per state topic: the modules' registries do not elect among each other
+        settings.setdefault("group_id", f"sr-{settings.get('topic', '_schemas')}")
+
         self.settings = RegistrySettings(
             {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
         )

@@ -40,6 +40,26 @@ def register(sub: Any) -> None:
         default=-1,
         help="of the topic when the registry creates it (default: the cluster's)",
     )
+    g.add_argument(
+        "--group-id",
+        metavar="GROUP",
+        default="schema-registry",
+        help="the group the instances elect their leader in (default schema-registry); "
+        "instances sharing a topic share it",
+    )
+    g.add_argument(
+        "--advertised-url",
+        metavar="URL",
+        default=None,
+        help="where the other instances forward writes when this one leads (default http://HOST:PORT)",
+    )
+    g.add_argument(
+        "--session-timeout-ms",
+        metavar="MS",
+        type=int,
+        default=10000,
+        help="of the election group: how soon a dead leader is replaced (default 10000)",
+    )
     p.set_defaults(func=run_command(cmd_registry))
 
 
@@ -57,6 +77,9 @@ def cmd_registry(args: argparse.Namespace) -> int:
         port=port,
         topic=args.topic,
         replication_factor=args.replication_factor,
+        group_id=args.group_id,
+        advertised_url=args.advertised_url,
+        session_timeout_ms=args.session_timeout_ms,
     )
     log = logging.getLogger("moldau.registry")
     if not log.handlers:

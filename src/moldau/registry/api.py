@@ -62,9 +62,25 @@ def _int(text: str, what: str) -> int:
         raise RestError(404, 404, f"HTTP 404 Not Found: {what} {text!r} is not a number") from None
 
 
+FORWARDED = "X-Moldau-Registry-Forwarded"
+
+
+def _is_write(request: web.Request) -> bool:
+    if request.method in ("PUT", "DELETE"):
+        return True
+    resource = request.match_info.route.resource
+    return (
+        request.method == "POST"
+        and resource is not None
+        and resource.canonical == "/subjects/{subject}/versions"
+    )
+
+
 class RegistryAPI:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, elector: Any = None) -> None:
         self.r = registry
+        self.elector = elector  # election.LeaderElector, or None: this instance writes itself
+        self._session: Any = None
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors], client_max_size=16 * 1024 * 1024)
@@ -98,9 +114,53 @@ class RegistryAPI:
         g("/contexts", self.contexts)
         return app
 
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse | None:
+        """A write on a follower goes to the leader (None: this instance leads)."""
+        if self.elector is None or self.elector.is_leader:
+            return None
+        if request.headers.get(FORWARDED):
+            raise RestError(
+                500,
+                50003,
+                "Error while forwarding the request to the leader: this instance is not the leader either",
+            )
+        leader = await self.elector.leader_url()
+        if leader is None:
+            raise RestError(500, 50004, "Unknown leader: no schema registry instance leads the group")
+        if leader == self.elector.url:
+            return None
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        body = await request.read()
+        headers = {"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE), FORWARDED: "1"}
+        try:
+            async with self._session.request(
+                request.method, leader + request.path_qs, data=body, headers=headers
+            ) as resp:
+                data = await resp.read()
+                return web.Response(
+                    status=resp.status, body=data, content_type=resp.content_type or CONTENT_TYPE
+                )
+        except (aiohttp.ClientError, TimeoutError) as e:
+            await self.elector.leader_url(refresh=True, timeout=0)
+            raise RestError(
+                500, 50003, f"Error while forwarding the request to the leader {leader}: {e}"
+            ) from None
+
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
+            if _is_write(request):
+                forwarded = await self._forward(request)
+                if forwarded is not None:
+                    return forwarded
             return await handler(request)
         except RestError as e:
             return _error(e.status, e.code, e.message)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from .api import RegistryAPI
+from .election import LeaderElector
 from .service import Registry
 from .state import RegistryState
 from .store import TOPIC, KafkaStore
@@ -27,6 +29,9 @@ class RegistrySettings:
     topic: str = TOPIC
     replication_factor: int = -1  # of _schemas when the registry creates it; -1: the cluster's default
     timeout: float = 30.0  # for a write to be read back, and for the first replay
+    group_id: str | None = "schema-registry"  # the leader election's group; None: no election (one writer)
+    advertised_url: str | None = None  # what followers forward to; default http://HOST:PORT
+    session_timeout_ms: int = 10000  # of the election's group membership: how soon a dead leader is replaced
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -40,6 +45,8 @@ class RegistryServer:
         self.registry = Registry(self.state, self.store)
         self.port = settings.port
         self._runner: web.AppRunner | None = None
+        self.elector: LeaderElector | None = None
+        self.api: RegistryAPI | None = None
 
     @property
     def url(self) -> str:
@@ -48,7 +55,8 @@ class RegistryServer:
 
     async def start(self) -> None:
         await self.store.start()
-        app = RegistryAPI(self.registry).app()
+        self.api = RegistryAPI(self.registry)
+        app = self.api.app()
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
@@ -62,6 +70,16 @@ class RegistryServer:
         server: Any = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
+        if self.settings.group_id:
+            self.elector = LeaderElector(
+                self.settings.client_conf,
+                self.settings.topic,
+                self.settings.group_id,
+                self.advertised_url,
+                self.settings.session_timeout_ms,
+            )
+            await self.elector.start()
+            self.api.elector = self.elector
         log.info(
             "moldau schema registry on %s (cluster %s, topic %s)",
             self.url,
@@ -69,10 +87,24 @@ class RegistryServer:
             self.settings.topic,
         )
 
+    @property
+    def advertised_url(self) -> str:
+        if self.settings.advertised_url:
+            return self.settings.advertised_url.rstrip("/")
+        host = self.settings.host
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.gethostname()
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
     async def stop(self) -> None:
+        if self.elector is not None:
+            await self.elector.stop()
+            self.elector = None
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        if self.api is not None:
+            await self.api.close()
         await self.store.stop()
 
 

@@ -198,7 +198,7 @@ class Registry:
         import_id = body.get("id")
         import_version = body.get("version")
         wants_import = import_id is not None and import_id != -1
-        async with self.store.lock:
+        async with self.store.writing():
             self._check_writable(subject, importing=wants_import)
             parsed = self.parse(schema_type, text, refs)
             ident = identity(schema_type, text, refs, metadata, rule_set)
@@ -267,7 +267,7 @@ class Registry:
                 )
 
     async def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
-        async with self.store.lock:
+        async with self.store.writing():
             self._check_writable(subject)
             every = self.state.versions(subject, deleted=True)
             if not every:
@@ -317,7 +317,7 @@ class Registry:
             return [v.version for v in every]
 
     async def delete_version(self, subject: str, version: int, permanent: bool = False) -> int:
-        async with self.store.lock:
+        async with self.store.writing():
             self._check_writable(subject)
             v = self._version(subject, version, deleted=True)
             assert v is not None
@@ -404,7 +404,7 @@ class Registry:
             value["compatibilityLevel"] = level.upper()
         if not value:
             raise RestError(422, 42203, "Invalid compatibility level: no configuration given")
-        async with self.store.lock:
+        async with self.store.writing():
             self._check_writable(subject)
             merged = {**self.state.configs.get(subject, {}), **value}
             await self.store.write([(rec.config_key(subject), rec.encode_value(merged))])
@@ -414,7 +414,7 @@ class Registry:
         return out
 
     async def delete_config(self, subject: str | None) -> dict[str, Any]:
-        async with self.store.lock:
+        async with self.store.writing():
             if (
                 subject is not None
                 and not self.state.versions(subject, deleted=True)
@@ -441,7 +441,7 @@ class Registry:
                 422, 42204, "Invalid mode. Valid values are READWRITE, READONLY, READONLY_OVERRIDE and IMPORT"
             )
         mode = mode.upper()
-        async with self.store.lock:
+        async with self.store.writing():
             if mode == "IMPORT" and not force:
                 names = self.state.subject_names(deleted=True)
                 if (subject is None and names) or (subject is not None and subject in names):
@@ -450,7 +450,7 @@ class Registry:
         return {"mode": mode}
 
     async def delete_mode(self, subject: str) -> dict[str, Any]:
-        async with self.store.lock:
+        async with self.store.writing():
             if subject not in self.state.modes:
                 raise subject_not_found(subject)
             old = self.state.modes[subject]

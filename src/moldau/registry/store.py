@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from moldau.client import AsyncAdmin, AsyncConsumer, AsyncProducer, NewTopic, TopicPartition
@@ -43,6 +43,8 @@ class KafkaStore:
         self._tp = TopicPartition(topic, 0)
         self._producer: AsyncProducer | None = None
         self._consumer: AsyncConsumer | None = None
+        # end offsets on a connection of their own: the reader's long-polling Fetch would hold them back
+        self._admin: AsyncAdmin | None = None
         self._reader: asyncio.Task[None] | None = None
         self._applied = asyncio.Condition()
         self.lock = asyncio.Lock()  # held by a write from reading the state to its records being applied
@@ -68,28 +70,25 @@ class KafkaStore:
         )
 
     async def _create_topic(self) -> None:
-        admin = AsyncAdmin(self.client_conf)
+        admin = self._admin = AsyncAdmin(self.client_conf)
         await admin.start()
-        try:
-            topics = await admin.list_topics(include_internal=True)
-            if self.topic in topics:
-                if topics[self.topic] != 1:
-                    log.warning(
-                        "%s has %d partitions; the registry reads partition 0 only",
-                        self.topic,
-                        topics[self.topic],
-                    )
-                return
-            res = await admin.create_topics(
-                [NewTopic(self.topic, 1, self.replication_factor, config={"cleanup.policy": "compact"})],
-                timeout=self.timeout,
-                raise_errors=False,
-            )
-            err = res.get(self.topic)
-            if err is not None and "exists" not in str(err).lower():
-                raise StoreError(f"cannot create {self.topic}: {err}")
-        finally:
-            await admin.close()
+        topics = await admin.list_topics(include_internal=True)
+        if self.topic in topics:
+            if topics[self.topic] != 1:
+                log.warning(
+                    "%s has %d partitions; the registry reads partition 0 only",
+                    self.topic,
+                    topics[self.topic],
+                )
+            return
+        res = await admin.create_topics(
+            [NewTopic(self.topic, 1, self.replication_factor, config={"cleanup.policy": "compact"})],
+            timeout=self.timeout,
+            raise_errors=False,
+        )
+        err = res.get(self.topic)
+        if err is not None and "exists" not in str(err).lower():
+            raise StoreError(f"cannot create {self.topic}: {err}")
 
     async def stop(self) -> None:
         if self._reader is not None:
@@ -103,6 +102,9 @@ class KafkaStore:
         if self._producer is not None:
             await self._producer.close()
             self._producer = None
+        if self._admin is not None:
+            await self._admin.close()
+            self._admin = None
 
     async def _read(self) -> None:
         assert self._consumer is not None
@@ -137,13 +139,23 @@ class KafkaStore:
     async def catch_up(self) -> None:
         """Return once every record in the topic now has been applied (a read after another instance's
         write sees it)."""
-        assert self._consumer is not None
+        assert self._admin is not None
         try:
-            end = (await self._consumer.end_offsets([self._tp], timeout=self.timeout))[self._tp]
+            end = (await self._admin.list_offsets({self._tp: "latest"}, timeout=self.timeout))[
+                self._tp
+            ].offset
         except Exception as e:
             raise StoreError(f"{self.topic}: cannot read its end offset: {e}") from None
         if end > 0:
             await self._wait_applied(end - 1)
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Serialise a write: hold ``lock``, and read the topic to its end first, so that what the write
+        computes (the next id and version) follows every record written before it, by any instance."""
+        async with self.lock:
+            await self.catch_up()
+            yield
 
     async def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Produce the records (in order) and wait until the reader has applied the last one. Call with
