@@ -155,6 +155,11 @@ class Broker:
             return
         self._stopping = True
         services = self.services
+        if self.registry is not None:  # first: it is a client of this broker (its group leaves cleanly)
+            try:
+                await asyncio.wait_for(self.registry.stop(), drain_timeout)
+            except Exception:  # pragma: no cover
+                log.exception("error stopping the schema registry")
         await self.factory.stopping()
         if self.server is not None:
             self.server.stop_accepting()
@@ -184,8 +189,6 @@ class Broker:
             await rm.stop()
         if self.console is not None:
             await self.console.stop()
-        if self.registry is not None:
-            await self.registry.stop()
         await self.factory.close()
         if services.metrics is not None:
             await services.metrics.stop()
