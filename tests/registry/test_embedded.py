@@ -71,7 +71,8 @@ def _confluent_records() -> list[tuple[str | None, str | None]]:
     user2 = avro_record("User", ("name", "string"), ("age", ["null", "int"], None), namespace="com.example")
     money = 'syntax = "proto3";\npackage shop;\n\nmessage Money {\n  int64 cents = 1;\n}\n'
     order = (
-        'syntax = "proto3";\npackage shop;\n\nimport "money.proto";\n\nmessage Order {\n  Money total = 1;\n}\n'
+        'syntax = "proto3";\npackage shop;\n\nimport "money.proto";\n\n'
+        "message Order {\n  Money total = 1;\n}\n"
     )
     return [
         (k(keytype="NOOP", magic=0), None),

@@ -119,7 +119,7 @@ class Broker:
             from moldau.console.embedded import start_console
 
             self.console = await start_console(services, self.listeners)
-        if cfg.get("schema.registry.listener"):  # the schema registry (moldau.registry), a client of the broker
+        if cfg.get("schema.registry.listener"):  # the schema registry (moldau.registry), a client too
             from moldau.registry.embedded import start_registry
 
             self.registry = await start_registry(services, self.listeners)
