@@ -5,73 +5,14 @@ started afterwards reads the same state back from the topic (a restart). About 1
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from brokerproc import free_port
-from registryutil import avro_record, call
-
-
-class RegistryProcess:
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.port = free_port()
-        self.bootstrap = bootstrap
-        self.group = f"sr-{topic}"
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "moldau",
-                "registry",
-                "-b",
-                bootstrap,
-                "--listen",
-                f"127.0.0.1:{self.port}",
-                "--topic",
-                topic,
-                "--group-id",
-                f"sr-{topic}",
-                "--session-timeout-ms",
-                "6000",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=dict(os.environ),
-        )
-
-    def wait_ready(self, timeout: float = 30.0) -> RegistryProcess:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.proc.stderr.read().decode() if self.proc.stderr else ""
-            try:
-                if call(self.url, "GET", "/subjects")[0] == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"registry on {self.url} not ready")
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        return call(self.url, method, path, body)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+from registryutil import RegistryProcess, avro_record
 
 
 @pytest.fixture
