@@ -3,6 +3,7 @@ method returns the JSON body of its answer or raises ``RestError`` with Confluen
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from . import records as rec
@@ -13,6 +14,7 @@ from .types import Dependency, ParsedSchema, SchemaError, SchemaType, schema_typ
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = (1 << 31) - 1
+PARSED_CACHE = 10000
 CONFIG_FIELDS = (
     "alias",
     "normalize",
@@ -73,6 +75,9 @@ class Registry:
         self.state = state
         self.store = store
         self.types: dict[str, SchemaType] = schema_types()
+        # parsed schemas by (type, text, references): a transitive check parses every earlier version; a
+        # referenced version cannot be deleted, so what a reference resolves to does not change under a key
+        self._parsed: dict[tuple[str, str, str], ParsedSchema] = {}
 
     # ------------------------------------------------------------------------------------- helpers
     def _handler(self, schema_type: str) -> SchemaType:
@@ -107,10 +112,18 @@ class Registry:
 
     def parse(self, schema_type: str, text: str, refs: list[dict[str, Any]]) -> ParsedSchema:
         handler = self._handler(schema_type)
+        key = (schema_type, text, json.dumps(refs, sort_keys=True))
+        got = self._parsed.get(key)
+        if got is not None:
+            return got
         try:
-            return handler.parse(text, self._deps(refs))
+            got = handler.parse(text, self._deps(refs))
         except SchemaError as e:
             raise invalid_schema(str(e)) from None
+        if len(self._parsed) >= PARSED_CACHE:
+            self._parsed.clear()
+        self._parsed[key] = got
+        return got
 
     def parse_version_of(self, v: Version) -> ParsedSchema:
         return self.parse(v.schema_type, v.schema, v.references)
