@@ -55,6 +55,10 @@ def test_register_read_and_ids(registry: RegistryThread) -> None:
         == 40403
     )
     # GET /schemas: every version, filters
+    # paging of list answers
+    assert r.call("GET", f"/subjects/{s}/versions?offset=1&limit=1") == (200, [2])
+    assert r.call("GET", f"/schemas/ids/{id1}/subjects?limit=1") == (200, ["other-value"])
+    assert r.call("GET", "/schemas?subjectPrefix=users-&offset=1")[1][0]["version"] == 2
     st, all_ = r.call("GET", "/schemas?subjectPrefix=users-")
     assert st == 200 and [(x["subject"], x["version"]) for x in all_] == [(s, 1), (s, 2)]
     assert [x["version"] for x in r.call("GET", "/schemas?subjectPrefix=users-&latestOnly=true")[1]] == [2]
@@ -91,6 +95,7 @@ def test_errors(registry: RegistryThread) -> None:
     assert code("GET", f"/config/{s}") == (404, 40408)
     assert code("GET", f"/mode/{s}") == (404, 40409)
     assert code("GET", "/no/such/route") == (404, 404)
+    assert r.call("GET", "/contexts") == (200, ["."])
     assert code(
         "POST",
         f"/subjects/{s}/versions",
@@ -147,6 +152,8 @@ def test_deletes(registry: RegistryThread) -> None:
     assert r.call("DELETE", f"/subjects/{s}")[1]["error_code"] == 40404
     assert s not in r.call("GET", "/subjects")[1]
     assert s in r.call("GET", "/subjects?deleted=true")[1]
+    assert s in r.call("GET", "/subjects?deletedOnly=true")[1]
+    assert s not in r.call("GET", "/subjects?deletedOnly=true&subjectPrefix=zzz")[1]
     assert r.call("GET", f"/subjects/{s}/versions")[1]["error_code"] == 40401
     assert r.call("POST", f"/subjects/{s}", {"schema": V1})[1]["error_code"] == 40401
     assert r.call("POST", f"/subjects/{s}?deleted=true", {"schema": V1})[1]["id"] == id1

@@ -283,6 +283,9 @@ def test_protobuf_serializers(client: SchemaRegistryClient, registry: RegistryTh
     client.register_schema(s, Schema(text, "PROTOBUF"))
     status, body = registry.call("GET", f"/subjects/{s}/versions/3?format=serialized")
     assert status == 200 and body["schema"] != text and "schemaType" in body
+    by_id = registry.call("GET", f"/schemas/ids/{body['id']}?format=serialized")[1]
+    assert by_id["schema"] == body["schema"] and by_id["schemaType"] == "PROTOBUF"
+    assert registry.call("GET", f"/schemas/ids/{body['id']}")[1]["schema"] == text  # as registered
     de1 = pb.ProtobufDeserializer(item1, {"use.deprecated.format": False}, client)
     de2 = pb.ProtobufDeserializer(item2, {"use.deprecated.format": False}, client)
     assert (de1(d1, ctx).id, de1(d1, ctx).name) == (1, "a")

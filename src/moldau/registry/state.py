@@ -25,8 +25,15 @@ class Version:
     metadata: Any = None
     rule_set: Any = None
 
+    _identity: tuple[str, str, str, str, str] | None = None
+
     def identity(self) -> tuple[str, str, str, str, str]:
-        return identity(self.schema_type, self.schema, self.references, self.metadata, self.rule_set)
+        """Computed once: lookups compare it against every version of a subject."""
+        if self._identity is None:
+            self._identity = identity(
+                self.schema_type, self.schema, self.references, self.metadata, self.rule_set
+            )
+        return self._identity
 
     def body(self, with_subject: bool = True) -> dict[str, Any]:
         """Confluent's ``Schema`` JSON (GET /subjects/{s}/versions/{v} and friends)."""
