@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
         metavar="GROUP",
         default="schema-registry",
         help="the group the instances elect their leader in (default schema-registry); "
-        "instances sharing a topic share it",
+        "instances sharing a topic share it; '' for none (one instance, no election)",
     )
     g.add_argument(
         "--advertised-url",

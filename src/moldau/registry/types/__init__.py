@@ -38,14 +38,23 @@ class SchemaType(Protocol):
 
 
 def schema_types() -> dict[str, SchemaType]:
-    from . import avro
-
-    out: dict[str, SchemaType] = {"AVRO": avro.AVRO}
+    """The types whose libraries are installed (the ``registry`` extra brings all three)."""
+    out: dict[str, SchemaType] = {}
     try:
+        import fastavro  # noqa: F401
+
+        from . import avro
+
+        out["AVRO"] = avro.AVRO
+    except ImportError:  # pragma: no cover - fastavro is in the registry extra
+        pass
+    try:
+        import jsonschema  # noqa: F401
+
         from . import json_schema
 
         out["JSON"] = json_schema.JSON
-    except ImportError:  # pragma: no cover - the jsonschema package is optional
+    except ImportError:  # pragma: no cover - the jsonschema package is in the registry extra
         pass
     try:
         import google.protobuf  # noqa: F401
@@ -54,6 +63,6 @@ def schema_types() -> dict[str, SchemaType]:
         from . import protobuf
 
         out["PROTOBUF"] = protobuf.PROTOBUF
-    except ImportError:  # pragma: no cover - protobuf and proto-schema-parser are optional
+    except ImportError:  # pragma: no cover - protobuf and proto-schema-parser are in the registry extra
         pass
     return out
