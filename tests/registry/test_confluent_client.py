@@ -269,7 +269,16 @@ def test_protobuf_serializers(client: SchemaRegistryClient, registry: RegistryTh
     msg2.at.seconds = 1700000000
     d2 = pb.ProtobufSerializer(item2, client, {"use.deprecated.format": False})(msg2, ctx)
     assert client.get_versions(s) == [1, 2]
-    assert client.get_latest_version(s).schema.schema_type == "PROTOBUF"
+    latest = client.get_latest_version(s).schema
+    assert latest.schema_type == "PROTOBUF"
+    # the serializer sent a base64 descriptor; the registry keeps and answers .proto text, as Confluent's
+    assert latest.schema_str.startswith('syntax = "proto3";') and "message Item {" in latest.schema_str
+    assert [r.name for r in latest.references] == []  # the well-known import needs no reference
+    # a new serializer (no cache) registering the same class finds the same id, no new version
+    again = pb.ProtobufSerializer(
+        item2, SchemaRegistryClient({"url": registry.url}), {"use.deprecated.format": False}
+    )(msg2, ctx)
+    assert again[1:5] == d2[1:5] and client.get_versions(s) == [1, 2]
     # a field's type changed: FIELD_SCALAR_KIND_CHANGED, refused
     bad = 'syntax = "proto3"; package shop; message Item { string id = 1; string name = 2; }'
     e = fails(lambda: client.register_schema(s, Schema(bad, "PROTOBUF")))

@@ -208,3 +208,26 @@ def test_levels() -> None:
     v2 = PROTOBUF.parse(p3("message M { int32 a = 1; } message Extra { int32 b = 1; }"), [])
     assert check_level(PROTOBUF, "BACKWARD", v2, [v1]) == []  # MESSAGE_ADDED
     assert check_level(PROTOBUF, "FORWARD", v2, [v1]) != []  # seen from v2: MESSAGE_REMOVED
+
+
+def test_descriptor_printed_as_text() -> None:
+    """A schema registered as a serialized descriptor is kept as .proto text: printing it and parsing the text
+    again gives the same descriptor (nested types, maps, oneofs, proto3 optional, enums, imports)."""
+    from moldau.registry.types.protobuf import to_text
+
+    money = p3("message Money { int64 cents = 1; }")
+    deps = [Dependency("money.proto", money)]
+    text = p3(
+        "message Order { int64 id = 1; oneof pay { string card = 3; Money cash = 4; }"
+        " map<string, int32> tags = 5; repeated Line lines = 6; message Line { int32 n = 1; } enum S { A = 0; B = 1; } S s = 7;"
+        " optional string note = 8; google.protobuf.Timestamp at = 9; }",
+        head='import "money.proto";\nimport "google/protobuf/timestamp.proto";',
+    )
+    parsed = PROTOBUF.parse(text, deps)
+    from_descriptor = PROTOBUF.parse(parsed.obj.serialized(), deps)
+    printed = to_text(from_descriptor.obj.fd)
+    assert printed.startswith('syntax = "proto3";\npackage shop;\n')
+    assert PROTOBUF.parse(printed, deps).obj.fd == parsed.obj.fd
+    proto2 = 'syntax = "proto2"; package p; message M { required int32 a = 1; optional string b = 2; }'
+    again = PROTOBUF.parse(to_text(PROTOBUF.parse(proto2, []).obj.fd), [])
+    assert again.obj.fd == PROTOBUF.parse(proto2, []).obj.fd

@@ -125,6 +125,16 @@ class Registry:
         self._parsed[key] = got
         return got
 
+    @staticmethod
+    def _stored_text(parsed: ParsedSchema) -> str:
+        """The text a schema is stored and compared as: a Protobuf schema sent as a serialized descriptor is
+        kept as ``.proto`` text, as Confluent's registry does (``format=serialized`` gives the descriptor)."""
+        if parsed.schema_type == "PROTOBUF" and getattr(parsed.obj, "from_descriptor", False):
+            from .types.protobuf import to_text
+
+            return to_text(parsed.obj.fd)
+        return parsed.text
+
     def parse_version_of(self, v: Version) -> ParsedSchema:
         return self.parse(v.schema_type, v.schema, v.references)
 
@@ -214,6 +224,7 @@ class Registry:
         async with self.store.writing():
             self._check_writable(subject, importing=wants_import)
             parsed = self.parse(schema_type, text, refs)
+            text = self._stored_text(parsed)
             ident = identity(schema_type, text, refs, metadata, rule_set)
             same = self._find_in_subject(subject, ident)
             if same is not None and not wants_import:
@@ -263,7 +274,7 @@ class Registry:
         text, schema_type, refs, metadata, rule_set = self._schema_body(body)
         if not self.state.versions(subject, deleted):
             raise subject_not_found(subject)
-        self.parse(schema_type, text, refs)
+        text = self._stored_text(self.parse(schema_type, text, refs))
         ident = identity(schema_type, text, refs, metadata, rule_set)
         found = self._find_in_subject(subject, ident, deleted, loose=metadata is None and rule_set is None)
         if found is None:

@@ -55,6 +55,7 @@ _COMPATIBLE_SCALARS = [
 class ProtoSchema:
     fd: Any  # google.protobuf.descriptor_pb2.FileDescriptorProto
     deps: dict[str, Any]  # import path -> FileDescriptorProto
+    from_descriptor: bool = False  # registered as a base64 descriptor, not as .proto text
 
     def serialized(self) -> str:
         return base64.b64encode(self.fd.SerializeToString(deterministic=True)).decode()
@@ -265,6 +266,7 @@ def _load(text: str, deps: list[Dependency], file_name: str = "schema.proto") ->
     fd = _from_base64(text)
     if fd is None:
         fd = _from_text(text, dep_fds, file_name)
+        return ProtoSchema(fd, dep_fds)
     else:
         for imp in fd.dependency:
             if imp not in dep_fds:
@@ -272,7 +274,7 @@ def _load(text: str, deps: list[Dependency], file_name: str = "schema.proto") ->
                 if wk is None:
                     raise SchemaError(f"Invalid Protobuf schema: import {imp!r} has no reference")
                 dep_fds[imp] = wk
-    return ProtoSchema(fd, dep_fds)
+    return ProtoSchema(fd, dep_fds, from_descriptor=True)
 
 
 class _Protobuf:
@@ -389,3 +391,85 @@ def _map_entries_match(a: Any, b: Any) -> bool:
     return [(f.number, f.type, _short(f.type_name)) for f in a.field] == [
         (f.number, f.type, _short(f.type_name)) for f in b.field
     ]
+
+
+# ---------------------------------------------------------------------------------------------- printing
+_SCALAR_NAMES = {v: k for k, v in _SCALARS.items()}
+
+
+def to_text(fd: Any) -> str:
+    """A ``FileDescriptorProto`` as ``.proto`` text (what Confluent's registry stores and answers for a schema
+    registered as a serialized descriptor): syntax, package, imports, messages (nested types, maps, oneofs,
+    proto3 ``optional``), enums. File and field options are not printed."""
+    lines = [f'syntax = "{fd.syntax or "proto2"}";']
+    if fd.package:
+        lines.append(f"package {fd.package};")
+    if fd.dependency:
+        lines.append("")
+        lines += [f'import "{d}";' for d in fd.dependency]
+    prefix = f".{fd.package}" if fd.package else ""
+    for m in fd.message_type:
+        lines.append("")
+        _print_message(m, lines, 0, prefix, fd.syntax == "proto3")
+    for e in fd.enum_type:
+        lines.append("")
+        _print_enum(e, lines, 0)
+    return "\n".join(lines) + "\n"
+
+
+def _type_ref(f: Any, scope: str) -> str:  # noqa: ARG001 - the scope is where the reference stands
+    if f.type in _SCALAR_NAMES:
+        return _SCALAR_NAMES[f.type]
+    name = str(f.type_name)
+    return name if name.startswith(".") else "." + name  # fully qualified: no scope to resolve again
+
+
+def _print_enum(e: Any, lines: list[str], depth: int) -> None:
+    ind = "  " * depth
+    lines.append(f"{ind}enum {e.name} {{")
+    for v in e.value:
+        lines.append(f"{ind}  {v.name} = {v.number};")
+    lines.append(f"{ind}}}")
+
+
+def _print_message(m: Any, lines: list[str], depth: int, scope: str, proto3: bool) -> None:
+    ind = "  " * depth
+    full = f"{scope}.{m.name}"
+    lines.append(f"{ind}message {m.name} {{")
+    entries = {f"{full}.{n.name}": n for n in m.nested_type if n.options.map_entry}
+    oneof_done: set[int] = set()
+
+    def field_line(f: Any, pad: str, in_oneof: bool) -> str:
+        entry = entries.get(f.type_name) if f.type == TYPE_MESSAGE else None
+        if entry is not None:
+            k, v = entry.field[0], entry.field[1]
+            return f"{pad}map<{_type_ref(k, full)}, {_type_ref(v, full)}> {f.name} = {f.number};"
+        label = ""
+        if f.label == LABEL_REPEATED:
+            label = "repeated "
+        elif f.label == LABEL_REQUIRED:
+            label = "required "
+        elif f.proto3_optional or (not proto3 and not in_oneof):
+            label = "optional "
+        return f"{pad}{label}{_type_ref(f, full)} {f.name} = {f.number};"
+
+    for f in m.field:
+        real_oneof = f.HasField("oneof_index") and not f.proto3_optional
+        if real_oneof:
+            idx = f.oneof_index
+            if idx in oneof_done:
+                continue
+            oneof_done.add(idx)
+            lines.append(f"{ind}  oneof {m.oneof_decl[idx].name} {{")
+            for g in m.field:
+                if g.HasField("oneof_index") and g.oneof_index == idx and not g.proto3_optional:
+                    lines.append(field_line(g, ind + "    ", True))
+            lines.append(f"{ind}  }}")
+        else:
+            lines.append(field_line(f, ind + "  ", False))
+    for n in m.nested_type:
+        if not n.options.map_entry:
+            _print_message(n, lines, depth + 1, full, proto3)
+    for e in m.enum_type:
+        _print_enum(e, lines, depth + 1)
+    lines.append(f"{ind}}}")
