@@ -219,7 +219,8 @@ def test_descriptor_printed_as_text() -> None:
     deps = [Dependency("money.proto", money)]
     text = p3(
         "message Order { int64 id = 1; oneof pay { string card = 3; Money cash = 4; }"
-        " map<string, int32> tags = 5; repeated Line lines = 6; message Line { int32 n = 1; } enum S { A = 0; B = 1; } S s = 7;"
+        " map<string, int32> tags = 5; repeated Line lines = 6; message Line { int32 n = 1; }"
+        " enum S { A = 0; B = 1; } S s = 7;"
         " optional string note = 8; google.protobuf.Timestamp at = 9; }",
         head='import "money.proto";\nimport "google/protobuf/timestamp.proto";',
     )
