@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -60,7 +61,42 @@ def register(sub: Any) -> None:
         default=10000,
         help="of the election group: how soon a dead leader is replaced (default 10000)",
     )
+    g = p.add_argument_group("security")
+    g.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="USER:PASSWORD[:ROLE]",
+        help="require HTTP basic auth; ROLE admin (default: everything) or readonly (reads, lookups, "
+        f"compatibility checks); repeatable; also ${ENV_USERS} (comma-separated)",
+    )
+    g.add_argument(
+        "--tls-cert", metavar="PEM", default=None, help="serve HTTPS with this certificate (chain)"
+    )
+    g.add_argument("--tls-key", metavar="PEM", default=None, help="the certificate's private key")
+    g.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        default=None,
+        help="CA the instances trust when forwarding writes to an HTTPS leader",
+    )
     p.set_defaults(func=run_command(cmd_registry))
+
+
+ENV_USERS = "MOLDAU_REGISTRY_USERS"
+
+
+def parse_users(items: list[str]) -> dict[str, tuple[str, str]]:
+    users: dict[str, tuple[str, str]] = {}
+    for item in items:
+        user, sep, rest = item.partition(":")
+        password, _, role = (
+            rest.rpartition(":") if rest.endswith((":admin", ":readonly")) else (rest, "", "admin")
+        )
+        if not sep or not user or not password:
+            raise UsageError(f"--user {item.split(':')[0]}:...: expected USER:PASSWORD[:admin|readonly]")
+        users[user] = (password, role)
+    return users
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -80,7 +116,13 @@ def cmd_registry(args: argparse.Namespace) -> int:
         group_id=args.group_id,
         advertised_url=args.advertised_url,
         session_timeout_ms=args.session_timeout_ms,
+        users=parse_users(args.user + [u for u in os.environ.get(ENV_USERS, "").split(",") if u]),
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_ca=args.tls_ca,
     )
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
     log = logging.getLogger("moldau.registry")
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)

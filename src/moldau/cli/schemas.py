@@ -4,8 +4,10 @@ list, show, register, check, delete, config, mode."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -48,6 +50,13 @@ def register(sub: Any) -> None:
         default=None,
         help=f"the registry's URL (default ${ENV_URL} or {DEFAULT_URL})",
     )
+    p.add_argument(
+        "--user",
+        metavar="USER:PASSWORD",
+        default=None,
+        help="HTTP basic auth (default $MOLDAU_SCHEMA_REGISTRY_USER)",
+    )
+    p.add_argument("--ca", metavar="PEM", default=None, help="CA file to verify an HTTPS registry with")
     subs = add_subcommands(p, "schemas_command")
 
     s = subs.add_parser("list", help="subjects and their latest versions")
@@ -120,9 +129,14 @@ def _q(s: str) -> str:
 def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     url = _url(args) + path
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": CT, "Accept": CT})
+    headers = {"Content-Type": CT, "Accept": CT}
+    user = args.user or os.environ.get("MOLDAU_SCHEMA_REGISTRY_USER")
+    if user:
+        headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    ctx = ssl.create_default_context(cafile=args.ca) if args.ca else None
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as e:
         try:

@@ -44,6 +44,23 @@ async def _body(request: web.Request) -> Any:
         raise RestError(400, 400, f"Unrecognized JSON body: {e}") from None
 
 
+def _basic_user(header: str, users: dict[str, tuple[str, str]]) -> str | None:
+    import base64
+    import binascii
+    import hmac
+
+    if not header.startswith("Basic "):
+        return None
+    try:
+        user, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    known = users.get(user)
+    if known is None or not hmac.compare_digest(password.encode(), known[0].encode()):
+        return None
+    return user
+
+
 def _deleted_only(request: web.Request) -> bool:
     return _flag(request, "deletedOnly") or _flag(request, "deleted_only")
 
@@ -77,13 +94,21 @@ def _is_write(request: web.Request) -> bool:
 
 
 class RegistryAPI:
-    def __init__(self, registry: Registry, elector: Any = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        elector: Any = None,
+        users: dict[str, tuple[str, str]] | None = None,
+        tls_ca: str | None = None,
+    ) -> None:
         self.r = registry
         self.elector = elector  # election.LeaderElector, or None: this instance writes itself
+        self.users = users or {}
+        self.tls_ca = tls_ca
         self._session: Any = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=16 * 1024 * 1024)
+        app = web.Application(middlewares=[self._auth, self._errors], client_max_size=16 * 1024 * 1024)
         g, p, u, d = app.router.add_get, app.router.add_post, app.router.add_put, app.router.add_delete
         g("/", self.root)
         g("/subjects", self.subjects)
@@ -137,9 +162,18 @@ class RegistryAPI:
         import aiohttp
 
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+            ssl_ctx: Any = None
+            if self.tls_ca:
+                import ssl
+
+                ssl_ctx = ssl.create_default_context(cafile=self.tls_ca)
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=60), connector=aiohttp.TCPConnector(ssl=ssl_ctx or True)
+            )
         body = await request.read()
         headers = {"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE), FORWARDED: "1"}
+        if "Authorization" in request.headers:  # the leader checks the same user
+            headers["Authorization"] = request.headers["Authorization"]
         try:
             async with self._session.request(
                 request.method, leader + request.path_qs, data=body, headers=headers
@@ -153,6 +187,21 @@ class RegistryAPI:
             raise RestError(
                 500, 50003, f"Error while forwarding the request to the leader {leader}: {e}"
             ) from None
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """HTTP basic auth when users are configured; a ``readonly`` user may read, look up and check
+        compatibility, not change anything (Confluent answers 40301 there)."""
+        if not self.users:
+            return await handler(request)
+        user = _basic_user(request.headers.get("Authorization", ""), self.users)
+        if user is None:
+            resp = _error(401, 401, "Unauthorized")
+            resp.headers["WWW-Authenticate"] = 'Basic realm="moldau schema registry"'
+            return resp
+        if self.users[user][1] != "admin" and _is_write(request):
+            return _error(403, 40301, f"User {user} is denied operation {request.method} on {request.path}")
+        return await handler(request)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import socket
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,12 @@ class RegistrySettings:
     group_id: str | None = "schema-registry"  # the leader election's group; None: no election (one writer)
     advertised_url: str | None = None  # what followers forward to; default http://HOST:PORT
     session_timeout_ms: int = 10000  # of the election's group membership: how soon a dead leader is replaced
+    # HTTP basic auth: user -> (password, role); role "admin" (everything) or "readonly" (reads, lookups and
+    # compatibility checks); empty: no authentication
+    users: dict[str, tuple[str, str]] = field(default_factory=dict)
+    tls_cert: str | None = None  # PEM certificate (chain) and key: serve HTTPS
+    tls_key: str | None = None
+    tls_ca: str | None = None  # CA file the instances trust when a follower forwards to an HTTPS leader
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -49,17 +56,34 @@ class RegistryServer:
         self.api: RegistryAPI | None = None
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.settings.tls_cert else "http"
+
+    @property
     def url(self) -> str:
         host = self.settings.host
-        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+        return f"{self.scheme}://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.settings.tls_cert:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(self.settings.tls_cert, self.settings.tls_key)
+        return ctx
 
     async def start(self) -> None:
         await self.store.start()
-        self.api = RegistryAPI(self.registry)
+        self.api = RegistryAPI(self.registry, users=self.settings.users, tls_ca=self.settings.tls_ca)
         app = self.api.app()
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+        site = web.TCPSite(
+            runner,
+            self.settings.host,
+            self.settings.port,
+            reuse_address=True,
+            ssl_context=self._ssl_context(),
+        )
         try:
             await site.start()
         except BaseException:
@@ -94,7 +118,7 @@ class RegistryServer:
         host = self.settings.host
         if host in ("", "0.0.0.0", "::"):
             host = socket.gethostname()
-        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+        return f"{self.scheme}://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
     async def stop(self) -> None:
         if self.elector is not None:
