@@ -229,6 +229,16 @@ def test_descriptor_printed_as_text() -> None:
     printed = to_text(from_descriptor.obj.fd)
     assert printed.startswith('syntax = "proto3";\npackage shop;\n')
     assert PROTOBUF.parse(printed, deps).obj.fd == parsed.obj.fd
+    with_options = (
+        'syntax = "proto3"; package p; option java_package = "com.example.p";'
+        " option java_multiple_files = true; option optimize_for = SPEED;"
+        " message M { int32 a = 1 [deprecated = true]; }"
+    )
+    parsed = PROTOBUF.parse(with_options, [])
+    assert parsed.obj.fd.options.java_package == "com.example.p" and parsed.obj.fd.options.optimize_for == 1
+    printed = to_text(PROTOBUF.parse(parsed.obj.serialized(), []).obj.fd)
+    assert 'option java_package = "com.example.p";' in printed and "[deprecated = true]" in printed
+    assert PROTOBUF.parse(printed, []).obj.fd == parsed.obj.fd
     proto2 = 'syntax = "proto2"; package p; message M { required int32 a = 1; optional string b = 2; }'
     again = PROTOBUF.parse(to_text(PROTOBUF.parse(proto2, []).obj.fd), [])
     assert again.obj.fd == PROTOBUF.parse(proto2, []).obj.fd

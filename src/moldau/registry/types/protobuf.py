@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +165,8 @@ def _from_text(text: str, deps: dict[str, Any], file_name: str) -> Any:
             fd.package = el.name
         elif isinstance(el, ast.Import):
             fd.dependency.append(el.name)
+        elif isinstance(el, ast.Option):
+            _set_option(fd.options, el)
     for imp in fd.dependency:
         if imp not in deps:
             wk = _well_known(imp)
@@ -213,6 +216,8 @@ def _from_text(text: str, deps: dict[str, Any], file_name: str) -> Any:
             del synth
         if oneof is not None:
             fp.oneof_index = oneof
+        for opt in getattr(f_ast, "options", None) or []:
+            _set_option(fp.options, opt)
         t = f_ast.type
         if t in _SCALARS:
             fp.type = _SCALARS[t]
@@ -250,6 +255,41 @@ def _from_text(text: str, deps: dict[str, Any], file_name: str) -> Any:
                 )
                 del mf
     return fd
+
+
+def _set_option(options: Any, opt: Any) -> None:
+    """A standard option (``java_package``, ``deprecated``, ...) onto its options message; custom options
+    (``(name)``) and unknown names are left out."""
+    name = str(opt.name)
+    field = options.DESCRIPTOR.fields_by_name.get(name)
+    if field is None:
+        return
+    value = opt.value
+    try:
+        if field.enum_type is not None:
+            v = field.enum_type.values_by_name.get(getattr(value, "name", str(value)))
+            if v is not None:
+                setattr(options, name, v.number)
+        elif field.type == field.TYPE_BOOL:
+            setattr(options, name, value is True or str(value) == "true")
+        else:
+            setattr(options, name, value)
+    except (TypeError, ValueError):
+        return
+
+
+def _option_value(field: Any, value: Any) -> str:
+    if field.enum_type is not None:
+        return str(field.enum_type.values_by_number[value].name)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return str(value)
+
+
+def _option_list(options: Any) -> list[str]:
+    return [f"{f.name} = {_option_value(f, v)}" for f, v in options.ListFields() if f.name != "map_entry"]
 
 
 def _json_name(name: str) -> str:
@@ -400,13 +440,17 @@ _SCALAR_NAMES = {v: k for k, v in _SCALARS.items()}
 def to_text(fd: Any) -> str:
     """A ``FileDescriptorProto`` as ``.proto`` text (what Confluent's registry stores and answers for a schema
     registered as a serialized descriptor): syntax, package, imports, messages (nested types, maps, oneofs,
-    proto3 ``optional``), enums. File and field options are not printed."""
+    proto3 ``optional``), enums. Standard file and field options are printed, custom ones not."""
     lines = [f'syntax = "{fd.syntax or "proto2"}";']
     if fd.package:
         lines.append(f"package {fd.package};")
     if fd.dependency:
         lines.append("")
         lines += [f'import "{d}";' for d in fd.dependency]
+    opts = _option_list(fd.options)
+    if opts:
+        lines.append("")
+        lines += [f"option {o};" for o in opts]
     prefix = f".{fd.package}" if fd.package else ""
     for m in fd.message_type:
         lines.append("")
@@ -451,7 +495,9 @@ def _print_message(m: Any, lines: list[str], depth: int, scope: str, proto3: boo
             label = "required "
         elif f.proto3_optional or (not proto3 and not in_oneof):
             label = "optional "
-        return f"{pad}{label}{_type_ref(f, full)} {f.name} = {f.number};"
+        opts = _option_list(f.options)
+        suffix = f" [{', '.join(opts)}]" if opts else ""
+        return f"{pad}{label}{_type_ref(f, full)} {f.name} = {f.number}{suffix};"
 
     for f in m.field:
         real_oneof = f.HasField("oneof_index") and not f.proto3_optional
