@@ -1,0 +1,186 @@
+"""Confluent's wire format for the moldau client: ``AvroSerializer`` and ``AvroDeserializer`` over a small
+synchronous registry client (``RegistryClient``), for any registry with Confluent's REST API.
+
+A framed value is the magic byte 0, the schema id as a 4-byte big-endian integer, then the Avro binary
+encoding. They plug into the moldau client's ``value.serializer`` / ``value.deserializer`` (or keys)::
+
+    client = RegistryClient("http://127.0.0.1:8081")
+    ser = AvroSerializer(client, schema, topic="orders")
+    producer = Producer(bootstrap_servers="...", value_serializer=ser)
+    consumer = Consumer("orders", bootstrap_servers="...", value_deserializer=AvroDeserializer(client))
+
+Subjects follow Confluent's TopicNameStrategy (``<topic>-value``, ``<topic>-key``) unless ``subject`` is
+given.
+Schemas with references are not handled here yet.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import ssl
+import struct
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+CT = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryError(Exception):
+    def __init__(self, status: int, code: int, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status}, error {code})")
+        self.status = status
+        self.code = code
+
+
+class RegistryClient:
+    """A synchronous client of Confluent's REST API with the caches a serializer needs (schema -> id per
+    subject, id -> schema); thread-safe."""
+
+    def __init__(
+        self, url: str, *, user: str | None = None, ca: str | None = None, timeout: float = 30.0
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._headers = {"Content-Type": CT, "Accept": CT}
+        if user:
+            self._headers["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
+        self._ssl = ssl.create_default_context(cafile=ca) if ca else None
+        self._ids: dict[tuple[str, str, str], int] = {}
+        self._by_id: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            try:
+                err = json.loads(e.read())
+            except ValueError:
+                err = {}
+            raise RegistryError(
+                e.code, int(err.get("error_code", e.code)), str(err.get("message", e.reason))
+            ) from None
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        key = (subject, schema_type, schema)
+        with self._lock:
+            if key in self._ids:
+                return self._ids[key]
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        sid = int(
+            self._call("POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)["id"]
+        )
+        with self._lock:
+            self._ids[key] = sid
+        return sid
+
+    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        key = (subject, schema_type, schema)
+        with self._lock:
+            if key in self._ids:
+                return self._ids[key]
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        sid = int(self._call("POST", f"/subjects/{urllib.parse.quote(subject, safe='')}", body)["id"])
+        with self._lock:
+            self._ids[key] = sid
+        return sid
+
+    def schema(self, schema_id: int) -> dict[str, Any]:
+        """``GET /schemas/ids/{id}``'s body (``schema``, ``schemaType``, ``references``), cached."""
+        with self._lock:
+            got = self._by_id.get(schema_id)
+        if got is None:
+            got = self._call("GET", f"/schemas/ids/{schema_id}")
+            with self._lock:
+                self._by_id[schema_id] = got
+        return got
+
+
+class AvroSerializer:
+    """``obj -> bytes`` in Confluent's framing. ``auto_register`` (default) registers the schema under the
+    subject on first use; otherwise it must be registered already (a lookup)."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        schema: str,
+        *,
+        topic: str | None = None,
+        subject: str | None = None,
+        is_key: bool = False,
+        auto_register: bool = True,
+    ) -> None:
+        import fastavro
+
+        if subject is None:
+            if topic is None:
+                raise ValueError("AvroSerializer needs a topic (TopicNameStrategy) or a subject")
+            subject = f"{topic}-{'key' if is_key else 'value'}"
+        self.client = client
+        self.subject = subject
+        self.schema_text = schema
+        self.parsed = fastavro.parse_schema(json.loads(schema))
+        self.auto_register = auto_register
+        self._header: bytes | None = None
+        self._write = fastavro.schemaless_writer
+
+    def header(self) -> bytes:
+        if self._header is None:
+            sid = (self.client.register if self.auto_register else self.client.lookup)(
+                self.subject, self.schema_text
+            )
+            self._header = _HEADER.pack(MAGIC, sid)
+        return self._header
+
+    def __call__(self, obj: Any) -> bytes | None:
+        if obj is None:
+            return None
+        buf = io.BytesIO()
+        buf.write(self.header())
+        self._write(buf, self.parsed, obj)
+        return buf.getvalue()
+
+
+class AvroDeserializer:
+    """``bytes -> obj``: the writer's schema fetched by the id in the frame (cached), read with
+    ``reader_schema`` when given (Avro's schema resolution: defaults fill fields the writer lacked)."""
+
+    def __init__(self, client: RegistryClient, reader_schema: str | None = None) -> None:
+        import fastavro
+
+        self.client = client
+        self.reader = fastavro.parse_schema(json.loads(reader_schema)) if reader_schema else None
+        self._writers: dict[int, Any] = {}
+        self._parse = fastavro.parse_schema
+        self._read = fastavro.schemaless_reader
+
+    def __call__(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if len(data) < 5 or data[0] != MAGIC:
+            raise ValueError("not a Confluent-framed value (magic byte 0 and a 4-byte schema id)")
+        _, sid = _HEADER.unpack_from(data)
+        writer = self._writers.get(sid)
+        if writer is None:
+            body = self.client.schema(sid)
+            if body.get("schemaType", "AVRO") != "AVRO":
+                raise ValueError(f"schema {sid} is {body.get('schemaType')}, not AVRO")
+            writer = self._writers[sid] = self._parse(json.loads(body["schema"]))
+        buf = io.BytesIO(memoryview(data)[5:])
+        if self.reader is None:
+            return self._read(buf, writer)
+        return self._read(buf, writer, self.reader)
