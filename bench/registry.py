@@ -10,6 +10,9 @@ compatibility level NONE (no check) and FULL_TRANSITIVE (every version checked b
   default, so each is FULL compatible with all before it): a produce with acks=all and its read-back each;
 * distinct: N schemas under N subjects;
 * lookups: M ``GET /schemas/ids/{id}`` of random ids, then M ``POST /subjects/{s}`` (schema to version);
+* serde: ``--records`` Avro records serialized and deserialized in Confluent's framing by
+  ``moldau.registry.serde`` and by confluent-kafka's AvroSerializer/AvroDeserializer (its peer here), against
+  the same registry, in this process;
 
     python bench/registry.py                   # N=300, M=5000, concurrency 8 (~1 min)
     python bench/registry.py -n 1000 -m 20000 --out results.json
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import random
 import sys
@@ -95,11 +99,64 @@ def measure(url: str, n: int, m: int, concurrency: int, tag: str) -> dict[str, f
     return out
 
 
+def serde_round_trip(url: str, records: int) -> dict[str, float]:
+    """Serialize then deserialize ``records`` Avro records (Confluent framing) with moldau.registry.serde and
+    with confluent-kafka's AvroSerializer/AvroDeserializer, against the same registry, one thread each."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer as CKDeserializer
+    from confluent_kafka.schema_registry.avro import AvroSerializer as CKSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from moldau.registry.serde import AvroDeserializer, AvroSerializer, RegistryClient
+
+    sch = json.dumps(
+        {
+            "type": "record",
+            "name": "Click",
+            "namespace": "bench",
+            "fields": [
+                {"name": "user", "type": "string"},
+                {"name": "n", "type": "long"},
+                {"name": "page", "type": "string"},
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            ],
+        }
+    )
+    values = [
+        {
+            "user": f"user-{i % 100}",
+            "n": i,
+            "page": "/p/" + str(i % 7),
+            "ts": datetime.datetime.fromtimestamp(1.7e9 + i, datetime.UTC),
+        }
+        for i in range(records)
+    ]
+    topic = f"serde-{uuid.uuid4().hex[:6]}"
+    out: dict[str, float] = {}
+    client = RegistryClient(url)
+    ser, de = AvroSerializer(client, sch, topic=topic), AvroDeserializer(client)
+    de(ser(values[0]))  # registration and the first fetch outside the timing
+    t0 = time.perf_counter()
+    for v in values:
+        de(ser(v))
+    out["moldau_serde_round_trips_per_s"] = records / (time.perf_counter() - t0)
+    ck = SchemaRegistryClient({"url": url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    cser, cde = CKSerializer(ck, sch), CKDeserializer(ck)
+    cde(cser(values[0], ctx), ctx)
+    t0 = time.perf_counter()
+    for v in values:
+        cde(cser(v, ctx), ctx)
+    out["confluent_kafka_round_trips_per_s"] = records / (time.perf_counter() - t0)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=300, help="registrations per measurement (default 300)")
     ap.add_argument("-m", type=int, default=5000, help="lookups per measurement (default 5000)")
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--records", type=int, default=50000, help="serializer round trips (default 50000)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -133,12 +190,15 @@ def main() -> int:
         finally:
             standalone.stop()
         results["in_broker"] = measure(embedded, args.n, args.m, args.concurrency, "ib")
+        results["serde"] = serde_round_trip(embedded, args.records)
     finally:
         broker.close()
     keys = list(results["standalone"])
     print(f"{'per second':28} {'moldau registry':>16} {'in the broker':>14}")
     for k in keys:
         print(f"{k:28} {results['standalone'][k]:16,.0f} {results['in_broker'][k]:14,.0f}")
+    for k, v in results["serde"].items():
+        print(f"{k:34} {v:10,.0f}")
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"registry-{int(time.time())}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
