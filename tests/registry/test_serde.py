@@ -107,3 +107,28 @@ def test_serde_errors(registry: RegistryThread) -> None:
         ser({"user": "x", "n": 1})
     assert getattr(e.value, "code", None) == 40401
     assert AvroSerializer(client, V1, subject="serde-null")(None) is None
+
+
+def test_json_serializers_interoperate(registry: RegistryThread) -> None:
+    import jsonschema
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer as CKJsonDeserializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer as CKJsonSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from moldau.registry.serde import JsonDeserializer, JsonSerializer
+
+    schema = (
+        '{"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}, '
+        '"required": ["sku"]}'
+    )
+    client = RegistryClient(registry.url)
+    ck = SchemaRegistryClient({"url": registry.url})
+    ctx = SerializationContext("json-serde", MessageField.VALUE)
+    ours = JsonSerializer(client, schema, topic="json-serde")({"sku": "a1", "qty": 2})
+    assert CKJsonDeserializer(None, schema_registry_client=ck)(ours, ctx) == {"sku": "a1", "qty": 2}
+    theirs = CKJsonSerializer(schema, ck)({"sku": "b2"}, ctx)
+    assert JsonDeserializer(client)(theirs) == {"sku": "b2"}
+    assert ours[1:5] == theirs[1:5]  # one subject, one schema, one id
+    with pytest.raises(jsonschema.ValidationError):
+        JsonSerializer(client, schema, topic="json-serde")({"qty": 1})  # sku is required

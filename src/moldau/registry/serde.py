@@ -1,5 +1,6 @@
-"""Confluent's wire format for the moldau client: ``AvroSerializer`` and ``AvroDeserializer`` over a small
-synchronous registry client (``RegistryClient``), for any registry with Confluent's REST API.
+"""Confluent's wire format for the moldau client: ``AvroSerializer`` / ``AvroDeserializer`` and
+``JsonSerializer`` / ``JsonDeserializer`` (JSON Schema) over a small synchronous registry client
+(``RegistryClient``), for any registry with Confluent's REST API.
 
 A framed value is the magic byte 0, the schema id as a 4-byte big-endian integer, then the Avro binary
 encoding. They plug into the moldau client's ``value.serializer`` / ``value.deserializer`` (or keys)::
@@ -184,3 +185,76 @@ class AvroDeserializer:
         if self.reader is None:
             return self._read(buf, writer)
         return self._read(buf, writer, self.reader)
+
+
+class JsonSerializer:
+    """``obj -> bytes`` in Confluent's framing for JSON Schema: the header, then the JSON text (UTF-8),
+    validated against the schema first (``validate=False`` skips it), as confluent-kafka's JSONSerializer."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        schema: str,
+        *,
+        topic: str | None = None,
+        subject: str | None = None,
+        is_key: bool = False,
+        auto_register: bool = True,
+        validate: bool = True,
+    ) -> None:
+        from jsonschema.validators import validator_for
+
+        if subject is None:
+            if topic is None:
+                raise ValueError("JsonSerializer needs a topic (TopicNameStrategy) or a subject")
+            subject = f"{topic}-{'key' if is_key else 'value'}"
+        self.client = client
+        self.subject = subject
+        self.schema_text = schema
+        doc = json.loads(schema)
+        self.validator = validator_for(doc)(doc) if validate else None
+        self.auto_register = auto_register
+        self._header: bytes | None = None
+
+    def header(self) -> bytes:
+        if self._header is None:
+            fn = self.client.register if self.auto_register else self.client.lookup
+            self._header = _HEADER.pack(MAGIC, fn(self.subject, self.schema_text, "JSON"))
+        return self._header
+
+    def __call__(self, obj: Any) -> bytes | None:
+        if obj is None:
+            return None
+        if self.validator is not None:
+            self.validator.validate(obj)  # jsonschema.ValidationError when it does not conform
+        return self.header() + json.dumps(obj, separators=(",", ":")).encode()
+
+
+class JsonDeserializer:
+    """``bytes -> obj``: the JSON after the header, validated against the writer's schema (fetched by id,
+    cached) unless ``validate=False``."""
+
+    def __init__(self, client: RegistryClient, *, validate: bool = True) -> None:
+        self.client = client
+        self.validate = validate
+        self._validators: dict[int, Any] = {}
+
+    def __call__(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if len(data) < 5 or data[0] != MAGIC:
+            raise ValueError("not a Confluent-framed value (magic byte 0 and a 4-byte schema id)")
+        _, sid = _HEADER.unpack_from(data)
+        obj = json.loads(bytes(memoryview(data)[5:]))
+        if self.validate:
+            v = self._validators.get(sid)
+            if v is None:
+                from jsonschema.validators import validator_for
+
+                body = self.client.schema(sid)
+                if body.get("schemaType") != "JSON":
+                    raise ValueError(f"schema {sid} is {body.get('schemaType', 'AVRO')}, not JSON")
+                doc = json.loads(body["schema"])
+                v = self._validators[sid] = validator_for(doc)(doc)
+            v.validate(obj)
+        return obj
