@@ -132,3 +132,58 @@ def test_json_serializers_interoperate(registry: RegistryThread) -> None:
     assert ours[1:5] == theirs[1:5]  # one subject, one schema, one id
     with pytest.raises(jsonschema.ValidationError):
         JsonSerializer(client, schema, topic="json-serde")({"qty": 1})  # sku is required
+
+
+def _proto_pool() -> Any:
+    """money.proto (shop.Money) and order.proto (shop.Note; shop.Order with a nested Line; Order imports
+    money.proto), as a descriptor pool built by hand (no protoc)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    money = descriptor_pb2.FileDescriptorProto(name="money.proto", package="shop", syntax="proto3")
+    m = money.message_type.add(name="Money")
+    m.field.add(name="cents", number=1, type=3, label=1, json_name="cents")
+    pool.Add(money)
+    order = descriptor_pb2.FileDescriptorProto(
+        name="order.proto", package="shop", syntax="proto3", dependency=["money.proto"]
+    )
+    note = order.message_type.add(name="Note")
+    note.field.add(name="text", number=1, type=9, label=1, json_name="text")
+    o = order.message_type.add(name="Order")
+    o.field.add(name="id", number=1, type=3, label=1, json_name="id")
+    o.field.add(name="total", number=2, type=11, label=1, type_name=".shop.Money", json_name="total")
+    line = o.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, type=9, label=1, json_name="sku")
+    pool.Add(order)
+    return pool
+
+
+def test_protobuf_serializers_interoperate(registry: RegistryThread) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer as CKProtoDeserializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as CKProtoSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import message_factory
+
+    from moldau.registry.serde import ProtobufDeserializer, ProtobufSerializer, message_indexes
+
+    pool = _proto_pool()
+    order_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    line_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order.Line"))
+    assert message_indexes(order_cls.DESCRIPTOR) == [1] and message_indexes(line_cls.DESCRIPTOR) == [1, 0]
+    client = RegistryClient(registry.url)
+    ck = SchemaRegistryClient({"url": registry.url})
+    ctx = SerializationContext("pb-serde", MessageField.VALUE)
+    order = order_cls(id=7)
+    order.total.cents = 1250
+    ours = ProtobufSerializer(client, order_cls, topic="pb-serde")(order)
+    assert ck.get_latest_version("pb-serde-value").schema.references[0].subject == "money.proto"
+    conf = {"use.deprecated.format": False}
+    assert CKProtoDeserializer(order_cls, conf, ck)(ours, ctx) == order
+    theirs = CKProtoSerializer(order_cls, ck, conf)(order, ctx)
+    assert ProtobufDeserializer(order_cls)(theirs) == order
+    assert ours == theirs  # the same id, indexes and bytes
+    # a nested message: indexes [1, 0]
+    lines = ProtobufSerializer(client, line_cls, subject="pb-lines")(line_cls(sku="x-1"))
+    assert CKProtoDeserializer(line_cls, conf, ck)(lines, ctx).sku == "x-1"
+    assert ProtobufDeserializer(line_cls)(lines).sku == "x-1"

@@ -1,5 +1,6 @@
-"""Confluent's wire format for the moldau client: ``AvroSerializer`` / ``AvroDeserializer`` and
-``JsonSerializer`` / ``JsonDeserializer`` (JSON Schema) over a small synchronous registry client
+"""Confluent's wire format for the moldau client: ``AvroSerializer`` / ``AvroDeserializer``,
+``JsonSerializer`` / ``JsonDeserializer`` (JSON Schema) and ``ProtobufSerializer`` / ``ProtobufDeserializer``
+over a small synchronous registry client
 (``RegistryClient``), for any registry with Confluent's REST API.
 
 A framed value is the magic byte 0, the schema id as a 4-byte big-endian integer, then the Avro binary
@@ -72,7 +73,13 @@ class RegistryClient:
                 e.code, int(err.get("error_code", e.code)), str(err.get("message", e.reason))
             ) from None
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+    def register(
+        self,
+        subject: str,
+        schema: str,
+        schema_type: str = "AVRO",
+        references: list[dict[str, Any]] | None = None,
+    ) -> int:
         key = (subject, schema_type, schema)
         with self._lock:
             if key in self._ids:
@@ -80,6 +87,8 @@ class RegistryClient:
         body: dict[str, Any] = {"schema": schema}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
+        if references:
+            body["references"] = references
         sid = int(
             self._call("POST", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", body)["id"]
         )
@@ -99,6 +108,11 @@ class RegistryClient:
         with self._lock:
             self._ids[key] = sid
         return sid
+
+    def latest_version(self, subject: str) -> int:
+        return int(
+            self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")["version"]
+        )
 
     def schema(self, schema_id: int) -> dict[str, Any]:
         """``GET /schemas/ids/{id}``'s body (``schema``, ``schemaType``, ``references``), cached."""
@@ -258,3 +272,124 @@ class JsonDeserializer:
                 v = self._validators[sid] = validator_for(doc)(doc)
             v.validate(obj)
         return obj
+
+
+def _zigzag_varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _read_zigzag_varint(data: memoryview, pos: int) -> tuple[int, int]:
+    shift = z = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("truncated message indexes")
+        b = data[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("message index varint too long")
+
+
+def message_indexes(descriptor: Any) -> list[int]:
+    """The path of a message type in its file (Confluent's message indexes): [i] for the file's i-th message,
+    [i, j] for the j-th nested in it, ..."""
+    path: list[int] = []
+    d = descriptor
+    while d.containing_type is not None:
+        path.append(list(d.containing_type.nested_types).index(d))
+        d = d.containing_type
+    path.append(list(d.file.message_types_by_name.values()).index(d))
+    return path[::-1]
+
+
+class ProtobufSerializer:
+    """``message -> bytes`` in Confluent's framing for Protobuf: the header, the message indexes (zig-zag
+    varints; ``[0]`` as one 0 byte), then the message. The schema registered is the message's file as a base64
+    ``FileDescriptorProto``; its imports are registered first under their file names and referenced
+    (``google/protobuf/*`` well-known files are not: every registry knows them), as confluent-kafka does."""
+
+    def __init__(
+        self,
+        client: RegistryClient,
+        message_class: Any,
+        *,
+        topic: str | None = None,
+        subject: str | None = None,
+        is_key: bool = False,
+        auto_register: bool = True,
+    ) -> None:
+        if subject is None:
+            if topic is None:
+                raise ValueError("ProtobufSerializer needs a topic (TopicNameStrategy) or a subject")
+            subject = f"{topic}-{'key' if is_key else 'value'}"
+        self.client = client
+        self.subject = subject
+        self.message_class = message_class
+        self.auto_register = auto_register
+        idx = message_indexes(message_class.DESCRIPTOR)
+        self._indexes = (
+            b"\x00" if idx == [0] else _zigzag_varint(len(idx)) + b"".join(_zigzag_varint(i) for i in idx)
+        )
+        self._header: bytes | None = None
+
+    def _file(self, file_desc: Any) -> tuple[str, list[dict[str, Any]]]:
+        from google.protobuf import descriptor_pb2
+
+        refs = []
+        for dep in file_desc.dependencies:
+            if dep.name.startswith("google/protobuf/"):
+                continue
+            text, dep_refs = self._file(dep)
+            if self.auto_register:
+                self.client.register(dep.name, text, "PROTOBUF", dep_refs)
+            refs.append(
+                {"name": dep.name, "subject": dep.name, "version": self.client.latest_version(dep.name)}
+            )
+        fdp = descriptor_pb2.FileDescriptorProto()
+        file_desc.CopyToProto(fdp)
+        return base64.b64encode(fdp.SerializeToString()).decode(), refs
+
+    def header(self) -> bytes:
+        if self._header is None:
+            text, refs = self._file(self.message_class.DESCRIPTOR.file)
+            if self.auto_register:
+                sid = self.client.register(self.subject, text, "PROTOBUF", refs)
+            else:
+                sid = self.client.lookup(self.subject, text, "PROTOBUF")
+            self._header = _HEADER.pack(MAGIC, sid) + self._indexes
+        return self._header
+
+    def __call__(self, message: Any) -> bytes | None:
+        if message is None:
+            return None
+        return self.header() + message.SerializeToString()
+
+
+class ProtobufDeserializer:
+    """``bytes -> message`` of ``message_class``, after the header and the message indexes."""
+
+    def __init__(self, message_class: Any) -> None:
+        self.message_class = message_class
+
+    def __call__(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if len(data) < 6 or data[0] != MAGIC:
+            raise ValueError("not a Confluent-framed value (magic byte 0 and a 4-byte schema id)")
+        view = memoryview(data)
+        count, pos = _read_zigzag_varint(view, 5)
+        for _ in range(count):
+            _, pos = _read_zigzag_varint(view, pos)
+        return self.message_class.FromString(bytes(view[pos:]))
