@@ -276,3 +276,30 @@ def test_state_replayed_by_a_new_instance(registry: RegistryThread, broker: Any,
         assert new > top
     finally:
         other.stop()
+
+
+def test_metrics(registry: RegistryThread) -> None:
+    """GET /metrics in Prometheus' text format (parsed by the Prometheus client's parser)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry.call("GET", "/subjects/metrics-none/versions")  # a 404, counted
+    # a write: answered once this instance leads (a rebalance may be under way after another test's instance)
+    assert registry.call("POST", "/subjects/metrics-value/versions", {"schema": V1})[0] == 200
+    with urllib.request.urlopen(registry.url + "/metrics", timeout=30) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = resp.read().decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    gauges = {
+        name: fams[f"moldau_registry_{name}"].samples[0].value
+        for name in ("subjects", "versions", "schemas", "max_schema_id", "leader")
+    }
+    assert gauges["subjects"] == len(registry.call("GET", "/subjects")[1]) and gauges["leader"] == 1
+    assert gauges["max_schema_id"] >= gauges["schemas"] > 0
+    samples = fams["moldau_registry_requests"].samples
+    assert any(
+        s.labels == {"method": "GET", "route": "/subjects/{subject}/versions", "status": "404"}
+        and s.value >= 1
+        for s in samples
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -106,9 +107,13 @@ class RegistryAPI:
         self.users = users or {}
         self.tls_ca = tls_ca
         self._session: Any = None
+        # (method, route, status) -> [requests, seconds]
+        self.requests: dict[tuple[str, str, int], list[float]] = {}
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth, self._errors], client_max_size=16 * 1024 * 1024)
+        app = web.Application(
+            middlewares=[self._count, self._auth, self._errors], client_max_size=16 * 1024 * 1024
+        )
         g, p, u, d = app.router.add_get, app.router.add_post, app.router.add_put, app.router.add_delete
         g("/", self.root)
         g("/subjects", self.subjects)
@@ -137,6 +142,7 @@ class RegistryAPI:
             u(path, self.put_mode)
         d("/mode/{subject}", self.delete_mode)
         g("/contexts", self.contexts)
+        g("/metrics", self.metrics)
         return app
 
     async def close(self) -> None:
@@ -187,6 +193,45 @@ class RegistryAPI:
             raise RestError(
                 500, 50003, f"Error while forwarding the request to the leader {leader}: {e}"
             ) from None
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        resp = await handler(request)
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "other"
+        c = self.requests.setdefault((request.method, route, resp.status), [0, 0.0])
+        c[0] += 1
+        c[1] += time.perf_counter() - t0
+        return resp
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text format: requests and their time by method, route and status; subjects, versions,
+        schemas, the highest id, the offset of ``_schemas`` applied, whether this instance leads."""
+        st = self.r.state
+        lines = ["# TYPE moldau_registry_requests_total counter"]
+        labels = {k: f'method="{k[0]}",route="{k[1]}",status="{k[2]}"' for k in self.requests}
+        for key, (n, _) in sorted(self.requests.items()):
+            lines.append(f"moldau_registry_requests_total{{{labels[key]}}} {n:.0f}")
+        lines.append("# TYPE moldau_registry_request_seconds_total counter")
+        for key, (_, secs) in sorted(self.requests.items()):
+            lines.append(f"moldau_registry_request_seconds_total{{{labels[key]}}} {secs:.6f}")
+        versions = sum(len(v) for v in st.subjects.values())
+        leader = 1 if self.elector is None or self.elector.is_leader else 0
+        for name, value in (
+            ("subjects", len(st.subject_names())),
+            ("versions", versions),
+            ("schemas", len(st.ids)),
+            ("max_schema_id", st.max_id),
+            ("applied_offset", st.applied_offset),
+            ("leader", leader),
+        ):
+            lines += [f"# TYPE moldau_registry_{name} gauge", f"moldau_registry_{name} {value}"]
+        return web.Response(
+            text="\n".join(lines) + "\n",
+            content_type="text/plain",
+            headers={"X-Content-Type-Options": "nosniff"},
+        )
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
