@@ -30,7 +30,7 @@ import urllib.request
 from typing import Any
 
 MAGIC = 0
-_HEADER = struct.Struct(">bI")
+_FRAME = struct.Struct(">bI")
 CT = "application/vnd.schemaregistry.v1+json"
 
 
@@ -158,7 +158,7 @@ class AvroSerializer:
             sid = (self.client.register if self.auto_register else self.client.lookup)(
                 self.subject, self.schema_text
             )
-            self._header = _HEADER.pack(MAGIC, sid)
+            self._header = _FRAME.pack(MAGIC, sid)
         return self._header
 
     def __call__(self, obj: Any) -> bytes | None:
@@ -188,7 +188,7 @@ class AvroDeserializer:
             return None
         if len(data) < 5 or data[0] != MAGIC:
             raise ValueError("not a Confluent-framed value (magic byte 0 and a 4-byte schema id)")
-        _, sid = _HEADER.unpack_from(data)
+        _, sid = _FRAME.unpack_from(data)
         writer = self._writers.get(sid)
         if writer is None:
             body = self.client.schema(sid)
@@ -233,7 +233,7 @@ class JsonSerializer:
     def header(self) -> bytes:
         if self._header is None:
             fn = self.client.register if self.auto_register else self.client.lookup
-            self._header = _HEADER.pack(MAGIC, fn(self.subject, self.schema_text, "JSON"))
+            self._header = _FRAME.pack(MAGIC, fn(self.subject, self.schema_text, "JSON"))
         return self._header
 
     def __call__(self, obj: Any) -> bytes | None:
@@ -258,7 +258,7 @@ class JsonDeserializer:
             return None
         if len(data) < 5 or data[0] != MAGIC:
             raise ValueError("not a Confluent-framed value (magic byte 0 and a 4-byte schema id)")
-        _, sid = _HEADER.unpack_from(data)
+        _, sid = _FRAME.unpack_from(data)
         obj = json.loads(bytes(memoryview(data)[5:]))
         if self.validate:
             v = self._validators.get(sid)
@@ -368,7 +368,7 @@ class ProtobufSerializer:
                 sid = self.client.register(self.subject, text, "PROTOBUF", refs)
             else:
                 sid = self.client.lookup(self.subject, text, "PROTOBUF")
-            self._header = _HEADER.pack(MAGIC, sid) + self._indexes
+            self._header = _FRAME.pack(MAGIC, sid) + self._indexes
         return self._header
 
     def __call__(self, message: Any) -> bytes | None:

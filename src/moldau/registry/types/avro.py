@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from . import Dependency, ParsedSchema, SchemaError
+from .base import Dependency, ParsedSchema, SchemaError
 
 PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 NAMED = frozenset(("record", "error", "enum", "fixed"))

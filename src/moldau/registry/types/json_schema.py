@@ -18,7 +18,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from . import Dependency, ParsedSchema, SchemaError
+from .base import Dependency, ParsedSchema, SchemaError
 
 DEFAULT_DRAFT = "http://json-schema.org/draft-07/schema#"
 

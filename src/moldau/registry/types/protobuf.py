@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from . import Dependency, ParsedSchema, SchemaError
+from .base import Dependency, ParsedSchema, SchemaError
 
 _SCALARS = {
     "double": 1,
