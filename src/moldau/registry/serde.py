@@ -114,6 +114,13 @@ class RegistryClient:
             self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")["version"]
         )
 
+    def subject_version(self, subject: str, version: str | int = "latest") -> dict[str, Any]:
+        """``GET /subjects/{subject}/versions/{version}``'s body (``subject``, ``version``, ``id``, ``schema``,
+        ``schemaType``, ``references``); not cached (``latest`` moves)."""
+        return dict(
+            self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}")
+        )
+
     def schema(self, schema_id: int) -> dict[str, Any]:
         """``GET /schemas/ids/{id}``'s body (``schema``, ``schemaType``, ``references``), cached."""
         with self._lock:
