@@ -97,3 +97,18 @@ def test_subjects_versions_diff_and_decoded_messages(browser, sr_console, regist
     assert "not in Confluent's framing" in values[2]
     assert not browser.find_elements(By.CSS_SELECTOR, "#records b")  # record contents stay text
     shot("messages-registry")
+
+
+def test_without_a_registry_no_schemas_pages(console: Any, make_topic: Any) -> None:
+    import urllib.error
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(console.url + "/schemas", timeout=10)
+    assert e.value.code == 404
+    topic = make_topic()
+    with pytest.raises(urllib.error.HTTPError) as e:  # 'registry' is not a decoding there
+        urllib.request.urlopen(console.url + f"/topics/{q(topic)}/messages?decode=registry", timeout=10)
+    assert e.value.code == 400
+    with urllib.request.urlopen(console.url + "/topics", timeout=10) as resp:
+        assert 'href="/schemas"' not in resp.read().decode()
