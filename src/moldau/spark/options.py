@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import OptionError
+
 __all__ = [
     "AT_LEAST_ONCE",
     "EARLIEST",
@@ -32,8 +34,6 @@ EARLIEST = -2
 LATEST = -1
 
 
-class OptionError(ValueError):
-    """An option this source does not accept, or a value it cannot use (the message names the option)."""
 
 
 # Spark's names (camel case as documented; matched case-insensitively).

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .options import OptionError
+from .errors import OptionError
 
 __all__ = [
     "FORMATS",
