@@ -11,10 +11,16 @@
 3. ``verify``: the windows in Parquet and in ``page-counts`` are compared with the same counts computed in
    plain Python from the generated events.
 
+``--registry URL`` is the same pipeline with a schema registry (Confluent's REST API: moldau's, or
+Confluent's): the events are Avro in Confluent's framing (subject ``clicks-value``), the job decodes them
+with ``option("value.format", "avro")`` and writes the windows as registry-framed Avro too
+(``page-counts-value``). ``demo --registry`` without a URL starts the local broker with its registry.
+
 ``demo`` does all three, starting a local moldau broker when no ``--bootstrap`` is given::
 
     python examples/clickstream.py demo                         # local broker, local[2] Spark
     python examples/clickstream.py demo --events 100000 --bootstrap localhost:9092
+    python examples/clickstream.py demo --registry             # Avro through the broker's schema registry
     python examples/clickstream.py job --bootstrap broker:9092 --master spark://host:7077 \\
         --out /shared/page-counts --checkpoint /shared/cp --trigger "10 seconds"
 
@@ -46,6 +52,9 @@ COUNTS = "page-counts"
 WINDOW_MS = 60_000
 END_PAGE = "__end__"  # the generator's last event: advances the watermark past every window, not counted
 EVENT_SCHEMA = "event_id BIGINT, user STRING, page STRING, ts_ms BIGINT"
+EVENT_AVRO = json.dumps({"type": "record", "name": "Click", "namespace": "clickstream", "fields": [
+    {"name": "event_id", "type": "long"}, {"name": "user", "type": "string"},
+    {"name": "page", "type": "string"}, {"name": "ts_ms", "type": "long"}]})
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -91,15 +100,24 @@ def create_topics(bootstrap: str, partitions: int = 4, clicks: str = CLICKS, cou
             a.create_topics(new)
 
 
-def generate(bootstrap: str, n: int, seed: int = 42, clicks: str = CLICKS) -> int:
-    """Write the events to CLICKS with the moldau producer (key = user); returns how many."""
+def generate(bootstrap: str, n: int, seed: int = 42, clicks: str = CLICKS,
+             registry: str | None = None) -> int:
+    """Write the events to CLICKS with the moldau producer (key = user); returns how many. JSON, or with
+    ``registry`` Avro in Confluent's framing (schema EVENT_AVRO under ``<clicks>-value``)."""
     from moldau.client import Producer
 
+    if registry:
+        from moldau.registry.serde import AvroSerializer, RegistryClient
+
+        encode: Any = AvroSerializer(RegistryClient(registry), EVENT_AVRO, topic=clicks)
+    else:
+        def encode(e: dict) -> bytes:
+            return json.dumps(e, separators=(",", ":")).encode()
     count = 0
     with Producer(bootstrap_servers=bootstrap, linger_ms=5) as p:
         futures = []
         for e in events(n, seed):
-            futures.append(p.send(clicks, json.dumps(e, separators=(",", ":")).encode(), key=e["user"].encode()))
+            futures.append(p.send(clicks, encode(e), key=e["user"].encode()))
             count += 1
         p.flush()
         for f in futures:
@@ -129,9 +147,10 @@ def spark_session(master: str | None, app: str = "moldau-clickstream", jars: str
 
 
 def page_counts(spark: Any, bootstrap: str, starting: str = "earliest", max_offsets: int | None = None,
-                clicks_topic: str = CLICKS, fmt: str = "moldau") -> Any:
+                clicks_topic: str = CLICKS, fmt: str = "moldau", registry: str | None = None) -> Any:
     """The streaming DataFrame of finished windows: window_start, window_end, page, clicks; ``fmt``: the
-    source, ``moldau`` or Spark's own ``kafka`` (same options, same row shape)."""
+    source, ``moldau`` or Spark's own ``kafka`` (same options, same row shape). With ``registry`` the
+    moldau source decodes the Avro values into the struct column ``value`` itself."""
     from pyspark.sql import functions as F
 
     r = (spark.readStream.format(fmt)
@@ -140,9 +159,13 @@ def page_counts(spark: Any, bootstrap: str, starting: str = "earliest", max_offs
          .option("startingOffsets", starting))
     if max_offsets:
         r = r.option("maxOffsetsPerTrigger", str(max_offsets))
-    clicks = (r.load()
-              .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
-              .select("e.*")
+    if registry:
+        r = r.option("value.format", "avro").option("schema.registry.url", registry)
+        events_df = r.load().select("value.*")
+    else:
+        events_df = r.load().select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+        events_df = events_df.select("e.*")
+    clicks = (events_df
               .withColumn("event_time", F.timestamp_millis("ts_ms"))
               .withWatermark("event_time", "1 minute"))
     # END_PAGE is counted like any page (its window never closes) and dropped when written: a filter
@@ -155,8 +178,12 @@ def page_counts(spark: Any, bootstrap: str, starting: str = "earliest", max_offs
 
 def start_job(spark: Any, bootstrap: str, out: str, checkpoint: str, trigger: str = "availableNow",
               max_offsets: int | None = None, clicks: str = CLICKS, counts: str = COUNTS,
-              fmt: str = "moldau") -> Any:
-    """Start the query; every micro-batch's finished windows go to Parquet and to COUNTS."""
+              fmt: str = "moldau", registry: str | None = None) -> Any:
+    """Start the query; every micro-batch's finished windows go to Parquet and to COUNTS (JSON, or with
+    ``registry`` registry-framed Avro whose schema the sink derives from the struct and registers)."""
+    if registry and fmt != "moldau":
+        raise ValueError("the registry variant needs the moldau data source (Spark's Kafka connector has no "
+                         "schema registry support)")
     from pyspark.sql import functions as F
 
     def write_batch(df: Any, batch_id: int) -> None:
@@ -167,16 +194,20 @@ def start_job(spark: Any, bootstrap: str, out: str, checkpoint: str, trigger: st
             # Parquet: one directory per micro-batch, overwritten when a batch is replayed (idempotent)
             df.write.mode("overwrite").parquet(f"{out}/batch_id={batch_id}")
             # the topic: at least once (a replayed batch is sent again)
-            (df.select(F.col("page").alias("key"),
-                       F.to_json(F.struct(F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
-                                          F.unix_millis("window_start").alias("window_start_ms"),
-                                          "page", "clicks")).alias("value"))
-             .write.format(fmt).mode("append")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", counts).save())
+            value = F.struct(F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                             F.unix_millis("window_start").alias("window_start_ms"), "page", "clicks")
+            w = (df.select(F.col("page").alias("key"), value.alias("value") if registry else F.to_json(value)
+                           .alias("value"))
+                 .write.format(fmt).mode("append")
+                 .option("kafka.bootstrap.servers", bootstrap).option("topic", counts))
+            if registry:
+                w = w.option("value.format", "avro").option("schema.registry.url", registry)
+            w.save()
         finally:
             df.unpersist()
 
-    counts_df = page_counts(spark, bootstrap, max_offsets=max_offsets, clicks_topic=clicks, fmt=fmt)
+    counts_df = page_counts(spark, bootstrap, max_offsets=max_offsets, clicks_topic=clicks, fmt=fmt,
+                            registry=registry)
     w = (counts_df.writeStream
          .outputMode("append").foreachBatch(write_batch).option("checkpointLocation", checkpoint)
          .queryName("clickstream"))
@@ -203,10 +234,16 @@ def parquet_counts(spark: Any, out: str) -> dict[tuple[int, str], int]:
     return got
 
 
-def topic_counts(bootstrap: str, timeout: float = 30.0, counts: str = COUNTS) -> dict[tuple[int, str], int]:
+def topic_counts(bootstrap: str, timeout: float = 30.0, counts: str = COUNTS,
+                 registry: str | None = None) -> dict[tuple[int, str], int]:
     """The windows in COUNTS (the last value per window wins: the sink is at least once)."""
     from moldau.client import Consumer, TopicPartition
 
+    decode: Any = json.loads
+    if registry:
+        from moldau.registry.serde import AvroDeserializer, RegistryClient
+
+        decode = AvroDeserializer(RegistryClient(registry))
     got: dict[tuple[int, str], int] = {}
     with Consumer(bootstrap_servers=bootstrap) as c:
         tps = [TopicPartition(counts, p) for p in c.partitions_for(counts)]
@@ -218,15 +255,16 @@ def topic_counts(bootstrap: str, timeout: float = 30.0, counts: str = COUNTS) ->
             if time.monotonic() > deadline:
                 raise TimeoutError("reading page-counts timed out")
             for rec in c.poll(timeout=0.5):
-                v = json.loads(rec.value)
+                v = decode(rec.value)
                 got[(v["window_start_ms"], v["page"])] = v["clicks"]
     return got
 
 
-def verify(spark: Any, bootstrap: str, out: str, n: int, seed: int, counts: str = COUNTS) -> dict:
+def verify(spark: Any, bootstrap: str, out: str, n: int, seed: int, counts: str = COUNTS,
+           registry: str | None = None) -> dict:
     want = expected_counts(events(n, seed))
     in_parquet = parquet_counts(spark, out)
-    in_topic = topic_counts(bootstrap, counts=counts)
+    in_topic = topic_counts(bootstrap, counts=counts, registry=registry)
     report = {"events": n, "windows": len(want), "clicks": sum(want.values()),
               "parquet_matches": in_parquet == want, "topic_matches": in_topic == want}
     if not report["parquet_matches"]:
@@ -250,20 +288,30 @@ def _diff(want: dict, got: dict, limit: int = 5) -> list[str]:
 # a local broker for the demo
 
 
-def start_broker(workdir: Path) -> tuple[subprocess.Popen, str]:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def start_broker(workdir: Path, registry_port: int | None = None) -> tuple[subprocess.Popen, str]:
+    """A local broker; with ``registry_port`` it also serves the schema registry there
+    (``schema.registry.listener``)."""
+    port = _free_port()
     exe = shutil.which("moldau")
     cmd = [exe] if exe else [sys.executable, "-m", "moldau"]
+    cmd += ["broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(workdir / "broker-data")]
+    if registry_port:
+        cmd += ["--set", f"schema.registry.listener=127.0.0.1:{registry_port}"]
     logf = open(workdir / "broker.log", "wb")  # noqa: SIM115 - stays open for the broker's lifetime
-    proc = subprocess.Popen(cmd + ["broker", "--host", "127.0.0.1", "--port", str(port), "--data-dir",
-                                   str(workdir / "broker-data")], stdout=logf, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), 0.2):
-                return proc, f"127.0.0.1:{port}"
+            for p in (port, registry_port) if registry_port else (port,):
+                with socket.create_connection(("127.0.0.1", p), 0.2):
+                    pass
+            return proc, f"127.0.0.1:{port}"
         except OSError:
             if proc.poll() is not None:
                 raise RuntimeError(f"moldau broker exited; see {workdir / 'broker.log'}")
@@ -291,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the job's source and sink: moldau's data source or Spark's own Kafka connector")
     common.add_argument("--kafka-jars", help="--format kafka: comma-separated jars of spark-sql-kafka-0-10 "
                         "and its dependencies (spark.jars), unless spark-submit's --packages provides them")
+    common.add_argument("--registry", nargs="?", const="local", metavar="URL",
+                        help="the registry variant: Avro values in Confluent's framing through the schema "
+                        "registry at URL (demo without --bootstrap: the started broker's own registry)")
     for name in ("demo", "generate", "job", "verify"):
         sub.add_parser(name, parents=[common])
     args = ap.parse_args(argv)
@@ -304,16 +355,25 @@ def main(argv: list[str] | None = None) -> int:
     master = args.master or ("local[2]" if "SPARK_HOME" not in os.environ and args.cmd != "generate" else None)
     broker = None
     bootstrap = args.bootstrap
+    registry = args.registry
+    if registry == "local" and (bootstrap is not None or args.cmd != "demo"):
+        ap.error("--registry needs a URL unless demo starts the broker (no --bootstrap)")
+    if registry and args.fmt != "moldau":
+        ap.error("--registry works with --format moldau only")
     try:
         if bootstrap is None:
             if args.cmd != "demo":
                 ap.error("--bootstrap is required (only demo starts a broker)")
-            broker, bootstrap = start_broker(workdir)
-            log.info("started a moldau broker at %s (data in %s)", bootstrap, workdir / "broker-data")
+            registry_port = _free_port() if registry == "local" else None
+            broker, bootstrap = start_broker(workdir, registry_port)
+            if registry_port:
+                registry = f"http://127.0.0.1:{registry_port}"
+            log.info("started a moldau broker at %s (data in %s)%s", bootstrap, workdir / "broker-data",
+                     f", its schema registry at {registry}" if registry_port else "")
         if args.cmd in ("demo", "generate"):
             create_topics(bootstrap)
             t = time.monotonic()
-            n = generate(bootstrap, args.events, args.seed)
+            n = generate(bootstrap, args.events, args.seed, registry=registry)
             log.info("wrote %d click events to %s in %.1f s", n, CLICKS, time.monotonic() - t)
         if args.cmd in ("demo", "job", "verify"):
             from moldau.spark import WorkerPythonError
@@ -325,12 +385,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             if args.cmd in ("demo", "job"):
                 t = time.monotonic()
-                q = start_job(spark, bootstrap, out, checkpoint, args.trigger, fmt=args.fmt)
+                q = start_job(spark, bootstrap, out, checkpoint, args.trigger, fmt=args.fmt,
+                              registry=registry)
                 q.awaitTermination()
                 log.info("job finished in %.1f s; Parquet in %s, windows in topic %s", time.monotonic() - t, out,
                          COUNTS)
             if args.cmd in ("demo", "verify"):
-                report = verify(spark, bootstrap, out, args.events, args.seed)
+                report = verify(spark, bootstrap, out, args.events, args.seed, registry=registry)
                 print(json.dumps(report, indent=1))
                 if not (report["parquet_matches"] and report["topic_matches"]):
                     return 1

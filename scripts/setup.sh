@@ -34,10 +34,11 @@ fi
 
 # Reinstall only when pyproject.toml changed, the mode widened, or the editable install does not point
 # at this checkout (e.g. the repository was moved or cloned afresh).
-extras="[cluster]"  # cluster: kazoo, for brokers started with zookeeper.connect (docs/cluster.md)
+extras="[cluster,registry]"  # cluster: kazoo, for brokers started with zookeeper.connect (docs/cluster.md);
+                              # registry: fastavro, jsonschema, protobuf for the schema registry
 stamp="$venv/.moldau-setup"
 if [ "$want_test" = 1 ]; then
-    extras="[test,spark,cluster]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
+    extras="[test,spark,cluster,registry]"  # spark: moldau.spark's extra (pyspark, pyarrow), so tests/spark runs too
     stamp="$venv/.moldau-setup-test"
 fi
 digest="$(sha256sum pyproject.toml | cut -d' ' -f1)"

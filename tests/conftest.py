@@ -52,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # registered here, not in tests/jvm/conftest.py, whose module-level params use it before its own hooks run
     config.addinivalue_line(
         "markers", "jvm_full: part of the whole JVM matrix only (run with MOLDAU_JVM_FULL=1)")
+    config.addinivalue_line(
+        "markers", "registry_full: the longer schema registry tests (run with MOLDAU_REGISTRY_FULL=1)")
     # kafka-python loads its JSON schemas with importlib.resources' legacy API
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")

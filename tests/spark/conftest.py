@@ -118,3 +118,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def bootstrap(broker: Any) -> str:
     return broker.bootstrap
+
+
+@pytest.fixture(scope="module")
+def schema_registry(broker: Any) -> Iterator[Any]:
+    """moldau's schema registry (tests/registry's RegistryThread) against the session broker, with a state
+    topic of its own; ``.url`` is its base URL."""
+    import uuid
+
+    registry_tests = str(Path(__file__).resolve().parent.parent / "registry")
+    if registry_tests not in sys.path:
+        sys.path.insert(0, registry_tests)
+    from registryutil import RegistryThread
+
+    r = RegistryThread(broker.bootstrap, topic=f"_schemas-spark-{uuid.uuid4().hex[:8]}").start()
+    try:
+        yield r
+    finally:
+        r.stop()

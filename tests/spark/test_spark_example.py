@@ -34,18 +34,23 @@ def test_events_are_deterministic_and_late_within_the_watermark():
     pytest.param("kafka", marks=[
         pytest.mark.skipif(not os.environ.get("MOLDAU_JVM_FULL"), reason="only with MOLDAU_JVM_FULL=1"),
         pytest.mark.timeout(900)]),
+    # examples/clickstream.py --registry: Avro through moldau's schema registry
+    pytest.param("registry", marks=pytest.mark.skipif(
+        not os.environ.get("MOLDAU_REGISTRY_FULL"), reason="only with MOLDAU_REGISTRY_FULL=1")),
 ])
 def test_clickstream_pipeline_matches_pure_python(spark, bootstrap, topic, tmp_path, request, fmt):
     if fmt == "kafka":
         request.getfixturevalue("kafka_format")  # skips (fails in CI) without the connector's jars
+    registry = request.getfixturevalue("schema_registry").url if fmt == "registry" else None
+    if registry:
+        fmt = "moldau"
     clicks, counts = topic + "-clicks", topic + "-counts"
     cs.create_topics(bootstrap, 4, clicks, counts)
     n = 6_000
-    assert cs.generate(bootstrap, n, seed=9, clicks=clicks) == n + 1
+    assert cs.generate(bootstrap, n, seed=9, clicks=clicks, registry=registry) == n + 1
     out = str(tmp_path / "out")
-    q = cs.start_job(
-        spark, bootstrap, out, str(tmp_path / "cp"), max_offsets=2_500, clicks=clicks, counts=counts, fmt=fmt
-    )
+    q = cs.start_job(spark, bootstrap, out, str(tmp_path / "cp"), max_offsets=2_500, clicks=clicks,
+                     counts=counts, fmt=fmt, registry=registry)
     q.awaitTermination(300)
     assert q.exception() is None
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
@@ -53,7 +58,7 @@ def test_clickstream_pipeline_matches_pure_python(spark, bootstrap, topic, tmp_p
         assert sizes == [2_500, 2_500, 1_001]
     else:  # Spark's own source splits the limit over the partitions by their share, rounding each down
         assert sum(sizes) == 6_001 and len(sizes) == 3 and max(sizes) <= 2_500, sizes
-    report = cs.verify(spark, bootstrap, out, n, 9, counts=counts)
+    report = cs.verify(spark, bootstrap, out, n, 9, counts=counts, registry=registry)
     assert report["windows"] > 10
     assert report["parquet_matches"], report
     assert report["topic_matches"], report

@@ -46,6 +46,7 @@ class Broker:
         self.factory: ModeFactory = factory_for(self.services)
         self.server: Server | None = None
         self.console: Any = None     # moldau.console's server when console.listener is set
+        self.registry: Any = None    # moldau.registry's server when schema.registry.listener is set
         self.listeners: list[Listener] = []        # bound listeners (actual ports)
         self.connections: set[Any] = set()
         self._started = False
@@ -118,6 +119,10 @@ class Broker:
             from moldau.console.embedded import start_console
 
             self.console = await start_console(services, self.listeners)
+        if cfg.get("schema.registry.listener"):  # the schema registry (moldau.registry), a client too
+            from moldau.registry.embedded import start_registry
+
+            self.registry = await start_registry(services, self.listeners)
         first = self.listeners[0]
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
                  first.port, services.node_id, services.cluster_id, services.data_dir)
@@ -157,6 +162,11 @@ class Broker:
             return
         self._stopping = True
         services = self.services
+        if self.registry is not None:  # first: it is a client of this broker (its group leaves cleanly)
+            try:
+                await asyncio.wait_for(self.registry.stop(), drain_timeout)
+            except Exception:  # pragma: no cover
+                log.exception("error stopping the schema registry")
         await self.factory.stopping()
         if self.server is not None:
             self.server.stop_accepting()

@@ -383,6 +383,11 @@ _d("console.listener", "string", None,
    "moldau: HOST:PORT of the web console (moldau.console), served from the broker process; off when unset.",
    validator=lambda v: None if not v or v.rpartition(":")[2].isdigit()
    else "expected HOST:PORT, e.g. 127.0.0.1:8080")
+_d("schema.registry.listener", "string", None,
+   "moldau: HOST:PORT of the schema registry (moldau.registry, Confluent's REST API, state in _schemas), "
+   "served from the broker process; off when unset.",
+   validator=lambda v: None if not v or v.rpartition(":")[2].isdigit()
+   else "expected HOST:PORT, e.g. 127.0.0.1:8081")
 
 # security
 _d("authorizer.class.name", "string", "", "")

@@ -69,6 +69,13 @@ def register(sub: Any) -> None:
         default=100,
         help="consumer groups sampled per round, recently viewed first (default 100)",
     )
+    g.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        default=None,
+        help="a schema registry (Confluent's REST API, e.g. the broker's schema.registry.listener): the "
+        "Schemas pages and the 'registry' decoding of messages",
+    )
     p.set_defaults(func=run_command(cmd_console))
 
 
@@ -99,6 +106,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         sample_interval=args.sample_interval,
         history_seconds=args.history,
         max_sampled_groups=args.max_sampled_groups,
+        schema_registry=args.schema_registry or None,
     )
 
 

@@ -31,6 +31,7 @@ from .records import (
     tail,
 )
 from .sampler import Sampler
+from .schemas import SchemaBrowser
 from .web import (
     CLUSTER_ERRORS,
     CSRF_FIELD,
@@ -71,6 +72,10 @@ NAV = [
 class Console:
     def __init__(self, settings: ConsoleSettings, view: ClusterView | None = None) -> None:
         self.settings = settings
+        self.schemas: SchemaBrowser | None = (
+            SchemaBrowser(settings.schema_registry) if settings.schema_registry else None
+        )
+        self.decodings = DECODINGS + (("registry",) if self.schemas is not None else ())
         self.view = view or ClusterView(
             settings.client_conf, cache_ttl=settings.cache_ttl, stale_ttl=settings.stale_ttl
         )
@@ -88,7 +93,7 @@ class Console:
         ctx.setdefault("title", "")
         ctx.setdefault("active", "")
         base = {
-            "nav": NAV,
+            "nav": NAV + ([("schemas", "/schemas", "Schemas")] if self.schemas is not None else []),
             "read_only": self.settings.read_only,
             "csrf": request[CSRF_KEY],
             "csrf_field": CSRF_FIELD,
@@ -298,10 +303,10 @@ class Console:
         if mode not in MODES:
             raise Refused(f"unknown seek mode {mode!r} (one of {', '.join(MODES)})")
         decoding = qs.get("decode", "text")
-        if decoding not in DECODINGS:
-            raise Refused(f"unknown decoding {decoding!r} (one of {', '.join(DECODINGS)})")
+        if decoding not in self.decodings:
+            raise Refused(f"unknown decoding {decoding!r} (one of {', '.join(self.decodings)})")
         key_decoding = qs.get("kdecode", "text")
-        if key_decoding not in DECODINGS:
+        if key_decoding not in self.decodings:
             raise Refused(f"unknown key decoding {key_decoding!r}")
         limit = min(max(_int(qs.get("limit", "50") or "50", "limit"), 1), 1000)
         offset = _int(qs.get("offset", "0") or "0", "offset") if mode == "offset" else 0
@@ -337,14 +342,15 @@ class Console:
         t = await self._topic(name)
         req, form = self._browse_request(request, t)
         result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
+        dec = await self._decoders(form, result.records)
         rows = [
             {
                 "partition": r.partition,
                 "offset": r.offset,
                 "timestamp": fmt_ts(r.timestamp),
                 "ts_type": "log append" if r.timestamp_type == 1 else "create",
-                "key": decode(r.key, form["kdecode"]),
-                "value": decode(r.value, form["decode"]),
+                "key": dec["kdecode"](r.key),
+                "value": dec["decode"](r.value),
                 "headers": [(k, decode(v, "text")) for k, v in r.headers or []],
             }
             for r in result.records
@@ -363,7 +369,7 @@ class Console:
             rows=rows,
             result=result,
             modes=MODES,
-            decodings=DECODINGS,
+            decodings=self.decodings,
             download=f"/topics/{_q(name)}/messages.jsonl" + (f"?{query}" if query else ""),
             tail_url=f"/topics/{_q(name)}/tail" + (f"?{tail_query}" if tail_query else ""),
         )
@@ -697,6 +703,46 @@ class Console:
         graph = await build_flow(self.view, self.sampler)
         return self.render(request, "flow.html", title="Data flow", active="flow", graph=graph)
 
+    async def _decoders(self, form: dict[str, Any], records: list[Any]) -> dict[str, Any]:
+        """The key and value decoders of a browse; ``registry`` fetches its schemas first, in a thread."""
+        out: dict[str, Any] = {}
+        for field, attr in (("kdecode", "key"), ("decode", "value")):
+            how = form[field]
+            if how == "registry" and self.schemas is not None:
+                await asyncio.to_thread(self.schemas.prefetch, [getattr(r, attr) for r in records])
+                out[field] = self.schemas.decode
+            else:
+                out[field] = lambda data, how=how: decode(data, how)
+        return out
+
+    # ------------------------------------------------------------------------------------------ schemas
+    def _browser(self) -> SchemaBrowser:
+        if self.schemas is None:
+            raise web.HTTPNotFound(text="no schema registry configured (moldau console --schema-registry)")
+        return self.schemas
+
+    async def schema_subjects(self, request: web.Request) -> web.Response:
+        b = self._browser()
+        error, subjects = None, []
+        try:
+            subjects = await asyncio.to_thread(b.subjects)
+        except Exception as e:  # noqa: BLE001 - the registry down or refusing: said on the page
+            error = f"schema registry {b.url}: {e}"
+        return self.render(request, "schemas.html", title="Schemas", active="schemas", subjects=subjects,
+                           error=error, registry=b.url)
+
+    async def schema_subject(self, request: web.Request) -> web.Response:
+        b = self._browser()
+        subject = request.match_info["subject"]
+        qs = request.query
+        a = _int(qs["a"], "a") if qs.get("a") else None
+        v = _int(qs["b"], "b") if qs.get("b") else None
+        try:
+            info = await asyncio.to_thread(b.subject, subject, a, v)
+        except Exception as e:  # noqa: BLE001
+            return await self.render_error(request, f"subject {subject!r}: {e}", status=404)
+        return self.render(request, "schema.html", title=f"Subject {subject}", active="schemas", s=info)
+
     # ------------------------------------------------------------------------------------------ app
     async def health(self, request: web.Request) -> web.Response:
         return json_response(
@@ -734,6 +780,8 @@ class Console:
         r.add_post("/security/users", self._action(self.user_upsert))
         r.add_post("/security/users/delete", self._action(self.user_delete))
         r.add_get("/flow", self.flow)
+        r.add_get("/schemas", self.schema_subjects)
+        r.add_get("/schemas/{subject}", self.schema_subject)
         from importlib.resources import files
 
         r.add_static("/static", str(files("moldau.console") / "static"), append_version=False)

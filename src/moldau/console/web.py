@@ -59,6 +59,7 @@ class ConsoleSettings:
     page_size: int = 50
     cache_ttl: float = 2.0                # a cluster snapshot younger than this is used as it is
     stale_ttl: float = 30.0               # ... younger than this is shown while a fresh one is taken
+    schema_registry: str | None = None    # URL of a registry (Confluent's REST API): the Schemas pages
 
 
 def parse_listen(text: str, what: str = "--listen") -> tuple[str, int]:

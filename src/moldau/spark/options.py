@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import OptionError
+
 __all__ = [
     "AT_LEAST_ONCE",
     "EARLIEST",
@@ -32,8 +34,6 @@ EARLIEST = -2
 LATEST = -1
 
 
-class OptionError(ValueError):
-    """An option this source does not accept, or a value it cannot use (the message names the option)."""
 
 
 # Spark's names (camel case as documented; matched case-insensitively).
@@ -47,9 +47,13 @@ _SOURCE_OPTIONS = [
     "groupIdPrefix", "includeHeaders",
     # moldau's own
     "moldau.arrow",
+    # registry-framed values (moldau.spark.valueformat)
+    "value.format", "value.subject", "value.schema", "value.schema.version", "schema.registry.url",
+    "schema.registry.basic.auth.user.info",
 ]
 _SINK_OPTIONS = ["kafka.bootstrap.servers", "topic", "includeHeaders", "moldau.arrow", "deliveryGuarantee",
-                 "transactionalIdPrefix"]
+                 "transactionalIdPrefix", "value.format", "value.subject", "value.schema",
+                 "schema.registry.url", "schema.registry.basic.auth.user.info"]
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
 # Keys Spark itself may put into a source's or sink's options.
@@ -242,6 +246,7 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int
     read_committed: bool
     arrow: bool
+    value_format: Any = None               # moldau.spark.valueformat.ValueFormat with value.format
 
 
 def client_config(opts: dict[str, str], refused: dict[str, str], what: str) -> dict[str, str]:
@@ -362,7 +367,14 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         fetch_offset_retry_interval_ms=int(_long(opts, "fetchOffset.retryIntervalMs", 10, 0) or 0),
         read_committed=iso == "read_committed",
         arrow=_bool(opts, "moldau.arrow", True),
+        value_format=_value_format(opts, list(assign) if strategy == "assign" else topics, sink=False),
     )
+
+
+def _value_format(opts: dict[str, str], topics: list[str], *, sink: bool) -> Any:
+    from .valueformat import parse_value_format
+
+    return parse_value_format(opts, topics, sink=sink)
 
 
 @dataclass(slots=True)
@@ -375,6 +387,7 @@ class SinkOptions:
     delivery: str | None = AT_LEAST_ONCE
     txn_prefix: str | None = None      # transactionalIdPrefix (default: moldau-spark-<query id>)
     fallback_reason: str | None = None  # why a streaming write without deliveryGuarantee is at least once
+    value_format: Any = None            # moldau.spark.valueformat.ValueFormat with value.format
 
 
 def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
@@ -430,4 +443,5 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -
         delivery=delivery,
         txn_prefix=prefix,
         fallback_reason=fallback,
+        value_format=_value_format(opts, [topic.strip()] if topic else [], sink=True),
     )

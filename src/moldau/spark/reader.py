@@ -28,6 +28,7 @@ from .arrow import ColumnBuilder, rows_from_batch
 from .kafka import DataLossError, OffsetClient, _LegacyEntry, data_loss, fetch_range, resolve_offsets
 from .options import SourceOptions, parse_source_options
 from .planning import OffsetRange, json_to_offsets, offsets_to_json, rate_limit, split_ranges, total_rows
+from .valueformat import decode_batch, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ class KafkaInputPartition(InputPartition):
         self.read_committed = opts.read_committed
         self.fail_on_data_loss = opts.fail_on_data_loss
         self.poll_timeout_ms = opts.poll_timeout_ms
-        self.arrow = opts.arrow
+        self.arrow = opts.arrow or opts.value_format is not None  # decoding works on Arrow batches
+        self.value_format = opts.value_format
 
     def __repr__(self) -> str:
         return f"KafkaInputPartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
@@ -61,6 +63,8 @@ class KafkaInputPartition(InputPartition):
 def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
     """The records of one input partition: Arrow RecordBatches (default) or tuples (moldau.arrow=false)."""
     builder = ColumnBuilder(p.topic, p.partition, p.include_headers) if p.arrow else None
+    vf = p.value_format
+    decoder = None
     for chunk, lo, hi in fetch_range(p.client, p.topic, p.partition, p.start, p.end,
                                      read_committed=p.read_committed, fail_on_data_loss=p.fail_on_data_loss,
                                      timeout_ms=p.poll_timeout_ms):
@@ -95,6 +99,8 @@ def read_partition(p: KafkaInputPartition) -> Iterator[Any]:
             if len(builder):
                 batch = builder.finish()
                 if batch.num_rows:
+                    if vf is not None:
+                        batch, decoder = decode_batch(vf, batch, decoder)
                     yield batch
         else:
             yield from rows
@@ -138,6 +144,13 @@ def _input_partitions(ranges: list[OffsetRange], opts: SourceOptions) -> list[Ka
     return [KafkaInputPartition(i, r, opts) for i, r in enumerate(split)]
 
 
+def _resolve_value_format(opts: SourceOptions, schema: Any) -> None:
+    """With value.format: fix the reader schema now, on the driver (the tasks get its text and id)."""
+    if opts.value_format is not None:
+        expected = schema["value"].dataType if schema is not None else None
+        resolve_source(opts.value_format, expected)
+
+
 # ----------------------------------------------------------------------------------------------------
 # batch
 
@@ -145,8 +158,9 @@ def _input_partitions(ranges: list[OffsetRange], opts: SourceOptions) -> list[Ka
 class MoldauBatchReader(DataSourceReader):
     """Reads ``[startingOffsets, endingOffsets)`` once; offsets are resolved when Spark plans the read."""
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, schema: Any = None) -> None:
         self.opts = parse_source_options(options, streaming=False)
+        _resolve_value_format(self.opts, schema)
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.opts
@@ -182,8 +196,9 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader: offsets per partition, new partitions from their earliest offset, rate limits
     (maxOffsetsPerTrigger / minOffsetsPerTrigger + maxTriggerDelay), availableNow."""
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, schema: Any = None) -> None:
         self.opts = parse_source_options(options, streaming=True)
+        _resolve_value_format(self.opts, schema)
         self._client: OffsetClient | None = None
         self._initial: dict | None = None
         self._target: dict[TP, int] | None = None

@@ -48,6 +48,7 @@ from moldau.client import OffsetAndMetadata, Producer, TopicPartition
 from .kafka import check_client_config
 from .options import AT_LEAST_ONCE, EXACTLY_ONCE, OptionError, SinkOptions, parse_sink_options
 from .txn import TransactionError, TxnHandle
+from .valueformat import encode_batches, resolve_sink
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     value = fields.get("value")
     if value is None:
         raise OptionError("required attribute 'value' not found in the data to write")
-    if not isinstance(value.dataType, (BinaryType, StringType)):
+    if opts.value_format is None and not isinstance(value.dataType, (BinaryType, StringType)):
         raise OptionError(
             f"value attribute type must be a string or binary, got {value.dataType.simpleString()}"
         )
@@ -218,6 +219,8 @@ def _write_arrow(opts: SinkOptions, batches: Iterator[Any]) -> int:
     from .produce import ArrowProducer
 
     p = ArrowProducer(opts.client, opts.topic)
+    if opts.value_format is not None:
+        batches = encode_batches(opts.value_format, batches)
     for batch in batches:
         p.write(batch)
     return p.finish()
@@ -279,6 +282,8 @@ def _write_arrow_eos(opts: SinkOptions, batches: Iterator[Any]) -> MoldauCommitM
     s = bulk_session(client)
     txn = TaskTransaction(s, tid, info.query_id, info.batch_id, int(client["transaction.timeout.ms"]))
     p: ArrowProducer | None = None
+    if opts.value_format is not None:
+        batches = encode_batches(opts.value_format, batches)
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -490,6 +495,10 @@ def _sink(options: Any, schema: StructType, streaming: bool) -> SinkOptions:
     cfg.update(opts.client)
     check_client_config(cfg, "producer")
     validate_sink_schema(schema, opts)
+    if opts.value_format is not None:
+        value = next(f for f in schema.fields if f.name.lower() == "value")
+        resolve_sink(opts.value_format, value.dataType)  # registers the schema once, on the driver
+        opts.arrow = True  # the encoder works on Arrow batches
     return opts
 
 
