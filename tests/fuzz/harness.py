@@ -8,7 +8,9 @@ After a run, :meth:`FuzzBroker.check` asserts what the issue asks of every run: 
 normal client (a confluent-kafka produce and group consume round trip), its RSS is within 2x of what it was
 at the start, its log has no traceback, no file appeared outside its data dir, every topic in Metadata has
 all its partitions present and readable (and every partition directory belongs to such a topic), and no
-topic holds more partitions than the run allowed.
+topic holds more partitions than the run allowed: 64 in a guarded run (the fuzzers do not send larger
+creations), the broker's own ``max.topic.partitions`` in an unguarded one, which also checks the broker's
+total against ``max.broker.partitions``.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ class CheckReport:
 class FuzzBroker:
     """A broker process for the fuzzers (see the module's docstring)."""
 
-    def __init__(self, root: Path, settings: dict[str, str] | None = None, max_partitions: int = 64) -> None:
+    def __init__(self, root: Path, settings: dict[str, str] | None = None, max_partitions: int = 64,
+                 guarded: bool = True) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
@@ -120,7 +123,12 @@ class FuzzBroker:
         self.port = free_port()
         self.sasl_port = free_port()
         self.legacy_port = free_port()
+        self.guarded = guarded  # creations beyond max_partitions are not sent (run.Fuzzer)
         self.max_partitions = max_partitions  # no topic may end up with more (the run's creation bound)
+        self.max_broker_partitions: int | None = None
+        if not guarded:  # the broker's own bounds (moldau's defaults unless set)
+            self.max_partitions = int((settings or {}).get("max.topic.partitions", 50_000))
+            self.max_broker_partitions = int((settings or {}).get("max.broker.partitions", 100_000))
         merged = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
                          f"KAFKA07://127.0.0.1:{self.legacy_port}",
@@ -251,6 +259,9 @@ class FuzzBroker:
         if outside:
             problems.append(f"files outside the data dir: {sorted(outside)[:20]}")
         topics, partitions = self._check_topics(problems)
+        if self.max_broker_partitions is not None and partitions > self.max_broker_partitions:
+            problems.append(f"{partitions} partitions, beyond max.broker.partitions "
+                            f"{self.max_broker_partitions}")
         return CheckReport(self.rss_start_kb, rss_end, topics, partitions, roundtrip_s, problems)
 
     def _check_topics(self, problems: list[str]) -> tuple[int, int]:
