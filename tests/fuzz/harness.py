@@ -124,6 +124,7 @@ class FuzzBroker:
         self.sasl_port = free_port()
         self.legacy_port = free_port()
         self.guarded = guarded  # creations beyond max_partitions are not sent (run.Fuzzer)
+        self.guard_partitions = max_partitions
         self.max_partitions = max_partitions  # no topic may end up with more (the run's creation bound)
         self.max_broker_partitions: int | None = None
         if not guarded:  # the broker's own bounds (moldau's defaults unless set)
@@ -213,11 +214,15 @@ class FuzzBroker:
 
     def janitor(self, keep: list[str]) -> int:
         """Delete every topic the fuzzers made outside ``keep`` and the internal topics (a bounded broker
-        over a long run); also remove every client quota a fuzzer set. Returns the topics deleted."""
+        over a long run), in an unguarded run also a topic of ``keep`` grown beyond the guard's partitions
+        (CreatePartitions of up to 10,000; a valid CreateTopics in the stream makes it again); also remove
+        every client quota a fuzzer set. Returns the topics deleted."""
         with Raw(self.port, 30.0) as r:
             md = self.metadata(r)
+            grown = 1 << 62 if self.guarded else self.guard_partitions
             extra = [t.name for t in md.topics
-                     if t.name is not None and t.name not in keep and t.name not in INTERNAL_TOPICS]
+                     if t.name is not None and t.name not in INTERNAL_TOPICS
+                     and (t.name not in keep or len(t.partitions) > grown)]
             for i in range(0, len(extra), 100):
                 chunk = extra[i:i + 100]
                 r.call(20, 6, m.DeleteTopicsRequest.new(
