@@ -275,7 +275,7 @@ class GroupTable(Generic[K, V]):
             entry[1] = now
             self._d[key] = entry  # the most recently used now
         self._evict(now)
-        return None if entry is None else entry[0]  # type: ignore[no-any-return]
+        return None if entry is None else entry[0]
 
     def contains(self, key: K) -> bool:
         return key in self._d
