@@ -19,6 +19,7 @@ import asyncio
 import gc
 import logging
 import random
+import shutil
 import sys
 import time
 from collections import OrderedDict
@@ -88,6 +89,11 @@ class _GilShare:
             if cls.gc_was_enabled:
                 gc.freeze()
                 gc.enable()
+
+
+def _remove_dirs(dirs: list[str]) -> None:
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _creation_pool() -> ThreadPoolExecutor:
@@ -509,7 +515,17 @@ class ReplicaManager:
                 p.deleted = True
                 p.wake()
                 self.leadership_changed(topic.name, i, False, None)
-        lm.delete_topic(topic.name)
+        # Kafka's LogManager.asyncDelete: every directory renamed to <dir>.<id>-delete at once (a topic of the
+        # same name made next cannot meet them), removed by a worker thread (seconds for thousands of
+        # partitions, which on the event loop stalled every client); a restart first removes what is left.
+        doomed = lm.rename_topic_for_delete(topic.name)
+        if doomed:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                _remove_dirs(doomed)
+            else:
+                loop.run_in_executor(None, _remove_dirs, doomed)
         self.fetch_sessions.topic_deleted(topic.name, topic.topic_id)
         if gc.get_freeze_count() and not _GilShare.active:
             gc.unfreeze()  # what a large creation froze (see _GilShare) is collectable again
