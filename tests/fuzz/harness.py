@@ -8,7 +8,9 @@ After a run, :meth:`FuzzBroker.check` asserts what the issue asks of every run: 
 normal client (a confluent-kafka produce and group consume round trip), its RSS is within 2x of what it was
 at the start, its log has no traceback, no file appeared outside its data dir, every topic in Metadata has
 all its partitions present and readable (and every partition directory belongs to such a topic), and no
-topic holds more partitions than the run allowed.
+topic holds more partitions than the run allowed: 64 in a guarded run (the fuzzers do not send larger
+creations), the broker's own ``max.topic.partitions`` in an unguarded one, which also checks the broker's
+total against ``max.broker.partitions``.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ class CheckReport:
 class FuzzBroker:
     """A broker process for the fuzzers (see the module's docstring)."""
 
-    def __init__(self, root: Path, settings: dict[str, str] | None = None, max_partitions: int = 64) -> None:
+    def __init__(self, root: Path, settings: dict[str, str] | None = None, max_partitions: int = 64,
+                 guarded: bool = True) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
@@ -120,7 +123,13 @@ class FuzzBroker:
         self.port = free_port()
         self.sasl_port = free_port()
         self.legacy_port = free_port()
+        self.guarded = guarded  # creations beyond max_partitions are not sent (run.Fuzzer)
+        self.guard_partitions = max_partitions
         self.max_partitions = max_partitions  # no topic may end up with more (the run's creation bound)
+        self.max_broker_partitions: int | None = None
+        if not guarded:  # the broker's own bounds (moldau's defaults unless set)
+            self.max_partitions = int((settings or {}).get("max.topic.partitions", 50_000))
+            self.max_broker_partitions = int((settings or {}).get("max.broker.partitions", 100_000))
         merged = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
                          f"KAFKA07://127.0.0.1:{self.legacy_port}",
@@ -205,11 +214,15 @@ class FuzzBroker:
 
     def janitor(self, keep: list[str]) -> int:
         """Delete every topic the fuzzers made outside ``keep`` and the internal topics (a bounded broker
-        over a long run); also remove every client quota a fuzzer set. Returns the topics deleted."""
+        over a long run), in an unguarded run also a topic of ``keep`` grown beyond the guard's partitions
+        (CreatePartitions of up to 10,000; a valid CreateTopics in the stream makes it again); also remove
+        every client quota a fuzzer set. Returns the topics deleted."""
         with Raw(self.port, 30.0) as r:
             md = self.metadata(r)
+            grown = 1 << 62 if self.guarded else self.guard_partitions
             extra = [t.name for t in md.topics
-                     if t.name is not None and t.name not in keep and t.name not in INTERNAL_TOPICS]
+                     if t.name is not None and t.name not in INTERNAL_TOPICS
+                     and (t.name not in keep or len(t.partitions) > grown)]
             for i in range(0, len(extra), 100):
                 chunk = extra[i:i + 100]
                 r.call(20, 6, m.DeleteTopicsRequest.new(
@@ -251,6 +264,9 @@ class FuzzBroker:
         if outside:
             problems.append(f"files outside the data dir: {sorted(outside)[:20]}")
         topics, partitions = self._check_topics(problems)
+        if self.max_broker_partitions is not None and partitions > self.max_broker_partitions:
+            problems.append(f"{partitions} partitions, beyond max.broker.partitions "
+                            f"{self.max_broker_partitions}")
         return CheckReport(self.rss_start_kb, rss_end, topics, partitions, roundtrip_s, problems)
 
     def _check_topics(self, problems: list[str]) -> tuple[int, int]:

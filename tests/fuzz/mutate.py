@@ -11,8 +11,9 @@ __all__ = ["mutate"]
 
 _I32 = struct.Struct(">i")
 _INTERESTING_8 = (0x00, 0x01, 0x7F, 0x80, 0xFF)
-_INTERESTING_16 = (0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x0100)
-_INTERESTING_32 = (0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 10_001, 9_568_257, 0x00010000)
+_INTERESTING_16 = (0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x0100, 10_000)
+# 10,000 and 10,001: at and just beyond Kafka's partitions per CreateTopics / CreatePartitions
+_INTERESTING_32 = (0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 10_000, 10_001, 9_568_257, 0x00010000)
 
 
 def mutate(frame: bytes, rng: random.Random, max_ops: int = 6) -> bytes:

@@ -9,9 +9,13 @@ Sources of frames:
 * ``mutation``: a valid request of every (api key, version) in turn, byte-mutated (:func:`mutate.mutate`);
 * ``legacy``: Kafka 0.7 requests (structure-aware and mutated) on the KAFKA07 listener.
 
-Creation bound: until the broker itself bounds resource-creating requests (issue 22, item 1), a frame that
-decodes as a CreateTopics or CreatePartitions making more than ``max_partitions`` partitions is not sent
-(counted as ``guarded``), so a run cannot create what it must not.
+Creation bound: by default a frame that decodes as a CreateTopics or CreatePartitions making more than
+``FuzzBroker.max_partitions`` (64) partitions is not sent (counted as ``guarded``), so that a run's time goes
+to fuzzing rather than to making directories. With ``FuzzBroker(guarded=False)`` (``--unguarded``) every
+frame is sent and the broker's own bounds are held instead: a CreateTopics asking for more than 10,000
+partitions in all (counted as Kafka's ``validateTotalNumberOfPartitions``) must have no topic answered with
+error 0 (a finding ``beyond-bound`` otherwise; counted as ``over_cap``), and after the run no topic may have
+more than ``max.topic.partitions`` nor the broker more than ``max.broker.partitions``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ _PROBE = _frame.encode_request(API_VERSIONS, 0, _PROBE_CORRELATION_ID, "fuzz", m
 # Requests that may legitimately wait longer than the deadline: a long poll (Fetch), a rebalance (JoinGroup,
 # SyncGroup) whose timeouts a request sets itself.
 MAY_WAIT = frozenset({1, 11, 14, 78})  # Fetch, JoinGroup, SyncGroup, ShareFetch: long polls
+# A CreateTopics / CreatePartitions with timeout_ms > 0 is answered once its partitions exist (Kafka's
+# DelayedCreatePartitions), after those of the creations before it: its answer is awaited for its timeout (at
+# most CREATION_WAIT_MAX_S) plus the deadline; beyond that only one asking for more partitions than the broker
+# makes in that time (about 200 a second on a loaded 2-core machine, docs/limits.md) may still wait.
+CREATION_RATE_FLOOR = 200
+CREATION_WAIT_MAX_S = 120.0
 
 
 @dataclass
@@ -74,6 +84,8 @@ class Stats:
     closed: int = 0
     waited: int = 0          # no answer within the deadline on a request that may wait (MAY_WAIT)
     guarded: int = 0
+    over_cap: int = 0        # CreateTopics beyond 10,000 partitions sent (unguarded runs): each refused whole
+    created_max: int = 0     # the most partitions a CreateTopics answered without error asked for
     connections: int = 0
     per_pair: collections.Counter[tuple[int, int]] = field(default_factory=collections.Counter)
     closed_per_key: collections.Counter[int] = field(default_factory=collections.Counter)
@@ -88,7 +100,8 @@ class Stats:
 
     def as_dict(self) -> dict[str, Any]:
         return {"sent": self.sent, "answered": self.answered, "closed": self.closed, "waited": self.waited,
-                "guarded": self.guarded, "connections": self.connections, "seconds": round(self.seconds, 1),
+                "guarded": self.guarded, "over_cap": self.over_cap, "created_max": self.created_max,
+                "connections": self.connections, "seconds": round(self.seconds, 1),
                 "requests_per_s": round(self.sent / self.seconds, 1) if self.seconds else 0.0,
                 "pairs_covered": len(self.per_pair), "max_ping_s": round(max(self.pings, default=0.0), 3),
                 "closed_by_key": dict(self.closed_per_key.most_common(12)),
@@ -117,6 +130,44 @@ def creation_size(frame: bytes) -> int:
         else:
             total += max(t.count, len(t.assignments or []), 1)
     return total
+
+
+KAFKA_MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
+
+
+def create_topics_total(frame: bytes, default_partitions: int = 1) -> int:
+    """Partitions a CreateTopics frame asks for, as Kafka counts them (``validateTotalNumberOfPartitions``,
+    after ``ControllerApis`` took out topics named twice): the assignments when given, else
+    ``num_partitions`` (the default for -1, nothing for other values below 1); -1 for a frame that is not a
+    CreateTopics or does not decode."""
+    if len(frame) < 12 or _PEEK.unpack_from(frame, 4)[0] != CREATE_TOPICS:
+        return -1
+    body = memoryview(frame)[4:]
+    try:
+        _hdr, off = _frame.decode_request_header(body)
+        req, _ = m.CreateTopicsRequest.decode(body, _PEEK.unpack_from(body, 0)[1], off)
+    except Exception:  # noqa: BLE001 - not a CreateTopics the broker can read
+        return -1
+    names = collections.Counter(t.name for t in req.topics or [])
+    total = 0
+    for t in req.topics or []:
+        if names[t.name] > 1:
+            continue
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default_partitions
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
+
+def created_topics(body: bytes, version: int) -> int:
+    """Topics a CreateTopics response answered without error (validate_only included: the broker said it
+    would create them)."""
+    _hdr, off = _frame.decode_response_header(body, CREATE_TOPICS, version)
+    resp, _ = m.CreateTopicsResponse.decode(body, version, off)
+    return sum(1 for t in resp.topics or [] if t.error_code == 0)
 
 
 # ----------------------------------------------------------------------------------------- sources
@@ -248,10 +299,14 @@ class Fuzzer:
                 await self._upkeep()
                 corr = (corr + 1) & 0x7FFFFFFF
                 key, ver, frame, valid = self.source(rng, corr)
-                if creation_size(frame) > self.broker.max_partitions:
-                    self.stats.guarded += 1
-                    self._issued -= 1  # not sent: another frame takes its place
-                    continue
+                asked = -1
+                if self.broker.guarded:
+                    if creation_size(frame) > self.broker.max_partitions:
+                        self.stats.guarded += 1
+                        self._issued -= 1  # not sent: another frame takes its place
+                        continue
+                else:
+                    asked = create_topics_total(frame)
                 if conn is None:
                     try:
                         conn = await self._connect()
@@ -259,13 +314,14 @@ class Fuzzer:
                         self.stats.add_finding(Finding("connect", key, ver, repr(e), b""))
                         await asyncio.sleep(0.5)
                         continue
-                conn = await self._one(conn, key, ver, frame, valid)
+                conn = await self._one(conn, key, ver, frame, valid, asked)
         finally:
             if conn is not None:
                 conn[1].close()
 
     async def _one(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], key: int, ver: int,
-                   frame: bytes, valid: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+                   frame: bytes, valid: bool,
+                   asked: int = -1) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         reader, writer = conn
         st = self.stats
         st.sent += 1
@@ -275,11 +331,12 @@ class Fuzzer:
             await self._unframed(conn, frame)
             return None
         acks0 = hkey == PRODUCE and _acks(frame) == 0
+        wait_s = self._answer_within(hkey, frame)
         try:
             writer.write(frame)
             if acks0:  # no answer to an acks=0 produce: a probe's answer shows the connection still reads
                 writer.write(_PROBE)
-            body = await _within(_read_frame(reader), self.deadline_s)
+            body = await _within(_read_frame(reader), wait_s)
         except (asyncio.IncompleteReadError, ConnectionError):
             if acks0:  # Kafka closes the connection after an acks=0 produce that failed
                 st.closed += 1
@@ -294,11 +351,10 @@ class Fuzzer:
             writer.close()
             return None
         except asyncio.TimeoutError:
-            if hkey in MAY_WAIT:
+            if hkey in MAY_WAIT or creation_size(frame) >= CREATION_RATE_FLOOR * wait_s:
                 st.waited += 1
             else:
-                st.add_finding(Finding("no-answer", hkey, hver, f"no answer within {self.deadline_s} s",
-                                       frame))
+                st.add_finding(Finding("no-answer", hkey, hver, f"no answer within {wait_s:.1f} s", frame))
             writer.close()
             return None
         st.answered += 1
@@ -308,11 +364,38 @@ class Fuzzer:
             problem = _check_response(body, hkey, hver, hcorr)
             if problem:
                 st.add_finding(Finding("bad-response", hkey, hver, problem, frame))
+            elif asked > 0 and hkey == CREATE_TOPICS:
+                self._bound_held(body, hver, asked, frame)
         if hkey in CLOSE_AFTER_ANSWER:
             writer.close()
             return None
         return conn
 
+    def _answer_within(self, key: int, frame: bytes) -> float:
+        """Seconds the answer to ``frame`` is awaited: the deadline, and for a creation with a timeout that
+        timeout too (see CREATION_WAIT_MAX_S)."""
+        if key not in (CREATE_TOPICS, CREATE_PARTITIONS):
+            return self.deadline_s
+        body = memoryview(frame)[4:]
+        try:
+            _hdr, off = _frame.decode_request_header(body)
+            req, _ = m.REQUESTS[key].decode(body, _PEEK.unpack_from(body, 0)[1], off)
+        except Exception:  # noqa: BLE001 - not one the broker can read: it closes the connection
+            return self.deadline_s
+        return self.deadline_s + min(max(int(req.timeout_ms), 0) / 1000.0, CREATION_WAIT_MAX_S)
+
+    def _bound_held(self, body: bytes, version: int, asked: int, frame: bytes) -> None:
+        """An unguarded run's CreateTopics answer: beyond 10,000 partitions nothing may be created."""
+        created = created_topics(body, version)
+        st = self.stats
+        if asked > KAFKA_MAX_PARTITIONS_PER_REQUEST:
+            st.over_cap += 1
+            if created:
+                st.add_finding(Finding("beyond-bound", CREATE_TOPICS, version,
+                                       f"{created} topic(s) created by a request of {asked} partitions",
+                                       frame))
+        elif created:
+            st.created_max = max(st.created_max, asked)
 
     async def _unframed(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], frame: bytes) -> None:
         """A frame whose size prefix is not its length: the broker waits for bytes that never come, or reads

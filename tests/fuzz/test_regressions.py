@@ -130,3 +130,57 @@ def test_offset_commit_retention_at_the_int64_range(fuzz_broker: FuzzBroker) -> 
             assert [p.error_code for t in resp.topics for p in t.partitions] == [ErrorCode.NONE], version
         _still_serving(r)
     assert "Traceback" not in fuzz_broker.proc.output(limit=1 << 30)
+
+
+def test_a_size_prefix_alone_holds_no_memory(fuzz_broker: FuzzBroker) -> None:
+    """Connections that announce 96 MB frames (under socket.request.max.bytes) and send a few bytes of them
+    hold a few bytes each: the broker used to allocate (and zero) a buffer of the announced size at once,
+    and under the byte-mutation fuzzer (a size prefix left as it was makes the broker read the next body
+    bytes as a size) its RSS grew to the high-water mark of such announcements, 2.2x in 1,000,000 frames.
+    A large frame that does arrive, in pieces, is still read whole: its buffer grows as its bytes come."""
+    import socket
+    import struct
+    import time
+
+    from moldau.protocol.records import build_batch
+
+    announced, conns = 96 << 20, 6
+    before = fuzz_broker.rss()
+    socks = []
+    try:
+        for _ in range(conns):
+            s = socket.create_connection(("127.0.0.1", fuzz_broker.port), timeout=5)
+            s.sendall(struct.pack(">i", announced) + b"\x00\x12\x00\x03" + bytes(300))
+            socks.append(s)
+        time.sleep(0.5)
+        fuzz_broker.ping()  # the broker has read what was sent and serves others meanwhile
+        grown_kb = fuzz_broker.rss() - before
+        assert grown_kb < 16 * 1024, f"RSS grew {grown_kb} kB for {conns} announced 96 MB frames"
+    finally:
+        for s in socks:
+            s.close()
+    C = m.CreateTopicsRequest
+    P = m.ProduceRequest
+    topic = f"fuzz-big-{uuid.uuid4().hex[:8]}"
+    value = bytes(range(256)) * (12 << 10)  # 3 MB: the frame's buffer grows from 256 kB five times
+    with Raw(fuzz_broker.port, 30.0) as r:
+        resp = r.call(19, 5, C.new(topics=[C.CreatableTopic(
+            name=topic, num_partitions=1, replication_factor=1,
+            configs=[C.CreatableTopicConfig(name="max.message.bytes", value=str(8 << 20))])],
+            timeout_ms=10000, validate_only=False))
+        assert resp.topics[0].error_code == 0, resp
+        batch = build_batch([(int(time.time() * 1000), b"k", value)])
+        resp = r.call(0, 9, P.new(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+        part = resp.responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (0, 0), resp
+        F = m.FetchRequest
+        resp = r.call(1, 12, F.new(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=8 << 20,
+                                    isolation_level=0, session_id=0, session_epoch=-1, topics=[
+            F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                partition_max_bytes=8 << 20)])]))
+        records = bytes(resp.responses[0].partitions[0].records)
+        assert value in records, "the 3 MB record did not come back"
+        r.call(20, 6, m.DeleteTopicsRequest.new(topics=[m.DeleteTopicsRequest.DeleteTopicState(name=topic)],
+                                                timeout_ms=30000))

@@ -16,6 +16,7 @@ from moldau.broker.quotas import (
     user_of,
     validate_quota,
 )
+from moldau.protocol.errors import KafkaError
 
 
 class Clock:
@@ -197,3 +198,42 @@ def test_file_store_persists_and_skips_bad_entries(tmp_path) -> None:  # type: i
     doc["quotas"].append({"entity": [["nosuch", "x"]], "values": {"producer_byte_rate": 1}})
     (tmp_path / "__moldau_quotas.json").write_text(json.dumps(doc))
     assert FileQuotaStore(str(tmp_path)).all() == {E(ip=None): {"connection_creation_rate": 3.0}}
+
+
+def test_per_client_state_is_bounded_and_expires() -> None:
+    """Client ids are the clients' choice: distinct ones must not grow the broker's quota state without bound.
+    A group unused for an hour goes (Kafka's quota sensor expiry), the least recently used go first beyond
+    the count or the characters of names held, and a client in use keeps its bucket (a throttled client does
+    not get a fresh burst because others came and went)."""
+    from moldau.broker.quotas import CONTROLLER_MUTATION_RATE, SENSOR_EXPIRY_S
+
+    MAX_SENSORS, MAX_SENSOR_NAME_CHARS = 2000, 1 << 20  # the broker's: 100,000 and 16 Mi (same code, slower)
+    clock = Clock()
+    qm = QuotaManager(MemoryQuotaStore(), window_num=11, window_s=1.0, clock=clock, max_groups=MAX_SENSORS,
+                      max_name_chars=MAX_SENSOR_NAME_CHARS)
+    qm.alter([(E(client_id=None), {"producer_byte_rate": 1000.0, CONTROLLER_MUTATION_RATE: 10.0})])
+    assert qm.record("producer_byte_rate", "u", "greedy", 50_000) > 0  # deep in debt: throttled
+    qm.mutation_quota(None, "greedy", 19, 6).record(500)
+    for i in range(MAX_SENSORS + 5000):
+        qm.record("producer_byte_rate", "u", f"c{i}", 1)
+        qm.mutation_quota(None, f"c{i}", 19, 6).record(1)
+        if i % 100 == 0:  # the greedy client keeps using its quota meanwhile
+            clock.t += 0.001
+            assert qm.record("producer_byte_rate", "u", "greedy", 1) > 0
+            q = qm.mutation_quota(None, "greedy", 19, 6)
+            with pytest.raises(KafkaError):
+                q.record(1)
+    assert len(qm._sensors) <= MAX_SENSORS and len(qm._mutation_buckets) <= MAX_SENSORS
+    assert len(qm._resolved) <= MAX_SENSORS
+    # long client ids: the characters held are bounded too
+    long_id = "x" * 32000
+    for i in range(2 * MAX_SENSOR_NAME_CHARS // len(long_id)):
+        qm.record("producer_byte_rate", "u", f"{i}{long_id}", 1)
+    for table in (qm._sensors, qm._resolved, qm._mutation_buckets):
+        assert table.chars <= MAX_SENSOR_NAME_CHARS
+    # an hour without use: gone, with the next request of anyone
+    clock.t += SENSOR_EXPIRY_S + 1
+    qm.record("producer_byte_rate", "u", "late", 1)
+    assert len(qm._sensors) == 1 and len(qm._resolved) == 1
+    qm.mutation_quota(None, "late", 19, 6).record(1)
+    assert len(qm._mutation_buckets) == 1

@@ -1,8 +1,12 @@
 """One client connection: size-prefixed framing on an asyncio BufferedProtocol.
 
-* Bytes are received into a reusable buffer; a frame larger than the free space gets a buffer of its own,
-  allocated once its size is known and checked (``size <= 0`` or ``> socket.request.max.bytes``: one log line,
-  close, nothing allocated), and the socket reads straight into it.
+* Bytes are received into a reusable buffer; a frame larger than the free space gets a buffer of its own
+  once its size is known and checked (``size <= 0`` or ``> socket.request.max.bytes``: one log line, close,
+  nothing allocated), and the socket reads straight into it. That buffer grows with the bytes that arrive
+  (it starts at ``_BIG_FIRST`` and doubles, up to the frame's size): a size prefix alone holds no memory, so
+  connections announcing 100 MB frames and sending a few bytes cost a few bytes each, not 100 MB (a buffer
+  of the announced size, zero-filled at once, made the broker's RSS grow to the high-water mark of such
+  announcements under the byte-mutation fuzzer).
 * Frames are queued and handled strictly in order by one task per connection while reading continues
   (pipelining). Responses are written in order with ``transport.writelines``.
 * Back-pressure: reading pauses when too many requests are queued (or too many bytes), and request
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _RECV_BUFFER = 16 * 1024  # per connection; larger frames are read straight into their own buffer
+_BIG_FIRST = 256 * 1024   # a large frame's own buffer starts this big (or twice what has come) and doubles
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
 
 
@@ -66,7 +71,7 @@ class Dispatcher(Protocol):
 class Connection(asyncio.BufferedProtocol):
     __slots__ = (
         "host", "router", "listener_name", "principal", "peer", "transport", "_buf", "_view", "_start",
-        "_end", "_big", "_big_view", "_big_pos", "_queue", "_queued_bytes", "_task", "_closed",
+        "_end", "_big", "_big_view", "_big_pos", "_big_size", "_queue", "_queued_bytes", "_task", "_closed",
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
         "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
         "_muted_until", "_mute_wake", "_refused", "_pool", "_reserved", "_mem_wait",
@@ -87,6 +92,7 @@ class Connection(asyncio.BufferedProtocol):
         self._big: bytearray | None = None  # dedicated buffer of a frame too large for _buf
         self._big_view: memoryview | None = None
         self._big_pos = 0
+        self._big_size = 0  # the size of the frame being read into _big (_big grows up to it)
         self._queue: collections.deque[bytearray] = collections.deque()
         self._queued_bytes = 0
         self._task: asyncio.Task[None] | None = None
@@ -140,8 +146,8 @@ class Connection(asyncio.BufferedProtocol):
         limiter = self.host.services.limiter
         if limiter is not None:
             limiter.release(self.peer[0])
+        self._big = self._big_view = None  # a frame cut short: its buffer goes with the connection
         if self._pool is not None:
-            self._big = None
             self._release(self._reserved)
         if self._idle_handle is not None:
             self._idle_handle.cancel()
@@ -154,6 +160,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
+            if self._big_pos == len(self._big):
+                self._grow_big()
             return self._big_view[self._big_pos:]  # type: ignore[index]
         if self._end == len(self._buf):
             self._compact()
@@ -166,7 +174,7 @@ class Connection(asyncio.BufferedProtocol):
         self._last_activity = time.monotonic()
         if self._big is not None:
             self._big_pos += nbytes
-            if self._big_pos == len(self._big):
+            if self._big_pos == self._big_size:
                 frame = self._big
                 self._big = None
                 self._big_view = None
@@ -204,6 +212,16 @@ class Connection(asyncio.BufferedProtocol):
         self._start = 0
         self._end = n
 
+    def _grow_big(self) -> None:
+        """Double the large frame's buffer (at most to the frame's size), keeping what has arrived."""
+        old = self._big
+        assert old is not None and self._big_view is not None
+        new = bytearray(min(self._big_size, 2 * len(old)))
+        new[0:self._big_pos] = self._big_view[0:self._big_pos]
+        self._big_view.release()
+        self._big = new
+        self._big_view = memoryview(new)
+
     def _parse(self) -> None:
         view = self._view
         while not self._closed:
@@ -227,9 +245,10 @@ class Connection(asyncio.BufferedProtocol):
                 self._enqueue(frame)
                 continue
             if size > len(self._buf) - body_start:
-                # Does not fit behind its header: give it its own buffer, read the rest straight into it.
-                big = bytearray(size)
+                # Does not fit behind its header: give it its own buffer, read the rest straight into it;
+                # the buffer grows as the bytes come (_grow_big), never beyond the frame's size.
                 have = avail - 4
+                big = bytearray(min(size, max(_BIG_FIRST, 2 * have)))
                 big[0:have] = view[body_start:self._end]
                 self._start = self._end = 0
                 if have == size:  # pragma: no cover - handled above
@@ -238,6 +257,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._big = big
                 self._big_view = memoryview(big)
                 self._big_pos = have
+                self._big_size = size
                 return
             break
         if self._start == self._end:

@@ -42,7 +42,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from moldau.log.checkpoint import atomic_write
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -67,9 +67,13 @@ IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
 # ApiVersions and the SASL requests are never throttled (a client must be able to connect and log in).
 QUOTA_EXEMPT_APIS = frozenset({17, 18, 36})
 
-# Sensors and buckets kept per sharing group; client ids are chosen by clients, so the oldest go first beyond
-# this many (Kafka expires a client's sensors after an hour without use).
+# Sensors, buckets and resolved quotas are kept per sharing group, and client ids are chosen by clients (any
+# string of up to 32,767 characters): each table drops a group unused for an hour, as Kafka expires a quota
+# sensor (ClientQuotaManager's InactiveSensorExpirationTimeSeconds), and beyond this many groups or this many
+# characters of user and client-id names the least recently used go first (Kafka has no such bound).
+SENSOR_EXPIRY_S = 3600.0
 MAX_SENSORS = 100_000
+MAX_SENSOR_NAME_CHARS = 16 << 20
 
 # An entity: sorted tuple of (entity type, name or None for the default).
 Entity = tuple[tuple[str, "str | None"], ...]
@@ -241,6 +245,71 @@ class Rate:
         return sum(self.values) / self.window(now)
 
 
+# ------------------------------------------------------------------------------------------------ groups
+K = TypeVar("K", bound=tuple[Any, ...])
+V = TypeVar("V")
+
+
+def _name_chars(key: tuple[Any, ...]) -> int:
+    return sum(len(part) for part in key if isinstance(part, str))
+
+
+class GroupTable(Generic[K, V]):
+    """State per key chosen by clients, least recently used first: an entry unused for ``expiry_s`` goes
+    (Kafka's quota sensor expiry), and so do the least recently used beyond ``max_entries`` entries or
+    ``max_chars`` characters of the keys' names. Every access removes at most what is due, oldest first."""
+
+    __slots__ = ("expiry_s", "max_entries", "max_chars", "chars", "_d")
+
+    def __init__(self, expiry_s: float = SENSOR_EXPIRY_S, max_entries: int = MAX_SENSORS,
+                 max_chars: int = MAX_SENSOR_NAME_CHARS) -> None:
+        self.expiry_s = expiry_s
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.chars = 0
+        self._d: dict[K, list[Any]] = {}  # key -> [value, last used]; insertion order is use order
+
+    def get(self, key: K, now: float) -> V | None:
+        entry = self._d.pop(key, None)
+        if entry is not None:
+            entry[1] = now
+            self._d[key] = entry  # the most recently used now
+        self._evict(now)
+        return None if entry is None else entry[0]
+
+    def contains(self, key: K) -> bool:
+        return key in self._d
+
+    def put(self, key: K, value: V, now: float) -> V:
+        old = self._d.pop(key, None)
+        if old is not None:
+            self.chars -= _name_chars(key)
+        self._d[key] = [value, now]
+        self.chars += _name_chars(key)
+        self._evict(now)
+        return value
+
+    def _evict(self, now: float) -> None:
+        d = self._d
+        while d:
+            key = next(iter(d))
+            if (now - d[key][1] < self.expiry_s and len(d) <= self.max_entries
+                    and self.chars <= self.max_chars):
+                return
+            del d[key]
+            self.chars -= _name_chars(key)
+
+    def clear(self) -> None:
+        self._d.clear()
+        self.chars = 0
+
+    def items(self) -> list[tuple[K, V]]:
+        return [(k, e[0]) for k, e in self._d.items()]
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
 # ------------------------------------------------------------------------------------------------ manager
 @dataclass(slots=True)
 class ClientMetrics:
@@ -332,15 +401,19 @@ class QuotaManager:
         window_num: int = 11,
         window_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        max_groups: int = MAX_SENSORS,
+        max_name_chars: int = MAX_SENSOR_NAME_CHARS,
     ) -> None:
         self.store = store
         self.window_num = max(2, int(window_num))
         self.window_s = float(window_s)
         self.clock = clock
         self._quotas: dict[Entity, dict[str, float]] = store.all()
-        self._sensors: dict[tuple[str, str, str], ClientMetrics] = {}
-        self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
-        self._mutation_buckets: dict[tuple[str, str], MutationBucket] = {}
+        bounds = (SENSOR_EXPIRY_S, max_groups, max_name_chars)
+        self._sensors: GroupTable[tuple[str, str, str], ClientMetrics] = GroupTable(*bounds)
+        self._resolved: GroupTable[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = GroupTable(
+            *bounds)
+        self._mutation_buckets: GroupTable[tuple[str, str], MutationBucket] = GroupTable(*bounds)
 
     # --------------------------------------------------------------------------- admin
     @property
@@ -394,10 +467,10 @@ class QuotaManager:
     def quota_for(self, key: str, user: str, client_id: str) -> tuple[float, tuple[str, str]] | None:
         """(bound, sharing group) of ``key`` for this user and client id, or None without a quota."""
         ck = (key, user, client_id)
-        try:
-            return self._resolved[ck]
-        except KeyError:
-            pass
+        now = self.clock()
+        cached = self._resolved.get(ck, now)
+        if cached is not None or self._resolved.contains(ck):
+            return cached
         q = self._quotas
         candidates: list[tuple[Entity, tuple[str, str]]] = [
             (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
@@ -415,9 +488,7 @@ class QuotaManager:
             if values is not None and key in values:
                 found = (values[key], group)
                 break
-        if len(self._resolved) > 100_000:
-            self._resolved.clear()
-        self._resolved[ck] = found
+        self._resolved.put(ck, found, now)
         return found
 
     def ip_quota(self, ip: str) -> float | None:
@@ -441,11 +512,9 @@ class QuotaManager:
         bound, group = resolved
         now = self.clock() if now is None else now
         sk = (key, group[0], group[1])
-        sensor = self._sensors.get(sk)
+        sensor = self._sensors.get(sk, now)
         if sensor is None:
-            if len(self._sensors) >= MAX_SENSORS:
-                del self._sensors[next(iter(self._sensors))]
-            sensor = self._sensors[sk] = ClientMetrics(Rate(self.window_num, self.window_s))
+            sensor = self._sensors.put(sk, ClientMetrics(Rate(self.window_num, self.window_s)), now)
         sensor.rate.record(value, now)
         sensor.recorded_total += value
         horizon = self.window_num * self.window_s
@@ -501,11 +570,9 @@ class QuotaManager:
         """The sharing group's bucket, refilled at ``bound`` per second up to the burst (a new one is
         full)."""
         burst = bound * self.window_num * self.window_s
-        bucket = self._mutation_buckets.get(group)
+        bucket = self._mutation_buckets.get(group, now)
         if bucket is None:
-            if len(self._mutation_buckets) >= MAX_SENSORS:
-                del self._mutation_buckets[next(iter(self._mutation_buckets))]
-            bucket = self._mutation_buckets[group] = MutationBucket(burst, now)
+            bucket = self._mutation_buckets.put(group, MutationBucket(burst, now), now)
         else:
             bucket.tokens = min(burst, bucket.tokens + (now - bucket.last) * bound)
             bucket.last = now
@@ -516,7 +583,7 @@ class QuotaManager:
         now = self.clock()
         return [
             (k, u, c, s.rate.measure(now), s.throttle_ms_total, s.recorded_total)
-            for (k, u, c), s in sorted(self._sensors.items())
+            for (k, u, c), s in sorted(self._sensors.items(), key=lambda kv: kv[0])
         ]
 
 

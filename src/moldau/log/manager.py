@@ -401,6 +401,13 @@ class LogManager:
             self.delete(t, p)
         return len(keys)
 
+    def rename_topic_for_delete(self, topic: str) -> list[str]:
+        """:meth:`rename_for_delete` for every partition of ``topic`` here: the renamed directories, for
+        the caller to remove (in a worker thread: removing thousands of partition directories takes
+        seconds)."""
+        keys = [k for k in self._logs if k[0] == topic]
+        return [d for d in (self.rename_for_delete(t, p) for t, p in keys) if d is not None]
+
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._logs)
 
