@@ -43,7 +43,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def produce_worker(bootstrap: str, topic: str, partition: int, n: int, size: int, barrier: Any, out: Any) -> None:
+def produce_worker(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    n: int,
+    size: int,
+    extra: dict[str, str],
+    barrier: Any,
+    out: Any,
+) -> None:
     from confluent_kafka import Producer
 
     p = Producer(
@@ -53,6 +62,7 @@ def produce_worker(bootstrap: str, topic: str, partition: int, n: int, size: int
             "linger.ms": 5,
             "enable.idempotence": False,
             "queue.buffering.max.messages": 1_000_000,
+            **extra,
         }
     )
     p.list_topics(topic, timeout=10)  # connected before the clock starts
@@ -79,7 +89,16 @@ def produce_worker(bootstrap: str, topic: str, partition: int, n: int, size: int
     out.put((partition, t0, t1, len(failed) + left, c.user + c.system))
 
 
-def consume_worker(bootstrap: str, topic: str, partition: int, n: int, size: int, barrier: Any, out: Any) -> None:
+def consume_worker(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    n: int,
+    size: int,
+    extra: dict[str, str],
+    barrier: Any,
+    out: Any,
+) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -89,6 +108,7 @@ def consume_worker(bootstrap: str, topic: str, partition: int, n: int, size: int
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "fetch.max.bytes": 52428800,
+            **extra,
         }
     )
     c.list_topics(topic, timeout=10)
@@ -107,12 +127,14 @@ def consume_worker(bootstrap: str, topic: str, partition: int, n: int, size: int
     out.put((partition, t0, t1, n - got, ct.user + ct.system))
 
 
-def phase(ctx: Any, target: Any, deployment: Any, topic: str, n: int, size: int) -> dict[str, Any]:
+def phase(
+    ctx: Any, target: Any, deployment: Any, topic: str, n: int, size: int, extra: dict[str, str]
+) -> dict[str, Any]:
     """Run CLIENTS client processes of ``target`` against the topic's partitions 0..CLIENTS-1."""
     barrier = ctx.Barrier(CLIENTS + 1)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=target, args=(deployment.bootstrap, topic, i, n, size, barrier, out))
+        ctx.Process(target=target, args=(deployment.bootstrap, topic, i, n, size, extra, barrier, out))
         for i in range(CLIENTS)
     ]
     for p in procs:
@@ -136,25 +158,31 @@ def phase(ctx: Any, target: Any, deployment: Any, topic: str, n: int, size: int)
         "seconds": span,
         "broker_cpu_s": cpu,
         "broker_cpu_ms_per_mb": sum(cpu) * 1000 / mb,
+        # cores busy: a broker process near 1.0 is the limit; far below, the clients (or the machine) are
+        "busiest_broker_cores": max(cpu) / span,
+        "client_cores": sum(r[4] for r in results) / span,
         "client_cpu_ms_per_mb": sum(r[4] for r in results) * 1000 / mb,
         "loadavg_1min_before": load,
     }
 
 
-def run_once(ctx: Any, name: str, deployment: Any, topic: str, n: int, size: int) -> dict[str, Any]:
+def run_once(ctx: Any, name: str, deployment: Any, topic: str, n: int, size: int, a: Any) -> dict[str, Any]:
     from clusterutil import admin, create_topic, partitions, wait_until
 
     bs = deployment.bootstrap
     create_topic(bs, topic, partitions=CLIENTS, rf=1)
     leaders = wait_until(
-        lambda: (ps := partitions(bs, topic)) and all(p.leader > 0 for p in ps.values())
-        and {i: p.leader for i, p in ps.items()},
+        lambda: (
+            (ps := partitions(bs, topic))
+            and all(p.leader > 0 for p in ps.values())
+            and {i: p.leader for i, p in ps.items()}
+        ),
         30,
         f"{topic}'s leaders",
     )
     run: dict[str, Any] = {"deployment": name, "brokers": len(deployment.brokers), "leaders": leaders}
-    run["produce"] = phase(ctx, produce_worker, deployment, topic, n, size)
-    run["consume"] = phase(ctx, consume_worker, deployment, topic, n, size)
+    run["produce"] = phase(ctx, produce_worker, deployment, topic, n, size, settings(a.producer_set))
+    run["consume"] = phase(ctx, consume_worker, deployment, topic, n, size, settings(a.consumer_set))
     a = admin(bs)
     a.delete_topics([topic], operation_timeout=30)[topic].result(60)
     dirs = [os.path.join(b.data_dir, f"{topic}-{i}") for b in deployment.brokers for i in range(CLIENTS)]
@@ -164,12 +192,30 @@ def run_once(ctx: Any, name: str, deployment: Any, topic: str, n: int, size: int
     return run
 
 
+def settings(pairs: list[str]) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in pairs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=150_000, help="records per client (default 150000)")
     ap.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per deployment (default 3)")
     ap.add_argument("--first-port", type=int, default=0, help="broker ports from here (default: free ports)")
+    ap.add_argument(
+        "--producer-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka producer setting (e.g. batch.num.messages=10: many small requests)",
+    )
+    ap.add_argument(
+        "--consumer-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka consumer setting (e.g. fetch.max.bytes=65536)",
+    )
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cluster"))
@@ -181,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     fp = a.first_port
     deployments = {
         "one": LocalCluster(os.path.join(folder, "one"), 1, broker_configs=configs, first_port=fp),
-        "two": LocalCluster(os.path.join(folder, "two"), 2, broker_configs=configs, first_port=fp + 1 if fp else 0),
+        "two": LocalCluster(
+            os.path.join(folder, "two"), 2, broker_configs=configs, first_port=fp + 1 if fp else 0
+        ),
     }
     runs: list[dict[str, Any]] = []
     try:
@@ -191,16 +239,19 @@ def main(argv: list[str] | None = None) -> int:
 
         for name, d in deployments.items():
             wait_until(
-                lambda d=d: len(admin(d.bootstrap).list_topics(timeout=5).brokers) == len(d.brokers), 30,
+                lambda d=d: len(admin(d.bootstrap).list_topics(timeout=5).brokers) == len(d.brokers),
+                30,
                 f"deployment {name} to see its brokers",
             )
         # warm-up, not counted: first topics, page cache, the clients' imports
         for name, d in deployments.items():
-            run_once(ctx, name, d, f"bench-scaling-warmup-{name}", max(a.records // 10, 1000), a.size)
+            run_once(ctx, name, d, f"bench-scaling-warmup-{name}", max(a.records // 10, 1000), a.size, a)
         for r in range(a.repeat):
             order = ["one", "two"] if r % 2 == 0 else ["two", "one"]
             for name in order:
-                run = run_once(ctx, name, deployments[name], f"bench-scaling-{name}-{r}", a.records, a.size)
+                run = run_once(
+                    ctx, name, deployments[name], f"bench-scaling-{name}-{r}", a.records, a.size, a
+                )
                 run["repeat"] = r
                 runs.append(run)
                 print(
@@ -217,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
             d.stop(graceful=False)
         shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{a.size} B values, {CLIENTS} x {a.records} records per phase, medians of {a.repeat}:")
-    print(f"{'phase':8} {'1 broker rec/s':>15} {'2 brokers rec/s':>16} {'2/1':>6}"
-          f" {'CPU ms/MB 1':>12} {'CPU ms/MB 2':>12} {'load':>6}")
+    print(
+        f"{'phase':8} {'1 broker rec/s':>15} {'2 brokers rec/s':>16} {'2/1':>6}"
+        f" {'CPU ms/MB 1':>12} {'CPU ms/MB 2':>12} {'busiest 1':>10} {'busiest 2':>10}"
+        f" {'clients ms/MB':>14} {'load':>6}"
+    )
     medians: dict[str, Any] = {}
     for ph in ("produce", "consume"):
         m = {}
@@ -226,18 +280,35 @@ def main(argv: list[str] | None = None) -> int:
             these = [x[ph] for x in runs if x["deployment"] == name]
             m[name] = {
                 k: statistics.median(x[k] for x in these)
-                for k in ("records_per_s", "mb_per_s", "broker_cpu_ms_per_mb", "client_cpu_ms_per_mb",
-                          "loadavg_1min_before")
+                for k in (
+                    "records_per_s",
+                    "mb_per_s",
+                    "broker_cpu_ms_per_mb",
+                    "client_cpu_ms_per_mb",
+                    "busiest_broker_cores",
+                    "client_cores",
+                    "loadavg_1min_before",
+                )
             }
         m["ratio"] = m["two"]["records_per_s"] / m["one"]["records_per_s"]
         medians[ph] = m
         load = statistics.median([m["one"]["loadavg_1min_before"], m["two"]["loadavg_1min_before"]])
-        print(f"{ph:8} {m['one']['records_per_s']:15.0f} {m['two']['records_per_s']:16.0f} {m['ratio']:5.2f}x"
-              f" {m['one']['broker_cpu_ms_per_mb']:12.2f} {m['two']['broker_cpu_ms_per_mb']:12.2f} {load:6.1f}")
+        print(
+            f"{ph:8} {m['one']['records_per_s']:15.0f} {m['two']['records_per_s']:16.0f} {m['ratio']:5.2f}x"
+            f" {m['one']['broker_cpu_ms_per_mb']:12.2f} {m['two']['broker_cpu_ms_per_mb']:12.2f}"
+            f" {m['one']['busiest_broker_cores']:10.2f} {m['two']['busiest_broker_cores']:10.2f}"
+            f" {m['one']['client_cpu_ms_per_mb']:14.2f} {load:6.1f}"
+        )
+    print(
+        "busiest: CPU cores used by the busiest broker process during the phase (1.0: that process is the"
+        " limit); clients ms/MB: the four client processes' CPU"
+    )
     import confluent_kafka
 
     doc = {
         "size": a.size,
+        "producer_set": a.producer_set,
+        "consumer_set": a.consumer_set,
         "records_per_client": a.records,
         "clients": CLIENTS,
         "runs": runs,
@@ -248,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_after": os.getloadavg(),
     }
     out = a.out or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "results", f"scaling-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        os.path.dirname(os.path.abspath(__file__)),
+        "results",
+        f"scaling-{time.strftime('%Y%m%d-%H%M%S')}.json",
     )
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
