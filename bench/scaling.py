@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One broker process against two as one deployment: two producers, then two consumers, on one machine.
 
-    .venv/bin/python bench/scaling.py                          # 1 KiB, 150,000 records per client, 3 repeats
+    .venv/bin/python bench/scaling.py                          # 1 KiB, 150,000 records per client, 5 repeats
     .venv/bin/python bench/scaling.py --size 100 --records 300000 --repeat 5
 
 Two local ZooKeeper-coordinated deployments (``moldau.broker.cluster.local.LocalCluster``, what ``moldau
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=150_000, help="records per client (default 150000)")
     ap.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per deployment (default 3)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per deployment (default 5)")
     ap.add_argument("--first-port", type=int, default=0, help="broker ports from here (default: free ports)")
     ap.add_argument(
         "--producer-set",
