@@ -97,8 +97,9 @@ def test_errors(registry: RegistryThread) -> None:
     assert code("GET", "/no/such/route") == (404, 404)
     # Confluent's endpoints moldau does not serve (docs/schema-registry.md, API coverage): 404, not a crash
     unserved = (f"/subjects/{s}/metadata", "/schemas/guids/x", "/associations", "/exporters")
-    for path in (*unserved, "/dek-registry/v1/keks"):
+    for path in (*unserved, "/dek-registry/v1/keks", "/status/ready"):  # the last is Redpanda's
         assert code("GET", path) == (404, 404), path
+    assert r.call("GET", "/") == (200, {})
     assert r.call("GET", "/contexts") == (200, ["."])
     assert code(
         "POST",
