@@ -95,6 +95,11 @@ def test_errors(registry: RegistryThread) -> None:
     assert code("GET", f"/config/{s}") == (404, 40408)
     assert code("GET", f"/mode/{s}") == (404, 40409)
     assert code("GET", "/no/such/route") == (404, 404)
+    # Confluent's endpoints moldau does not serve (docs/schema-registry.md, API coverage): 404, not a crash
+    unserved = (f"/subjects/{s}/metadata", "/schemas/guids/x", "/associations", "/exporters")
+    for path in (*unserved, "/dek-registry/v1/keks", "/status/ready"):  # the last is Redpanda's
+        assert code("GET", path) == (404, 404), path
+    assert r.call("GET", "/") == (200, {})
     assert r.call("GET", "/contexts") == (200, ["."])
     assert code(
         "POST",

@@ -10,12 +10,18 @@ from typing import Any
 
 import pytest
 
-from moldau.registry.compat import check_level
+from moldau.registry.compat import LEVELS, check_level
 from moldau.registry.types import Dependency, SchemaError
 from moldau.registry.types.json_schema import JSON
 
 CF = "Confluent docs, JSON Schema compatibility"
 VAL = "JSON Schema Validation"
+# Confluent's schema registry source: json-schema-provider/src/test/resources/diff-schema-examples.json, each
+# case an original (the writer) and an update (the reader) with Confluent's verdict; named by its description
+EX = "Confluent schema-registry, json-schema-provider diff-schema-examples.json"
+# Confluent docs, "Schema Evolution and Compatibility": BACKWARD, the new schema reads data written with the
+# old; FORWARD, the old reads the new; FULL, both; _TRANSITIVE, against every earlier version; NONE, no check
+LV = "Confluent docs, Schema Evolution and Compatibility: compatibility types"
 
 
 def obj(props: dict[str, Any], required: list[str] | None = None, additional: Any = None) -> dict[str, Any]:
@@ -249,6 +255,95 @@ CASES: list[tuple[Any, Any, bool, str]] = [
         False,
         f"{VAL}: $ref resolved within the schema document (narrowed)",
     ),
+    ({}, {"properties": {}}, True, f"{EX}: 'Anything can change to empty schema'"),
+    ({"title": "b"}, {"title": "a"}, True, f"{EX}: 'Detect changes to title' (TITLE_CHANGED)"),
+    ({"description": "b"}, {"description": "a"}, True, f"{EX}: 'Detect changes to description'"),
+    ({"type": "array"}, {"type": "object"}, False, f"{EX}: 'Detect changes to simple schema type'"),
+    (
+        {"type": "string", "pattern": "uuid"},
+        {"type": "string", "pattern": "date-time"},
+        False,
+        f"{EX}: 'Detect changes to pattern string schema' (PATTERN_CHANGED)",
+    ),
+    (
+        {"type": "string", "pattern": "date-time"},
+        {"type": "string", "pattern": "date-time"},
+        True,
+        f"{EX}: 'Detect changes to pattern' (the same pattern)",
+    ),
+    (
+        {"type": "number", "multipleOf": 11},
+        {"type": "number", "multipleOf": 10},
+        False,
+        f"{EX}: 'Detect changes to multipleOf number schema' (MULTIPLE_OF_CHANGED)",
+    ),
+    (
+        {"type": "number", "multipleOf": 2},
+        {"type": "number", "multipleOf": 10},
+        True,
+        f"{EX}: 'Detect reduced multipleOf number schema'",
+    ),
+    ({"type": "number"}, {"type": "number", "maximum": 10}, True, f"{EX}: 'Detect removed maximum'"),
+    (
+        {"type": "number", "maximum": 10},
+        {"type": "number", "maximum": 11},
+        False,
+        f"{EX}: 'Detect decreased maximum number schema'",
+    ),
+    (
+        {"type": "number", "minimum": 10},
+        {"type": "number", "minimum": 11},
+        True,
+        f"{EX}: 'Detect decreased minimum number schema'",
+    ),
+    ({"type": "integer"}, NUM, False, f"{EX}: 'Detect narrowed change to number schema'"),
+    ({"not": INT}, {"not": NUM}, True, f"{EX}: 'Detect compatible change to not schema' (NOT_TYPE_NARROWED)"),
+    (
+        {"not": NUM},
+        {"not": INT},
+        False,
+        f"{EX}: 'Detect incompatible change to not schema' (NOT_TYPE_EXTENDED)",
+    ),
+    (STR, {"type": "string", "enum": ["red"]}, True, f"{EX}: 'Detect removed enum'"),
+    (
+        {"properties": {"foo": {"const": "blue"}}},
+        {"properties": {"foo": {"const": "red"}}},
+        False,
+        f"{EX}: 'Detect incompatible changes to const schema'",
+    ),
+    ({"type": ["object", "array"]}, {"type": ["object"]}, True, f"{EX}: 'Detect changes to type array'"),
+    ({"oneOf": [NUM]}, {"oneOf": [STR]}, False, f"{EX}: 'Detect changes to sub schemas'"),
+    ({"oneOf": [NUM, STR]}, {"oneOf": [STR]}, True, f"{EX}: 'Detect changes to number of sub schemas'"),
+    (
+        {"properties": {"bar": STR}},
+        {"properties": {"foo": STR}},
+        False,
+        f"{EX}: 'Detect changes to remove properties' (a property added to an open model)",
+    ),
+    (
+        {"properties": {"foo": NUM}},
+        {"properties": {"foo": STR}},
+        False,
+        f"{EX}: 'Detect change type of properties'",
+    ),
+    (
+        obj({"foo": STR, "bar": NUM}, additional=False),
+        obj({"foo": STR}, additional=False),
+        True,
+        f"{EX}: 'Detect optional property added to closed content model'",
+    ),
+    (
+        obj({"foo": STR, "bar": STR}, required=["bar"], additional=STR),
+        obj({"foo": STR}, additional=STR),
+        False,
+        f"{EX}: 'Detect property added to partially open content model 4' (required)",
+    ),
+    (
+        obj({"foo": STR}, additional=STR),
+        obj({"foo": STR, "bar": STR}, additional=False),
+        True,
+        f"{EX}: 'Detect property removed from partially open content model 2'",
+    ),
     (True, STR, True, "JSON Schema Core: true accepts every instance"),
     (STR, True, False, "JSON Schema Core: true accepts every instance, a string schema does not"),
 ]
@@ -288,10 +383,115 @@ def test_references_between_schemas() -> None:
     assert JSON.compatible(old, new) != []
 
 
-def test_levels() -> None:
-    v1 = parse(obj({"a": INT}, additional=False))
-    v2 = parse(obj({"a": INT, "b": STR}, additional=False))  # optional b added to a closed model
-    assert check_level(JSON, "BACKWARD", v2, [v1]) == []
-    assert check_level(JSON, "FORWARD", v2, [v1]) != []  # v1 (closed) refuses v2's b
-    assert check_level(JSON, "FULL", v2, [v1]) != []
-    assert check_level(JSON, "NONE", v2, [v1]) == []
+def smax(n: int | None) -> dict[str, Any]:
+    return {"type": "string"} if n is None else {"type": "string", "maxLength": n}
+
+
+# (level, history oldest first, new, compatible, source); BACKWARD checks compatible(reader=new, writer=old),
+# FORWARD compatible(reader=old, writer=new)
+LEVEL_CASES: list[tuple[str, list[Any], Any, bool, str]] = [
+    ("NONE", [obj({"a": INT})], obj({"a": STR}), True, f"{LV}: NONE checks nothing (a property's type)"),
+    ("NONE", [STR], INT, True, f"{LV}: NONE checks nothing (the type)"),
+    (
+        "BACKWARD",
+        [obj({"a": INT}, additional=False)],
+        obj({"a": INT, "b": STR}, additional=False),
+        True,
+        f"{CF}: OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL, the new reader reads the old data",
+    ),
+    (
+        "BACKWARD",
+        [obj({"a": INT})],
+        obj({"a": INT, "b": STR}),
+        False,
+        f"{CF}: PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL (old data may hold any b)",
+    ),
+    ("BACKWARD", [smax(None), smax(10)], smax(20), True, f"{LV}: the latest only (MAX_LENGTH_INCREASED)"),
+    (
+        "BACKWARD_TRANSITIVE",
+        [smax(None), smax(10)],
+        smax(20),
+        False,
+        f"{LV}: the first version had no maxLength (MAX_LENGTH_ADDED against it)",
+    ),
+    ("BACKWARD_TRANSITIVE", [smax(None), smax(10)], smax(None), True, f"{LV}: reads every version"),
+    (
+        "FORWARD",
+        [obj({"a": INT})],
+        obj({"a": INT, "b": STR}),
+        True,
+        f"{CF}: seen from the old reader, PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL",
+    ),
+    (
+        "FORWARD",
+        [obj({"a": INT}, additional=False)],
+        obj({"a": INT, "b": STR}, additional=False),
+        False,
+        f"{CF}: the old closed reader refuses b (PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL)",
+    ),
+    ("FORWARD", [smax(5), smax(10)], smax(8), True, f"{LV}: the latest reader only (maxLength 10 >= 8)"),
+    (
+        "FORWARD_TRANSITIVE",
+        [smax(5), smax(10)],
+        smax(8),
+        False,
+        f"{LV}: the first reader's maxLength 5 refuses the new data",
+    ),
+    ("FORWARD_TRANSITIVE", [smax(5), smax(10)], smax(3), True, f"{LV}: every reader accepts the new data"),
+    (
+        "FULL",
+        [obj({"a": INT})],
+        obj({"a": INT, "b": {}}),
+        True,
+        f"{CF}: PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL, compatible both ways",
+    ),
+    (
+        "FULL",
+        [obj({"a": INT})],
+        obj({"a": INT, "b": STR}),
+        False,
+        f"{CF}: forward holds, backward fails (PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL)",
+    ),
+    (
+        "FULL",
+        [obj({"a": INT}, additional=False)],
+        obj({"a": INT, "b": STR}, additional=False),
+        False,
+        f"{CF}: backward holds, forward fails",
+    ),
+    (
+        "FULL",
+        [obj({"a": INT}, additional=False), obj({"a": INT})],
+        obj({"a": INT}),
+        True,
+        f"{LV}: FULL checks the latest only",
+    ),
+    (
+        "FULL_TRANSITIVE",
+        [obj({"a": INT}, additional=False), obj({"a": INT})],
+        obj({"a": INT}),
+        False,
+        f"{CF}: the first (closed) reader refuses the open model's data (ADDITIONAL_PROPERTIES_REMOVED)",
+    ),
+    (
+        "FULL_TRANSITIVE",
+        [obj({"a": INT}), obj({"a": INT, "b": {}})],
+        obj({"a": INT, "b": {}, "c": {}}),
+        True,
+        f"{CF}: properties with empty schemas added to an open model, both ways against every version",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "level,history,new,ok,source", LEVEL_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(LEVEL_CASES)]
+)
+def test_levels(level: str, history: list[Any], new: Any, ok: bool, source: str) -> None:
+    msgs = check_level(JSON, level, parse(new), [parse(h) for h in history])
+    assert (not msgs) == ok, (source, msgs)
+
+
+def test_every_level_is_covered() -> None:
+    """Each level has a compatible and an incompatible case (NONE has none to refuse)."""
+    for level in LEVELS:
+        assert {c[3] for c in LEVEL_CASES if c[0] == level} == ({True} if level == "NONE" else {True, False})

@@ -9,12 +9,23 @@ import base64
 
 import pytest
 
-from moldau.registry.compat import check_level
+from moldau.registry.compat import LEVELS, check_level
 from moldau.registry.types import Dependency, SchemaError
 from moldau.registry.types.protobuf import PROTOBUF
 
 CF = "Confluent docs, Protobuf compatibility"
 GUIDE = "Protobuf language guide, Updating A Message Type"
+# Confluent's schema registry source: protobuf-provider's diff/SchemaDiff.java and FieldSchemaDiff.java, and
+# its test cases protobuf-provider/src/test/resources/diff-schema-examples.json (original -> update, the
+# update reading data written with the original)
+SRC = "Confluent schema-registry, protobuf diff/SchemaDiff.java"
+EX = "Confluent schema-registry, protobuf-provider diff-schema-examples.json"
+# Confluent docs, "Schema Evolution and Compatibility": the compatibility types (BACKWARD: the new schema
+# reads data written with the old; FORWARD: the old reads the new; FULL: both; _TRANSITIVE: against every
+# earlier version) and its summary table per format (Protobuf: BACKWARD_TRANSITIVE is the best practice, since
+# adding a message type is not forward compatible)
+LV = "Confluent docs, Schema Evolution and Compatibility: compatibility types"
+PB = "Confluent docs, Schema Evolution and Compatibility: summary table, Protobuf"
 
 
 def p3(body: str, package: str = "shop", head: str = "") -> str:
@@ -87,8 +98,63 @@ CASES = [
     (
         BASE,
         p3("message M { int64 id = 1; string name = 2; }", package="other"),
+        True,
+        f"{SRC}: PACKAGE_CHANGED is among SchemaDiff's COMPATIBLE_CHANGES (diff-schema-examples:"
+        " 'Detect package change', compatible)",
+    ),
+    (
+        p3("message M { string s = 1; N n = 2; message N { string t = 1; } }", package="foo"),
+        p3("message M { string s = 1; .bar.M.N n = 2; message N { string t = 1; } }", package="bar"),
+        True,
+        f"{EX}: 'Detect package change' (a nested type's qualified name follows the package)",
+    ),
+    (
+        p3("message M { string s = 1; } message N { string s = 1; }"),
+        p3("message N { string s = 1; } message M { string s = 1; }"),
+        True,
+        f"{EX}: 'Detect compatible message index change' (MESSAGE_MOVED)",
+    ),
+    (
+        p3("message M { string s = 1; int32 i = 2; }"),
+        p3("message M { string s = 1; Status i = 2; } enum Status { ACTIVE = 0; INACTIVE = 1; }"),
+        True,
+        f"{EX}: 'Detect field number type to enum change' (an enum is a general number)",
+    ),
+    (
+        p3("message M { string s = 1; Status i = 2; } enum Status { ACTIVE = 0; INACTIVE = 1; }"),
+        p3("message M { string s = 1; int32 i = 2; }"),
+        True,
+        f"{EX}: 'Detect enum type to field number change' (ENUM_REMOVED)",
+    ),
+    (
+        p3("message M { string s = 1; Status i = 2; } enum Status { ACTIVE = 0; INACTIVE = 1; }"),
+        p3("message M { string s = 1; Status i = 2; } enum Status { ACTIVE = 0; NOT_ACTIVE = 1; }"),
+        True,
+        f"{EX}: 'Detect enum const change' (ENUM_CONST_CHANGED)",
+    ),
+    (
+        p3("message M { string s = 1; int32 i = 2; }"),
+        p3("message M { string s = 1; T2 i = 2; } message T2 { string s1 = 1; }"),
         False,
-        f"{CF}: PACKAGE_CHANGED",
+        f"{EX}: 'Detect incompatible field type change' (FIELD_KIND_CHANGED, scalar to message)",
+    ),
+    (
+        p3("message M { string s = 1; int32 i = 2; }"),
+        p3("message M { string s = 1; string s2 = 2; }"),
+        False,
+        f"{EX}: 'Detect incompatible field type change' (FIELD_SCALAR_KIND_CHANGED)",
+    ),
+    (
+        p3("message M { optional int32 i = 1; }"),
+        p3("message M { repeated int32 i = 1; }"),
+        False,
+        f"{EX}: 'Detect incompatible field label change for number' (FIELD_NUMERIC_LABEL_CHANGED)",
+    ),
+    (
+        p3("message M { string s = 1; }"),
+        p3("message M { string s = 2; }"),
+        True,
+        f"{EX}: 'Detect changed field number' (FIELD_REMOVED and FIELD_ADDED)",
     ),
     (
         p3("message M { E e = 1; } enum E { A = 0; B = 1; }"),
@@ -203,11 +269,99 @@ def test_invalid_and_references() -> None:
     assert wk.obj.fd.message_type[0].field[0].type_name == ".google.protobuf.Timestamp"
 
 
-def test_levels() -> None:
-    v1 = PROTOBUF.parse(p3("message M { int32 a = 1; }"), [])
-    v2 = PROTOBUF.parse(p3("message M { int32 a = 1; } message Extra { int32 b = 1; }"), [])
-    assert check_level(PROTOBUF, "BACKWARD", v2, [v1]) == []  # MESSAGE_ADDED
-    assert check_level(PROTOBUF, "FORWARD", v2, [v1]) != []  # seen from v2: MESSAGE_REMOVED
+def m(*fields: str, extra: str = "") -> str:
+    return p3("message M { " + " ".join(fields) + " }" + extra)
+
+
+V_S = m("string x = 1;")  # x written as a string
+V_A = m("int32 a = 2;")  # x removed (FIELD_REMOVED), a added
+X_LONG = m("int32 a = 2;", "int64 x = 1;")  # x back as an int64: compatible with V_A, not with V_S
+X_STR = m("int32 a = 2;", "string x = 1;")  # x back as a string: compatible with both
+EXTRA = " message Extra { int32 b = 1; }"
+
+# (level, history oldest first, new, compatible, source)
+LEVEL_CASES = [
+    ("NONE", [V_S], m("int32 x = 1;"), True, f"{LV}: NONE checks nothing (a scalar kind changed)"),
+    ("NONE", [m("int32 a = 1;", extra=EXTRA)], m("int32 a = 1;"), True, f"{LV}: NONE (a message removed)"),
+    ("BACKWARD", [m("int32 a = 1;")], m("int32 a = 1;", extra=EXTRA), True, f"{PB}: a message added"),
+    (
+        "BACKWARD",
+        [m("int32 a = 1;", extra=EXTRA)],
+        m("int32 a = 1;"),
+        False,
+        f"{CF}: MESSAGE_REMOVED (the new reader lacks a type the old writer had)",
+    ),
+    ("BACKWARD", [V_S, V_A], X_LONG, True, f"{LV}: BACKWARD checks the latest only (FIELD_ADDED)"),
+    ("BACKWARD", [V_A], m("int32 a = 2;", "int32 b = 3;"), True, f"{CF}: FIELD_ADDED"),
+    (
+        "BACKWARD_TRANSITIVE",
+        [V_S, V_A],
+        X_LONG,
+        False,
+        f"{LV}: against every version; the first wrote x as a string (FIELD_SCALAR_KIND_CHANGED)",
+    ),
+    ("BACKWARD_TRANSITIVE", [V_S, V_A], X_STR, True, f"{LV}: x as a string again reads both versions"),
+    (
+        "FORWARD",
+        [m("int32 a = 1;")],
+        m("int32 a = 1;", extra=EXTRA),
+        False,
+        f"{PB}: adding a message type is not forward compatible (the old reader lacks it)",
+    ),
+    (
+        "FORWARD",
+        [m("int32 a = 1;", extra=EXTRA)],
+        m("int32 a = 1;"),
+        True,
+        f"{LV}: FORWARD, the old reader reads the new data (seen from it, MESSAGE_ADDED)",
+    ),
+    ("FORWARD", [V_S, V_A], X_LONG, True, f"{LV}: FORWARD checks the latest only"),
+    (
+        "FORWARD_TRANSITIVE",
+        [V_S, V_A],
+        X_LONG,
+        False,
+        f"{LV}: the first version's reader has x as a string (FIELD_SCALAR_KIND_CHANGED)",
+    ),
+    ("FORWARD_TRANSITIVE", [V_S, V_A], X_STR, True, f"{LV}: every earlier reader reads x"),
+    ("FULL", [m("int32 a = 1;")], m("int32 a = 1;", "string b = 2;"), True, f"{CF}: FIELD_ADDED both ways"),
+    (
+        "FULL",
+        [m("int32 a = 1;")],
+        m("int32 a = 1;", extra=EXTRA),
+        False,
+        f"{PB}: a message added is backward, not forward compatible",
+    ),
+    (
+        "FULL",
+        [V_S, V_A],
+        X_LONG,
+        True,
+        f"{LV}: FULL checks the latest only",
+    ),
+    (
+        "FULL_TRANSITIVE",
+        [V_S, V_A],
+        X_LONG,
+        False,
+        f"{LV}: against every version both ways",
+    ),
+    ("FULL_TRANSITIVE", [V_S, V_A], X_STR, True, f"{LV}: compatible both ways with every version"),
+]
+
+
+@pytest.mark.parametrize(
+    "level,history,new,ok,source", LEVEL_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(LEVEL_CASES)]
+)
+def test_levels(level: str, history: list[str], new: str, ok: bool, source: str) -> None:
+    msgs = check_level(PROTOBUF, level, PROTOBUF.parse(new, []), [PROTOBUF.parse(h, []) for h in history])
+    assert (not msgs) == ok, (source, msgs)
+
+
+def test_every_level_is_covered() -> None:
+    """Each level has a compatible and an incompatible case."""
+    for level in LEVELS:
+        assert {c[3] for c in LEVEL_CASES if c[0] == level} == ({True} if level == "NONE" else {True, False})
 
 
 def test_descriptor_printed_as_text() -> None:

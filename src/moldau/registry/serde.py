@@ -115,8 +115,8 @@ class RegistryClient:
         )
 
     def subject_version(self, subject: str, version: str | int = "latest") -> dict[str, Any]:
-        """``GET /subjects/{subject}/versions/{version}``'s body (``subject``, ``version``, ``id``, ``schema``,
-        ``schemaType``, ``references``); not cached (``latest`` moves)."""
+        """``GET /subjects/{subject}/versions/{version}``'s body (``subject``, ``version``, ``id``,
+        ``schema``, ``schemaType``, ``references``); not cached (``latest`` moves)."""
         return dict(
             self._call("GET", f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}")
         )

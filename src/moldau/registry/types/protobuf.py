@@ -3,12 +3,13 @@ base64 (what confluent-kafka's Python serializer registers), both turned into a 
 protobuf package's) on which compatibility is decided; imports are references, named by their import path; the
 well-known types (``google/protobuf/*.proto``) resolve without references.
 
-Compatibility follows Confluent's documented Protobuf rules (its ``Difference.Type``s): going from the
-original (writer) schema to the update (reader), a changed package, a removed message, a field whose kind
-(scalar, message, enum), scalar type (outside the wire-compatible groups) or message/enum type changed, a
-required field added or removed, a field removed from a oneof, a field moved into an existing oneof or several
-fields moved into a new one are incompatible; added and removed messages' fields, renamed fields, enum changes
-and new oneofs are compatible.
+Compatibility follows Confluent's Protobuf rules (its ``Difference.Type``s and ``SchemaDiff``): going from
+the original (writer) schema to the update (reader), a removed message, a field whose kind (scalar or message;
+an enum counts as a scalar), scalar type (outside the wire-compatible groups, enums with int32/uint32/int64/
+uint64/bool) or message type changed, a required field added or removed, a field removed from a oneof, a field
+moved into an existing oneof or several fields moved into a new one are incompatible; a changed package
+(messages are matched by their names within the package), added messages, added and removed fields, renamed
+fields, enum changes and new oneofs are compatible.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ LABEL_OPTIONAL, LABEL_REQUIRED, LABEL_REPEATED = 1, 2, 3
 # sint32 and sint64 with each other; string and bytes (valid UTF-8); fixed32 with sfixed32, fixed64 with
 # sfixed64
 _COMPATIBLE_SCALARS = [
-    frozenset((5, 13, 3, 4, 8)),
+    frozenset((5, 13, 3, 4, 8, TYPE_ENUM)),  # Confluent's FieldSchemaDiff: an enum is a general number
     frozenset((17, 18)),
     frozenset((9, 12)),
     frozenset((7, 15)),
@@ -346,13 +347,24 @@ def _messages(fd: Any) -> dict[str, Any]:
 
 
 def _kind(f: Any) -> str:
-    return {TYPE_MESSAGE: "message", TYPE_GROUP: "message", TYPE_ENUM: "enum"}.get(f.type, "scalar")
+    """Confluent's field kinds: an enum counts as a scalar (its values are varints, as int32's)."""
+    return {TYPE_MESSAGE: "message", TYPE_GROUP: "message"}.get(f.type, "scalar")
 
 
 def _real_oneof(m: Any, f: Any) -> str | None:
     if not f.HasField("oneof_index") or f.proto3_optional:
         return None
     return str(m.oneof_decl[f.oneof_index].name)
+
+
+def _strip(name: str, package: str) -> str:
+    """A fully qualified name (``.pkg.M.N``) without its package (``.M.N``)."""
+    prefix = f".{package}." if package else ""
+    return name[len(prefix) - 1 :] if prefix and name.startswith(prefix) else name
+
+
+def _local(messages: dict[str, Any], package: str) -> dict[str, Any]:
+    return {_strip(k, package): v for k, v in messages.items()}
 
 
 def _short(name: str) -> str:
@@ -363,9 +375,9 @@ def compare(original: ProtoSchema, update: ProtoSchema) -> list[str]:
     """Confluent's incompatible differences from ``original`` (the writer) to ``update`` (the reader)."""
     out: list[str] = []
     o, u = original.fd, update.fd
-    if o.package != u.package:
-        out.append(f"PACKAGE_CHANGED: {o.package!r} -> {u.package!r}")
-    om, um = _messages(o), _messages(u)
+    # messages are matched by their names within their package: a changed package is compatible (Confluent's
+    # SchemaDiff counts PACKAGE_CHANGED among its compatible changes)
+    om, um = _local(_messages(o), o.package), _local(_messages(u), u.package)
     for name, m in om.items():  # a map's entry message too: its key and value types are compared
         n = um.get(name)
         if n is None:
@@ -395,7 +407,9 @@ def compare(original: ProtoSchema, update: ProtoSchema) -> list[str]:
             elif (
                 _kind(f) != "scalar"
                 and _short(f.type_name) != _short(g.type_name)
-                and not _map_entries_match(om.get(f.type_name), um.get(g.type_name))
+                and not _map_entries_match(
+                    om.get(_strip(f.type_name, o.package)), um.get(_strip(g.type_name, u.package))
+                )
             ):
                 out.append(f"FIELD_NAMED_TYPE_CHANGED: {where}: {f.type_name[1:]} -> {g.type_name[1:]}")
             if (
