@@ -41,9 +41,10 @@ def test_every_kafka_topic_config_name_is_in_moldaus_table():
     assert len(KAFKA_BROKER_CONFIG_NAMES) > 300
 
 
-@pytest.mark.kafka_differs("Kafka 4.0 removed the topic config message.format.version (KIP-724) and refuses "
-                           "it as an unknown name; moldau accepts and ignores it as Kafka 3.x did, for clients "
-                           "that still set it (librdkafka 2.0.2's test 0092)")
+@pytest.mark.kafka_differs(
+    "Kafka 4.0 removed the topic config message.format.version (KIP-724) and refuses it as an unknown name; "
+    "moldau accepts and ignores it as Kafka 3.x did, for clients that still set it (librdkafka 2.0.2's "
+    "test 0092)")
 def test_topic_message_format_version_is_accepted_and_ignored(broker):
     a = admin(broker.bootstrap)
     name = create_topic(broker.bootstrap, unique_topic("mfv"), 1)
@@ -81,12 +82,14 @@ def _call(bootstrap: str, api_key: int, version: int, req):
     return m.RESPONSES[api_key].decode(body, version, off)[0]
 
 
-@pytest.mark.kafka_differs("Kafka 3.2 and later refuse a name given twice in legacy AlterConfigs too "
-                           "(INVALID_REQUEST 'Error due to duplicate config keys', KAFKA-13552); moldau takes "
-                           "the last value as Kafka before 3.2 did, which librdkafka 2.0.2's test helper needs")
+@pytest.mark.kafka_differs(
+    "Kafka 3.2 and later refuse a name given twice in legacy AlterConfigs too (INVALID_REQUEST 'Error due "
+    "to duplicate config keys', KAFKA-13552); moldau takes the last value as Kafka before 3.2 did, which "
+    "librdkafka 2.0.2's test helper needs")
 def test_legacy_alter_configs_takes_the_last_of_a_name_given_twice(broker):
     """What librdkafka's test helper sends (every described config, then the changed ones): Kafka before 3.2
-    built a map from the list, the last value won. IncrementalAlterConfigs still refuses a name given twice."""
+    built a map from the list, the last value won. IncrementalAlterConfigs still refuses a name given
+    twice."""
     name = create_topic(broker.bootstrap, unique_topic("dup"), 1)
     A = m.AlterConfigsRequest
     r = _call(broker.bootstrap, 33, 1, A.new(validate_only=False, resources=[A.AlterConfigsResource(
@@ -122,10 +125,11 @@ def test_topic_timestamp_difference_override_takes_effect(broker):
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP, errors
 
 
-@pytest.mark.kafka_differs("sasl.kerberos.min.time.before.relogin is a static broker config in Kafka: Kafka 4.4 "
-                           "answers the IncrementalAlterConfigs with no error and goes on describing its static "
-                           "value; moldau stores and describes every Kafka broker config name as dynamic (what "
-                           "librdkafka 2.0.2's test 0081 sets), documented as having no effect")
+@pytest.mark.kafka_differs(
+    "sasl.kerberos.min.time.before.relogin is a static broker config in Kafka: Kafka 4.4 answers the "
+    "IncrementalAlterConfigs with no error and goes on describing its static value; moldau stores and "
+    "describes every Kafka broker config name as dynamic (what librdkafka 2.0.2's test 0081 sets), "
+    "documented as having no effect")
 def test_kafka_broker_config_names_are_stored_and_described(broker):
     a = admin(broker.bootstrap)
     me = str(next(iter(a.list_topics(timeout=10).brokers)))
