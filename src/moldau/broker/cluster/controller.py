@@ -10,6 +10,7 @@ changes are written to ZooKeeper with zkVersion checks before brokers hear of th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -746,7 +747,7 @@ class Controller:
                 if len(elsewhere) * 100 > imbalance_pct * len(tps):
                     todo.extend(elsewhere)
             if todo:
-                self._enqueue(lambda todo=todo: self._elect_leaders(False, todo))
+                self._enqueue(functools.partial(self._elect_leaders, False, todo))
 
     def start_rebalance(self, interval_s: float, imbalance_pct: int) -> None:
         self._rebalance = asyncio.get_running_loop().create_task(
