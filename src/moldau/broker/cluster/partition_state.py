@@ -17,7 +17,7 @@ from . import zkdata as zd
 from .controller_context import TP, ControllerContext
 from .controller_requests import ControllerRequests
 
-log = logging.getLogger("moldau.broker.cluster.controller")
+log = logging.getLogger("moldau.broker.cluster.controller")  # the controller's log, as before the split
 
 
 class PartitionStateMachine:
