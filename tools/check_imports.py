@@ -3,8 +3,7 @@
 Builds the import graph of every module under ``src/moldau`` with ``ast``: every ``import`` and ``from``
 statement counts, including those under ``if TYPE_CHECKING:`` and inside functions, with relative imports
 resolved. Finds the strongly connected components (Tarjan) and fails (exit 1, naming the modules of each
-cycle) when a cycle lies within ``moldau.broker``, ``moldau.log`` or ``moldau.client``. Cycles elsewhere
-must be listed in ``ACCEPTED`` with a one-line reason, or they fail too.
+cycle) on any cycle anywhere in the package: there is no waiver list.
 
     python tools/check_imports.py [SRC_DIR] [--package moldau]
 
@@ -19,15 +18,6 @@ import argparse
 import ast
 import sys
 from pathlib import Path
-
-# Package prefixes where any cycle fails the check.
-STRICT = ("moldau.broker", "moldau.log", "moldau.client")
-
-# Cycles accepted elsewhere: frozenset of module names -> one-line reason.
-ACCEPTED: dict[frozenset[str], str] = {
-    frozenset({"moldau.protocol.records.batch", "moldau.protocol.records.legacy"}):
-        "v2 batches and legacy message sets convert into each other (lazy imports inside the converters)",
-}
 
 
 def module_name(root: Path, path: Path, package: str) -> str:
@@ -140,27 +130,9 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(comps)
 
 
-def _within(prefix: str, mod: str) -> bool:
-    return mod == prefix or mod.startswith(prefix + ".")
-
-
-def problems(graph: dict[str, set[str]], strict: tuple[str, ...] = STRICT,
-             accepted: dict[frozenset[str], str] | None = None) -> list[str]:
-    """One message per failing cycle: a cycle among the modules of a strict package (checked on the subgraph
-    of that package), or any other cycle not listed in ``accepted``."""
-    accepted = ACCEPTED if accepted is None else accepted
-    out: list[str] = []
-    for prefix in strict:
-        sub = {m: {d for d in deps if _within(prefix, d)} for m, deps in graph.items() if _within(prefix, m)}
-        for comp in strongly_connected(sub):
-            out.append(f"import cycle in {prefix}: {' <-> '.join(comp)}")
-    for comp in strongly_connected(graph):
-        if any(all(_within(p, m) for m in comp) for p in strict):
-            continue  # reported above
-        if frozenset(comp) in accepted:
-            continue
-        out.append(f"import cycle: {' <-> '.join(comp)}")
-    return out
+def problems(graph: dict[str, set[str]]) -> list[str]:
+    """One message per import cycle of the graph (each a strongly connected component, modules sorted)."""
+    return [f"import cycle: {' <-> '.join(comp)}" for comp in strongly_connected(graph)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,13 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_imports: no package {args.package!r} under {src}", file=sys.stderr)
         return 2
     graph = build_graph(src, args.package)
-    strict = tuple(p.replace("moldau", args.package, 1) for p in STRICT)
-    found = problems(graph, strict)
+    found = problems(graph)
     for msg in found:
         print(msg, file=sys.stderr)
     if found:
         return 1
-    print(f"check_imports: {len(graph)} modules, no forbidden import cycles")
+    print(f"check_imports: {len(graph)} modules, no import cycle")
     return 0
 
 

@@ -136,6 +136,7 @@ class Cluster:
                                 config_validator=validate_topic_configs)
         await store.load()
         services.metadata = store
+        self._services().store = store
         services.producer_ids = ZkProducerIdManager(zk, services.node_id)
 
     def quota_store(self, services: BrokerServices) -> QuotaStore:
@@ -150,7 +151,7 @@ class Cluster:
     def build_replica_manager(self, services: BrokerServices) -> ReplicaManager:
         from .cluster.replica import ClusterReplicaManager
 
-        return ClusterReplicaManager(services, self._services().zk)
+        return ClusterReplicaManager(services, self._services())
 
     def transaction_markers(self, services: BrokerServices) -> MarkerWriter | None:
         from .cluster.txn_markers import MarkerSender

@@ -21,7 +21,7 @@ import collections
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -65,7 +65,7 @@ class ConnectionHost(Protocol):
 class Dispatcher(Protocol):
     """Handles one request frame (``router.Router``): response parts, None (no response) or False (close)."""
 
-    async def dispatch(self, conn: Connection, frame: bytearray) -> list[Any] | None | bool: ...
+    async def dispatch(self, conn: Connection, frame: bytearray) -> list[Any] | Literal[False] | None: ...
 
 
 class Connection(asyncio.BufferedProtocol):

@@ -73,14 +73,14 @@ class ClientLog:
             self._last.clear()
         suppressed = last[1] if last is not None else 0
         self._last[key] = (now, 0)
-        if suppressed:
+        if last is not None and suppressed:
             log.log(
                 level,
                 fmt + " (%d more from this client in the last %d s)",
                 *args,
                 suppressed,
                 int(now - last[0]),
-            )  # type: ignore[index]
+            )
         else:
             log.log(level, fmt, *args)
 

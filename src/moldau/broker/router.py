@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from moldau.protocol import frame as _frame
 from moldau.protocol import messages as m
@@ -87,7 +87,7 @@ class Router:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
 
-    async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | None | bool:
+    async def dispatch(self, conn: "Connection", frame: bytearray) -> list[Any] | Literal[False] | None:
         """Handle one request frame. Returns response parts, None (no response) or False (close)."""
         auth = conn.auth
         if auth is not None and not auth.open:
@@ -95,7 +95,7 @@ class Router:
             # after SaslHandshake v0 the frames are bare SASL tokens, answered here
             verdict = await auth.gate(conn, frame)
             if verdict is not None:
-                return verdict  # type: ignore[no-any-return]
+                return verdict
         if len(frame) < 8:
             self.services.client_log.event(
                 "bad_frames", conn.peer[0], "closing connection from %s:%d: request of %d bytes is too short "

@@ -100,7 +100,7 @@ class Server:
 
 def install_uvloop() -> bool:
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
     except ImportError:
         return False
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

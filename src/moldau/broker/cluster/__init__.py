@@ -18,6 +18,7 @@ from . import zkdata as zd
 if TYPE_CHECKING:
     from ..config import Listener
     from ..services import BrokerServices
+    from .store import ZkMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class ClusterServices:
         self.config = services.config
         self.zk: Any = None
         self.controller: Any = None
+        self.store: ZkMetadataStore | None = None  # services.metadata, once built (compose.Cluster)
         self.cluster_id = ""
         self.listener_name = ""
         self._registered = False
@@ -267,7 +269,9 @@ class ClusterServices:
         from moldau.client.conn import Connection
         from moldau.protocol import messages as m
 
-        store = self.services.metadata
+        store = self.store
+        if store is None:  # pragma: no cover - registered brokers have built their metadata store
+            return
         retries = int(self.config.get("controlled.shutdown.max.retries") or 3)
         for _ in range(retries):
             cid = store.controller_id()

@@ -99,22 +99,22 @@ async def process(ctrl: Controller, broker_id: int, broker_epoch: int,
     (top-level error, {tp: result})."""
     if not ctrl.active:
         return ErrorCode.NOT_CONTROLLER, {}
-    if broker_id not in ctrl.live:
+    if broker_id not in ctrl.ctx.live:
         log.info("controller: AlterPartition from broker %d, which is not live", broker_id)
         return ErrorCode.STALE_BROKER_EPOCH, {}
-    if ctrl.broker_epochs.get(broker_id) != broker_epoch:
+    if ctrl.ctx.broker_epochs.get(broker_id) != broker_epoch:
         await ctrl.refresh_broker_epoch(broker_id)  # re-registered since the controller read it
-        if ctrl.broker_epochs.get(broker_id) != broker_epoch:
+        if ctrl.ctx.broker_epochs.get(broker_id) != broker_epoch:
             log.info("controller: AlterPartition from broker %d with stale broker epoch %d (now %s)",
-                     broker_id, broker_epoch, ctrl.broker_epochs.get(broker_id))
+                     broker_id, broker_epoch, ctrl.ctx.broker_epochs.get(broker_id))
             return ErrorCode.STALE_BROKER_EPOCH, {}
-    eligible = {b for b in ctrl.live if b not in ctrl.shutting_down}
+    eligible = {b for b in ctrl.ctx.live if b not in ctrl.ctx.shutting_down}
     results: dict[TP, PartitionResult] = {}
     to_write: list[tuple[TP, zd.LeaderAndIsr]] = []
     for ch in changes:
         tp = (ch.topic, ch.partition)
-        st = ctrl.states.get(tp)
-        if st is None or ch.topic not in ctrl.assignments:
+        st = ctrl.ctx.states.get(tp)
+        if st is None or ch.topic not in ctrl.ctx.assignments:
             results[tp] = PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         elif ch.partition_epoch > st.zk_version or ch.leader_epoch > st.leader_epoch:
             # the leader knows a newer state than this controller: likely no longer the controller
@@ -130,12 +130,12 @@ async def process(ctrl: Controller, broker_id: int, broker_epoch: int,
         elif any(b not in eligible for b in ch.new_isr):
             results[tp] = PartitionResult(ErrorCode.INELIGIBLE_REPLICA)
         else:
-            new = zd.LeaderAndIsr(st.leader, st.leader_epoch, list(ch.new_isr), ctrl.epoch, st.zk_version)
+            new = zd.LeaderAndIsr(st.leader, st.leader_epoch, list(ch.new_isr), ctrl.ctx.epoch, st.zk_version)
             to_write.append((tp, new))
     written: list[TP] = []
     for tp, new in to_write:
-        old_isr = ctrl.states[tp].isr
-        if await ctrl._write_state(tp, new):
+        old_isr = ctrl.ctx.states[tp].isr
+        if await ctrl.partitions.write_state(tp, new):
             written.append(tp)
             results[tp] = _result(new)
             ctrl.alter_partition_updates += 1
@@ -144,11 +144,11 @@ async def process(ctrl: Controller, broker_id: int, broker_epoch: int,
         else:
             log.info("controller: %s-%d ISR change to %s failed: bad zkVersion", tp[0], tp[1], new.isr)
             results[tp] = PartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
-    known = [tp for tp in results if tp in ctrl.states]
+    known = [tp for tp in results if tp in ctrl.ctx.states]
     if known:
-        ctrl._send_update_metadata(list(ctrl.live), known)
+        ctrl.requests.update_metadata(list(ctrl.ctx.live), known)
     for tp in written:  # a reassignment waits for its target replicas to join the ISR
-        await ctrl._maybe_complete_reassignment(tp)
+        await ctrl.maybe_complete_reassignment(tp)
     return ErrorCode.NONE, results
 
 

@@ -1,6 +1,11 @@
 """The controller (Kafka's ZooKeeper-mode KafkaController): elected through ``/controller``, it initialises
-new partitions, elects leaders when brokers die or shut down, and tells the brokers with LeaderAndIsr and
-UpdateMetadata.
+new partitions, elects leaders when brokers die or shut down, reassigns partitions, deletes topics, and tells
+the brokers with LeaderAndIsr and UpdateMetadata.
+
+This module holds the event handling (the election, the failover, the ZooKeeper watches, the requests the
+brokers send it) and the reassignments; what it knows of the cluster is the ``controller_context``,
+partition states and leader elections are ``partition_state.PartitionStateMachine``, the requests to the
+brokers ``controller_requests.ControllerRequests``.
 
 Every broker runs a Controller object; only the elected one is active. Events (ZooKeeper watches, controlled
 shutdown requests) are handled one at a time, in order, by one task (Kafka's ControllerEventManager). State
@@ -10,42 +15,21 @@ changes are written to ZooKeeper with zkVersion checks before brokers hear of th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
 
 from . import zkdata as zd
 from .channel import ControllerChannel
+from .controller_context import TP, ControllerContext
+from .controller_requests import EPOCH_DURING_DELETE, NO_EPOCH, ControllerRequests
+from .partition_state import PartitionStateMachine
 
 log = logging.getLogger(__name__)
 
-LEADER_AND_ISR_VERSION = 5
-UPDATE_METADATA_VERSION = 7
-STOP_REPLICA_VERSION = 3
-NO_EPOCH = -1  # StopReplica v3: stop whatever leader epoch the replica has (a replica reassigned away)
-EPOCH_DURING_DELETE = -2  # StopReplica v3: the topic is being deleted
-
-
-def stop_replica_request(
-    controller_id: int, controller_epoch: int, topic: str, partitions: list[int], leader_epoch: int
-) -> m.StopReplicaRequest:
-    """StopReplica v3 with delete for some partitions of one topic (per-partition delete flags, KIP-570)."""
-    return m.StopReplicaRequest.new(
-        controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=-1,
-        topic_states=[m.StopReplicaRequest.StopReplicaTopicState(
-            topic_name=topic,
-            partition_states=[m.StopReplicaRequest.StopReplicaPartitionState(
-                partition_index=p, leader_epoch=leader_epoch, delete_partition=True) for p in partitions],
-        )],
-    )
-
-
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-TP = tuple[str, int]
 T = TypeVar("T")
 
 
@@ -61,19 +45,12 @@ class Controller:
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
-        self.listener_name = listener_name  # the inter-broker listener
-        self.unclean = unclean  # topic -> unclean.leader.election.enable
         self.timeout_ms = timeout_ms
         self.active = False
-        self.epoch = 0
-        self.epoch_zk_version = -1
-        self.live: dict[int, zd.BrokerInfo] = {}
-        self.broker_epochs: dict[int, int] = {}  # czxid of each live broker's registration znode
         self.alter_partition_updates = 0  # ISR changes written for AlterPartition requests
-        self.shutting_down: set[int] = set()
-        self.assignments: dict[str, zd.TopicAssignment] = {}
-        self.states: dict[TP, zd.LeaderAndIsr] = {}
-        self.channel: ControllerChannel | None = None
+        self.ctx = ControllerContext(broker_id, listener_name)
+        self.requests = ControllerRequests(self.ctx)
+        self.partitions = PartitionStateMachine(zk, self.ctx, self.requests, unclean)
         self._events: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._watches_set = False
@@ -178,7 +155,7 @@ class Controller:
         if got is None:
             try:
                 await self.zk.create(zd.CONTROLLER_EPOCH, b"1")
-                self.epoch, self.epoch_zk_version = 1, 0
+                self.ctx.epoch, self.ctx.epoch_zk_version = 1, 0
                 return
             except NodeExistsError:
                 got = await self.zk.get(zd.CONTROLLER_EPOCH)
@@ -188,34 +165,35 @@ class Controller:
             stat = await self.zk.set(zd.CONTROLLER_EPOCH, str(epoch).encode(), got[1].version)
         except BadVersionError:
             raise RuntimeError("another controller bumped the controller epoch") from None
-        self.epoch, self.epoch_zk_version = epoch, stat.version
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, stat.version
 
     async def _failover(self) -> None:
         await self._bump_epoch()
         self.active = True
-        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
-        self.channel = ControllerChannel(client_id=f"controller-{self.broker_id}", timeout_ms=self.timeout_ms)
-        self.live = {}
-        self.shutting_down = set()
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.ctx.channel = ControllerChannel(client_id=f"controller-{self.broker_id}",
+                                             timeout_ms=self.timeout_ms)
+        self.ctx.live = {}
+        self.ctx.shutting_down = set()
         for child in await self.zk.children(zd.BROKER_IDS):
             info = await self._read_broker(int(child))
             if info is not None:
-                self._add_live(info)
-        self.assignments = {}
-        self.states = {}
+                self.ctx.add_live(info)
+        self.ctx.assignments = {}
+        self.ctx.states = {}
         for topic in await self.zk.children(zd.BROKER_TOPICS):
             await self._load_topic(topic)
         # partitions without state (created while no controller ran) or with a dead leader
-        await self._initialize_new_partitions(list(self.assignments))
+        await self.partitions.initialize_new(list(self.ctx.assignments))
         # brokers that died while no controller ran (a stopped controller and followers whose sessions expired
         # with it) leave the ISRs now, as the old controller would have taken them out on their death
-        gone = {b for st in self.states.values() for b in st.isr if b not in self.live}
-        await self._elect_offline(gone)
-        self._send_update_metadata(list(self.live), list(self.states))
-        for tp in list(self.states):
-            self._send_leader_and_isr(tp)
-        for tp in list(self.states):  # reassignments a former controller left ongoing
-            await self._maybe_complete_reassignment(tp)
+        gone = {b for st in self.ctx.states.values() for b in st.isr if b not in self.ctx.live}
+        await self.partitions.elect_offline(gone)
+        self.requests.update_metadata(list(self.ctx.live), list(self.ctx.states))
+        for tp in list(self.ctx.states):
+            self.requests.leader_and_isr(tp)
+        for tp in list(self.ctx.states):  # reassignments a former controller left ongoing
+            await self.maybe_complete_reassignment(tp)
         if not self._watches_set:
             self._watches_set = True
             self.zk.watch_children(zd.BROKER_IDS, lambda c: self._active_event(self._on_brokers, c))
@@ -242,178 +220,75 @@ class Controller:
             return
         self.active = False
         log.info("broker %d is no longer the controller", self.broker_id)
-        if self.channel is not None:
-            await self.channel.close()
-            self.channel = None
+        if self.ctx.channel is not None:
+            await self.ctx.channel.close()
+            self.ctx.channel = None
 
     # ------------------------------------------------------------------------------------------ reads
     async def _read_broker(self, broker_id: int) -> zd.BrokerInfo | None:
         got = await self.zk.get(zd.broker_path(broker_id))
         if got is None:
             return None
-        self.broker_epochs[broker_id] = got[1].czxid
+        self.ctx.broker_epochs[broker_id] = got[1].czxid
         return zd.BrokerInfo.decode(broker_id, got[0])
 
     async def refresh_broker_epoch(self, broker_id: int) -> None:
         """Re-read a broker's epoch (its registration may be newer than the one this controller read)."""
         await self._read_broker(broker_id)
 
-    def _add_live(self, info: zd.BrokerInfo) -> None:
-        self.live[info.broker_id] = info
-        ep = info.endpoint(self.listener_name) or (info.endpoints[0] if info.endpoints else None)
-        if ep is not None and self.channel is not None:
-            self.channel.add_broker(info.broker_id, ep.host, ep.port)
-
     async def _load_topic(self, topic: str) -> None:
         got = await self.zk.get(zd.topic_path(topic))
         if got is None:
             return
         a = zd.TopicAssignment.decode(got[0])
-        self.assignments[topic] = a
+        self.ctx.assignments[topic] = a
         for p in a.partitions:
             st = await self.zk.get(zd.partition_state_path(topic, p))
             if st is not None:
-                self.states[(topic, p)] = zd.LeaderAndIsr.decode(st[0], st[1].version)
-
-    # ------------------------------------------------------------------------------------------ partitions
-    async def _initialize_new_partitions(self, topics: list[str]) -> list[TP]:
-        """State znodes for partitions that have none: leader = first live replica, ISR = live replicas."""
-        from kazoo.exceptions import NodeExistsError
-
-        created: list[TP] = []
-        for topic in topics:
-            a = self.assignments.get(topic)
-            if a is None:
-                continue
-            for p, replicas in sorted(a.partitions.items()):
-                if (topic, p) in self.states:
-                    continue
-                live = [r for r in replicas if r in self.live]
-                if not live:
-                    log.warning("partition %s-%d: no replica is alive; it stays offline", topic, p)
-                    continue
-                st = zd.LeaderAndIsr(live[0], 0, live, self.epoch)
-                try:
-                    await self.zk.create(zd.partition_state_path(topic, p), st.encode(), makepath=True)
-                    st.zk_version = 0
-                except NodeExistsError:
-                    got = await self.zk.get(zd.partition_state_path(topic, p))
-                    assert got is not None
-                    st = zd.LeaderAndIsr.decode(got[0], got[1].version)
-                self.states[(topic, p)] = st
-                created.append((topic, p))
-        return created
-
-    async def _write_state(self, tp: TP, st: zd.LeaderAndIsr) -> bool:
-        """Conditional write (zkVersion); on a conflict the state is re-read and False returned."""
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
-        path = zd.partition_state_path(*tp)
-        try:
-            stat = await self.zk.set(path, st.encode(), st.zk_version)
-            st.zk_version = stat.version
-            self.states[tp] = st
-            return True
-        except (BadVersionError, NoNodeError):
-            got = await self.zk.get(path)
-            if got is not None:
-                self.states[tp] = zd.LeaderAndIsr.decode(got[0], got[1].version)
-            return False
-
-    def _choose_leader(self, tp: TP, st: zd.LeaderAndIsr, excluded: set[int]) -> tuple[int, list[int]] | None:
-        """(leader, isr) from the ISR in assignment order (unclean: any live replica), or None."""
-        replicas = self.assignments[tp[0]].partitions.get(tp[1], [])
-        usable = [r for r in replicas if r in self.live and r not in excluded and r not in self.shutting_down]
-        live_isr = [r for r in st.isr if r in self.live and r not in excluded and r not in self.shutting_down]
-        for r in replicas:
-            if r in usable and r in live_isr:
-                return r, [b for b in live_isr]
-        if usable and self.unclean(tp[0]):
-            log.warning("partition %s-%d: unclean leader election of broker %d", tp[0], tp[1], usable[0])
-            return usable[0], [usable[0]]
-        return None
-
-    async def _elect_offline(self, dead: set[int]) -> list[TP]:
-        """New leaders for partitions whose leader is gone (or in ``dead``); ``dead`` brokers leave the
-        ISRs."""
-        changed: list[TP] = []
-        for tp, st in list(self.states.items()):
-            if tp[0] not in self.assignments:
-                continue
-            leader_gone = st.leader == zd.NO_LEADER or st.leader not in self.live or st.leader in dead
-            in_isr_dead = [b for b in st.isr if b in dead]
-            if not leader_gone and not in_isr_dead:
-                continue
-            if leader_gone:
-                choice = self._choose_leader(tp, st, dead)
-                if choice is None:
-                    if st.leader == zd.NO_LEADER:
-                        continue
-                    # keep the ISR (the last leader comes back first); no leader meanwhile
-                    new = zd.LeaderAndIsr(
-                        zd.NO_LEADER, st.leader_epoch + 1, st.isr, self.epoch, st.zk_version
-                    )
-                else:
-                    new = zd.LeaderAndIsr(
-                        choice[0], st.leader_epoch + 1, choice[1], self.epoch, st.zk_version
-                    )
-            else:
-                isr = [b for b in st.isr if b not in dead] or st.isr
-                new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, isr, self.epoch, st.zk_version)
-            if await self._write_state(tp, new):
-                changed.append(tp)
-                log.info(
-                    "partition %s-%d: leader %d epoch %d isr %s",
-                    tp[0],
-                    tp[1],
-                    new.leader,
-                    new.leader_epoch,
-                    new.isr,
-                )
-        return changed
+                self.ctx.states[(topic, p)] = zd.LeaderAndIsr.decode(st[0], st[1].version)
 
     # ------------------------------------------------------------------------------------------ events
     async def _on_brokers(self, children: list[str]) -> None:
         ids = {int(c) for c in children}
-        dead = set(self.live) - ids
-        new = ids - set(self.live)
+        dead = set(self.ctx.live) - ids
+        new = ids - set(self.ctx.live)
         for b in sorted(new):
             info = await self._read_broker(b)
             if info is not None:
-                self._add_live(info)
-                self.shutting_down.discard(b)
+                self.ctx.add_live(info)
+                self.ctx.shutting_down.discard(b)
         for b in dead:
-            del self.live[b]
-            self.broker_epochs.pop(b, None)
-            self.shutting_down.discard(b)
-            if self.channel is not None:
-                await self.channel.remove_broker(b)
+            del self.ctx.live[b]
+            self.ctx.broker_epochs.pop(b, None)
+            self.ctx.shutting_down.discard(b)
+            if self.ctx.channel is not None:
+                await self.ctx.channel.remove_broker(b)
         if not dead and not new:
             return
-        log.info("controller: brokers %s (new %s, gone %s)", sorted(self.live), sorted(new), sorted(dead))
-        changed = await self._elect_offline(dead)
-        self._send_update_metadata(list(self.live), list(self.states))
+        log.info("controller: brokers %s (new %s, gone %s)", sorted(self.ctx.live), sorted(new), sorted(dead))
+        changed = await self.partitions.elect_offline(dead)
+        self.requests.update_metadata(list(self.ctx.live), list(self.ctx.states))
         for tp in changed:
-            self._send_leader_and_isr(tp)
+            self.requests.leader_and_isr(tp)
         # a returning broker hears of every partition it hosts (it becomes follower or leader)
-        for tp in list(self.states):
+        for tp in list(self.ctx.states):
             if tp in changed:
                 continue
-            replicas = self.assignments.get(tp[0], zd.TopicAssignment(None, {})).partitions.get(tp[1], [])
+            replicas = self.ctx.assignments.get(tp[0], zd.TopicAssignment(None, {})).partitions.get(tp[1], [])
             if any(b in replicas for b in new):
-                self._send_leader_and_isr(tp, only=[b for b in new if b in replicas])
+                self.requests.leader_and_isr(tp, only=[b for b in new if b in replicas])
 
     async def _on_topics(self, children: list[str]) -> None:
         names = set(children)
-        added = [t for t in names if t not in self.assignments]
-        for t in [t for t in self.assignments if t not in names]:
-            del self.assignments[t]
-            for tp in [tp for tp in self.states if tp[0] == t]:
-                del self.states[tp]
+        added = [t for t in names if t not in self.ctx.assignments]
+        for t in [t for t in self.ctx.assignments if t not in names]:
+            del self.ctx.assignments[t]
+            for tp in [tp for tp in self.ctx.states if tp[0] == t]:
+                del self.ctx.states[tp]
         for t in added:
             await self._load_topic(t)
             self.zk.watch_data(zd.topic_path(t), self._topic_data_watch(t))
-        created = await self._initialize_new_partitions(added)
+        created = await self.partitions.initialize_new(added)
         if created:
             await self._announce_new_partitions(created)
 
@@ -427,17 +302,18 @@ class Controller:
 
         The wait runs beside the controller's event queue, not in it: a replica that does not answer (stopped,
         cut off) must not hold up broker deaths, AlterPartition and elections for the request timeout."""
-        waits = [f for tp in created for f in self._send_leader_and_isr(tp)]
+        waits = [f for tp in created for f in self.requests.leader_and_isr(tp)]
         if not waits:
-            self._send_update_metadata(list(self.live), created)
+            self.requests.update_metadata(list(self.ctx.live), created)
             return
-        epoch = self.epoch
+        epoch = self.ctx.epoch
 
         async def then_update_metadata() -> None:
             await asyncio.wait(waits, timeout=self.timeout_ms / 1000.0)
-            if self.active and self.epoch == epoch and not self._closed:
+            if self.active and self.ctx.epoch == epoch and not self._closed:
                 # the states as they are now (a later event may have moved a leader meanwhile)
-                self._send_update_metadata(list(self.live), [tp for tp in created if tp in self.states])
+                now = [tp for tp in created if tp in self.ctx.states]
+                self.requests.update_metadata(list(self.ctx.live), now)
 
         task = asyncio.get_running_loop().create_task(then_update_metadata(), name="controller-announce")
         self._announcements.add(task)
@@ -454,35 +330,28 @@ class Controller:
         return watch
 
     async def _on_topic_changed(self, topic: str, data: bytes) -> None:
-        if not self.active or topic not in self.assignments:
+        if not self.active or topic not in self.ctx.assignments:
             return
         a = zd.TopicAssignment.decode(data)
-        self.assignments[topic] = a
-        created = await self._initialize_new_partitions([topic])
+        self.ctx.assignments[topic] = a
+        created = await self.partitions.initialize_new([topic])
         if created:
             await self._announce_new_partitions(created)
 
     async def _on_delete_topics(self, children: list[str]) -> None:
         for topic in children:
-            parts = [tp for tp in self.states if tp[0] == topic]
-            a = self.assignments.get(topic)
+            parts = [tp for tp in self.ctx.states if tp[0] == topic]
+            a = self.ctx.assignments.get(topic)
             if a is not None:
                 by_broker: dict[int, list[int]] = {}
                 for p, replicas in a.partitions.items():
                     for b in replicas:
                         by_broker.setdefault(b, []).append(p)
                 for b, ps in by_broker.items():
-                    self._send(
-                        b,
-                        5,
-                        STOP_REPLICA_VERSION,
-                        stop_replica_request(
-                            self.broker_id, self.epoch, topic, sorted(ps), EPOCH_DURING_DELETE
-                        ),
-                    )
+                    self.requests.stop_replica(b, topic, sorted(ps), EPOCH_DURING_DELETE)
             for tp in parts:
-                del self.states[tp]
-            self.assignments.pop(topic, None)
+                del self.ctx.states[tp]
+            self.ctx.assignments.pop(topic, None)
             await self.zk.delete(zd.topic_path(topic), recursive=True)
             await self.zk.delete(zd.topic_config_path(topic))
             await self.zk.delete(zd.delete_topic_path(topic))
@@ -499,13 +368,13 @@ class Controller:
         changed = []
         for tp in tps:
             got = await self.zk.get(zd.partition_state_path(*tp))
-            if got is not None and tp[0] in self.assignments:
-                self.states[tp] = zd.LeaderAndIsr.decode(got[0], got[1].version)
+            if got is not None and tp[0] in self.ctx.assignments:
+                self.ctx.states[tp] = zd.LeaderAndIsr.decode(got[0], got[1].version)
                 changed.append(tp)
         if changed:
-            self._send_update_metadata(list(self.live), changed)
+            self.requests.update_metadata(list(self.ctx.live), changed)
         for tp in changed:
-            await self._maybe_complete_reassignment(tp)
+            await self.maybe_complete_reassignment(tp)
 
     # ---------------------------------------------------------------------------------------- AlterPartition
     async def alter_partition(self, broker_id: int, broker_epoch: int, changes: list[Any]) -> tuple[int, Any]:
@@ -527,38 +396,12 @@ class Controller:
         return (ErrorCode.NOT_CONTROLLER, []) if remaining is None else (ErrorCode.NONE, remaining)
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TP]:
-        if broker_id not in self.live:
+        if broker_id not in self.ctx.live:
             return []
-        self.shutting_down.add(broker_id)
-        remaining: list[TP] = []
-        changed: list[TP] = []
-        for tp, st in list(self.states.items()):
-            if tp[0] not in self.assignments or broker_id not in self.assignments[tp[0]].partitions.get(
-                tp[1], []
-            ):
-                continue
-            if st.leader == broker_id:
-                choice = self._choose_leader(tp, st, {broker_id})
-                if choice is None:
-                    remaining.append(tp)
-                    continue
-                new = zd.LeaderAndIsr(choice[0], st.leader_epoch + 1, choice[1], self.epoch, st.zk_version)
-            elif broker_id in st.isr and len(st.isr) > 1:
-                new = zd.LeaderAndIsr(
-                    st.leader,
-                    st.leader_epoch + 1,
-                    [b for b in st.isr if b != broker_id],
-                    self.epoch,
-                    st.zk_version,
-                )
-            else:
-                continue
-            if await self._write_state(tp, new):
-                changed.append(tp)
-            else:
-                remaining.append(tp)
-        self._send_update_metadata(list(self.live), changed)
-        waits = [f for tp in changed for f in self._send_leader_and_isr(tp)]
+        self.ctx.shutting_down.add(broker_id)
+        changed, remaining = await self.partitions.move_off(broker_id)
+        self.requests.update_metadata(list(self.ctx.live), changed)
+        waits = [f for tp in changed for f in self.requests.leader_and_isr(tp)]
         if waits:
             await asyncio.wait(waits, timeout=self.timeout_ms / 1000.0)
         log.info(
@@ -575,50 +418,8 @@ class Controller:
         replica of a partition without a leader). ``tps`` None: every partition. (error, message) each."""
         if not self.active or self._closed:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []}
-        results = await self._queued(lambda: self._elect_leaders(unclean, tps))
+        results = await self._queued(lambda: self.partitions.elect_leaders(unclean, tps))
         return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in tps or []} if results is None else results
-
-    async def _elect_leaders(self, unclean: bool, tps: list[TP] | None) -> dict[TP, tuple[int, str | None]]:
-        results: dict[TP, tuple[int, str | None]] = {}
-        changed: list[TP] = []
-        for tp in sorted(self.states) if tps is None else tps:
-            st = self.states.get(tp)
-            a = self.assignments.get(tp[0])
-            replicas = a.partitions.get(tp[1]) if a is not None else None
-            if st is None or not replicas:
-                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-                continue
-            if unclean:
-                if st.leader in self.live:
-                    results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
-                    continue
-                live = [r for r in replicas if r in self.live and r not in self.shutting_down]
-                if not live:
-                    results[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica")
-                    continue
-                new = zd.LeaderAndIsr(live[0], st.leader_epoch + 1, [live[0]], self.epoch, st.zk_version)
-            else:
-                preferred = replicas[0]
-                if st.leader == preferred:
-                    results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
-                    continue
-                if preferred not in self.live or preferred not in st.isr or preferred in self.shutting_down:
-                    results[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                                   f"preferred leader {preferred} is not alive or not in the ISR {st.isr}")
-                    continue
-                new = zd.LeaderAndIsr(preferred, st.leader_epoch + 1, list(st.isr), self.epoch, st.zk_version)
-            if await self._write_state(tp, new):
-                changed.append(tp)
-                results[tp] = (ErrorCode.NONE, None)
-            else:
-                results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition state changed meanwhile; retry")
-        if changed:
-            log.info("controller: %s election moved %d partitions", "unclean" if unclean else "preferred",
-                     len(changed))
-            self._send_update_metadata(list(self.live), changed)
-            for tp in changed:
-                self._send_leader_and_isr(tp)
-        return results
 
     # ------------------------------------------------------------------------------------------ reassignment
     async def reassign(self, req: dict[TP, list[int] | None]) -> dict[TP, tuple[int, str | None]]:
@@ -633,7 +434,7 @@ class Controller:
     def list_reassignments(self, tps: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments (46): {tp: (replicas, adding, removing)} of the ongoing ones."""
         out: dict[TP, tuple[list[int], list[int], list[int]]] = {}
-        for topic, a in self.assignments.items():
+        for topic, a in self.ctx.assignments.items():
             for p in sorted(set(a.adding) | set(a.removing)):
                 if tps is None or (topic, p) in tps:
                     out[(topic, p)] = (list(a.partitions.get(p, [])), list(a.adding.get(p, [])),
@@ -641,13 +442,14 @@ class Controller:
         return out
 
     async def _write_assignment(self, topic: str) -> None:
-        await self.zk.set(zd.topic_path(topic), self.assignments[topic].encode())
+        await self.zk.set(zd.topic_path(topic), self.ctx.assignments[topic].encode())
 
     async def _reassign(self, req: dict[TP, list[int] | None]) -> dict[TP, tuple[int, str | None]]:
+        live = self.ctx.live
         results: dict[TP, tuple[int, str | None]] = {}
         for tp, target in req.items():
-            a = self.assignments.get(tp[0])
-            st = self.states.get(tp)
+            a = self.ctx.assignments.get(tp[0])
+            st = self.ctx.states.get(tp)
             if a is None or tp[1] not in a.partitions or st is None:
                 results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
@@ -662,9 +464,9 @@ class Controller:
             elif not target or len(set(target)) != len(target):
                 results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica list {target}")
                 continue
-            elif any(r not in self.live for r in target):
+            elif any(r not in live for r in target):
                 results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               f"replicas {[r for r in target if r not in self.live]} are not live brokers")
+                               f"replicas {[r for r in target if r not in live]} are not live brokers")
                 continue
             if target == current and not ongoing:
                 results[tp] = (ErrorCode.NONE, None)
@@ -680,22 +482,22 @@ class Controller:
                     d.pop(tp[1], None)
             await self._write_assignment(tp[0])
             # a new leader epoch: the leader and the added replicas take the new replica set
-            new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr), self.epoch, st.zk_version)
-            if not await self._write_state(tp, new):
+            new = zd.LeaderAndIsr(st.leader, st.leader_epoch + 1, list(st.isr), self.ctx.epoch, st.zk_version)
+            if not await self.partitions.write_state(tp, new):
                 results[tp] = (ErrorCode.NOT_CONTROLLER, "the partition state changed meanwhile; retry")
                 continue
             log.info("controller: reassigning %s-%d from %s to %s", tp[0], tp[1], original, target)
-            self._send_update_metadata(list(self.live), [tp])
-            self._send_leader_and_isr(tp)
+            self.requests.update_metadata(list(self.ctx.live), [tp])
+            self.requests.leader_and_isr(tp)
             results[tp] = (ErrorCode.NONE, None)
-            await self._maybe_complete_reassignment(tp)
+            await self.maybe_complete_reassignment(tp)
         return results
 
-    async def _maybe_complete_reassignment(self, tp: TP) -> None:
+    async def maybe_complete_reassignment(self, tp: TP) -> None:
         """Every target replica in the ISR: the replica set becomes the target, the leader moves if it is
         being removed, the removed replicas get StopReplica (delete)."""
-        a = self.assignments.get(tp[0])
-        st = self.states.get(tp)
+        a = self.ctx.assignments.get(tp[0])
+        st = self.ctx.states.get(tp)
         if a is None or st is None or (tp[1] not in a.adding and tp[1] not in a.removing):
             return
         full = list(a.partitions[tp[1]])
@@ -703,13 +505,13 @@ class Controller:
         target = [r for r in full if r not in removing]
         if not all(r in st.isr for r in target):
             return
-        usable = [r for r in target if r in st.isr and r in self.live and r not in self.shutting_down]
+        usable = [r for r in target if r in st.isr and r in self.ctx.live and r not in self.ctx.shutting_down]
         leader = st.leader if st.leader in usable else (usable[0] if usable else None)
         if leader is None:
             return
-        new = zd.LeaderAndIsr(leader, st.leader_epoch + 1, [r for r in st.isr if r in target], self.epoch,
+        new = zd.LeaderAndIsr(leader, st.leader_epoch + 1, [r for r in st.isr if r in target], self.ctx.epoch,
                               st.zk_version)
-        if not await self._write_state(tp, new):
+        if not await self.partitions.write_state(tp, new):
             return
         a.partitions[tp[1]] = target
         a.adding.pop(tp[1], None)
@@ -717,12 +519,11 @@ class Controller:
         await self._write_assignment(tp[0])
         log.info("controller: reassignment of %s-%d done: replicas %s, leader %d", tp[0], tp[1], target,
                  leader)
-        self._send_update_metadata(list(self.live), [tp])
-        self._send_leader_and_isr(tp)
+        self.requests.update_metadata(list(self.ctx.live), [tp])
+        self.requests.leader_and_isr(tp)
         for b in full:
             if b not in target:
-                self._send(b, 5, STOP_REPLICA_VERSION,
-                           stop_replica_request(self.broker_id, self.epoch, tp[0], [tp[1]], NO_EPOCH))
+                self.requests.stop_replica(b, tp[0], [tp[1]], NO_EPOCH)
 
     async def _rebalance_loop(self, interval_s: float, imbalance_pct: int) -> None:
         """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, preferred elections
@@ -733,111 +534,24 @@ class Controller:
             if not self.active:
                 continue
             by_preferred: dict[int, list[TP]] = {}
-            for tp, st in self.states.items():
-                a = self.assignments.get(tp[0])
+            for tp, st in self.ctx.states.items():
+                a = self.ctx.assignments.get(tp[0])
                 replicas = a.partitions.get(tp[1]) if a is not None else None
                 if replicas:
                     by_preferred.setdefault(replicas[0], []).append(tp)
             todo: list[TP] = []
             for broker_id, tps in by_preferred.items():
-                if broker_id not in self.live:
+                if broker_id not in self.ctx.live:
                     continue
-                elsewhere = [tp for tp in tps if self.states[tp].leader != broker_id]
+                elsewhere = [tp for tp in tps if self.ctx.states[tp].leader != broker_id]
                 if len(elsewhere) * 100 > imbalance_pct * len(tps):
                     todo.extend(elsewhere)
             if todo:
-                self._enqueue(lambda todo=todo: self._elect_leaders(False, todo))
+                self._enqueue(functools.partial(self.partitions.elect_leaders, False, todo))
 
     def start_rebalance(self, interval_s: float, imbalance_pct: int) -> None:
         self._rebalance = asyncio.get_running_loop().create_task(
             self._rebalance_loop(interval_s, imbalance_pct), name="leader-rebalance")
-
-    # ------------------------------------------------------------------------------------------ requests
-    def _send(self, broker_id: int, api_key: int, version: int, req: Any) -> asyncio.Future[Any] | None:
-        if self.channel is None:
-            return None
-        return self.channel.send(broker_id, api_key, version, req)
-
-    def _request_header(self) -> dict[str, Any]:
-        """The fields LeaderAndIsr and UpdateMetadata (v5+) start with: this controller and its epoch."""
-        return {"controller_id": self.broker_id, "controller_epoch": self.epoch, "broker_epoch": -1,
-                "max_broker_epoch": -1, "ungrouped_partition_states": []}
-
-    def _partition_fields(self, tp: TP) -> dict[str, Any] | None:
-        """The fields LeaderAndIsr's and UpdateMetadata's partition states share (None: unknown partition)."""
-        st = self.states.get(tp)
-        a = self.assignments.get(tp[0])
-        if st is None or a is None:
-            return None
-        return {"partition_index": tp[1], "controller_epoch": st.controller_epoch, "leader": st.leader,
-                "leader_epoch": st.leader_epoch, "isr": list(st.isr), "zk_version": st.zk_version,
-                "replicas": list(a.partitions.get(tp[1], []))}
-
-    def _send_leader_and_isr(self, tp: TP, only: list[int] | None = None) -> list[asyncio.Future[Any]]:
-        fields = self._partition_fields(tp)
-        if fields is None:
-            return []
-        st = self.states[tp]
-        replicas = fields["replicas"]
-        Req = m.LeaderAndIsrRequest
-        ps = Req.LeaderAndIsrPartitionState(**fields, adding_replicas=[], removing_replicas=[], is_new=False)
-        leaders = []
-        if st.leader in self.live:
-            ep = self.live[st.leader].endpoint(self.listener_name) or self.live[st.leader].endpoints[0]
-            leaders.append(Req.LeaderAndIsrLiveLeader(broker_id=st.leader, host_name=ep.host, port=ep.port))
-        req = Req.new(
-            **self._request_header(),
-            topic_states=[Req.LeaderAndIsrTopicState(topic_name=tp[0], partition_states=[ps])],
-            live_leaders=leaders,
-        )
-        futs = []
-        for b in only if only is not None else replicas:
-            if b in self.live:
-                f = self._send(b, 4, LEADER_AND_ISR_VERSION, req)
-                if f is not None:
-                    futs.append(f)
-        return futs
-
-    def _send_update_metadata(self, brokers: list[int], tps: list[TP]) -> None:
-        Req = m.UpdateMetadataRequest
-        by_topic: dict[str, list[Any]] = {}
-        for tp in tps:
-            fields = self._partition_fields(tp)
-            if fields is None:
-                continue
-            offline = [r for r in fields["replicas"] if r not in self.live]
-            by_topic.setdefault(tp[0], []).append(
-                Req.UpdateMetadataPartitionState(**fields, offline_replicas=offline))
-        live = []
-        for info in sorted(self.live.values(), key=lambda i: i.broker_id):
-            live.append(
-                Req.UpdateMetadataBroker(
-                    id=info.broker_id,
-                    v0_host="",
-                    v0_port=0,
-                    rack=info.rack,
-                    endpoints=[
-                        Req.UpdateMetadataEndpoint(
-                            port=ep.port,
-                            host=ep.host,
-                            listener=ep.listener,
-                            security_protocol=SECURITY_PROTOCOLS.get(ep.security_protocol, 0),
-                        )
-                        for ep in info.endpoints
-                    ],
-                )
-            )
-        req = Req.new(
-            **self._request_header(),
-            topic_states=[
-                Req.UpdateMetadataTopicState(topic_name=t, partition_states=ps)
-                for t, ps in sorted(by_topic.items())
-            ],
-            live_brokers=live,
-        )
-        for b in brokers:
-            self._send(b, 6, UPDATE_METADATA_VERSION, req)
-
 
 async def _nothing() -> None:
     return None

@@ -28,6 +28,8 @@ from .channel import stop_task_and_connection
 
 if TYPE_CHECKING:
     from ..metadata import TopicInfo
+    from . import ClusterServices
+    from .store import ZkMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +84,15 @@ class ClusterPartition(Partition):
 
 
 class ClusterReplicaManager(ReplicaManager):
-    def __init__(self, services: Any, zk: Any) -> None:
-        """``services``: the broker's services (``services.BrokerServices``): what ``ReplicaDeps`` lists, plus
-        cluster (read on use)."""
+    def __init__(self, services: Any, cluster: ClusterServices) -> None:
+        """``services``: the broker's services (``services.BrokerServices``): what ``ReplicaDeps`` lists;
+        ``cluster``: its ZooKeeper session, ZooKeeper metadata store (``services.metadata``) and inter-broker
+        listener."""
         super().__init__(services)
-        self.zk = zk
+        assert cluster.store is not None, "the metadata store is built before the replica manager"
+        self.cluster = cluster
+        self.zk = cluster.zk
+        self.store: ZkMetadataStore = cluster.store
         replication = services.config.replication
         self.lag_max_ms = replication.lag_time_max_ms
         self.fetch_wait_ms = replication.fetch_wait_max_ms
@@ -252,7 +258,7 @@ class ClusterReplicaManager(ReplicaManager):
         log.info("%s-%d: follower of %d (epoch %d)", p.topic, p.index, ps.leader, ps.leader_epoch)
         if ps.leader == NO_LEADER:
             return
-        ep = self.services.metadata.live.get(ps.leader)
+        ep = self.store.live.get(ps.leader)
         addr = self._leader_address(ps.leader)
         if addr is None and ep is None:
             log.warning("%s-%d: leader %d has no known endpoint yet", p.topic, p.index, ps.leader)
@@ -265,11 +271,10 @@ class ClusterReplicaManager(ReplicaManager):
         f.add(p)
 
     def _leader_address(self, broker_id: int) -> tuple[str, int] | None:
-        store = self.services.metadata
-        b = store.live.get(broker_id)
+        b = self.store.live.get(broker_id)
         if b is None:
             return self._pending_leaders.get(broker_id)
-        name = self.services.cluster.listener_name
+        name = self.cluster.listener_name
         ep = b.endpoints.get(name) or next(iter(b.endpoints.values()), None)
         return ep
 
@@ -416,7 +421,7 @@ class ClusterReplicaManager(ReplicaManager):
         if (not self.replica_selector or not client_rack or not isinstance(p, ClusterPartition)
                 or not p.is_leader(self.node_id) or self.rack == client_rack):
             return -1
-        live = self.services.metadata.live
+        live = self.store.live
         candidates = [r for r in p.isr if r != self.node_id and r in live and live[r].rack == client_rack
                       and p.follower_leo.get(r, -1) >= fetch_offset >= p.log_start_offset]
         if not candidates:
@@ -631,12 +636,12 @@ class ReplicaFetcher:
         by_topic: dict[str, list[Any]] = {}
         keys = [k for k in self.truncating if k in self.partitions]
         for key in keys:
-            p = self.partitions[key]
-            eps = p.log.leader_epochs
+            part = self.partitions[key]
+            eps = part.log.leader_epochs
             last_epoch = eps[-1][0] if eps else -1
             by_topic.setdefault(key[0], []).append(
                 Req.OffsetForLeaderPartition(
-                    partition=key[1], current_leader_epoch=p.leader_epoch, leader_epoch=last_epoch
+                    partition=key[1], current_leader_epoch=part.leader_epoch, leader_epoch=last_epoch
                 )
             )
         req = Req.new(
@@ -686,14 +691,14 @@ class ReplicaFetcher:
             await asyncio.sleep(self.rm.fetch_backoff_ms / 1000.0)
             return
         by_topic: dict[str, list[Any]] = {}
-        for (t, i), p in ready.items():
+        for (t, i), part in ready.items():
             by_topic.setdefault(t, []).append(
                 Req.FetchPartition(
                     partition=i,
-                    current_leader_epoch=p.leader_epoch,
-                    fetch_offset=p.log_end_offset,
+                    current_leader_epoch=part.leader_epoch,
+                    fetch_offset=part.log_end_offset,
                     last_fetched_epoch=-1,
-                    log_start_offset=p.log_start_offset,
+                    log_start_offset=part.log_start_offset,
                     partition_max_bytes=self.rm.fetch_max_bytes,
                 )
             )

@@ -197,7 +197,7 @@ class ZkClient:
         from kazoo.exceptions import NoNodeError
 
         try:
-            return await self._send(f"get {path}", self._kz.get, path)  # type: ignore[no-any-return]
+            return await self._send(f"get {path}", self._kz.get, path)
         except NoNodeError:
             return None
 
@@ -234,7 +234,7 @@ class ZkClient:
 
         lost = [False]
         try:
-            return await self._send(  # type: ignore[no-any-return]
+            return await self._send(
                 f"create {path}", self._kz.create, path, data,
                 ephemeral=ephemeral, sequence=sequence, makepath=makepath, lost=lost,
             )

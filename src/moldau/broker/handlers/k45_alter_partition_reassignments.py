@@ -74,7 +74,7 @@ async def alter_partition_reassignments(
     results: dict[TP, tuple[int, str | None]] = {}
     if not allow_rf_change:  # v1 with allow_replication_factor_change false (KIP-860)
         for tp, target in list(wanted.items()):
-            a = controller.assignments.get(tp[0])
+            a = controller.ctx.assignments.get(tp[0])
             have = a.partitions.get(tp[1]) if a is not None else None
             if target is not None and a is not None and have is not None:
                 original = [r for r in have if r not in a.adding.get(tp[1], [])]

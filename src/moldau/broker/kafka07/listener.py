@@ -36,7 +36,7 @@ class Kafka07Connection(asyncio.Protocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.host = self.peer[0] if isinstance(self.peer, tuple) and self.peer else ""
-        transport.set_write_buffer_limits(high=_HIGH_WATER)
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)  # a stream (write) transport
         self.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -111,7 +111,7 @@ class Kafka07Connection(asyncio.Protocol):
 class Kafka07Listener:
     """One bound 0.7 listener and its open connections."""
 
-    def __init__(self, server: asyncio.AbstractServer, connections: set[Kafka07Connection],
+    def __init__(self, server: asyncio.Server, connections: set[Kafka07Connection],
                  service: Kafka07Service | None = None) -> None:
         self.server = server
         self.connections = connections

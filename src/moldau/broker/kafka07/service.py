@@ -28,6 +28,7 @@ What Kafka 0.7 did (``KafkaRequestHandlers``, ``LogManager``, ``Log``) and what 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -211,13 +212,18 @@ class Kafka07Service:
         rm = self.replica_manager
         for p in list(getattr(rm, "partitions", {}).values()):
             plog = getattr(p, "log", None)
+            if plog is None:
+                continue
             idx = getattr(plog, "byte_offsets", None)
             if idx is None or plog in self._keeping or getattr(plog, "closed", False):
                 continue
             if idx.scanned >= plog.high_watermark:
                 continue
             self._keeping.add(plog)
-            IndexPending(plog).advance(self.executor, lambda _e, plog=plog: self._keeping.discard(plog))
+            IndexPending(plog).advance(self.executor, functools.partial(self._index_kept, plog))
+
+    def _index_kept(self, plog: Any, _error: BaseException | None) -> None:
+        self._keeping.discard(plog)
 
     def close(self) -> None:
         if self._executor is not None:

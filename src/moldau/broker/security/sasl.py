@@ -31,7 +31,7 @@ import logging
 import os
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.sasl_mechanisms import (
@@ -219,7 +219,7 @@ class AuthSession:
     def expired(self) -> bool:
         return self.expires_at is not None and time.monotonic() >= self.expires_at
 
-    async def gate(self, conn: Any, frame: bytearray) -> Any:
+    async def gate(self, conn: Any, frame: bytearray) -> list[Any] | Literal[False] | None:
         """Called by the router for every frame while the session is not open. Returns None to let the
         request through, response parts (a raw SASL token was answered) or False (close the connection)."""
         if self.state == RAW:

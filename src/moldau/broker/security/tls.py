@@ -327,10 +327,10 @@ class _OpenSSLBackend:
 
 class _CryptographyBackend:
     def __init__(self) -> None:
-        from cryptography import x509  # type: ignore[import-not-found]
-        from cryptography.hazmat.primitives import hashes, serialization  # type: ignore[import-not-found]
-        from cryptography.hazmat.primitives.asymmetric import ec  # type: ignore[import-not-found]
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # type: ignore[import-not-found]
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
         self.x509, self.hashes, self.serialization, self.ec = x509, hashes, serialization, ec
         self.EKU, self.NameOID = ExtendedKeyUsageOID, NameOID

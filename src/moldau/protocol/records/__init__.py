@@ -50,8 +50,9 @@ from .codecs import (
     compress,
     decompress,
 )
+from .convert import legacy_to_v2, v2_to_legacy
 from .exceptions import CorruptRecordError, InvalidRecordError, RecordError, UnsupportedCompressionError
-from .legacy import LegacyBuilder, LegacyRecord, decode_message_set, legacy_to_v2, v2_to_legacy
+from .legacy import LegacyBuilder, LegacyRecord, decode_message_set
 
 __all__ = [
     # errors

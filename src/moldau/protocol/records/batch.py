@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
@@ -41,6 +41,8 @@ from ._section_loops import make_section_loops
 from .codecs import DEFAULT_MAX_DECOMPRESSED, compress, decompress
 from .crc import crc32c
 from .exceptions import CorruptRecordError, InvalidRecordError
+from .legacy import LegacyBuilder, decode_message_set
+from .record import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Record
 
 __all__ = [
     "BatchHeader",
@@ -101,9 +103,6 @@ TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 DELETE_HORIZON_FLAG = 0x40
 
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
-NO_TIMESTAMP = -1
 
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
@@ -493,15 +492,6 @@ def _decode_varint_slow(buf: _Buf, pos: int, max_bytes: int) -> tuple[int, int]:
 # records
 
 
-@dataclass(slots=True)
-class Record:
-    """One decoded record. ``headers`` is a list of (key, value-or-None)."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
 def _decode_record_general(
@@ -1033,8 +1023,6 @@ def decode_records(
             if not (skip_control and header.attributes & CONTROL_FLAG):
                 out.extend(decode_batch(buf, pos, header=header, max_decompressed=max_decompressed))
         else:
-            from .legacy import decode_message_set
-
             legacy = decode_message_set(
                 memoryview(buf)[pos:end], allow_truncated=False, max_decompressed=max_decompressed
             )
@@ -1260,8 +1248,6 @@ class BatchBuilder:
         self._max_ts = NO_TIMESTAMP
         self._legacy = None
         if magic < 2:
-            from .legacy import LegacyBuilder
-
             self._legacy = LegacyBuilder(magic, compression, timestamp_type, compression_level)
 
     def __len__(self) -> int:

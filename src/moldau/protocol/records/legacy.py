@@ -1,4 +1,5 @@
-"""Legacy message sets (magic 0 and 1) and conversion to/from RecordBatch v2.
+"""Legacy message sets (magic 0 and 1): decoding and building (``convert`` turns them into RecordBatch v2 and
+back).
 
 Layout of one entry of a message set (big endian)::
 
@@ -22,25 +23,18 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .batch import (
-    CONTROL_FLAG,
-    LOG_APPEND_TIME,
-    NO_TIMESTAMP,
-    BatchBuilder,
-    Record,
-    decode_batch,
-    split_batches,
-)
 from .codecs import DEFAULT_MAX_DECOMPRESSED, NONE, ZSTD, compress, decompress
 from .crc import crc32
 from .exceptions import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
+from .record import LOG_APPEND_TIME, NO_TIMESTAMP, Record
 
 __all__ = [
     "LegacyRecord",
     "LegacyBuilder",
     "decode_message_set",
-    "legacy_to_v2",
-    "v2_to_legacy",
+    "iter_entries",
+    "expand_entry",
+    "write_message",
     "message_overhead",
 ]
 
@@ -96,7 +90,7 @@ class _Entry:
     value: memoryview | None
 
 
-def _iter_entries(buf: _Buf, *, allow_truncated: bool, verify_crc: bool, what: str = "message set"):
+def iter_entries(buf: _Buf, *, allow_truncated: bool, verify_crc: bool, what: str = "message set"):
     """Yield top-level entries of a message set (no decompression)."""
     mv = memoryview(buf)
     n = len(mv)
@@ -154,7 +148,7 @@ def _iter_entries(buf: _Buf, *, allow_truncated: bool, verify_crc: bool, what: s
         pos = end
 
 
-def _expand(entry: _Entry, *, verify_crc: bool, max_decompressed: int) -> list[LegacyRecord]:
+def expand_entry(entry: _Entry, *, verify_crc: bool, max_decompressed: int) -> list[LegacyRecord]:
     """Records of one top-level entry (decompressing a wrapper)."""
     codec = entry.attributes & _CODEC_MASK
     ts_type = 1 if (entry.magic == 1 and entry.attributes & _TIMESTAMP_TYPE_FLAG) else 0
@@ -178,7 +172,7 @@ def _expand(entry: _Entry, *, verify_crc: bool, max_decompressed: int) -> list[L
         raise InvalidRecordError(f"compressed message at offset {entry.offset} has a null value")
     inner_buf = decompress(codec, value, max_bytes=max_decompressed, magic=entry.magic)
     inner = list(
-        _iter_entries(inner_buf, allow_truncated=False, verify_crc=verify_crc, what="compressed message set")
+        iter_entries(inner_buf, allow_truncated=False, verify_crc=verify_crc, what="compressed message set")
     )
     if not inner:
         raise InvalidRecordError(f"compressed message at offset {entry.offset} holds no messages")
@@ -226,97 +220,12 @@ def decode_message_set(
     payloads. Raises CorruptRecordError / InvalidRecordError.
     """
     out: list[LegacyRecord] = []
-    for entry in _iter_entries(buf, allow_truncated=allow_truncated, verify_crc=verify_crc):
-        out.extend(_expand(entry, verify_crc=verify_crc, max_decompressed=max_decompressed))
+    for entry in iter_entries(buf, allow_truncated=allow_truncated, verify_crc=verify_crc):
+        out.extend(expand_entry(entry, verify_crc=verify_crc, max_decompressed=max_decompressed))
     return out
 
 
-def legacy_to_v2(
-    message_set: _Buf,
-    *,
-    compression: int | None = None,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-) -> list[bytes]:
-    """Convert a magic 0/1 produce payload into v2 batch(es) (what Kafka's LogValidator does on
-    up-conversion).
-
-    Keys, values and timestamps are kept (magic 0 -> NO_TIMESTAMP -1; a LogAppendTime magic-1 wrapper gives
-    its timestamp to every inner message). All messages go into one v2 batch, compressed with ``compression``
-    when given, else with the codec of the (first) compressed wrapper in the payload, else uncompressed.
-    Offsets are relative from 0 (the broker assigns real ones). CRCs are verified; a partial trailing message,
-    nested compression or a magic-2 batch in the payload is refused. An empty payload gives [].
-    """
-    records: list[LegacyRecord] = []
-    codec = NONE
-    for entry in _iter_entries(message_set, allow_truncated=False, verify_crc=True):
-        expanded = _expand(entry, verify_crc=True, max_decompressed=max_decompressed)
-        if codec == NONE and expanded[0].compression != NONE:
-            codec = expanded[0].compression
-        records.extend(expanded)
-    if not records:
-        return []
-    if compression is not None:
-        codec = compression
-    builder = BatchBuilder(
-        compression=codec,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-    )
-    for r in records:
-        builder.append(r.timestamp, r.key, r.value)
-    return [builder.build(0)]
-
-
-def v2_to_legacy(
-    buf: _Buf,
-    magic: int,
-    *,
-    recompress: bool = True,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-) -> bytes:
-    """Down-convert v2 batches into a magic 0 or 1 message set (for Fetch/Produce versions before v2 format).
-
-    Offsets stay absolute; control batches are dropped; headers are dropped (as Kafka does); magic 0 loses
-    timestamps. With ``recompress`` each compressed batch becomes one compressed wrapper message with the same
-    codec (zstd has no legacy form, so zstd batches come out uncompressed); otherwise everything is written
-    uncompressed. A partial trailing batch is ignored. Batches with no records left produce nothing.
-    """
-    if magic not in (0, 1):
-        raise ValueError(f"v2_to_legacy: magic must be 0 or 1, not {magic}")
-    out = bytearray()
-    for pos, header in split_batches(buf, allow_truncated=True):
-        if header.attributes & CONTROL_FLAG:
-            continue
-        records = decode_batch(buf, pos, header=header, max_decompressed=max_decompressed)
-        if not records:
-            continue
-        ts_type = header.timestamp_type if magic == 1 else 0
-        codec = header.compression if recompress else NONE
-        if codec == ZSTD:
-            codec = NONE
-        if codec == NONE:
-            for r in records:
-                _write_message(out, magic, r.offset, ts_type << 3, r.timestamp, r.key, r.value)
-        else:
-            inner = bytearray()
-            first = records[0].offset
-            for r in records:
-                inner_offset = r.offset - first if magic == 1 else r.offset
-                _write_message(inner, magic, inner_offset, ts_type << 3, r.timestamp, r.key, r.value)
-            wrapper_ts = max(r.timestamp for r in records)
-            if magic == 1 and ts_type == LOG_APPEND_TIME:
-                wrapper_ts = header.max_timestamp
-            value = compress(codec, inner, magic=magic)
-            # magic 1: relative inner offsets, wrapper = absolute offset of the last inner message
-            _write_message(out, magic, records[-1].offset, codec | (ts_type << 3), wrapper_ts, None, value)
-    return bytes(out)
-
-
-def _write_message(
+def write_message(
     out: bytearray,
     magic: int,
     offset: int,
@@ -395,7 +304,7 @@ class LegacyBuilder:
         elif timestamp > self._max_ts:
             self._max_ts = timestamp
         attrs = self.timestamp_type << 3 if not self.compression else 0
-        _write_message(self._buf, self.magic, index, attrs, timestamp, key, value)
+        write_message(self._buf, self.magic, index, attrs, timestamp, key, value)
         self._count += 1
 
     def build(self, base_offset: int = 0) -> bytes:
@@ -410,6 +319,6 @@ class LegacyBuilder:
         out = bytearray()
         attrs = self.compression | (self.timestamp_type << 3)
         ts = self._max_ts if self.magic == 1 else NO_TIMESTAMP
-        _write_message(out, self.magic, base_offset + self._count - 1, attrs, ts, None, value)
+        write_message(out, self.magic, base_offset + self._count - 1, attrs, ts, None, value)
         return bytes(out)
 
