@@ -564,6 +564,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self._out and self.transport is not None:
             self._flush_out()  # answers already computed still go out
+        rest = self._pending_out
+        if rest is not None and self.transport is not None:
+            self._stop_watching()  # what waits for the socket goes through the transport, which flushes
+            self._write_copied(rest)  # its buffer before closing
+            if self._closed:
+                return
         self._closed = True
         self._queue.clear()
         if self.transport is not None:
