@@ -413,10 +413,13 @@ class Connection(asyncio.BufferedProtocol):
                 self._pending_out.extend(out)
                 return
             if not self._closed:
-                if self.sendfile_ok:
+                if self._sock_fd >= 0:  # a plain socket: answers may hold FileRegions
                     for part in out:
                         if type(part) is FileRegion:
-                            self._send_direct(out)
+                            if self.sendfile_ok:
+                                self._send_direct(out)
+                            else:  # sendfile was refused since these answers were made
+                                self._write_copied(out)
                             break
                     else:
                         self.transport.writelines(out)  # type: ignore[union-attr]
@@ -460,13 +463,20 @@ class Connection(asyncio.BufferedProtocol):
     def _wait_writable(self, rest: list[Any]) -> None:
         """Keep ``rest`` until the socket takes more. The transport owns the socket's registration with the
         loop, so the connection watches a duplicate of its descriptor (made once per connection)."""
+        try:
+            if self._wfd < 0:
+                self._wfd = os.dup(self._sock_fd)
+            self._loop.add_writer(self._wfd, self._on_writable)  # type: ignore[union-attr]
+        except (OSError, RuntimeError) as e:  # no descriptor left: through the transport, copied
+            log.warning("connection from %s:%d: cannot watch the socket (%s); sending from memory",
+                        self.peer[0], self.peer[1], e)
+            self.sendfile_ok = False
+            self._write_copied(rest)
+            return
         self._pending_out = rest
         if self._write_ok is None:
             self._write_ok = asyncio.Event()
         self._write_ok.clear()  # no further request is handled until the socket took this
-        if self._wfd < 0:
-            self._wfd = os.dup(self._sock_fd)
-        self._loop.add_writer(self._wfd, self._on_writable)  # type: ignore[union-attr]
 
     def _on_writable(self) -> None:
         rest = self._pending_out
