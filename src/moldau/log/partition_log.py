@@ -87,6 +87,11 @@ class AppendInfo:
     duplicate: bool = False
 
 
+# tail-cache reads with ``regions``: smaller runs of an append are sent from memory (a sendfile and the
+# separate writes around it cost more than copying a few KiB)
+TAIL_REGION_MIN = 32 * 1024
+
+
 @dataclass(slots=True)
 class ReadResult:
     chunks: list[Any]  # whole record batches (bytes-like), in offset order (one chunk per segment touched)
@@ -670,9 +675,9 @@ class PartitionLog:
         self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool, regions: bool = False
     ) -> ReadResult | None:
         """``read`` from the tail cache (None when it does not hold ``offset`` up to the log end offset):
-        the same whole batches, as views of the cached appends (``regions``: as regions of the active
-        segment's file where the appends were written, without reading it; None when an append needed is
-        in an older segment)."""
+        the same whole batches, as views of the cached appends (``regions``: runs over ``TAIL_REGION_MIN``
+        bytes as regions of the active segment's file where the appends were written, without reading it;
+        None when an append needed is in an older segment)."""
         tail = self._tail
         active = self._segments[-1]
         if not tail or offset < tail[0][0] or tail[-1][1] != active.next_offset:
@@ -704,7 +709,7 @@ class PartitionLog:
                 pos = end
                 last_excl = last + 1
             if end > start:
-                if regions:
+                if regions and end - start > TAIL_REGION_MIN:
                     chunks.append(seg.region(seg_pos + start, end - start))
                 else:
                     chunks.append(data[start:end] if end - start < len(data) else data)

@@ -589,7 +589,8 @@ class Segment:
         ``max_bytes`` (unless it is the first and ``min_one``) or whose last offset is >= ``max_offset``.
 
         ``region``: the data is a ``FileRegion`` of the file (for sendfile), and only batch headers are read
-        (windows of a few KiB at each batch start, larger while the batches are small)."""
+        (windows of a few KiB at each batch start, larger while the batches are small); data that lies
+        within the last window read comes as a view of it, as without ``region``."""
         limit = self.size
         if limit == 0:
             return b"", offset, offset, True
@@ -661,10 +662,11 @@ class Segment:
                 break
         if total == 0:
             return b"", offset, offset, complete
-        if region:
+        in_window = start >= win_pos and p <= win_pos + len(win)
+        if region and not in_window:  # (what the header windows read already is sent from memory)
             return self.region(start, p - start), first_offset, last_excl, complete
         data: bytes | memoryview
-        if start >= win_pos and p <= win_pos + len(win):
+        if in_window:
             if start == win_pos and p == win_pos + len(win):
                 data = win
             else:
