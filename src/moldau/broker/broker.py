@@ -94,6 +94,10 @@ class Broker:
             services.request_memory = RequestMemory(cfg.socket.queued_max_request_bytes)
             services.replica_manager = self.factory.build_replica_manager(services)
             services.replica_manager.load()
+            # what was loaded lives as long as the broker: frozen (gc.freeze), later collections skip it
+            # instead of walking every partition's objects (a topic deletion unfreezes, as after a large
+            # creation: replica_manager._GilShare)
+            gc.freeze()
         finally:
             if gc_was_enabled:
                 gc.enable()

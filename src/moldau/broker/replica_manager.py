@@ -535,9 +535,9 @@ class ReplicaManager:
         """``listener`` hears of the partitions of ``topic`` led here now, then of every change
         (``coordinator.runtime.LeadershipSource``)."""
         self._leadership.setdefault(topic, []).append(listener)
-        for (name, index), p in sorted(self.partitions.items()):
-            if name == topic and self.is_leader(p):
-                listener.on_election(index, p.leader_epoch)
+        led = [(index, p) for (name, index), p in self.partitions.items() if name == topic and self.is_leader(p)]
+        for index, p in sorted(led, key=lambda ip: ip[0]):  # the topic's partitions only (not all sorted)
+            listener.on_election(index, p.leader_epoch)
 
     def leadership_changed(self, topic: str, index: int, leader: bool, epoch: int | None) -> None:
         """This broker became (stopped being) the leader of ``topic``-``index``: its listeners are told."""

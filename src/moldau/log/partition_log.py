@@ -165,7 +165,8 @@ class PartitionLog:
         self._tail_bytes = 0
         # a new partition directory's own name reaches the disk with the first flush (the parent fsynced)
         self._parent_dirty = not os.path.isdir(self.dir)
-        os.makedirs(self.dir, exist_ok=True)
+        if self._parent_dirty:
+            os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
         self.topic_id: str | None = read_partition_metadata(self.dir)
