@@ -535,7 +535,8 @@ class ReplicaManager:
         """``listener`` hears of the partitions of ``topic`` led here now, then of every change
         (``coordinator.runtime.LeadershipSource``)."""
         self._leadership.setdefault(topic, []).append(listener)
-        led = [(index, p) for (name, index), p in self.partitions.items() if name == topic and self.is_leader(p)]
+        led = [(index, p) for (name, index), p in self.partitions.items()
+               if name == topic and self.is_leader(p)]
         for index, p in sorted(led, key=lambda ip: ip[0]):  # the topic's partitions only (not all sorted)
             listener.on_election(index, p.leader_epoch)
 
