@@ -78,7 +78,8 @@ class Broker:
                 cfg.log_dirs, default_log_config, services.clock, node_id=services.node_id,
                 cluster_id=cluster_id,
                 retention_check_interval_ms=cfg.log.retention_check_interval_ms,
-                checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms)
+                checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms,
+                load_threads=int(cfg.get("num.recovery.threads.per.data.dir")))
             services.cluster_id = str(services.log_manager.cluster_id)
             services.node_id = int(services.log_manager.node_id)
             await self.factory.build_metadata(services)
