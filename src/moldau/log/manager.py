@@ -127,7 +127,7 @@ class LogManager:
         cleaner_dedupe_buffer_size: int = 134217728,
         cleaner_io_buffer_load_factor: float = 0.9,
         cleaner_executor: Executor | None = None,
-        load_threads: int = 2,
+        load_threads: int = 1,
     ) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
