@@ -235,10 +235,11 @@ def test_graceful_restart_keeps_topics_configs_data_and_group_offsets(fresh_brok
     assert delivered[0].offset() == 10
 
 
-def test_graceful_restart_serves_every_partition_with_its_own_records(fresh_broker):
-    """After a clean stop the broker opens its partitions with several threads: every partition of every
-    topic is served again, with its own records, and takes new ones at its old end."""
-    b = fresh_broker
+def test_graceful_restart_serves_every_partition_with_its_own_records(broker_factory):
+    """After a clean stop the broker opens its partitions with several threads
+    (num.recovery.threads.per.data.dir): every partition of every topic is served again, with its own
+    records, and takes new ones at its old end."""
+    b = broker_factory({"num.recovery.threads.per.data.dir": "4"})
     topics = [create_topic(b.bootstrap, unique_topic(f"many{t}"), 40) for t in range(3)]
     for t, topic in enumerate(topics):
         produce_confluent(b.bootstrap, topic, [dict(value=b"%d-%d-%d" % (t, p, i), partition=p)
