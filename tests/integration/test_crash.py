@@ -236,6 +236,25 @@ def test_graceful_restart_keeps_topics_configs_data_and_group_offsets(fresh_brok
     assert delivered[0].offset() == 10
 
 
+def test_graceful_restart_serves_every_partition_with_its_own_records(broker_factory):
+    """After a clean stop the broker opens its partitions with several threads
+    (num.recovery.threads.per.data.dir): every partition of every topic is served again, with its own
+    records, and takes new ones at its old end."""
+    b = broker_factory({"num.recovery.threads.per.data.dir": "4"})
+    topics = [create_topic(b.bootstrap, unique_topic(f"many{t}"), 40) for t in range(3)]
+    for t, topic in enumerate(topics):
+        produce_confluent(b.bootstrap, topic, [dict(value=b"%d-%d-%d" % (t, p, i), partition=p)
+                                               for p in range(40) for i in range(1 + p % 3)])
+    assert b.stop() == 0, f"broker exit code on SIGTERM:\n{b.output()}"
+    b.start()
+    for t, topic in enumerate(topics):
+        recs = read_all_confluent(b.bootstrap, topic, 40)
+        assert sorted((r.partition, r.offset, r.value) for r in recs) == sorted(
+            (p, i, b"%d-%d-%d" % (t, p, i)) for p in range(40) for i in range(1 + p % 3))
+    delivered = produce_confluent(b.bootstrap, topics[2], [dict(value=b"new", partition=p) for p in (0, 39)])
+    assert sorted((d.partition(), d.offset()) for d in delivered) == [(0, 1), (39, 1)]
+
+
 def test_deleted_topic_stays_deleted_after_crash(fresh_broker):
     b = fresh_broker
     keep = create_topic(b.bootstrap, unique_topic("keep"), 1)

@@ -95,6 +95,33 @@ def test_reload_finds_partitions_and_skips_deleted_dirs(tmp_path):
     lm2.close()
 
 
+def test_clean_restart_opens_partitions_in_parallel_each_with_its_own_data(tmp_path):
+    """After a clean shutdown partitions are opened by several threads, in chunks of half the segment cache:
+    every partition comes back with its own records, topic id and offsets, the cache stays bounded."""
+    d = str(tmp_path / "a")
+    lm = LogManager([d], LogConfig(), FakeClock(), max_open_segments=8)
+    for t in range(3):
+        for p in range(20):
+            lg = lm.create(f"t{t}", p, topic_id=uuid.UUID(int=t + 1))
+            append(lg, make_batch(1 + (t * 20 + p) % 7, ts=1000 + t * 100 + p))
+    lm.close()
+    lm2 = LogManager([d], LogConfig(), FakeClock(), max_open_segments=8, load_threads=8)
+    assert lm2.partitions() == sorted((f"t{t}", p) for t in range(3) for p in range(20))
+    for t in range(3):
+        for p in range(20):
+            lg = lm2.get(f"t{t}", p)
+            n = 1 + (t * 20 + p) % 7
+            assert lg.log_end_offset == n
+            assert base64_to_uuid(lg.topic_id) == uuid.UUID(int=t + 1)
+            c = lg.read(0, 10**6).chunks[0]
+            recs = [r for q, _h in split_batches(c) for r in decode_batch(c, q)]
+            assert [r.timestamp for r in recs] == [1000 + t * 100 + p + i for i in range(n)]
+            assert len(lm2.cache) <= 8
+    assert lm2.cache.evictions > 0
+    assert append(lm2.get("t2", 19), make_batch(1)).base_offset == 1 + 59 % 7
+    lm2.close()
+
+
 def test_lru_bound_on_open_segments(tmp_path):
     cfg = LogConfig(segment_bytes=500)
     lm = LogManager([str(tmp_path / "a")], cfg, FakeClock(), max_open_segments=3)

@@ -73,7 +73,7 @@ def test_tail_reads_equal_file_reads(tmp_path):
     assert served_from_memory > 100  # the cache was used, not bypassed
     # the followers have everything below 60: those appends are dropped, the rest still served from memory
     lg.tail_release(60)
-    assert lg._tail and all(nxt > 60 for _first, nxt, _d, _b in lg._tail)
+    assert lg._tail and all(nxt > 60 for _first, nxt, *_rest in lg._tail)
     assert same(lg.read(60, 1 << 20), uncached(lg, 60, 1 << 20))
     assert same(lg.read(0, 1 << 20), uncached(lg, 0, 1 << 20))
 
@@ -111,7 +111,7 @@ def test_tail_is_bounded_and_cleared_by_truncation_and_roll(tmp_path):
         lg.append(b, split_batches(b), NOW, stable=True)
     assert len(lg.segments) > 1
     first_active = lg.segments[-1].base_offset
-    assert all(first >= first_active for first, _n, _d, _b in lg._tail)
+    assert all(first >= first_active for first, _n, *_rest in lg._tail)
     for off in range(0, lg.log_end_offset, 3):
         assert same(lg.read(off, 1 << 20), uncached(lg, off, 1 << 20))
 

@@ -79,7 +79,8 @@ class Broker:
                 cfg.log_dirs, default_log_config, services.clock, node_id=services.node_id,
                 cluster_id=cluster_id,
                 retention_check_interval_ms=cfg.log.retention_check_interval_ms,
-                checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms)
+                checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms,
+                load_threads=int(cfg.get("num.recovery.threads.per.data.dir")))
             services.cluster_id = str(services.log_manager.cluster_id)
             services.node_id = int(services.log_manager.node_id)
             await self.factory.build_metadata(services)
@@ -95,6 +96,10 @@ class Broker:
             services.request_memory = RequestMemory(cfg.socket.queued_max_request_bytes)
             services.replica_manager = self.factory.build_replica_manager(services)
             services.replica_manager.load()
+            # what was loaded lives as long as the broker: frozen (gc.freeze), later collections skip it
+            # instead of walking every partition's objects (a topic deletion unfreezes, as after a large
+            # creation: replica_manager._GilShare)
+            gc.freeze()
         finally:
             if gc_was_enabled:
                 gc.enable()

@@ -262,7 +262,11 @@ _d("log.message.downconversion.enable", "boolean", True, "Down-convert for Fetch
 _d("log.local.retention.ms", "long", -2, "", True)
 _d("log.local.retention.bytes", "long", -2, "", True)
 _d("log.initial.task.delay.ms", "long", 30000, "")
-_d("num.recovery.threads.per.data.dir", "int", 2, "", True, _at_least(1))
+_d("num.recovery.threads.per.data.dir", "int", 1,
+   "Threads per log directory opening its partitions at start after a clean shutdown (a recovery after an "
+   "unclean one opens one partition at a time). More than one shortens the start only while the loads "
+   "wait (a busy machine, a cold disk): on idle cores the threads pass the GIL after every system call "
+   "and use more CPU (docs/limits.md).", True, _at_least(1))
 _d("num.replica.alter.log.dirs.threads", "int", None, "")
 _d("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
    "Bytes per second a replica move between log dirs (AlterReplicaLogDirs) copies.", True, _at_least(1))

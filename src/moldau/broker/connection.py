@@ -12,16 +12,31 @@
 * Back-pressure: reading pauses when too many requests are queued (or too many bytes), and request
   processing waits while the transport's write buffer is over its high-water mark.
 * Idle connections (no reads, no writes, nothing in flight) close after ``connections.max.idle.ms``.
+* Zero-copy fetch: on a plaintext socket (``sendfile_ok``) response parts may be ``FileRegion``s of segment
+  files. While the transport has nothing buffered, the parts go straight to the socket: bytes with
+  ``os.writev``, regions with ``os.sendfile``. What the socket does not take at once (a full send buffer)
+  waits, with the responses after it, until the loop reports the socket writable (through a duplicate of its
+  descriptor: the transport owns the original's registration); request processing waits meanwhile, as when
+  the transport's buffer is full. When the transport does hold bytes, the parts go through it, the regions
+  read into memory, so the order of the stream holds either way (also when ``sendfile`` is refused). A region
+  whose file turned out shorter than the region (truncated since the read) closes the connection: its
+  response's size was sent already. A region keeps its segment's descriptor open (``log.segment.SegmentFd``),
+  so retention or compaction deleting the file meanwhile does not change what is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
+import os
 import struct
 import time
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from moldau.log.errors import StorageError
+from moldau.log.segment import FileRegion
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -34,6 +49,10 @@ _SIZE = struct.Struct(">i")
 _RECV_BUFFER = 16 * 1024  # per connection; larger frames are read straight into their own buffer
 _BIG_FIRST = 256 * 1024   # a large frame's own buffer starts this big (or twice what has come) and doubles
 _MAX_QUEUED_BYTES = 64 * 1024 * 1024
+_IOV_MAX = 1024
+_NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)
+# MOLDAU_SENDFILE=0 turns zero-copy fetch off (every response from memory; for comparisons)
+SENDFILE = hasattr(os, "sendfile") and os.environ.get("MOLDAU_SENDFILE", "1") != "0"
 
 
 class ConnectionServices(Protocol):
@@ -75,6 +94,7 @@ class Connection(asyncio.BufferedProtocol):
         "_reading_paused", "_write_ok", "_last_activity", "_idle_ms", "_idle_handle", "_max_request",
         "_max_queued", "_loop", "client_id", "client_software", "_eof", "_out", "_flush_scheduled", "auth",
         "_muted_until", "_mute_wake", "_refused", "_pool", "_reserved", "_mem_wait",
+        "sendfile_ok", "_sock_fd", "_pending_out", "_wfd", "sent_from_files",
     )
 
     def __init__(self, host: ConnectionHost, router: Dispatcher, listener_name: str) -> None:
@@ -118,6 +138,11 @@ class Connection(asyncio.BufferedProtocol):
         self._pool = pool if pool is not None and pool.bounded else None  # queued.max.request.bytes
         self._reserved = 0       # bytes of this connection's requests counted in the pool
         self._mem_wait = False   # reading paused until the pool has room
+        self.sendfile_ok = False  # a plaintext socket: responses may carry FileRegions (zero-copy fetch)
+        self._sock_fd = -1
+        self._pending_out: list[Any] | None = None  # parts waiting for the socket to take more (sendfile)
+        self._wfd = -1  # a duplicate of the socket's descriptor, watched while _pending_out waits
+        self.sent_from_files = 0  # bytes sent with sendfile
 
     # ------------------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -134,6 +159,13 @@ class Connection(asyncio.BufferedProtocol):
         security = self.host.services.security
         if security is not None:
             security.connection_made(self, transport)  # TLS principal, SASL session
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("ssl_object") is None and SENDFILE:
+            try:
+                self._sock_fd = sock.fileno()
+            except (OSError, AttributeError):  # pragma: no cover
+                self._sock_fd = -1
+            self.sendfile_ok = self._sock_fd >= 0
         self.host.connection_opened(self)
         if self._idle_ms > 0:
             self._idle_handle = self._loop.call_later(self._idle_ms / 1000.0, self._check_idle)
@@ -153,6 +185,10 @@ class Connection(asyncio.BufferedProtocol):
             self._idle_handle.cancel()
             self._idle_handle = None
         self._queue.clear()
+        self._stop_watching()
+        if self._wfd >= 0:
+            os.close(self._wfd)
+            self._wfd = -1
         if self._write_ok is not None:
             self._write_ok.set()
         self.host.connection_closed(self)
@@ -393,9 +429,151 @@ class Connection(asyncio.BufferedProtocol):
         out = self._out
         if out:
             self._out = []
+            if self._pending_out is not None:  # behind the response the socket is taking
+                self._pending_out.extend(out)
+                return
             if not self._closed:
-                self.transport.writelines(out)  # type: ignore[union-attr]
+                if self._sock_fd >= 0:  # a plain socket: answers may hold FileRegions
+                    for part in out:
+                        if type(part) is FileRegion:
+                            if self.sendfile_ok:
+                                self._send_direct(out)
+                            else:  # sendfile was refused since these answers were made
+                                self._write_copied(out)
+                            break
+                    else:
+                        self.transport.writelines(out)  # type: ignore[union-attr]
+                else:
+                    self.transport.writelines(out)  # type: ignore[union-attr]
                 self._last_activity = time.monotonic()
+
+    def _send_direct(self, out: list[Any]) -> None:
+        """Parts with FileRegions: straight to the socket while the transport holds nothing, else through the
+        transport as bytes (module doc)."""
+        transport = self.transport
+        assert transport is not None
+        if transport.is_closing():
+            return
+        if transport.get_write_buffer_size() == 0:
+            try:
+                i = self._write_socket(out)
+            except OSError as e:
+                log.info("closing connection from %s:%d: sending a response failed: %s", self.peer[0],
+                         self.peer[1], e)
+                self.close()
+                return
+            if i == len(out):
+                return
+            out = out[i:]
+            if self.sendfile_ok:
+                self._wait_writable(out)  # the transport holds nothing: the socket's next bytes are ours
+                return
+        self._write_copied(out)
+
+    def _write_copied(self, out: list[Any]) -> None:
+        """``out`` through the transport, regions read into memory (behind what the transport holds)."""
+        try:
+            rest = [p.read() if type(p) is FileRegion else p for p in out]
+        except (OSError, StorageError) as e:
+            log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
+            self.close()
+            return
+        self.transport.writelines(rest)  # type: ignore[union-attr]
+
+    def _wait_writable(self, rest: list[Any]) -> None:
+        """Keep ``rest`` until the socket takes more. The transport owns the socket's registration with the
+        loop, so the connection watches a duplicate of its descriptor (made once per connection)."""
+        try:
+            if self._wfd < 0:
+                self._wfd = os.dup(self._sock_fd)
+            self._loop.add_writer(self._wfd, self._on_writable)  # type: ignore[union-attr]
+        except (OSError, RuntimeError) as e:  # no descriptor left: through the transport, copied
+            log.warning("connection from %s:%d: cannot watch the socket (%s); sending from memory",
+                        self.peer[0], self.peer[1], e)
+            self.sendfile_ok = False
+            self._write_copied(rest)
+            return
+        self._pending_out = rest
+        if self._write_ok is None:
+            self._write_ok = asyncio.Event()
+        self._write_ok.clear()  # no further request is handled until the socket took this
+
+    def _on_writable(self) -> None:
+        rest = self._pending_out
+        if rest is None or self._closed:
+            self._stop_watching()
+            return
+        try:
+            i = self._write_socket(rest)
+        except OSError as e:
+            self._stop_watching()
+            log.info("closing connection from %s:%d: sending a response failed: %s", self.peer[0],
+                     self.peer[1], e)
+            self.close()
+            return
+        if i < len(rest) and self.sendfile_ok:
+            del rest[:i]  # still full: keep watching
+            return
+        self._stop_watching()
+        if i < len(rest):  # sendfile refused: the rest through the transport, read into memory
+            self._write_copied(rest[i:])
+
+    def _stop_watching(self) -> None:
+        if self._pending_out is not None:
+            self._pending_out = None
+            if self._write_ok is not None:
+                self._write_ok.set()
+        if self._wfd >= 0 and self._loop is not None:
+            self._loop.remove_writer(self._wfd)
+
+    def _write_socket(self, out: list[Any]) -> int:
+        """Write ``out`` to the socket until it would block; returns the index of the first part not (fully)
+        sent, whose unsent rest replaces it in ``out``."""
+        fd = self._sock_fd
+        n = len(out)
+        i = 0
+        while i < n:
+            part = out[i]
+            if type(part) is FileRegion:
+                off, left = part.offset, part.size
+                src = part.file.fd
+                while left:
+                    try:
+                        k = os.sendfile(fd, src, off, left)
+                    except BlockingIOError:
+                        break
+                    except OSError as e:
+                        if e.errno not in _NO_SENDFILE:
+                            raise
+                        self.sendfile_ok = False  # this file system or socket cannot: copy from now on
+                        break
+                    if k == 0:
+                        raise OSError(errno.EIO, f"segment region {part.offset}+{part.size} was truncated")
+                    off += k
+                    left -= k
+                self.sent_from_files += part.size - left
+                if left:
+                    out[i] = part.rest(part.size - left)
+                    return i
+                i += 1
+                continue
+            j = i + 1
+            while j < n and j - i < _IOV_MAX and type(out[j]) is not FileRegion:
+                j += 1
+            try:
+                k = os.writev(fd, out[i:j])
+            except BlockingIOError:
+                return i
+            while i < j:
+                part = out[i]
+                size = part.nbytes if type(part) is memoryview else len(part)
+                if k < size:
+                    if k:
+                        out[i] = memoryview(part).cast("B")[k:]
+                    return i
+                k -= size
+                i += 1
+        return n
 
     def _check_idle(self) -> None:
         self._idle_handle = None
@@ -416,6 +594,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self._out and self.transport is not None:
             self._flush_out()  # answers already computed still go out
+        rest = self._pending_out
+        if rest is not None and self.transport is not None:
+            self._stop_watching()  # what waits for the socket goes through the transport, which flushes
+            self._write_copied(rest)  # its buffer before closing
+            if self._closed:
+                return
         self._closed = True
         self._queue.clear()
         if self.transport is not None:

@@ -332,7 +332,7 @@ class ReplicaService(Protocol):
                verify_txn: Any = None, required_acks: int = -1) -> AppendResult: ...
 
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
-             replica_id: int = -1, follower_ok: bool = False) -> ReadInfo: ...
+             replica_id: int = -1, follower_ok: bool = False, regions: bool = False) -> ReadInfo: ...
 
     def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int) -> int: ...
 
@@ -583,9 +583,10 @@ class ReplicaManager:
         """``listener`` hears of the partitions of ``topic`` led here now, then of every change
         (``coordinator.runtime.LeadershipSource``)."""
         self._leadership.setdefault(topic, []).append(listener)
-        for (name, index), p in sorted(self.partitions.items()):
-            if name == topic and self.is_leader(p):
-                listener.on_election(index, p.leader_epoch)
+        led = [(index, p) for (name, index), p in self.partitions.items()
+               if name == topic and self.is_leader(p)]
+        for index, p in sorted(led, key=lambda ip: ip[0]):  # the topic's partitions only (not all sorted)
+            listener.on_election(index, p.leader_epoch)
 
     def leadership_changed(self, topic: str, index: int, leader: bool, epoch: int | None) -> None:
         """This broker became (stopped being) the leader of ``topic``-``index``: its listeners are told."""
@@ -738,10 +739,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------------------------------ read
     def read(self, p: Partition, offset: int, max_bytes: int, *, min_one: bool, isolation_level: int = 0,
-             replica_id: int = -1, follower_ok: bool = False) -> ReadInfo:
+             replica_id: int = -1, follower_ok: bool = False, regions: bool = False) -> ReadInfo:
         """Records from ``offset`` up to the high watermark (read_committed: last stable offset).
         ``replica_id``: the Fetch's replica id (>= 0 for a follower; on one node there are none).
-        ``follower_ok``: a consumer that may read from a follower (Fetch v11+, KIP-392; a cluster's)."""
+        ``follower_ok``: a consumer that may read from a follower (Fetch v11+, KIP-392; a cluster's).
+        ``regions``: the records as ``FileRegion``s of the segment files (a connection that can sendfile)."""
         plog = p.log
         hw = plog.high_watermark
         lso = plog.last_stable_offset
@@ -759,7 +761,7 @@ class ReplicaManager:
             info.error = KAFKA_STORAGE_ERROR
             return info
         try:
-            rr = plog.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+            rr = plog.read(offset, max_bytes, max_offset=limit, min_one=min_one, regions=regions)
         except Exception as e:
             code = error_code_of(e)
             if code == UNKNOWN_SERVER_ERROR:

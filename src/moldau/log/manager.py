@@ -127,6 +127,7 @@ class LogManager:
         cleaner_dedupe_buffer_size: int = 134217728,
         cleaner_io_buffer_load_factor: float = 0.9,
         cleaner_executor: Executor | None = None,
+        load_threads: int = 1,
     ) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [d.strip() for d in log_dirs.split(",") if d.strip()]
@@ -134,6 +135,7 @@ class LogManager:
             raise ValueError("at least one log directory is needed")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
+        self.load_threads = max(1, load_threads)  # partitions opened in parallel at start (clean shutdown)
         self.clock = clock
         self.node_id: int = 1 if node_id is None else node_id
         self._requested_node_id = node_id
@@ -261,6 +263,7 @@ class LogManager:
         recovered: list[Any] = []  # segments recovered after an unclean shutdown, fsynced together below
         with os.scandir(d) as it:
             subdirs = sorted(e.name for e in it if e.is_dir())
+        found: list[tuple[tuple[str, int], str]] = []
         for name in subdirs:
             path = os.path.join(d, name)
             if name.endswith("-delete"):
@@ -280,8 +283,12 @@ class LogManager:
                 warned = True
             if parsed in self._logs:
                 raise StorageError(f"partition {name} exists in both {self._dir_of[parsed]} and {d}")
+            found.append((parsed, path))
+
+        def open_log(item: tuple[tuple[str, int], str]) -> PartitionLog:
+            parsed, path = item
             try:
-                plog = PartitionLog(
+                return PartitionLog(
                     path,
                     self.default_config,
                     topic=parsed[0],
@@ -296,8 +303,25 @@ class LogManager:
                 )
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
-            self._logs[parsed] = plog
-            self._dir_of[parsed] = d
+
+        # After a clean shutdown a partition's load is a dozen small system calls (listing, metadata, epochs,
+        # producer snapshot, the active segment's indexes and tail) that mostly wait (for the disk, or for a
+        # CPU on a busy machine): threads overlap those waits. Each log holds one open segment (its active
+        # one) while it loads, so chunks of at most half the segment cache keep the cache from evicting a
+        # segment still being read. A recovery opens any number of segments: one partition at a time.
+        threads = self.load_threads if clean else 1
+        chunk = max(1, self.cache.capacity // 2)
+        if threads > 1 and len(found) > 1:
+            with ThreadPoolExecutor(threads, thread_name_prefix="moldau-log-load") as pool:
+                for i in range(0, len(found), chunk):
+                    part = found[i:i + chunk]
+                    for (parsed, _path), plog in zip(part, pool.map(open_log, part)):
+                        self._logs[parsed] = plog
+                        self._dir_of[parsed] = d
+        else:
+            for item in found:
+                self._logs[item[0]] = open_log(item)
+                self._dir_of[item[0]] = d
         if recovered:
             # fsync releases the GIL: the disk sees many at once instead of one after another
             workers = min(16, len(recovered))

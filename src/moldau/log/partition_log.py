@@ -71,7 +71,7 @@ from .errors import (
 )
 from .index import TxnIndex
 from .producer_state import CorruptSnapshotError, ProducerStateManager
-from .segment import INT_MAX, CorruptBatch, Segment, SegmentCache, segment_file_name
+from .segment import INT_MAX, CorruptBatch, FileRegion, Segment, SegmentCache, segment_file_name
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,11 @@ class AppendInfo:
     log_append_time: int  # -1 for CreateTime topics
     log_start_offset: int
     duplicate: bool = False
+
+
+# tail-cache reads with ``regions``: smaller runs of an append are sent from memory (a sendfile and the
+# separate writes around it cost more than copying a few KiB)
+TAIL_REGION_MIN = 32 * 1024
 
 
 @dataclass(slots=True)
@@ -153,13 +158,15 @@ class PartitionLog:
         self.recovery_point = 0
         self.high_watermark = 0
         self.byte_offsets: ByteOffsetIndex | None = None  # Kafka 0.7 byte offsets (byte_offsets.py)
-        # tail cache: (first offset, next offset, data, [(batch base, batch last offset, size)]) per append
+        # tail cache: (first offset, next offset, data, [(batch base, batch last offset, size)], segment,
+        # position in it) per append
         self.tail_cache_max = 0  # bytes; 0: off
-        self._tail: deque[tuple[int, int, Any, list[tuple[int, int, int]]]] = deque()
+        self._tail: deque[tuple[int, int, Any, list[tuple[int, int, int]], Segment, int]] = deque()
         self._tail_bytes = 0
         # a new partition directory's own name reaches the disk with the first flush (the parent fsynced)
         self._parent_dirty = not os.path.isdir(self.dir)
-        os.makedirs(self.dir, exist_ok=True)
+        if self._parent_dirty:
+            os.makedirs(self.dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(self.dir, topic_id)
         self.topic_id: str | None = read_partition_metadata(self.dir)
@@ -606,14 +613,15 @@ class PartitionLog:
             else:
                 mv = memoryview(buf)
                 data = b"".join(mv[p : p + h.batch_length + 12] for p, h in batches)
-            p = active.write(data)
+            p = written_at = active.write(data)
             interval = cfg.index_interval_bytes
             for _base, last, ts, size in metas:
                 active._index_batch(p, last, ts, size, interval)
                 p += size
             if self.tail_cache_max > 0 and assign_offsets:
                 kept = data if stable or not contiguous else bytes(data)
-                self._tail_add(first_offset, last_offset + 1, kept, [(b, la, sz) for b, la, _t, sz in metas])
+                self._tail_add(first_offset, last_offset + 1, kept, [(b, la, sz) for b, la, _t, sz in metas],
+                               active, written_at)
             # ---- producer state, leader epochs
             if has_pid:
                 ps = self.producer_state
@@ -641,14 +649,15 @@ class PartitionLog:
             return AppendInfo(first_offset, last_offset, now_ms if lat else -1, self.log_start_offset, False)
 
     # ============================================================================================ tail cache
-    def _tail_add(self, first: int, nxt: int, data: Any, batches: list[tuple[int, int, int]]) -> None:
+    def _tail_add(self, first: int, nxt: int, data: Any, batches: list[tuple[int, int, int]], seg: Segment,
+                  position: int) -> None:
         size = len(data)
         tail = self._tail
         if tail and tail[-1][1] != first:
             self.tail_clear()
         if size > self.tail_cache_max:
             return
-        tail.append((first, nxt, data, batches))
+        tail.append((first, nxt, data, batches, seg, position))
         self._tail_bytes += size
         while self._tail_bytes > self.tail_cache_max:
             self._tail_bytes -= len(tail.popleft()[2])
@@ -664,20 +673,25 @@ class PartitionLog:
         self._tail_bytes = 0
 
     def _read_tail(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool, regions: bool = False
     ) -> ReadResult | None:
         """``read`` from the tail cache (None when it does not hold ``offset`` up to the log end offset):
-        the same whole batches, as views of the cached appends."""
+        the same whole batches, as views of the cached appends (``regions``: runs over ``TAIL_REGION_MIN``
+        bytes as regions of the active segment's file where the appends were written, without reading it;
+        None when an append needed is in an older segment)."""
         tail = self._tail
-        if not tail or offset < tail[0][0] or tail[-1][1] != self._segments[-1].next_offset:
+        active = self._segments[-1]
+        if not tail or offset < tail[0][0] or tail[-1][1] != active.next_offset:
             return None
         chunks: list[Any] = []
         total = 0
         first = last_excl = offset
         done = False
-        for efirst, enext, data, batches in tail:
+        for efirst, enext, data, batches, seg, seg_pos in tail:
             if enext <= offset:
                 continue
+            if regions and seg is not active:
+                return None
             start = end = pos = 0
             for base, last, size in batches:
                 if last < offset:
@@ -696,7 +710,10 @@ class PartitionLog:
                 pos = end
                 last_excl = last + 1
             if end > start:
-                chunks.append(data[start:end] if end - start < len(data) else data)
+                if regions and end - start > TAIL_REGION_MIN:
+                    chunks.append(seg.region(seg_pos + start, end - start))
+                else:
+                    chunks.append(data[start:end] if end - start < len(data) else data)
             if done or total >= max_bytes:
                 break
         if total == 0:
@@ -798,11 +815,13 @@ class PartitionLog:
 
     # ================================================================================================ read
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True,
+        regions: bool = False,
     ) -> ReadResult:
         """Whole batches from the one containing ``offset``, up to ``max_bytes`` in total (the first batch is
         returned even when larger, if ``min_one``), never a batch whose last offset is >= ``max_offset``
-        (pass the high watermark or the last stable offset). May span segments.
+        (pass the high watermark or the last stable offset). May span segments. ``regions``: the chunks are
+        ``FileRegion``s of the segment files (for sendfile) instead of bytes.
 
         Raises OffsetOutOfRangeError below the log start offset or above the log end offset; an offset equal
         to the log end offset gives an empty result."""
@@ -817,14 +836,14 @@ class PartitionLog:
         if offset == leo or (max_offset is not None and offset >= max_offset):
             return ReadResult([], offset, offset, 0)
         if self._tail:
-            cached = self._read_tail(offset, max_bytes, max_offset, min_one)
+            cached = self._read_tail(offset, max_bytes, max_offset, min_one, regions)
             if cached is not None:
                 return cached
         interval = self.config.index_interval_bytes
         i = bisect_right(self._bases, offset) - 1
         if i < 0:
             i = 0
-        chunks: list[bytes | memoryview] = []
+        chunks: list[bytes | memoryview | FileRegion] = []
         total = 0
         first = offset
         last_excl = offset
@@ -834,7 +853,7 @@ class PartitionLog:
             seg = segs[i]
             remaining = max_bytes - total
             data, f_off, l_excl, complete = seg.read(
-                target, remaining, max_offset, min_one and total == 0, interval
+                target, remaining, max_offset, min_one and total == 0, interval, regions
             )
             if data:
                 if not chunks:

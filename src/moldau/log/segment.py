@@ -40,11 +40,66 @@ from .index import OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Segment", "SegmentCache", "CorruptBatch", "segment_file_name", "INT_MAX"]
+__all__ = ["Segment", "SegmentCache", "CorruptBatch", "FileRegion", "segment_file_name", "INT_MAX"]
 
 INT_MAX = 2147483647
 _SCAN_BLOCK = 1 << 20
 _READ_SLACK = 64 * 1024
+_HEADER_WINDOW = 4096       # region reads: first window of batch headers read while scanning
+_HEADER_WINDOW_MAX = 256 * 1024
+
+
+class SegmentFd:
+    """A segment's open descriptor, shared by the segment and the ``FileRegion``s made of it: it is closed
+    when the last of them lets it go (a segment evicted, deleted by retention or swapped by the cleaner while
+    a response still has to send a region of it keeps the file it read)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        fd = self.fd
+        if fd >= 0:
+            self.fd = -1
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
+
+
+class FileRegion:
+    """``size`` bytes at ``offset`` of a segment file, to be sent with ``os.sendfile`` (zero-copy fetch):
+    ``len()`` is its size, ``read()`` its bytes (for transports that cannot send a file, such as TLS)."""
+
+    __slots__ = ("file", "offset", "size")
+
+    def __init__(self, file: SegmentFd, offset: int, size: int) -> None:
+        self.file = file
+        self.offset = offset
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.file.fd}, offset={self.offset}, size={self.size})"
+
+    def read(self) -> bytes:
+        """The region's bytes; StorageError if the file is shorter now (truncated since the read)."""
+        data = os.pread(self.file.fd, self.size, self.offset)
+        if len(data) != self.size:
+            raise StorageError(f"segment region {self.offset}+{self.size} was truncated")
+        return data
+
+    def rest(self, sent: int) -> FileRegion:
+        """What is left after ``sent`` bytes."""
+        return FileRegion(self.file, self.offset + sent, self.size - sent)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -118,6 +173,7 @@ class Segment:
         "dirty",
         "active",
         "_fd",
+        "_fdobj",
         "__weakref__",
     )
 
@@ -145,6 +201,7 @@ class Segment:
         self.dirty = False
         self.active = False  # the partition's last segment: keeps its indexes in memory
         self._fd: int | None = None
+        self._fdobj: SegmentFd | None = None  # owns _fd; FileRegions share it
 
     def __repr__(self) -> str:
         return f"Segment({self.log_path}, size={self.size}, next_offset={self.next_offset})"
@@ -189,6 +246,7 @@ class Segment:
             except OSError as e:
                 raise StorageError(f"cannot open {self.log_path}: {e}") from e
             self._fd = fd
+            self._fdobj = SegmentFd(fd)
             self.cache.opened(self)
         else:
             self.cache.touch(self)
@@ -196,10 +254,8 @@ class Segment:
 
     def _evict_locked(self) -> None:
         """Called by the cache (holding its lock): close the descriptor, drop clean in-memory indexes."""
-        fd = self._fd
         self._fd = None
-        if fd is not None:
-            os.close(fd)
+        self._fdobj = None  # closes the descriptor unless a FileRegion still holds it
         if self.active:
             return
         if self._oi_loaded and not self.offset_index.dirty:
@@ -211,11 +267,11 @@ class Segment:
 
     def close_handle(self) -> None:
         with self.cache.lock:
-            fd = self._fd
             self._fd = None
+            fdobj = self._fdobj
+            self._fdobj = None
             self.cache._open.pop(self, None)
-        if fd is not None:
-            os.close(fd)
+        del fdobj  # closes the descriptor unless a FileRegion still holds it
 
     def sync_handles(self) -> tuple[int, list]:
         """For a flush: (a dup of the log descriptor or a fresh one, index objects whose files need fsync).
@@ -518,19 +574,30 @@ class Segment:
             pos += size
         return None
 
+    def region(self, position: int, size: int) -> FileRegion:
+        """``size`` bytes at ``position`` of the log file, as a region that keeps the file open."""
+        self.fd()
+        assert self._fdobj is not None
+        return FileRegion(self._fdobj, position, size)
+
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool, interval: int
-    ) -> tuple[bytes | memoryview, int, int, bool]:
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool, interval: int,
+        region: bool = False,
+    ) -> tuple[bytes | memoryview | FileRegion, int, int, bool]:
         """Whole batches starting with the one containing ``offset``: (data (bytes-like), first batch base
         offset, last offset + 1, reached the end of the segment). Stops before a batch that would exceed
-        ``max_bytes`` (unless it is the first and ``min_one``) or whose last offset is >= ``max_offset``."""
+        ``max_bytes`` (unless it is the first and ``min_one``) or whose last offset is >= ``max_offset``.
+
+        ``region``: the data is a ``FileRegion`` of the file (for sendfile), and only batch headers are read
+        (windows of a few KiB at each batch start, larger while the batches are small); data that lies
+        within the last window read comes as a view of it, as without ``region``."""
         limit = self.size
         if limit == 0:
             return b"", offset, offset, True
         oi = self.ensure_offset_index(interval)
         _, pos = oi.lookup(offset)
         fd = self.fd()
-        want = max(max_bytes, 0) + interval + _READ_SLACK
+        want = _HEADER_WINDOW if region else max(max_bytes, 0) + interval + _READ_SLACK
         win = os.pread(fd, min(want, limit - pos), pos)
         win_pos = pos
         unpack_ol = OFFSET_AND_LENGTH.unpack_from
@@ -568,6 +635,8 @@ class Segment:
                 break
             rel = p - win_pos
             if rel + 27 > len(win):
+                if region and p - win_pos < want:  # small batches: fewer, larger header windows
+                    want = min(want * 4, _HEADER_WINDOW_MAX)
                 win = os.pread(fd, min(want, limit - p), p)
                 win_pos = p
                 rel = 0
@@ -593,8 +662,11 @@ class Segment:
                 break
         if total == 0:
             return b"", offset, offset, complete
+        in_window = start >= win_pos and p <= win_pos + len(win)
+        if region and not in_window:  # (what the header windows read already is sent from memory)
+            return self.region(start, p - start), first_offset, last_excl, complete
         data: bytes | memoryview
-        if start >= win_pos and p <= win_pos + len(win):
+        if in_window:
             if start == win_pos and p == win_pos + len(win):
                 data = win
             else:

@@ -384,6 +384,7 @@ class ClusterReplicaManager(ReplicaManager):
         isolation_level: int = 0,
         replica_id: int = -1,
         follower_ok: bool = False,
+        regions: bool = False,
     ) -> ReadInfo:
         if not isinstance(p, ClusterPartition):
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -392,11 +393,13 @@ class ClusterReplicaManager(ReplicaManager):
             # fetch responses move; older Fetch versions only from the leader
             if not follower_ok or p.leader_id == NO_LEADER or self.node_id not in p.replicas:
                 return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level)
+            return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level,
+                                regions=regions)
         if not p.is_leader(self.node_id):
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if replica_id < 0:
-            return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level)
+            return super().read(p, offset, max_bytes, min_one=min_one, isolation_level=isolation_level,
+                                regions=regions)
         if replica_id not in p.replicas:
             return ReadInfo(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._update_follower(p, replica_id, offset)
@@ -409,7 +412,7 @@ class ClusterReplicaManager(ReplicaManager):
             return info
         if offset >= plog.log_end_offset:
             return info
-        rr = plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one=min_one)
+        rr = plog.read(offset, max_bytes, max_offset=plog.log_end_offset, min_one=min_one, regions=regions)
         info.records = rr.chunks if rr.size else None
         info.size = rr.size
         return info

@@ -21,7 +21,9 @@
   inside a session: FETCH_SESSION_TOPIC_ID_ERROR.
 * v0-3 (message format 0/1 clients): v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3);
   topics with message.downconversion.enable=false answer UNSUPPORTED_VERSION instead, as Kafka.
-* Records go out as the log's chunks (a list), which the encoder writes without copying.
+* Records go out as the log's chunks (a list), which the encoder writes without copying; v4+ answers on a
+  connection that can send files (plaintext, ``Connection.sendfile_ok``) get them as ``FileRegion``s of the
+  segment files, which the connection sends with ``os.sendfile`` (zero-copy fetch).
 * Follower fetches (replica_id >= 0; v15+ replica_state.replica_id) need ClusterAction on the cluster (not
   Read on the topics; otherwise TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka) and go to the
   replica manager with the replica id: in a cluster the leader reads up to its log end offset for them and
@@ -120,7 +122,7 @@ def _resolve(ctx: RequestContext, items: list[_Item], by_id: bool, follower: boo
 
 
 def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, replica_id: int = -1,
-              follower_ok: bool = False) -> tuple[int, bool]:
+              follower_ok: bool = False, regions: bool = False) -> tuple[int, bool]:
     remaining = max_bytes
     first = True
     total = 0
@@ -140,7 +142,7 @@ def _read_all(rm: Any, items: list[_Item], max_bytes: int, isolation: int, repli
             continue
         limit = min(it.max_bytes, remaining)
         info = rm.read(p, it.offset, limit, min_one=first, isolation_level=isolation, replica_id=replica_id,
-                       follower_ok=follower_ok)
+                       follower_ok=follower_ok, regions=regions)
         it.info = info
         if info.error:
             has_error = True
@@ -238,7 +240,10 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
                 preferred = preferred or it.preferred >= 0
 
     # ------------------------------------------------------------------ read, long poll
-    total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok)
+    # zero-copy: v4+ answers (no down-conversion) on a connection that can sendfile get the records as
+    # regions of the segment files, which the connection sends with os.sendfile
+    regions = v >= 4 and getattr(ctx.connection, "sendfile_ok", False)
+    total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok, regions)
     max_wait = req.max_wait_ms
     if max_wait > 0 and total < req.min_bytes and not has_error and items and not preferred:
         deadline = time.monotonic() + max_wait / 1000.0
@@ -248,7 +253,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
             if remaining <= 0 or ctx.connection.closed or rm.shutting_down:
                 break
             await rm.wait_for_data(waitable, remaining)
-            total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok)
+            total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok, regions)
             if total >= req.min_bytes or has_error:
                 break
 
