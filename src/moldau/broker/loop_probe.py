@@ -49,6 +49,7 @@ class LoopProbe:
         self.stalls = 0
         self.stall_s = 0.0
         self.stall_waiting_s = 0.0  # of stall_s: the loop's thread was runnable but had no CPU
+        self.stall_cpu_s = 0.0  # of stall_s: the loop's thread ran (callbacks, GC); the rest it was blocked
         self.gc_total_s = 0.0  # all GC time since the start: a stall's share of it is the difference
         self._gc_start = 0.0
         self._task: asyncio.Task[None] | None = None
@@ -101,6 +102,7 @@ class LoopProbe:
                 self.stalls += 1
                 self.stall_s += lag
                 self.stall_waiting_s += waited
+                self.stall_cpu_s += cpu
                 log.warning("event loop stalled %.1f ms (loop thread on CPU %.1f ms, waiting for a CPU "
                             "%.1f ms, GC %.1f ms)", lag * 1000, cpu * 1000, waited * 1000,
                             (self.gc_total_s - gc_before) * 1000)
@@ -112,7 +114,7 @@ class LoopProbe:
         lags = sorted(self.lags)
         out: dict[str, Any] = {
             "samples": len(lags), "stalls": self.stalls, "stall_ms": self.stall_s * 1000,
-            "stall_waiting_for_cpu_ms": self.stall_waiting_s * 1000,
+            "stall_waiting_for_cpu_ms": self.stall_waiting_s * 1000, "stall_on_cpu_ms": self.stall_cpu_s * 1000,
             "lag_ms": {k: _pct(lags, q) * 1000 for k, q in (("p50", .5), ("p99", .99), ("p99.9", .999))},
             "lag_max_ms": (lags[-1] * 1000) if lags else 0.0}
         for gen, pauses in self.gc_pauses.items():
@@ -126,7 +128,7 @@ class LoopProbe:
         log.warning("loop probe: %s", s)
         self.lags.clear()
         self.stalls = 0
-        self.stall_s = self.stall_waiting_s = 0.0
+        self.stall_s = self.stall_waiting_s = self.stall_cpu_s = 0.0
         for v in self.gc_pauses.values():
             v.clear()
 
