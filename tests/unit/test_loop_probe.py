@@ -19,6 +19,10 @@ def test_a_blocking_callback_is_counted_and_logged(caplog: pytest.LogCaptureFixt
         await asyncio.sleep(0.01)
         time.sleep(0.1)  # a callback that holds the loop 100 ms, far over the 10 ms threshold
         await asyncio.sleep(0.01)
+        c0 = time.thread_time()
+        while time.thread_time() - c0 < 0.05:  # and one that computes for 50 ms of CPU time
+            pass
+        await asyncio.sleep(0.01)
         s = probe.summary()
         await probe.stop()
         return s
@@ -28,6 +32,8 @@ def test_a_blocking_callback_is_counted_and_logged(caplog: pytest.LogCaptureFixt
     assert s["stalls"] >= 1
     assert s["lag_max_ms"] >= 50
     assert s["stall_ms"] >= 50
+    assert s["busy_per_tick_ms"]["max"] >= 50  # the computing callback's CPU time, in one tick
+    assert s["stall_on_cpu_ms"] >= 50
     stalls = [r.getMessage() for r in caplog.records if "event loop stalled" in r.getMessage()]
     assert stalls and "loop thread on CPU" in stalls[0] and "waiting for a CPU" in stalls[0]
     # the final report at stop

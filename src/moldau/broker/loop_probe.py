@@ -45,6 +45,7 @@ class LoopProbe:
         self.interval_s = interval_s
         self.report_every_s = report_every_s
         self.lags: list[float] = []
+        self.busy: list[float] = []  # CPU time of the loop's thread per tick
         self.gc_pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self.stalls = 0
         self.stall_s = 0.0
@@ -93,6 +94,8 @@ class LoopProbe:
             t1 = time.perf_counter()
             lag = max(t1 - t0 - self.interval_s, 0.0)
             self.lags.append(lag)
+            # the loop's own work between two ticks: what the broker holds the loop for, whatever the machine
+            self.busy.append(time.thread_time() - c0)
             if lag > self.threshold_s:
                 # CPU time of the loop's thread against the wall time: a long callback uses the CPU all along;
                 # a process that was waiting for a CPU (a loaded machine) or blocked in a system call does not
@@ -114,9 +117,13 @@ class LoopProbe:
         lags = sorted(self.lags)
         out: dict[str, Any] = {
             "samples": len(lags), "stalls": self.stalls, "stall_ms": self.stall_s * 1000,
-            "stall_waiting_for_cpu_ms": self.stall_waiting_s * 1000, "stall_on_cpu_ms": self.stall_cpu_s * 1000,
+            "stall_waiting_for_cpu_ms": self.stall_waiting_s * 1000,
+            "stall_on_cpu_ms": self.stall_cpu_s * 1000,
             "lag_ms": {k: _pct(lags, q) * 1000 for k, q in (("p50", .5), ("p99", .99), ("p99.9", .999))},
             "lag_max_ms": (lags[-1] * 1000) if lags else 0.0}
+        busy = sorted(self.busy)
+        out["busy_per_tick_ms"] = {k: _pct(busy, q) * 1000
+                                   for k, q in (("p99", .99), ("p99.9", .999), ("max", 1.0))}
         for gen, pauses in self.gc_pauses.items():
             p = sorted(pauses)
             out[f"gc{gen}"] = {"count": len(p), "total_ms": sum(p) * 1000, "p99_ms": _pct(p, .99) * 1000,
@@ -127,6 +134,7 @@ class LoopProbe:
         s = self.summary()
         log.warning("loop probe: %s", s)
         self.lags.clear()
+        self.busy.clear()
         self.stalls = 0
         self.stall_s = self.stall_waiting_s = self.stall_cpu_s = 0.0
         for v in self.gc_pauses.values():
