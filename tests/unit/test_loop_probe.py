@@ -76,3 +76,14 @@ def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "2.5")
     probe = from_env()
     assert probe is not None and probe.threshold_s == pytest.approx(0.0025)
+
+
+def test_debug_mode_names_callbacks_over_the_threshold() -> None:
+    async def main() -> float:
+        probe = LoopProbe(threshold_s=0.004)
+        probe.start()
+        value = asyncio.get_running_loop().slow_callback_duration
+        await probe.stop()
+        return value
+
+    assert asyncio.run(main(), debug=True) == pytest.approx(0.004)

@@ -5,7 +5,8 @@ Turned on with the environment variable ``MOLDAU_LOOP_PROBE`` (a threshold in mi
 asked it wakes up (the loop's lag: a callback that ran long, a GC pause, the process not scheduled); a
 ``gc.callbacks`` hook times every collection by generation. Every stall above the threshold is logged with
 the GC time inside it, and a summary (lag and GC pause percentiles) every ``report_every`` seconds and at
-the end. Off by default: the timer costs a wake-up per interval.
+the end. Off by default: the timer costs a wake-up per interval. With ``PYTHONASYNCIODEBUG=1`` as well, the
+loop's slow-callback warning uses the same threshold, which names the callbacks that ran that long.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ class LoopProbe:
         gc.callbacks.append(self._on_gc)
         log.warning("loop probe on: stalls over %.1f ms are logged; %d objects frozen out of the cyclic GC",
                     self.threshold_s * 1000, gc.get_freeze_count())
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        if loop.get_debug():  # PYTHONASYNCIODEBUG=1: the loop names each callback over the threshold
+            loop.slow_callback_duration = self.threshold_s
+        self._task = loop.create_task(self._run())
 
     async def stop(self) -> None:
         if self._on_gc in gc.callbacks:
