@@ -93,6 +93,9 @@ def test_share_group_over_http(console: Any, share_group: tuple[str, str]) -> No
     assert (start, end, done, lag) == (str(CONSUMED), str(CONSUMED + PENDING), "0", str(PENDING))
     assert holders == "worker-0, worker-1"
     assert re.search(r'id="total-lag">5<', body)
+    # offsets of a share group are not reset through the consumer-group form
+    status, _h, body = http.request("GET", f"/groups/{q(gid)}/reset?strategy=earliest&topic={q(topic)}")
+    assert status == 400 and "is a share group" in body
 
 
 def test_share_group_in_browser(browser: Any, console: Any, share_group: tuple[str, str], shot: Any) -> None:
@@ -111,3 +114,4 @@ def test_share_group_in_browser(browser: Any, console: Any, share_group: tuple[s
     assert tr.find_element(By.CSS_SELECTOR, "td.start").text == str(CONSUMED)
     assert tr.find_element(By.CSS_SELECTOR, "td.end").text == str(CONSUMED + PENDING)
     assert tr.find_element(By.CSS_SELECTOR, "td.lag").text == str(PENDING)
+

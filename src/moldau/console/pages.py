@@ -544,6 +544,11 @@ class Console:
         topics = sorted(n[len(prefix) :] for n in self.sampler.series if n.startswith(prefix))
         return json_response(self._lag_chart(gid, topics)["data"])
 
+    async def _refuse_share(self, gid: str) -> None:
+        if await self.view.group_type(gid) == "share":
+            raise Refused(f"{gid} is a share group: its start offsets are reset with "
+                          f"`moldau share-groups reset-offsets` (the group must have no members)")
+
     def _reset_args(self, src: Any) -> tuple[str | None, str, str]:
         topic = str(src.get("topic", "")).strip() or None
         strategy = str(src.get("strategy", "earliest"))
@@ -552,6 +557,7 @@ class Console:
 
     async def reset_preview(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
+        await self._refuse_share(gid)
         topic, strategy, value = self._reset_args(request.query)
         try:
             plan = await self.view.reset_plan(gid, topic, strategy, value)
@@ -563,6 +569,7 @@ class Console:
 
     async def reset_execute(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
+        await self._refuse_share(gid)
         topic, strategy, value = self._reset_args(self.form(request))
         try:
             plan = await self.view.reset_plan(gid, topic, strategy, value)
