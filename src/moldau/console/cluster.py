@@ -137,6 +137,42 @@ class GroupView:
         return sorted({r.topic for r in self.rows})
 
 
+@dataclass(slots=True)
+class ShareLag:
+    """A share-partition of a share group: its start offset (SPSO; None before the group's first fetch of
+    it), the log end offset, the lag (DescribeShareGroupOffsets v1: records from the SPSO to the end not yet
+    acknowledged or archived; None when the broker does not say) and the members it is assigned to (a
+    share group may give one partition to several members)."""
+
+    topic: str
+    partition: int
+    start: int | None
+    end: int
+    lag: int | None
+    members: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> int | None:
+        """Records past the SPSO already acknowledged or archived (end - SPSO - lag)."""
+        if self.start is None or self.lag is None or self.end < 0:
+            return None
+        return max(self.end - self.start - self.lag, 0)
+
+
+@dataclass(slots=True)
+class ShareGroupView:
+    description: Any  # moldau.client.share_admin.ShareGroupDescription
+    rows: list[ShareLag] = field(default_factory=list)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(r.lag or 0 for r in self.rows)
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({r.topic for r in self.rows})
+
+
 class ClusterView:
     def __init__(
         self, client_conf: dict[str, Any], *, cache_ttl: float = 2.0, stale_ttl: float = 0.0
@@ -352,6 +388,45 @@ class ClusterView:
     # ------------------------------------------------------------------------------------------ groups
     async def list_groups(self) -> list[Any]:
         return await self.admin.list_consumer_groups()
+
+    async def group_type(self, group_id: str) -> str | None:
+        """The group's type as ListGroups gives it ("classic", "consumer", "share"), None if not listed."""
+        for g in await self.list_groups():
+            if g.group_id == group_id:
+                return str(g.group_type or g.protocol_type or "") or None
+        return None
+
+    async def share_member_counts(self, group_ids: list[str]) -> dict[str, int]:
+        """Members of each share group (ShareGroupDescribe); groups that fail to describe are left out."""
+        out: dict[str, int] = {}
+        for gid in group_ids:
+            try:
+                out[gid] = len((await self.admin.describe_share_groups([gid]))[gid].members)
+            except (KafkaError, ClientError) as exc:  # deleted meanwhile
+                log.debug("describe share group %s: %s", gid, exc)
+        return out
+
+    async def share_offsets(self, group_id: str) -> dict[TopicPartition, Any]:
+        """DescribeShareGroupOffsets of all the group's topics: SPSO and lag per share-partition."""
+        return await self.admin.list_share_group_offsets(group_id)
+
+    async def share_group(self, group_id: str) -> ShareGroupView:
+        desc = (await self.admin.describe_share_groups([group_id]))[group_id]
+        offsets = await self.share_offsets(group_id)
+        holders: dict[TopicPartition, list[str]] = {}
+        for mem in desc.members:
+            for tp in mem.assignment:
+                holders.setdefault(tp, []).append(mem.client_id or mem.member_id)
+        tps = sorted(set(offsets) | set(holders))
+        ends = await self.end_offsets(tps)
+        rows = []
+        for tp in tps:
+            o = offsets.get(tp)
+            start = o.start_offset if o is not None and o.start_offset >= 0 else None
+            lag = o.lag if o is not None and o.lag >= 0 and start is not None else None
+            rows.append(ShareLag(tp.topic, tp.partition, start, ends.get(tp, -1), lag,
+                                 sorted(holders.get(tp, []))))
+        return ShareGroupView(desc, rows)
 
     async def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         """A group's committed offsets. OffsetFetch for all topics (a null topic list) first; a broker that

@@ -450,6 +450,7 @@ class Console:
     async def groups(self, request: web.Request) -> web.Response:
         listing = await self.view.list_groups()
         lag = {g.group_id: self.sampler.latest(f"group:{g.group_id}:lag") for g in listing}
+        shares = [g.group_id for g in listing if (g.group_type or g.protocol_type) == "share"]
         page = paginate(
             request,
             listing,
@@ -463,8 +464,12 @@ class Console:
             },
             default_sort="id",
         )
+        members = await self.view.share_member_counts(
+            [g.group_id for g in page.items if g.group_id in set(shares)]
+        )
         return self.render(
-            request, "groups.html", title="Consumer groups", active="groups", page=page, lag=lag
+            request, "groups.html", title="Consumer groups", active="groups", page=page, lag=lag,
+            members=members,
         )
 
     def _lag_chart(self, gid: str, topics: list[str]) -> dict[str, Any]:
@@ -485,6 +490,8 @@ class Console:
     ) -> web.Response:
         """A group's page; with ``reset`` (the plan of a reset and its form values), its preview too."""
         self.sampler.viewed(gid)
+        if reset is None and await self.view.group_type(gid) == "share":
+            return await self._share_group_page(request, gid)
         try:
             g = await self.view.group(gid)
         except CLUSTER_ERRORS as e:
@@ -514,12 +521,33 @@ class Console:
             reset_form=reset_form,
         )
 
+    async def _share_group_page(self, request: web.Request, gid: str) -> web.Response:
+        """A share group's page: members and assignments, per share-partition SPSO, end, lag."""
+        try:
+            g = await self.view.share_group(gid)
+        except CLUSTER_ERRORS as e:
+            raise Refused(f"share group {gid!r}: {e}", 404) from None
+        return self.render(
+            request,
+            "share_group.html",
+            title=f"Share group {gid}",
+            active="groups",
+            g=g,
+            gid=gid,
+            chart=self._lag_chart(gid, g.topics),
+        )
+
     async def api_lag(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
         self.sampler.viewed(gid)
         prefix = f"group:{gid}:lag:"
         topics = sorted(n[len(prefix) :] for n in self.sampler.series if n.startswith(prefix))
         return json_response(self._lag_chart(gid, topics)["data"])
+
+    async def _refuse_share(self, gid: str) -> None:
+        if await self.view.group_type(gid) == "share":
+            raise Refused(f"{gid} is a share group: its start offsets are reset with "
+                          f"`moldau share-groups reset-offsets` (the group must have no members)")
 
     def _reset_args(self, src: Any) -> tuple[str | None, str, str]:
         topic = str(src.get("topic", "")).strip() or None
@@ -529,6 +557,7 @@ class Console:
 
     async def reset_preview(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
+        await self._refuse_share(gid)
         topic, strategy, value = self._reset_args(request.query)
         try:
             plan = await self.view.reset_plan(gid, topic, strategy, value)
@@ -540,6 +569,7 @@ class Console:
 
     async def reset_execute(self, request: web.Request) -> web.Response:
         gid = request.match_info["gid"]
+        await self._refuse_share(gid)
         topic, strategy, value = self._reset_args(self.form(request))
         try:
             plan = await self.view.reset_plan(gid, topic, strategy, value)

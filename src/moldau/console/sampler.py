@@ -139,17 +139,31 @@ class Sampler:
         return picked
 
     async def _sample_groups(self, now: float, ends: dict[TopicPartition, int], snap: Any) -> None:
-        groups = [g.group_id for g in await self.view.list_groups() if g.protocol_type in ("consumer", "")]
+        listing = await self.view.list_groups()
+        groups = [g.group_id for g in listing if g.protocol_type in ("consumer", "", "share")]
+        share = {g.group_id for g in listing if g.protocol_type == "share"}
         consumed: dict[str, float] = {}
         for gid in self._pick_groups(groups):
+            total = 0
+            per_topic: dict[str, int] = {}
+            if gid in share:  # the lag DescribeShareGroupOffsets gives; SPSOs are not a consumed rate
+                try:
+                    share_offsets = await self.view.share_offsets(gid)
+                except Exception as exc:  # noqa: BLE001 - a group deleted meanwhile
+                    log.debug("offsets of share group %s: %s", gid, exc)
+                    continue
+                for tp, so in share_offsets.items():
+                    if so.lag >= 0:
+                        total += so.lag
+                        per_topic[tp.topic] = per_topic.get(tp.topic, 0) + so.lag
+                self._add_lag(now, gid, total, per_topic)
+                continue
             try:
                 committed = await self.view.committed(gid)
             except Exception as exc:  # noqa: BLE001 - a group deleted meanwhile
                 log.debug("offsets of group %s: %s", gid, exc)
                 continue
             offsets = {tp: om.offset for tp, om in committed.items()}
-            total = 0
-            per_topic: dict[str, int] = {}
             for tp, off in offsets.items():
                 end = ends.get(tp)
                 if end is None or end < 0:
@@ -157,9 +171,7 @@ class Sampler:
                 lag = max(end - off, 0)
                 total += lag
                 per_topic[tp.topic] = per_topic.get(tp.topic, 0) + lag
-            self.get(f"group:{gid}:lag").add(now, total)
-            for topic, lag in per_topic.items():
-                self.get(f"group:{gid}:lag:{topic}").add(now, lag)
+            self._add_lag(now, gid, total, per_topic)
             prev = self._prev_group.get(gid)
             if prev is not None and now > prev[0]:
                 dt = now - prev[0]
@@ -173,6 +185,11 @@ class Sampler:
             self.get(f"topic:{name}:records_out").add(now, rate)
             if t.size is not None and t.records > 0:
                 self.get(f"topic:{name}:bytes_out").add(now, rate * t.size / t.records)
+
+    def _add_lag(self, now: float, gid: str, total: int, per_topic: dict[str, int]) -> None:
+        self.get(f"group:{gid}:lag").add(now, total)
+        for topic, lag in per_topic.items():
+            self.get(f"group:{gid}:lag:{topic}").add(now, lag)
 
     def latest(self, name: str) -> float | None:
         s = self.series.get(name)
