@@ -155,10 +155,13 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
     c.broker(coord).start()
     c.broker(coord).wait_listening()
     wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
+    coord = partitions(bs, "__share_group_state")[sp].leader  # the coordinator moved (or came back)
     leader = partitions(bs, topic)[0].leader
     c.broker(leader).kill()  # kill -9 of the share-partition leader
     others = ",".join(b.address for b in c.brokers if b.node_id != leader)
-    wait_until(lambda: partitions(others, topic)[0].leader not in (-1, leader), 30, "a new leader")
+    new_leader = wait_until(
+        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
+    coord = partitions(others, "__share_group_state")[sp].leader
     try:
         again: dict[int, list[int]] = {}
         cons = _consumer(others, group, topic, explicit=True)
@@ -177,6 +180,9 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
             cons.close()
         assert sorted(again) == [6, 7, 8, 9], "accepted (0-4) and rejected (5) records never come back"
         assert all(v == [2] for v in again.values()), again
+        if new_leader != coord:  # the new leader asked the coordinator (ReadShareGroupState)
+            log = Path(c.broker(new_leader).log_path).read_text(errors="replace")
+            assert f"{group}:" in log and f"state read from the share coordinator {coord}" in log
     finally:
         c.broker(leader).start()
         c.broker(leader).wait_listening()

@@ -218,8 +218,7 @@ class ShareService:
                 raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
             sp = SharePartition(group_id, topic, partition, info.topic_id)
             key = ShareKey(group_id, info.topic_id, partition)
-            if self.persister.is_local(key):
-                await self.coordinator_ready(key)
+            await self.coordinator_ready(key)
             state = await self.persister.read(key)
             p = self.services.replica_manager.get_partition(topic, partition)
             if p is None:
@@ -238,17 +237,18 @@ class ShareService:
             return sp
 
     async def coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
-        """Wait until the share coordinator serves ``key`` (one node: ``__share_group_state`` is made on first
-        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after
-        ``timeout``."""
+        """Wait until the share coordinator serves ``key`` (``__share_group_state`` is made on first use, its
+        partitions loaded as they are created) or another broker is known to lead its partition (a cluster);
+        NOT_LEADER_OR_FOLLOWER (retriable) after ``timeout``."""
         rt = self.coordinator.runtime
         p = self.coordinator.partition_of(key)
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while not rt.is_active(p):
             if not rt.log.topic_exists():
-                rt.log.ensure_topic()
-                continue
+                rt.log.ensure_topic()  # made now; in a cluster the metadata of it arrives a little later
+            elif not self.persister.is_local(key):
+                return  # another broker leads it (a cluster): the persister asks that one
             if loop.time() >= end:
                 raise KafkaError.for_code(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator is not available yet."
