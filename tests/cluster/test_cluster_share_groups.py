@@ -73,7 +73,7 @@ def _consumer(bs: str, group: str, topic: str, explicit: bool = False) -> Any:
 
 def test_three_members_accept_every_record_once(share_cluster: Any) -> None:
     bs = share_cluster.bootstrap
-    topic, group, n = "share-three", "g-three", 300
+    topic, group = "share-three", "g-three"
     _setup(bs, topic, group)
     seen: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 2: []}
     stop = threading.Event()
@@ -93,9 +93,13 @@ def test_three_members_accept_every_record_once(share_cluster: Any) -> None:
     for t in threads:
         t.start()
     time.sleep(3)
-    for k in range(30):  # records arrive in waves while the members poll
-        _produce(bs, topic, range(k * 10, k * 10 + 10))
-        time.sleep(0.25)  # a member acquires every whole batch there is: the others get the next waves
+    # records arrive in waves while the members poll (a member acquires every whole batch there is: the others
+    # get the next waves); at least 30 waves, more while a member that joined late has had none
+    n = 0
+    while n < 300 or (not all(seen.values()) and n < 1200):
+        _produce(bs, topic, range(n, n + 10))
+        n += 10
+        time.sleep(0.25)
     end = time.time() + 40
     while time.time() < end and sum(len(v) for v in seen.values()) < n:
         time.sleep(0.2)

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ShareService", "create_share_service"]
 
+# a share-partition's state read or initialization that takes longer fails (retriable for the client) and
+# frees the share-partition for the next request
+PERSISTER_TIMEOUT_S = 15.0
+
 
 class ShareDeps(CoordinatorLogDeps, Protocol):
     @property
@@ -219,7 +223,7 @@ class ShareService:
             sp = SharePartition(group_id, topic, partition, info.topic_id)
             key = ShareKey(group_id, info.topic_id, partition)
             await self.coordinator_ready(key)
-            state = await self.persister.read(key)
+            state = await _bounded(self.persister.read(key))
             p = self.services.replica_manager.get_partition(topic, partition)
             if p is None:
                 raise KafkaError.for_code(
@@ -231,7 +235,7 @@ class ShareService:
             else:
                 start = self._reset_offset(group_id, p)
                 sp.load(start, [], 0)
-                await self.persister.initialize(key, 0, start)
+                await _bounded(self.persister.initialize(key, 0, start))
             self._epochs[k] = int(getattr(p, "leader_epoch", 0))
             self.partitions[k] = sp
             return sp
@@ -406,6 +410,16 @@ class ShareService:
         key = ShareKey(group_id, info.topic_id, partition)
         cur = self.coordinator.read(key)
         await self.coordinator.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
+
+
+async def _bounded(op: Any) -> Any:
+    """``op`` within PERSISTER_TIMEOUT_S; NOT_LEADER_OR_FOLLOWER (retriable) past it."""
+    try:
+        return await asyncio.wait_for(op, PERSISTER_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise KafkaError.for_code(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator did not answer in time."
+        ) from None
 
 
 def create_share_service(services: ShareDeps) -> ShareService:

@@ -38,13 +38,13 @@ class SharePersister:
 
     # ------------------------------------------------------------------------------------ routing
     def is_local(self, key: ShareKey) -> bool:
-        """Whether this broker's share coordinator serves ``key`` (or will: the topic is not made yet and the
-        leader of its partition is unknown, as on one node)."""
+        """Whether this broker's share coordinator serves ``key`` or will (one node; in a cluster: this broker
+        is the leader of the key's partition in the metadata, its load may still be under way)."""
         p = self.coordinator.partition_of(key)
-        if self.coordinator.runtime.serves(p):
+        if self.coordinator.runtime.serves(p) or getattr(self.services, "cluster", None) is None:
             return True
         view = self.services.metadata.partition_state(SHARE_STATE_TOPIC, p)
-        return view is None or view.leader == self.services.node_id
+        return view is not None and view.leader == self.services.node_id
 
     async def _conn(self, host: str, port: int) -> Any:
         from moldau.client.conn import Connection
