@@ -412,14 +412,29 @@ class ShareService:
         await self.coordinator.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
 
 
+_COORDINATOR_ERRORS = {
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
 async def _bounded(op: Any) -> Any:
-    """``op`` within PERSISTER_TIMEOUT_S; NOT_LEADER_OR_FOLLOWER (retriable) past it."""
+    """``op`` within PERSISTER_TIMEOUT_S. Past it, or when the share coordinator cannot be reached, the
+    share-partition's error is NOT_LEADER_OR_FOLLOWER: a ShareFetch partition error the clients retry (a
+    coordinator error there makes librdkafka's share consumer stop fetching the partition)."""
     try:
         return await asyncio.wait_for(op, PERSISTER_TIMEOUT_S)
     except asyncio.TimeoutError:
         raise KafkaError.for_code(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator did not answer in time."
         ) from None
+    except KafkaError as e:
+        if e.code in _COORDINATOR_ERRORS:
+            raise KafkaError.for_code(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"The share coordinator is not available: {e}"
+            ) from None
+        raise
 
 
 def create_share_service(services: ShareDeps) -> ShareService:
