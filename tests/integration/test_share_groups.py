@@ -25,7 +25,10 @@ if not hasattr(ck, "ShareConsumer"):  # pragma: no cover
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 
-pytestmark = pytest.mark.single_broker("share groups are served by one broker so far")
+pytestmark = pytest.mark.single_broker(
+    "one broker (topics with replication factor 1, a broker restart); the cluster scenarios are in "
+    "tests/cluster/test_cluster_share_groups.py"
+)
 
 LOCK_MS = 2000
 SETTINGS = {"group.share.min.record.lock.duration.ms": "1000"}

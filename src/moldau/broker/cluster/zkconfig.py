@@ -47,6 +47,7 @@ CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRY_MS = 15 * 60 * 1000
 
 BROKERS, USERS, CLIENTS, IPS = "brokers", "users", "clients", "ips"
+GROUPS = "groups"  # group configs (ConfigResource GROUP): share groups
 
 
 # ------------------------------------------------------------------------------------------------ codecs
@@ -526,3 +527,37 @@ class ZkCredentialStore:
             return False
         self.apply([("delete", name, m) for m in mechs])
         return True
+
+
+# ------------------------------------------------------------------------------------------------ groups
+
+
+class ZkGroupConfigs:
+    """Group configs (ConfigResource GROUP, the share groups' ``share.*`` keys) in ``/config/groups/<group>``:
+    any broker writes them (``save``), every broker's ``share.config.GroupConfigStore`` holds them all, so the
+    leader of a share-partition sees the group's ``share.auto.offset.reset`` whichever broker was asked."""
+
+    def __init__(self, zk: Any, watcher: ConfigChangeWatcher, store: Any) -> None:
+        self.zk = zk
+        self.watcher = watcher
+        self.store = store
+        kz = zk.sync
+        groups: dict[str, dict[str, str]] = {}
+        for g in children(kz, f"{CONFIG}/{GROUPS}"):
+            configs = read_entity_config(kz, f"{GROUPS}/{g}")
+            if configs:
+                groups[desanitize(g)] = configs
+        store.groups = groups
+        store.save = self.save
+        watcher.register(GROUPS, self._on_change)
+
+    def _on_change(self, rest: str, configs: dict[str, str]) -> None:
+        group = desanitize(rest)
+        if configs:
+            self.store.groups[group] = dict(configs)
+        else:
+            self.store.groups.pop(group, None)
+
+    def save(self, group: str, configs: Mapping[str, str]) -> None:
+        path = f"{GROUPS}/{sanitize(group)}"
+        self.watcher.wrote(path, write_entity_config(self.zk.sync, path, dict(configs)))

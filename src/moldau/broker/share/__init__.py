@@ -22,11 +22,16 @@ from ..coordinator import CoordinatorLogDeps
 from .config import GroupConfigStore, ShareGroupSettings, parse_duration_ms
 from .groups import ShareGroups
 from .partition import Acquired, SharePartition
+from .persister import SharePersister
 from .state import ShareCoordinator, create_share_coordinator
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ShareService", "create_share_service"]
+
+# a share-partition's state read or initialization that takes longer fails (retriable for the client) and
+# frees the share-partition for the next request
+PERSISTER_TIMEOUT_S = 15.0
 
 
 class ShareDeps(CoordinatorLogDeps, Protocol):
@@ -81,6 +86,7 @@ class ShareService:
     def __init__(self, services: ShareDeps, coordinator: ShareCoordinator) -> None:
         self.services = services
         self.coordinator = coordinator
+        self.persister = SharePersister(services, coordinator)
         cfg = services.config
         self.configs = GroupConfigStore(services.data_dir, cfg)
         self.groups = ShareGroups(
@@ -89,6 +95,7 @@ class ShareService:
         self.groups.on_member_removed = self._member_removed
         self.sessions = ShareSessionCache(int(cfg.get("group.share.max.share.sessions")))
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._epochs: dict[tuple[str, str, int], int] = {}  # the leader epoch a share-partition was loaded at
         self._init_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self.changed = asyncio.Event()  # set when records became available again (long polls wake)
         self._task: asyncio.Task[None] | None = None
@@ -113,6 +120,7 @@ class ShareService:
             except (asyncio.CancelledError, Exception):
                 pass
         await self.flush_all()
+        self.persister.close()
         self.coordinator.runtime.close()
 
     def _partition_count(self, topic: str) -> int | None:
@@ -164,7 +172,12 @@ class ShareService:
 
     # ------------------------------------------------------------------------------------ persistence
     async def flush_all(self) -> None:
-        for sp in list(self.partitions.values()):
+        rm = self.services.replica_manager
+        for k, sp in list(self.partitions.items()):
+            p = rm.get_partition(sp.topic, sp.partition)
+            if p is None or not rm.is_leader(p):  # led elsewhere now: the new leader owns the state
+                self.partitions.pop(k, None)
+                continue
             if sp.dirty:
                 await self.persist(sp)
 
@@ -172,7 +185,7 @@ class ShareService:
         sp.dirty = False
         key = ShareKey(sp.group_id, sp.topic_id, sp.partition)
         try:
-            await self.coordinator.write(key, sp.state_epoch, 0, sp.spso, sp.state_batches())
+            await self.persister.write(key, sp.state_epoch, 0, sp.spso, sp.state_batches())
         except Exception as e:
             sp.dirty = True
             log.warning(
@@ -186,12 +199,19 @@ class ShareService:
     async def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
         """The share-partition, initialized from the share coordinator's state or share.auto.offset.reset."""
         k = (group_id, topic, partition)
+        rm = self.services.replica_manager
+        lp = rm.get_partition(topic, partition)
+        if lp is None or not rm.is_leader(lp):
+            self.partitions.pop(k, None)  # led elsewhere now: the state is read again when it comes back
+            raise KafkaError.for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} not led here")
         sp = self.partitions.get(k)
         if sp is not None and sp.initialized:
             info = self.services.metadata.get(topic)
-            if info is not None and info.topic_id == sp.topic_id:
+            if (info is not None and info.topic_id == sp.topic_id
+                    and self._epochs.get(k) == int(getattr(lp, "leader_epoch", 0))):
                 return sp
-            del self.partitions[k]  # the topic was deleted (and maybe made again under a new id)
+            # the topic was deleted (and maybe made again under a new id), or leadership left and came back
+            del self.partitions[k]
         lock = self._init_locks.setdefault(k, asyncio.Lock())
         async with lock:
             sp = self.partitions.get(k)
@@ -203,7 +223,7 @@ class ShareService:
             sp = SharePartition(group_id, topic, partition, info.topic_id)
             key = ShareKey(group_id, info.topic_id, partition)
             await self.coordinator_ready(key)
-            state = self.coordinator.read(key)
+            state = await _bounded(self.persister.read(key))
             p = self.services.replica_manager.get_partition(topic, partition)
             if p is None:
                 raise KafkaError.for_code(
@@ -215,22 +235,24 @@ class ShareService:
             else:
                 start = self._reset_offset(group_id, p)
                 sp.load(start, [], 0)
-                await self.coordinator.initialize(key, 0, start)
+                await _bounded(self.persister.initialize(key, 0, start))
+            self._epochs[k] = int(getattr(p, "leader_epoch", 0))
             self.partitions[k] = sp
             return sp
 
     async def coordinator_ready(self, key: ShareKey, timeout: float = 10.0) -> None:
-        """Wait until the share coordinator serves ``key`` (one node: ``__share_group_state`` is made on first
-        use, its partitions loaded as they are created); NOT_LEADER_OR_FOLLOWER (retriable) after
-        ``timeout``."""
+        """Wait until the share coordinator serves ``key`` (``__share_group_state`` is made on first use, its
+        partitions loaded as they are created) or another broker is known to lead its partition (a cluster);
+        NOT_LEADER_OR_FOLLOWER (retriable) after ``timeout``."""
         rt = self.coordinator.runtime
         p = self.coordinator.partition_of(key)
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
         while not rt.is_active(p):
             if not rt.log.topic_exists():
-                rt.log.ensure_topic()
-                continue
+                rt.log.ensure_topic()  # made now; in a cluster the metadata of it arrives a little later
+            elif not self.persister.is_local(key):
+                return  # another broker leads it (a cluster): the persister asks that one
             if loop.time() >= end:
                 raise KafkaError.for_code(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator is not available yet."
@@ -390,7 +412,37 @@ class ShareService:
         await self.coordinator.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
 
 
+_COORDINATOR_ERRORS = {
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+async def _bounded(op: Any) -> Any:
+    """``op`` within PERSISTER_TIMEOUT_S. Past it, or when the share coordinator cannot be reached, the
+    share-partition's error is NOT_LEADER_OR_FOLLOWER: a ShareFetch partition error the clients retry (a
+    coordinator error there makes librdkafka's share consumer stop fetching the partition)."""
+    try:
+        return await asyncio.wait_for(op, PERSISTER_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise KafkaError.for_code(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator did not answer in time."
+        ) from None
+    except KafkaError as e:
+        if e.code in _COORDINATOR_ERRORS:
+            raise KafkaError.for_code(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"The share coordinator is not available: {e}"
+            ) from None
+        raise
+
+
 def create_share_service(services: ShareDeps) -> ShareService:
     svc = ShareService(services, create_share_coordinator(services))
+    cl = getattr(services, "cluster", None)
+    if cl is not None and getattr(cl, "config_changes", None) is not None:  # group configs in ZooKeeper
+        from ..cluster.zkconfig import ZkGroupConfigs
+
+        ZkGroupConfigs(cl.zk, cl.config_changes, svc.configs)
     svc.start()
     return svc

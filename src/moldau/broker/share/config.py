@@ -120,6 +120,8 @@ class GroupConfigStore:
         self.path = os.path.join(data_dir, FILE)
         self.broker_config = broker_config
         self.groups: dict[str, dict[str, str]] = {}
+        # in a cluster (``cluster.zkconfig.ZkGroupConfigs``): writes one group's configs to ZooKeeper instead
+        self.save: Callable[[str, dict[str, str]], None] | None = None
         try:
             with open(self.path) as f:
                 self.groups = {g: dict(v) for g, v in json.load(f).items()}
@@ -178,8 +180,14 @@ class GroupConfigStore:
             self.groups[group] = new
         else:
             self.groups.pop(group, None)
-        atomic_write(self.path, json.dumps(self.groups, sort_keys=True).encode())
+        self._store(group, new)
+
+    def _store(self, group: str, configs: dict[str, str]) -> None:
+        if self.save is not None:
+            self.save(group, configs)
+        else:
+            atomic_write(self.path, json.dumps(self.groups, sort_keys=True).encode())
 
     def forget(self, group: str) -> None:
         if self.groups.pop(group, None) is not None:
-            atomic_write(self.path, json.dumps(self.groups, sort_keys=True).encode())
+            self._store(group, {})

@@ -1,0 +1,192 @@
+"""Share groups (KIP-932) in the 3-broker cluster with confluent-kafka's ShareConsumer: three members on a
+one-partition topic (RF 3) accept every record exactly once; released records come back with a higher
+delivery count and rejected ones never; the state survives a restart of the share coordinator's broker and a
+kill -9 of the share-partition leader (the new leader reads it with ReadShareGroupState from the coordinator
+it finds with FindCoordinator key type 2). One shared cluster for the module."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until
+
+from .conftest import shared_cluster
+
+ck = pytest.importorskip("confluent_kafka")
+if not hasattr(ck, "ShareConsumer"):  # pragma: no cover
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: E402
+
+from moldau.protocol.share_state import ShareKey, state_partition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+STATE_PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def share_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from shared_cluster(
+        Path(tmp_path_factory.mktemp("share-cluster")),
+        [
+            "default.replication.factor=3",
+            f"share.coordinator.state.topic.num.partitions={STATE_PARTITIONS}",
+            "share.coordinator.state.topic.replication.factor=3",
+            "share.coordinator.state.topic.min.isr=2",
+        ],
+    )
+
+
+def _setup(bs: str, topic: str, group: str) -> None:
+    create_topic(bs, topic, partitions=1, rf=3)
+    wait_until(lambda: fully_replicated(bs, topic, 3), 20, "ISR of 3")
+    ops = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=ops)
+    a = admin(bs)
+    for f in a.incremental_alter_configs([res]).values():
+        f.result(15)
+
+
+def _produce(bs: str, topic: str, values: Any) -> None:
+    p = Producer({"logger": QUIET, "bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
+    for i in values:
+        p.produce(topic, value=str(i).encode())
+    assert p.flush(30) == 0
+
+
+def _consumer(bs: str, group: str, topic: str, explicit: bool = False) -> Any:
+    conf = {"logger": QUIET, "bootstrap.servers": bs, "group.id": group}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    c = ShareConsumer(conf)
+    c.subscribe([topic])
+    return c
+
+
+def test_three_members_accept_every_record_once(share_cluster: Any) -> None:
+    bs = share_cluster.bootstrap
+    topic, group = "share-three", "g-three"
+    _setup(bs, topic, group)
+    seen: dict[int, list[tuple[int, int]]] = {0: [], 1: [], 2: []}
+    stop = threading.Event()
+
+    def member(i: int) -> None:
+        c = _consumer(bs, group, topic)
+        try:
+            while not stop.is_set():
+                for m in c.poll(0.2):
+                    if not m.error():
+                        seen[i].append((m.offset(), m.delivery_count()))
+            c.commit_sync(10)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    # records arrive in waves while the members poll (a member acquires every whole batch there is: the others
+    # get the next waves); at least 30 waves, more while a member that joined late has had none
+    n = 0
+    while n < 300 or (not all(seen.values()) and n < 1200):
+        _produce(bs, topic, range(n, n + 10))
+        n += 10
+        time.sleep(0.25)
+    end = time.time() + 40
+    while time.time() < end and sum(len(v) for v in seen.values()) < n:
+        time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    offsets = sorted(o for v in seen.values() for o, _ in v)
+    assert offsets == list(range(n)), "every record delivered exactly once across the members"
+    assert all(seen[i] for i in range(3)), {i: len(v) for i, v in seen.items()}
+    # __share_group_state: the configured partition count, replicated on all three brokers
+    ps = partitions(bs, "__share_group_state")
+    assert len(ps) == STATE_PARTITIONS
+    assert all(len(p.replicas) == 3 for p in ps.values())
+
+
+def _topic_id(bs: str, topic: str) -> uuid.UUID:
+    from confluent_kafka import TopicCollection
+
+    a = admin(bs)  # kept alive until the result is in
+    d = a.describe_topics(TopicCollection([topic]))[topic].result(15)
+    tid = d.topic_id
+    return uuid.UUID(int=((tid.get_most_significant_bits() & (2**64 - 1)) << 64)
+                     | (tid.get_least_significant_bits() & (2**64 - 1)))
+
+
+def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) -> None:
+    c = share_cluster
+    bs = c.bootstrap
+    topic, group = "share-failover", "g-failover"
+    _setup(bs, topic, group)
+    _produce(bs, topic, range(10))
+    deliveries: dict[int, list[int]] = {}
+    cons = _consumer(bs, group, topic, explicit=True)
+    try:
+        def ack(m: Any) -> None:
+            off = m.offset()
+            deliveries.setdefault(off, []).append(m.delivery_count())
+            kind = AcknowledgeType.ACCEPT if off < 5 else (
+                AcknowledgeType.REJECT if off == 5 else AcknowledgeType.RELEASE)
+            cons.acknowledge(m, kind)
+
+        end = time.time() + 30
+        while time.time() < end and len(deliveries) < 10:
+            for m in cons.poll(0.5):
+                if not m.error():
+                    ack(m)
+        cons.commit_sync(10)
+    finally:
+        cons.close()
+    assert sorted(deliveries) == list(range(10))
+
+    # the share coordinator of this share-partition: the leader of its __share_group_state partition
+    key = ShareKey(group, _topic_id(bs, topic), 0)
+    sp = state_partition(key, STATE_PARTITIONS)
+    coord = partitions(bs, "__share_group_state")[sp].leader
+    c.broker(coord).stop()
+    c.broker(coord).start()
+    c.broker(coord).wait_listening()
+    wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
+    coord = partitions(bs, "__share_group_state")[sp].leader  # the coordinator moved (or came back)
+    leader = partitions(bs, topic)[0].leader
+    c.broker(leader).kill()  # kill -9 of the share-partition leader
+    others = ",".join(b.address for b in c.brokers if b.node_id != leader)
+    new_leader = wait_until(
+        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
+    coord = partitions(others, "__share_group_state")[sp].leader
+    try:
+        again: dict[int, list[int]] = {}
+        cons = _consumer(others, group, topic, explicit=True)
+        try:
+            end = time.time() + 40
+            while time.time() < end and len(again) < 4:
+                for m in cons.poll(0.5):
+                    if not m.error():
+                        again.setdefault(m.offset(), []).append(m.delivery_count())
+                        cons.acknowledge(m, AcknowledgeType.ACCEPT)
+            cons.commit_sync(10)
+            for m in cons.poll(2.0):  # nothing more may come
+                if not m.error():
+                    again.setdefault(m.offset(), []).append(m.delivery_count())
+        finally:
+            cons.close()
+        assert sorted(again) == [6, 7, 8, 9], "accepted (0-4) and rejected (5) records never come back"
+        assert all(v == [2] for v in again.values()), again
+        if new_leader != coord:  # the new leader asked the coordinator (ReadShareGroupState)
+            log = Path(c.broker(new_leader).log_path).read_text(errors="replace")
+            assert f"{group}:" in log and f"state read from the share coordinator {coord}" in log
+    finally:
+        c.broker(leader).start()
+        c.broker(leader).wait_listening()
