@@ -6,12 +6,14 @@
 #                               the tests drive (kcat, Java 17, ZooKeeper, chromium + chromium-driver,
 #                               nodejs + npm, iproute2, Maven and a JDK), the npm packages of tests/kafka07 and
 #                               the JVM modules of tests/jvm (Kafka's clients, tools and broker from Maven Central,
-#                               cached outside the repository: tests/jvm/jvm.py)
+#                               cached outside the repository: tests/jvm/jvm.py) and the Go programs of tests/go
+#                               (franz-go from the Go module proxy, built outside the repository: tests/go/gobuild.py;
+#                               needs a Go toolchain 1.21 or newer on PATH, from https://go.dev/dl/)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
 set -euo pipefail
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 
 want_test=0
 for arg in "$@"; do
@@ -103,6 +105,17 @@ if [ "$want_test" = 1 ]; then
     # test downloads mid-run (cached by digest of the poms and sources; quick when nothing changed)
     echo "setup.sh: warming the JVM modules of tests/jvm"
     "$venv/bin/python" tests/jvm/jvm.py warm
+
+    # tests/go: build franz-go's programs now (cached by digest of go.mod, go.sum and sources). Debian's
+    # golang-go is too old for franz-go (go 1.26 in its go.mod); Go 1.21+ fetches the toolchain go.mod names.
+    if ! command -v go >/dev/null 2>&1 \
+        || ! go version | grep -Eq 'go1\.(2[1-9]|[3-9][0-9])'; then
+        echo "setup.sh: tests/go needs a Go toolchain 1.21 or newer on PATH (https://go.dev/dl/);" \
+             "found: $(go version 2>/dev/null || echo none)" >&2
+        exit 1
+    fi
+    echo "setup.sh: building the Go programs of tests/go"
+    "$venv/bin/python" tests/go/gobuild.py warm
 fi
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies and tools'))"

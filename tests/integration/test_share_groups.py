@@ -170,21 +170,26 @@ _KILLED_MEMBER = textwrap.dedent("""
 """)
 
 
-def test_killed_member_records_come_back_after_the_lock(share_broker: Any) -> None:
-    b = share_broker
-    topic, group = "share-kill", "g-kill"
-    _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": str(LOCK_MS)})
+def _kill_member_holding_five(bootstrap: str, group: str, topic: str) -> float:
+    """A member acquires 5 records and is killed with SIGKILL; the time of the kill."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_MEMBER, b.bootstrap, group, topic], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _KILLED_MEMBER, bootstrap, group, topic], stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("acquired 5"), line
         os.kill(proc.pid, signal.SIGKILL)
-        killed_at = time.time()
+        return time.time()
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_killed_member_records_come_back_after_the_lock(share_broker: Any) -> None:
+    b = share_broker
+    topic, group = "share-kill", "g-kill"
+    _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": str(LOCK_MS)})
+    killed_at = _kill_member_holding_five(b.bootstrap, group, topic)
     c = _consumer(b.bootstrap, group, topic)
     try:
         got = _poll_until(c, lambda got: len(got) >= 5, 20)
@@ -195,6 +200,23 @@ def test_killed_member_records_come_back_after_the_lock(share_broker: Any) -> No
     assert sorted(m.offset() for m in got) == [0, 1, 2, 3, 4]
     assert all(m.delivery_count() == 2 for m in got)
     assert first - killed_at < LOCK_MS / 1000 + 10
+
+
+def test_killed_member_connection_close_releases_its_records(share_broker: Any) -> None:
+    """The killed member's connection closes: its share session closes and its acquired records go back at
+    once, long before their lock (60 s) expires (Kafka's ConnectionDisconnectListener)."""
+    b = share_broker
+    topic, group = "share-kill-conn", "g-kill-conn"
+    _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": "60000"})
+    _kill_member_holding_five(b.bootstrap, group, topic)
+    c = _consumer(b.bootstrap, group, topic)
+    try:
+        got = _poll_until(c, lambda got: len(got) >= 5, 20)
+        c.commit_sync(10)
+    finally:
+        c.close()
+    assert sorted(m.offset() for m in got) == [0, 1, 2, 3, 4]
+    assert all(m.delivery_count() == 2 for m in got)
 
 
 def test_state_survives_a_broker_restart(share_broker: Any) -> None:

@@ -254,6 +254,8 @@ class Broker:
 
     def connection_closed(self, conn: Any) -> None:
         self.connections.discard(conn)
+        if self.services.share is not None:
+            self.services.share.connection_closed(conn)
 
 
 # --------------------------------------------------------------------------------------------- entry point

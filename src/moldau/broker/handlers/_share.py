@@ -36,7 +36,9 @@ def session_for(ctx: RequestContext, group_id: str, member_id: str, epoch: int, 
             raise KafkaError.for_code(
                 E.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session."
             )
-        return svc.sessions.open(group_id, member_id)
+        session = svc.sessions.open(group_id, member_id)
+        session.connection = ctx.connection
+        return session
     if epoch < -1:
         raise KafkaError.for_code(E.INVALID_SHARE_SESSION_EPOCH, f"Invalid share session epoch {epoch}.")
     return svc.sessions.get(group_id, member_id, epoch)

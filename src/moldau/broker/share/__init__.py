@@ -45,6 +45,9 @@ class ShareSession:
     member_id: str
     epoch: int  # the epoch the next request must carry
     partitions: list[tuple[uuid.UUID, int]] = field(default_factory=list)
+    #: the client connection that opened the session: closing it closes the session (as Kafka's
+    #: ConnectionDisconnectListener), so the member's acquired records go back at once
+    connection: Any = None
 
 
 class ShareSessionCache:
@@ -78,6 +81,9 @@ class ShareSessionCache:
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def of_connection(self, connection: Any) -> list[ShareSession]:
+        return [s for s in self.sessions.values() if s.connection is connection]
 
 
 class ShareService:
@@ -169,6 +175,11 @@ class ShareService:
         """A share session closed (epoch -1): the member's records still acquired go back."""
         self.sessions.close(group_id, member_id)
         self._member_removed(group_id, member_id)
+
+    def connection_closed(self, connection: Any) -> None:
+        """A client connection closed: the share sessions it opened close, their acquired records go back."""
+        for s in self.sessions.of_connection(connection):
+            self.close_session(s.group_id, s.member_id)
 
     # ------------------------------------------------------------------------------------ persistence
     async def flush_all(self) -> None:
