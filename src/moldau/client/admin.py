@@ -13,18 +13,24 @@ from typing import Any, Iterable, Mapping
 
 from moldau.protocol import messages as m
 
-from .assignors import decode_assignment
-from .cluster import Cluster
-from .config import resolve_config
-from .errors import (
-    Codes,
-    IllegalStateError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    RequestTimedOutError,
-    UnsupportedVersionError,
-    broker_error,
+from .admin_base import (
+    _ALTER_REASSIGNMENTS,
+    _CREATE_PARTITIONS,
+    _CREATE_TOPICS,
+    _DELETE_RECORDS,
+    _DELETE_TOPICS,
+    _DESCRIBE_CLUSTER,
+    _DESCRIBE_CONFIGS,
+    _INCREMENTAL_ALTER_CONFIGS,
+    _LIST_OFFSETS,
+    _LIST_REASSIGNMENTS,
+    _METADATA,
+    _NOT_CONTROLLER,
+    _SPEC,
+    _results,
 )
+from .errors import Codes, broker_error
+from .group_admin import ConsumerGroupAdmin
 from .share_admin import ShareGroupAdmin
 from .types import (
     AlterConfigOp,
@@ -32,13 +38,9 @@ from .types import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
-    GroupDescription,
-    GroupListing,
     ListOffsetsResult,
-    MemberDescription,
     NewPartitions,
     NewTopic,
-    OffsetAndMetadata,
     TopicDescription,
     TopicPartition,
 )
@@ -47,52 +49,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AsyncAdmin"]
 
-_LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH = 2, 3, 8, 9
-_DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
-_DELETE_RECORDS, _DESCRIBE_CONFIGS, _CREATE_PARTITIONS, _DELETE_GROUPS = 21, 32, 37, 42
-_ALTER_REASSIGNMENTS, _LIST_REASSIGNMENTS = 45, 46
-_INCREMENTAL_ALTER_CONFIGS, _OFFSET_DELETE, _DESCRIBE_CLUSTER, _CONSUMER_GROUP_DESCRIBE = 44, 47, 60, 69
-_NOT_CONTROLLER = 41
-_RETRY = frozenset(
-    {
-        Codes.NOT_COORDINATOR,
-        Codes.COORDINATOR_NOT_AVAILABLE,
-        Codes.COORDINATOR_LOAD_IN_PROGRESS,
-        _NOT_CONTROLLER,
-        Codes.REQUEST_TIMED_OUT,
-        Codes.LEADER_NOT_AVAILABLE,
-        Codes.NOT_LEADER_OR_FOLLOWER,
-    }
-)
 
-_SPEC = {"earliest": -2, "latest": -1, "max_timestamp": -3}
-
-
-def _results(results: dict[Any, BaseException | None], raise_errors: bool) -> dict[Any, BaseException | None]:
-    if raise_errors:
-        for exc in results.values():
-            if exc is not None:
-                raise exc
-    return results
-
-
-class AsyncAdmin(ShareGroupAdmin):
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self.config = resolve_config("admin", config, kwargs)
-        self._cluster = Cluster(self.config, allow_auto_topic_creation=False)
-        self._timeout_ms = self.config["default.api.timeout.ms"]
-        self._backoff = self.config["retry.backoff.ms"] / 1000.0
-        self._started = False
-
-    async def start(self) -> None:
-        if not self._started:
-            await self._cluster.start()
-            self._started = True
-
-    async def close(self) -> None:
-        if self._started:
-            self._started = False
-            await self._cluster.close()
+class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
+    """The admin client: topics, partitions, configs, records, offsets and the cluster here; consumer groups
+    from ``ConsumerGroupAdmin``, share groups from ``ShareGroupAdmin``; all on ``AdminBase``."""
 
     async def __aenter__(self) -> "AsyncAdmin":
         await self.start()
@@ -100,36 +60,6 @@ class AsyncAdmin(ShareGroupAdmin):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
-
-    def _check(self) -> None:
-        if not self._started:
-            raise IllegalStateError("admin client not started")
-
-    def _deadline(self, timeout: float | None) -> float:
-        return time.monotonic() + (timeout if timeout is not None else self._timeout_ms / 1000.0)
-
-    async def _controller_send(self, api_key: int, req: Any) -> Any:
-        node = self._cluster.controller_id
-        if node < 0 or node not in self._cluster.brokers:
-            return await self._cluster.send_any(api_key, req)
-        try:
-            return await self._cluster.send(node, api_key, req)
-        except KafkaConnectionError:
-            return await self._cluster.send_any(api_key, req)
-
-    async def _retrying(self, fn: Any, deadline: float) -> Any:
-        """Run ``fn()`` (returns (result, retry_reason|None)) until no retry is asked or the deadline."""
-        while True:
-            try:
-                result, retry = await fn()
-            except (KafkaConnectionError, RequestTimedOutError) as exc:
-                result, retry = None, str(exc)
-            if retry is None:
-                return result
-            if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(f"admin call did not complete in time ({retry})")
-            await self._cluster.refresh(timeout_ms=max(int((deadline - time.monotonic()) * 1000), 1))
-            await asyncio.sleep(self._backoff)
 
     # ------------------------------------------------------------------------------------------------
     # topics
@@ -449,255 +379,6 @@ class AsyncAdmin(ShareGroupAdmin):
     # ------------------------------------------------------------------------------------------------
     # groups
 
-    async def _coordinator(self, group_id: str, deadline: float) -> int:
-        while True:
-            code, node = await self._cluster.find_coordinator(group_id)
-            if code == 0:
-                return node
-            if code not in _RETRY or time.monotonic() >= deadline:
-                raise broker_error(code, f"FindCoordinator for group {group_id!r}")
-            await asyncio.sleep(self._backoff)
-
-    async def list_consumer_groups(self, states: Iterable[str] | None = None,
-                                   types: Iterable[str] | None = None) -> list[GroupListing]:
-        """Groups known to every broker (consumer groups and others; ``protocol_type`` tells), optionally only
-        those in ``states`` (ListGroups v4+) or of ``types`` ("classic", "consumer"; v5+)."""
-        self._check()
-        out: dict[str, GroupListing] = {}
-        states = list(states or [])
-        types = list(types or [])
-        for node in list(self._cluster.brokers):
-            conn = await self._cluster.connection(node)
-            version = conn.api_version(_LIST_GROUPS)
-            if types and version < 5:
-                raise UnsupportedVersionError(
-                    f"broker {node} cannot filter groups by type (ListGroups v{version})"
-                )
-            req = m.ListGroupsRequest.new(states_filter=states, types_filter=types)
-            resp = await conn.send(_LIST_GROUPS, req)
-            if resp.error_code:
-                raise broker_error(resp.error_code, f"ListGroups on node {node}")
-            for g in resp.groups:
-                state = getattr(g, "group_state", None) if version >= 4 else None
-                gtype = getattr(g, "group_type", None) if version >= 5 else None
-                if states and version < 4:
-                    pass  # old brokers cannot filter; the caller gets everything
-                out[g.group_id] = GroupListing(g.group_id, g.protocol_type, state or None, gtype or None)
-        return sorted(out.values(), key=lambda g: g.group_id)
-
-    async def describe_consumer_groups(self, group_ids: Iterable[str],
-                                       timeout: float | None = None) -> dict[str, GroupDescription]:
-        self._check()
-        deadline = self._deadline(timeout)
-        out: dict[str, GroupDescription] = {}
-        for gid in group_ids:
-            while True:
-                node = await self._coordinator(gid, deadline)
-                conn = await self._cluster.connection(node)
-                if conn.supports(_CONSUMER_GROUP_DESCRIBE):
-                    # a KIP-848 group is described only by ConsumerGroupDescribe (DescribeGroups says Dead);
-                    # a classic group answers GROUP_ID_NOT_FOUND there, then DescribeGroups
-                    desc = await self._describe_consumer_protocol_group(node, gid, deadline)
-                    if desc is not None:
-                        out[gid] = desc
-                        break
-                resp = await self._cluster.send(node, _DESCRIBE_GROUPS,
-                                                m.DescribeGroupsRequest.new(groups=[gid],
-                                                                            include_authorized_operations=False))
-                g = resp.groups[0]
-                if g.error_code in _RETRY and time.monotonic() < deadline:
-                    await asyncio.sleep(self._backoff)
-                    continue
-                if g.error_code:
-                    raise broker_error(g.error_code, f"group {gid!r}")
-                members = []
-                for mem in g.members:
-                    try:
-                        assignment = (
-                            decode_assignment(mem.member_assignment) if g.protocol_type == "consumer" else []
-                        )
-                    except Exception:  # noqa: BLE001 - not the consumer protocol's encoding
-                        assignment = []
-                    members.append(MemberDescription(mem.member_id, getattr(mem, "group_instance_id", None),
-                                                     mem.client_id, mem.client_host, assignment))
-                out[gid] = GroupDescription(
-                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, members
-                )
-                break
-        return out
-
-    async def _describe_consumer_protocol_group(
-        self, node: int, gid: str, deadline: float
-    ) -> GroupDescription | None:
-        while True:
-            resp = await self._cluster.send(
-                node,
-                _CONSUMER_GROUP_DESCRIBE,
-                m.ConsumerGroupDescribeRequest.new(group_ids=[gid], include_authorized_operations=False),
-            )
-            g = resp.groups[0]
-            if g.error_code == Codes.GROUP_ID_NOT_FOUND:
-                return None
-            if g.error_code in _RETRY and time.monotonic() < deadline:
-                await asyncio.sleep(self._backoff)
-                continue
-            if g.error_code:
-                raise broker_error(g.error_code, f"group {gid!r}: {g.error_message or ''}".rstrip(": "))
-
-            def tps(a: Any) -> list[TopicPartition]:
-                return sorted(
-                    TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in t.partitions
-                )
-
-            members = [MemberDescription(mem.member_id, mem.instance_id, mem.client_id, mem.client_host,
-                                         tps(mem.assignment), mem.member_epoch, tps(mem.target_assignment))
-                       for mem in g.members]
-            return GroupDescription(g.group_id, g.group_state, "consumer", g.assignor_name, members,
-                                    group_type="consumer", group_epoch=g.group_epoch)
-
-    async def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
-                                     raise_errors: bool = True) -> dict[str, BaseException | None]:
-        self._check()
-        deadline = self._deadline(timeout)
-        out: dict[str, BaseException | None] = {}
-        for gid in group_ids:
-            while True:
-                node = await self._coordinator(gid, deadline)
-                resp = await self._cluster.send(
-                    node, _DELETE_GROUPS, m.DeleteGroupsRequest.new(groups_names=[gid])
-                )
-                code = resp.results[0].error_code
-                if code in _RETRY and time.monotonic() < deadline:
-                    await asyncio.sleep(self._backoff)
-                    continue
-                out[gid] = broker_error(code, f"group {gid!r}") if code else None
-                break
-        return _results(out, raise_errors)
-
-    async def list_consumer_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, timeout: float | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Committed offsets of a group (all of them, or of ``partitions``)."""
-        self._check()
-        deadline = self._deadline(timeout)
-        R = m.OffsetFetchRequest
-        topics = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for tp in partitions:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [R.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
-        while True:
-            node = await self._coordinator(group_id, deadline)
-            resp = await self._cluster.send(node, _OFFSET_FETCH, R.new(group_id=group_id, topics=topics,
-                                                                         require_stable=False))
-            code = getattr(resp, "error_code", 0)
-            if code in _RETRY and time.monotonic() < deadline:
-                await asyncio.sleep(self._backoff)
-                continue
-            if code:
-                raise broker_error(code, f"group {group_id!r}")
-            out: dict[TopicPartition, OffsetAndMetadata] = {}
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise broker_error(p.error_code, f"group {group_id!r} {t.name}-{p.partition_index}")
-                    if p.committed_offset >= 0:
-                        out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "", getattr(p, "committed_leader_epoch", -1))
-            return out
-
-    async def alter_consumer_group_offsets(
-        self,
-        group_id: str,
-        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-        *,
-        timeout: float | None = None,
-        raise_errors: bool = True,
-    ) -> dict[TopicPartition, BaseException | None]:
-        """Set a group's committed offsets (``{tp: offset | OffsetAndMetadata}``): an OffsetCommit outside the
-        group (generation -1, no member id), as Kafka's admin client does, so the group must have no active
-        members (else UNKNOWN_MEMBER_ID for each partition)."""
-        self._check()
-        deadline = self._deadline(timeout)
-        R = m.OffsetCommitRequest
-        items = {tp: (om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om)))
-                 for tp, om in offsets.items()}
-        by_topic: dict[str, list[Any]] = {}
-        for tp, om in items.items():
-            by_topic.setdefault(tp.topic, []).append(
-                R.OffsetCommitRequestPartition(
-                    partition_index=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=om.leader_epoch,
-                    commit_timestamp=-1,
-                    committed_metadata=om.metadata or "",
-                )
-            )
-        req = R.new(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                    retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(name=t, partitions=ps)
-                                                  for t, ps in by_topic.items()])
-        out: dict[TopicPartition, BaseException | None] = {}
-        while True:
-            node = await self._coordinator(group_id, deadline)
-            resp = await self._cluster.send(node, _OFFSET_COMMIT, req)
-            codes = {
-                TopicPartition(t.name, p.partition_index): p.error_code
-                for t in resp.topics
-                for p in t.partitions
-            }
-            if any(c in _RETRY for c in codes.values()) and time.monotonic() < deadline:
-                await asyncio.sleep(self._backoff)
-                continue
-            for tp in items:
-                code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
-                out[tp] = (
-                    broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
-                )
-            return _results(out, raise_errors)
-
-    async def delete_consumer_group_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition],
-        *,
-        timeout: float | None = None,
-        raise_errors: bool = True,
-    ) -> dict[TopicPartition, BaseException | None]:
-        """Delete a group's committed offsets of ``partitions`` (OffsetDelete). An active consumer group keeps
-        the offsets of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); a group-level error (unknown
-        group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is raised whatever ``raise_errors`` says."""
-        self._check()
-        deadline = self._deadline(timeout)
-        R = m.OffsetDeleteRequest
-        tps = list(dict.fromkeys(partitions))
-        by_topic: dict[str, list[Any]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(
-                R.OffsetDeleteRequestPartition(partition_index=tp.partition)
-            )
-        req = R.new(group_id=group_id, topics=[R.OffsetDeleteRequestTopic(name=t, partitions=ps)
-                                               for t, ps in by_topic.items()])
-        while True:
-            node = await self._coordinator(group_id, deadline)
-            resp = await self._cluster.send(node, _OFFSET_DELETE, req)
-            if resp.error_code in _RETRY and time.monotonic() < deadline:
-                await asyncio.sleep(self._backoff)
-                continue
-            if resp.error_code:
-                raise broker_error(resp.error_code, f"OffsetDelete for group {group_id!r}")
-            codes = {
-                TopicPartition(t.name, p.partition_index): p.error_code
-                for t in resp.topics
-                for p in t.partitions
-            }
-            out: dict[TopicPartition, BaseException | None] = {}
-            for tp in tps:
-                code = codes.get(tp, Codes.UNKNOWN_SERVER_ERROR)
-                out[tp] = (
-                    broker_error(code, f"group {group_id!r} {tp.topic}-{tp.partition}") if code else None
-                )
-            return _results(out, raise_errors)
 
     # ------------------------------------------------------------------------------------------------
     # records and offsets

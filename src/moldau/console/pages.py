@@ -7,42 +7,21 @@ CSRF token, refused in read-only mode, and asks for confirmation in the browser 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import time
-import urllib.parse
 from typing import Any
 
 from aiohttp import web
 
-from . import extra
-from .cluster import ClusterView, parse_time_ms
-from .records import (
-    DECODINGS,
-    MODES,
-    BrowseRequest,
-    FilterError,
-    RecordFilter,
-    browse,
-    decode,
-    parse_bytes,
-    record_json,
-    tail,
-)
-from .sampler import Sampler
+from .message_pages import MessagePages
+from .page_base import _int, _q
 from .schemas import SchemaBrowser
+from .security_pages import SecurityPages
 from .web import (
     CLUSTER_ERRORS,
-    CSRF_FIELD,
-    CSRF_KEY,
-    FLASH_KEY,
-    FORM_KEY,
     ConsoleSettings,
     Refused,
-    fmt_ts,
     json_response,
-    make_env,
     make_middlewares,
     paginate,
     redirect,
@@ -59,58 +38,11 @@ CONFIG_SOURCES = {
     6: "broker logger",
     7: "client metrics",
 }
-NAV = [
-    ("overview", "/", "Overview"),
-    ("topics", "/topics", "Topics"),
-    ("groups", "/groups", "Consumer groups"),
-    ("transactions", "/transactions", "Transactions"),
-    ("security", "/security", "Security"),
-    ("flow", "/flow", "Data flow"),
-]
 
 
-class Console:
-    def __init__(self, settings: ConsoleSettings, view: ClusterView | None = None) -> None:
-        self.settings = settings
-        self.schemas: SchemaBrowser | None = (
-            SchemaBrowser(settings.schema_registry) if settings.schema_registry else None
-        )
-        self.decodings = DECODINGS + (("registry",) if self.schemas is not None else ())
-        self.view = view or ClusterView(
-            settings.client_conf, cache_ttl=settings.cache_ttl, stale_ttl=settings.stale_ttl
-        )
-        self.sampler = Sampler(
-            self.view,
-            interval=settings.sample_interval,
-            window=settings.history_seconds,
-            max_groups=settings.max_sampled_groups,
-        )
-        self.env = make_env()
-        self.started = time.time()
-
-    # ------------------------------------------------------------------------------------------ rendering
-    def render(self, request: web.Request, template: str, status: int = 200, **ctx: Any) -> web.Response:
-        ctx.setdefault("title", "")
-        ctx.setdefault("active", "")
-        base = {
-            "nav": NAV + ([("schemas", "/schemas", "Schemas")] if self.schemas is not None else []),
-            "read_only": self.settings.read_only,
-            "csrf": request[CSRF_KEY],
-            "csrf_field": CSRF_FIELD,
-            "flash": request.get(FLASH_KEY),
-            "request": request,
-            "bootstrap": self.settings.client_conf.get("bootstrap.servers", ""),
-            "sampler_error": self.sampler.last_error,
-        }
-        base.update(ctx)
-        html = self.env.get_template(template).render(**base)
-        return web.Response(text=html, content_type="text/html", status=status)
-
-    async def render_error(self, request: web.Request, message: str, status: int = 400) -> web.Response:
-        return self.render(request, "error.html", status=status, title="Error", message=message)
-
-    def form(self, request: web.Request) -> Any:
-        return request[FORM_KEY]
+class Console(MessagePages, SecurityPages):
+    """The pages and actions and their routes: overview, topics, groups, data flow, schemas and health here;
+    messages in ``MessagePages``, transactions and security in ``SecurityPages``, all on ``PageBase``."""
 
     # ------------------------------------------------------------------------------------------ overview
     async def overview(self, request: web.Request) -> web.Response:
@@ -183,12 +115,6 @@ class Console:
                 configs[k.strip()] = v.strip()
         await self.view.create_topic(name, partitions, replication, configs)
         return redirect(f"/topics/{_q(name)}", f"created topic {name} ({partitions} partitions)")
-
-    async def _topic(self, name: str) -> Any:
-        t = await self.view.topic(name)
-        if t is None:
-            raise Refused(f"no topic named {name!r}", 404)
-        return t
 
     async def topic(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -288,163 +214,6 @@ class Console:
             await self.view.alter_topic_config(name, key, value)
             msg = f"{key} set to {value}"
         return redirect(f"/topics/{_q(name)}#configs", msg)
-
-    # ------------------------------------------------------------------------------------------ messages
-    def _browse_request(self, request: web.Request, t: Any) -> tuple[BrowseRequest, dict[str, Any]]:
-        qs = request.query
-        part = qs.get("partition", "")
-        partitions = None
-        if part not in ("", "all"):
-            p = _int(part, "partition")
-            if p not in {x.partition for x in t.partitions}:
-                raise Refused(f"topic {t.name} has no partition {p}")
-            partitions = [p]
-        mode = qs.get("mode", "newest")
-        if mode not in MODES:
-            raise Refused(f"unknown seek mode {mode!r} (one of {', '.join(MODES)})")
-        decoding = qs.get("decode", "text")
-        if decoding not in self.decodings:
-            raise Refused(f"unknown decoding {decoding!r} (one of {', '.join(self.decodings)})")
-        key_decoding = qs.get("kdecode", "text")
-        if key_decoding not in self.decodings:
-            raise Refused(f"unknown key decoding {key_decoding!r}")
-        limit = min(max(_int(qs.get("limit", "50") or "50", "limit"), 1), 1000)
-        offset = _int(qs.get("offset", "0") or "0", "offset") if mode == "offset" else 0
-        ts = 0
-        if mode == "timestamp":
-            try:
-                ts = parse_time_ms(qs.get("ts", ""))
-            except ValueError as e:
-                raise Refused(str(e)) from None
-        try:
-            flt = RecordFilter(
-                qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", "")
-            )
-        except FilterError as e:
-            raise Refused(str(e)) from None
-        form = {
-            "partition": part or "all",
-            "mode": mode,
-            "offset": qs.get("offset", ""),
-            "ts": qs.get("ts", ""),
-            "limit": limit,
-            "key": flt.key,
-            "value": flt.value,
-            "header": flt.header,
-            "expr": flt.expression,
-            "decode": decoding,
-            "kdecode": key_decoding,
-        }
-        return BrowseRequest(t.name, partitions, mode, offset, ts, limit, flt), form
-
-    async def messages(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        t = await self._topic(name)
-        req, form = self._browse_request(request, t)
-        result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
-        dec = await self._decoders(form, result.records)
-        rows = [
-            {
-                "partition": r.partition,
-                "offset": r.offset,
-                "timestamp": fmt_ts(r.timestamp),
-                "ts_type": "log append" if r.timestamp_type == 1 else "create",
-                "key": dec["kdecode"](r.key),
-                "value": dec["decode"](r.value),
-                "headers": [(k, decode(v, "text")) for k, v in r.headers or []],
-            }
-            for r in result.records
-        ]
-        query = urllib.parse.urlencode({k: v for k, v in request.query.items()})
-        tail_query = urllib.parse.urlencode(
-            {k: v for k, v in request.query.items() if k in ("partition", "key", "value", "header", "expr")}
-        )
-        return self.render(
-            request,
-            "messages.html",
-            title=f"Messages of {name}",
-            active="topics",
-            t=t,
-            form=form,
-            rows=rows,
-            result=result,
-            modes=MODES,
-            decodings=self.decodings,
-            download=f"/topics/{_q(name)}/messages.jsonl" + (f"?{query}" if query else ""),
-            tail_url=f"/topics/{_q(name)}/tail" + (f"?{tail_query}" if tail_query else ""),
-        )
-
-    async def messages_jsonl(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        t = await self._topic(name)
-        req, _form = self._browse_request(request, t)
-        result = await browse(self.view.consumer_conf(), [p.partition for p in t.partitions], req)
-        body = "".join(json.dumps(record_json(r), ensure_ascii=False) + "\n" for r in result.records)
-        return web.Response(
-            text=body,
-            content_type="application/x-ndjson",
-            headers={"Content-Disposition": f'attachment; filename="{_safe_file(name)}.jsonl"'},
-        )
-
-    async def tail(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        t = await self._topic(name)
-        qs = request.query
-        parts = [p.partition for p in t.partitions]
-        if qs.get("partition", "all") not in ("", "all"):
-            p = _int(qs["partition"], "partition")
-            parts = [p] if p in parts else []
-        try:
-            flt = RecordFilter(
-                qs.get("key", ""), qs.get("value", ""), qs.get("header", ""), qs.get("expr", "")
-            )
-        except FilterError as e:
-            raise Refused(str(e)) from None
-        resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-            }
-        )
-        await resp.prepare(request)
-        # the consumer is closed as soon as the browser goes away (a write fails) or the console stops
-        async with contextlib.aclosing(tail(self.view.consumer_conf(), name, parts, flt)) as batches:
-            try:
-                async for batch in batches:
-                    if batch is None:
-                        await resp.write(b"event: ready\ndata: {}\n\n")
-                    elif batch:
-                        data = json.dumps([dict(record_json(r), time=fmt_ts(r.timestamp)) for r in batch])
-                        await resp.write(f"event: records\ndata: {data}\n\n".encode())
-                    else:
-                        await resp.write(b": idle\n\n")
-            except ConnectionResetError:
-                log.debug("live tail of %s: the browser went away", name)
-        return resp
-
-    async def produce(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        f = self.form(request)
-        enc = str(f.get("encoding", "text"))
-        if enc not in ("text", "hex", "base64"):
-            raise Refused(f"unknown encoding {enc!r}")
-        try:
-            value = parse_bytes(str(f.get("value", "")), enc) if not f.get("null_value") else None
-            key_text = str(f.get("key", ""))
-            key = parse_bytes(key_text, enc) if key_text else None
-        except ValueError as e:
-            raise Refused(f"produce: {e}") from None
-        headers: list[tuple[str, bytes | None]] = []
-        for line in str(f.get("headers", "")).splitlines():
-            if line.strip():
-                hk, sep, hv = line.partition("=")
-                headers.append((hk.strip(), hv.encode("utf-8") if sep else None))
-        part_text = str(f.get("partition", "")).strip()
-        partition = _int(part_text, "partition") if part_text not in ("", "auto") else None
-        md = await self.view.produce(name, value, key, headers, partition)
-        target = f"/topics/{_q(name)}/messages?partition={md.partition}&mode=offset&offset={md.offset}"
-        return redirect(target, f"produced to partition {md.partition} at offset {md.offset}")
 
     # ------------------------------------------------------------------------------------------ groups
     async def groups(self, request: web.Request) -> web.Response:
@@ -583,168 +352,12 @@ class Console:
         await self.view.delete_group(gid)
         return redirect("/groups", f"deleted group {gid}")
 
-    # ------------------------------------------------------------------------------------------ transactions
-    async def transactions(self, request: web.Request) -> web.Response:
-        snap = await self.view.snapshot()
-        error = None
-        txns: list[extra.Transaction] = []
-        producers: list[extra.ProducerState] = []
-        try:
-            txns = await extra.transactions(self.view.admin)
-        except CLUSTER_ERRORS as e:
-            error = f"transactions: {e}"
-        try:
-            leaders = snap.leaders()
-            producers = await extra.producers(self.view.admin, leaders)
-        except CLUSTER_ERRORS as e:
-            error = (error + "; " if error else "") + f"producers: {e}"
-        hanging = extra.hanging(producers, txns, int(time.time() * 1000))
-        tpage = paginate(
-            request,
-            txns,
-            text=lambda t: f"{t.transactional_id} {t.state}",
-            page_size=self.settings.page_size,
-            keys={
-                "id": lambda t: t.transactional_id,
-                "state": lambda t: t.state,
-                "pid": lambda t: t.producer_id,
-                "start": lambda t: t.start_ms,
-            },
-            default_sort="id",
-        )
-        return self.render(
-            request,
-            "transactions.html",
-            title="Transactions and producers",
-            active="transactions",
-            tpage=tpage,
-            producers=producers[:500],
-            producer_count=len(producers),
-            hanging=hanging,
-            error=error,
-        )
-
-    # ------------------------------------------------------------------------------------------ security
-    async def security(self, request: web.Request) -> web.Response:
-        acls: list[extra.Acl] = []
-        users: list[extra.ScramUser] = []
-        quotas: list[tuple[str, dict[str, float]]] = []
-        errors: dict[str, str] = {}
-        try:
-            acls = await extra.describe_acls(self.view.admin)
-        except CLUSTER_ERRORS as e:
-            errors["acls"] = str(e)
-        try:
-            users = await extra.scram_users(self.view.admin)
-        except CLUSTER_ERRORS as e:
-            errors["users"] = str(e)
-        try:
-            quotas = await extra.client_quotas(self.view.admin)
-        except CLUSTER_ERRORS as e:
-            errors["quotas"] = str(e)
-        apage = paginate(
-            request,
-            acls,
-            text=lambda a: f"{a.resource_type} {a.resource_name} {a.principal} {a.operation} {a.permission}",
-            page_size=self.settings.page_size,
-            keys={
-                "resource": lambda a: (a.resource_type, a.resource_name),
-                "principal": lambda a: a.principal,
-                "operation": lambda a: a.operation,
-            },
-            default_sort="resource",
-        )
-        return self.render(
-            request,
-            "security.html",
-            title="Security",
-            active="security",
-            apage=apage,
-            users=users,
-            quotas=quotas,
-            errors=errors,
-            resource_types=list(extra.RESOURCE_TYPES)[1:],
-            pattern_types=["LITERAL", "PREFIXED"],
-            operations=list(extra.ACL_OPERATIONS)[1:],
-            permissions=["ALLOW", "DENY"],
-        )
-
-    def _acl_from(self, f: Any) -> extra.Acl:
-        return extra.Acl(
-            str(f.get("resource_type", "TOPIC")),
-            str(f.get("resource_name", "")).strip(),
-            str(f.get("pattern_type", "LITERAL")),
-            str(f.get("principal", "")).strip(),
-            str(f.get("host", "*")).strip() or "*",
-            str(f.get("operation", "READ")),
-            str(f.get("permission", "ALLOW")),
-        )
-
-    async def acl_create(self, request: web.Request) -> web.Response:
-        acl = self._acl_from(self.form(request))
-        if not acl.principal.startswith("User:"):
-            raise Refused("the principal must look like User:NAME")
-        try:
-            await extra.create_acl(self.view.admin, acl)
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        return redirect(
-            "/security",
-            f"created ACL {acl.permission} {acl.principal} {acl.operation} on "
-            f"{acl.resource_type} {acl.resource_name}",
-        )
-
-    async def acl_delete(self, request: web.Request) -> web.Response:
-        acl = self._acl_from(self.form(request))
-        try:
-            n = await extra.delete_acl(self.view.admin, acl)
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        return redirect("/security", f"deleted {n} ACL(s)")
-
-    async def user_upsert(self, request: web.Request) -> web.Response:
-        f = self.form(request)
-        name = str(f.get("name", "")).strip()
-        try:
-            await extra.upsert_scram_user(
-                self.view.admin,
-                name,
-                str(f.get("mechanism", "SCRAM-SHA-256")),
-                str(f.get("password", "")),
-                _int(f.get("iterations", "8192"), "iterations"),
-            )
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        return redirect("/security", f"saved SCRAM credential of {name}")
-
-    async def user_delete(self, request: web.Request) -> web.Response:
-        f = self.form(request)
-        name = str(f.get("name", "")).strip()
-        try:
-            await extra.delete_scram_user(self.view.admin, name, str(f.get("mechanism", "")))
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        return redirect("/security", f"deleted SCRAM credential of {name}")
-
     # ------------------------------------------------------------------------------------------ data flow
     async def flow(self, request: web.Request) -> web.Response:
         from .flow import build_flow
 
         graph = await build_flow(self.view, self.sampler)
         return self.render(request, "flow.html", title="Data flow", active="flow", graph=graph)
-
-    async def _decoders(self, form: dict[str, Any], records: list[Any]) -> dict[str, Any]:
-        """The key and value decoders of a browse; ``registry`` fetches its schemas first, in a thread."""
-        out: dict[str, Any] = {}
-        for field, attr in (("kdecode", "key"), ("decode", "value")):
-            how = form[field]
-            if how == "registry" and self.schemas is not None:
-                await asyncio.to_thread(self.schemas.prefetch, [getattr(r, attr) for r in records])
-                out[field] = self.schemas.decode
-            else:
-                out[field] = lambda data, how=how: decode(data, how)
-        return out
-
     # ------------------------------------------------------------------------------------------ schemas
     def _browser(self) -> SchemaBrowser:
         if self.schemas is None:
@@ -842,21 +455,6 @@ class Console:
     async def _on_cleanup(self, app: web.Application) -> None:
         await self.sampler.stop()
         await self.view.close()
-
-
-def _q(s: str) -> str:
-    return urllib.parse.quote(s, safe="")
-
-
-def _safe_file(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "records"
-
-
-def _int(v: Any, what: str) -> int:
-    try:
-        return int(str(v).strip())
-    except ValueError:
-        raise Refused(f"{what} must be an integer, got {str(v)!r}") from None
 
 
 def create_app(settings: ConsoleSettings) -> web.Application:

@@ -1,5 +1,5 @@
 """HTTP plumbing of the console: settings, security middleware (auth, CSRF, read-only, headers), templates,
-list paging and sorting. The pages themselves are in ``moldau.console.pages``.
+list paging and sorting. The pages themselves are in ``moldau.console.pages`` and its mixins.
 """
 
 from __future__ import annotations
