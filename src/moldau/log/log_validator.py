@@ -40,10 +40,10 @@ class AppendAnalysis:
 
 
 def analyze(
-    batches: Sequence[tuple[int, Any]], cfg: LogConfig, name: str, now_ms: int, leader: bool
+    batches: Sequence[tuple[int, Any]], cfg: LogConfig, topic: str, partition: int, now_ms: int, leader: bool
 ) -> AppendAnalysis:
     """Sizes (max.message.bytes per batch, segment.bytes for the whole append) and, on a leader of a
-    CreateTime topic, Kafka's timestamp bounds. ``name``: the partition, for the errors."""
+    CreateTime topic, Kafka's timestamp bounds. ``topic``, ``partition``: for the errors."""
     max_msg = cfg.max_message_bytes
     first_pos = batches[0][0]
     end = first_pos
@@ -59,7 +59,7 @@ def analyze(
         size = h.batch_length + 12
         if size > max_msg:
             raise MessageTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes={max_msg} for {name}"
+                f"batch of {size} bytes exceeds max.message.bytes={max_msg} for {topic}-{partition}"
             )
         if pos != end:
             contiguous = False
@@ -68,13 +68,13 @@ def analyze(
         if h.max_timestamp > append_max_ts:
             append_max_ts = h.max_timestamp
         if ts_checks:
-            _check_timestamps(cfg, h, name, now_ms)
+            _check_timestamps(cfg, h, topic, partition, now_ms)
     if total > cfg.segment_bytes:
         raise RecordListTooLargeError(f"{total} bytes exceed segment.bytes={cfg.segment_bytes}")
     return AppendAnalysis(first_pos, end, contiguous, total, append_max_ts)
 
 
-def _check_timestamps(cfg: LogConfig, h: Any, name: str, now_ms: int) -> None:
+def _check_timestamps(cfg: LogConfig, h: Any, topic: str, partition: int, now_ms: int) -> None:
     """Kafka's CreateTime bounds, checked on the batch's base and max timestamps (records are not decoded;
     Kafka checks every record)."""
     for ts in (h.base_timestamp, h.max_timestamp):
@@ -86,7 +86,8 @@ def _check_timestamps(cfg: LogConfig, h: Any, name: str, now_ms: int) -> None:
             or ts - now_ms > cfg.message_timestamp_after_max_ms
         ):
             raise InvalidTimestampError(
-                f"timestamp {ts} of a batch for {name} is out of the accepted range around {now_ms}"
+                f"timestamp {ts} of a batch for {topic}-{partition} is out of the accepted range around "
+                f"{now_ms}"
             )
 
 

@@ -239,7 +239,7 @@ class PartitionLog:
         ):
             buf = bytearray(buf)
         cfg = self.config
-        an = analyze(batches, cfg, f"{self.topic}-{self.partition}", now_ms, assign_offsets)
+        an = analyze(batches, cfg, self.topic, self.partition, now_ms, assign_offsets)
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
