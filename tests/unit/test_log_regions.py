@@ -81,10 +81,10 @@ def test_region_reads_equal_plain_reads(tmp_path):
 def test_tail_cache_regions_point_at_the_appends_in_the_file(tmp_path):
     rng = random.Random(5)
     lg = new_log(tmp_path / "t-0", segment_bytes=400_000)
-    lg.tail_cache_max = 1 << 20
+    lg.tail_cache.configure(1 << 20)
     fill(lg, rng, 30)
     leo = lg.log_end_offset
-    first_cached = lg._tail[0][0]
+    first_cached = lg.tail_cache.entries[0][0]
     active_base = lg.segments[-1].base_offset
     for offset in range(max(first_cached, active_base), leo, 7):
         for max_bytes in (50, 10_000, 1 << 20):

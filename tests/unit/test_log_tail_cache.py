@@ -34,12 +34,12 @@ def new_log(path, cfg: LogConfig | None = None) -> PartitionLog:
 
 
 def uncached(lg: PartitionLog, *args, **kw):
-    saved = lg._tail
-    lg._tail = deque()
+    saved = lg.tail_cache.entries
+    lg.tail_cache.entries = deque()
     try:
         return lg.read(*args, **kw)
     finally:
-        lg._tail = saved
+        lg.tail_cache.entries = saved
 
 
 def same(a, b) -> bool:
@@ -50,7 +50,7 @@ def same(a, b) -> bool:
 def test_tail_reads_equal_file_reads(tmp_path):
     rng = random.Random(7)
     lg = new_log(tmp_path / "t-0")
-    lg.tail_cache_max = 1 << 20
+    lg.tail_cache.configure(1 << 20)
     frames = []
     for _ in range(40):
         # one append: 1-3 batches back to back, as in a produce request
@@ -72,15 +72,15 @@ def test_tail_reads_equal_file_reads(tmp_path):
                         served_from_memory += 1
     assert served_from_memory > 100  # the cache was used, not bypassed
     # the followers have everything below 60: those appends are dropped, the rest still served from memory
-    lg.tail_release(60)
-    assert lg._tail and all(nxt > 60 for _first, nxt, *_rest in lg._tail)
+    lg.tail_cache.release(60)
+    assert lg.tail_cache.entries and all(nxt > 60 for _first, nxt, *_rest in lg.tail_cache.entries)
     assert same(lg.read(60, 1 << 20), uncached(lg, 60, 1 << 20))
     assert same(lg.read(0, 1 << 20), uncached(lg, 0, 1 << 20))
 
 
 def test_tail_keeps_a_copy_of_a_buffer_the_caller_may_reuse(tmp_path):
     lg = new_log(tmp_path / "t-0")
-    lg.tail_cache_max = 1 << 20
+    lg.tail_cache.configure(1 << 20)
     buf = batch(3)
     lg.append(buf, split_batches(buf), NOW, stable=False)
     want = bytes(buf)
@@ -91,15 +91,15 @@ def test_tail_keeps_a_copy_of_a_buffer_the_caller_may_reuse(tmp_path):
 def test_tail_is_bounded_and_cleared_by_truncation_and_roll(tmp_path):
     lg = new_log(tmp_path / "t-0", LogConfig(segment_bytes=4000))
     one = len(batch(2, size=100))
-    lg.tail_cache_max = 3 * one
+    lg.tail_cache.configure(3 * one)
     for _ in range(5):
         b = batch(2, size=100)
         lg.append(b, split_batches(b), NOW, stable=True)
-    assert lg._tail_bytes <= 3 * one and len(lg._tail) == 3
+    assert lg.tail_cache.bytes <= 3 * one and len(lg.tail_cache.entries) == 3
     assert same(lg.read(0, 1 << 20), uncached(lg, 0, 1 << 20))
     # truncation (a leader that became a follower and diverged): new bytes at the same offsets
     lg.truncate_to(4)
-    assert not lg._tail
+    assert not lg.tail_cache.entries
     b = batch(2, size=50)
     lg.append(b, split_batches(b), NOW, leader_epoch=9, stable=True)
     r = lg.read(4, 1 << 20)
@@ -111,7 +111,7 @@ def test_tail_is_bounded_and_cleared_by_truncation_and_roll(tmp_path):
         lg.append(b, split_batches(b), NOW, stable=True)
     assert len(lg.segments) > 1
     first_active = lg.segments[-1].base_offset
-    assert all(first >= first_active for first, _n, *_rest in lg._tail)
+    assert all(first >= first_active for first, _n, *_rest in lg.tail_cache.entries)
     for off in range(0, lg.log_end_offset, 3):
         assert same(lg.read(off, 1 << 20), uncached(lg, off, 1 << 20))
 

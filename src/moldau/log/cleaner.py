@@ -140,6 +140,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import LogConfig
     from .producer_state import ProducerStateManager
     from .segment import Segment
+    from .txn_state import AbortedTransactions
 
 
 class PartitionLog(Protocol):
@@ -148,12 +149,13 @@ class PartitionLog(Protocol):
 
     topic: str
     partition: int
-    dir: str
     config: LogConfig
     producer_state: ProducerStateManager
-    _aborted: list[tuple[int, int, int, int]]
+    aborted: AbortedTransactions
     byte_offsets: Any  # byte_offsets.ByteOffsetIndex | None: the partition's Kafka 0.7 byte offsets
 
+    @property
+    def dir(self) -> str: ...
     @property
     def closed(self) -> bool: ...
     @property
@@ -1039,7 +1041,7 @@ class LogCleaner:
             segs=ins,
             dirty_index=c.dirty_index,
             first_dirty=c.first_dirty,
-            aborted=[a for a in plog._aborted if a[0] >= ins[0].base],
+            aborted=[a for a in plog.aborted.entries if a[0] >= ins[0].base],
             active_producers=active,
             max_map_entries=self.max_map_entries,
             kafka07=getattr(plog, "byte_offsets", None) is not None,

@@ -53,6 +53,7 @@ from .cleaner import LogCleaner
 from .config import LogConfig
 from .dir_move import ReplicaMove, copy_pass, fsync_tree, future_dir_name, recover_moves
 from .errors import InvalidTopicError, StorageError
+from .local_log import fsync_segment
 from .partition_log import PartitionLog, parse_partition_dir_name
 from .segment import SegmentCache
 
@@ -103,7 +104,7 @@ def _default_cache_size() -> int:
 
 def _fsync_recovered(seg: Any) -> None:
     try:
-        PartitionLog._fsync_segment(seg)
+        fsync_segment(seg)
     except FileNotFoundError:  # deleted while loading (log start offset past the end)
         pass
 

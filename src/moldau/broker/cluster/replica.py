@@ -217,8 +217,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
-        p.log.tail_clear()
-        p.log.tail_cache_max = self.tail_cache_bytes if len(p.replicas) > 1 else 0
+        p.log.tail_cache.configure(self.tail_cache_bytes if len(p.replicas) > 1 else 0)
         log.info(
             "%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)",
             p.topic,
@@ -248,8 +247,7 @@ class ClusterReplicaManager(ReplicaManager):
         p.pending_isr = None
         p.follower_leo = {}
         p.caught_up_ms = {}
-        p.log.tail_cache_max = 0
-        p.log.tail_clear()
+        p.log.tail_cache.configure(0)
         if was_leader:
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.leadership_changed(p.topic, p.index, False, p.leader_epoch)
@@ -300,8 +298,7 @@ class ClusterReplicaManager(ReplicaManager):
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self.leadership_changed(p.topic, p.index, False, None)
             p.leader_id = NO_LEADER
-            p.log.tail_cache_max = 0
-            p.log.tail_clear()
+            p.log.tail_cache.configure(0)
         if delete:
             self._delete_replica(key)
         return ErrorCode.NONE
@@ -471,7 +468,7 @@ class ClusterReplicaManager(ReplicaManager):
                 hw = min(hw, p.follower_leo.get(r, -1))
         if hw > p.high_watermark:
             p.high_watermark = hw
-            p.log.tail_release(hw)  # the ISR has it: followers out of the ISR read the file
+            p.log.tail_cache.release(hw)  # the ISR has it: followers out of the ISR read the file
             p.wake()
             self._complete_produces(p)
 
