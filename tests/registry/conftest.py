@@ -3,7 +3,7 @@ harness's session broker), driven over HTTP and by confluent-kafka's SchemaRegis
 
 The registry runs in a thread of the test process with its own event loop (``RegistryThread``), as
 ``moldau registry`` would run it; each module's registry keeps its state in a topic of its own so that the
-modules do not see each other's subjects. ``test_embedded.py`` starts the broker with
+modules do not see each other's subjects. ``test_registry_embedded.py`` starts the broker with
 ``schema.registry.listener`` and the default ``_schemas`` topic.
 """
 
