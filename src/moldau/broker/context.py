@@ -19,6 +19,7 @@ class ClientConnection(Protocol):
     client_id: str | None
     client_software: tuple[str, str] | None
     auth: Any  # security.sasl.AuthSession on SASL listeners
+    sendfile_ok: bool  # a plaintext socket: a response may carry segment file regions (zero-copy fetch)
 
     @property
     def closed(self) -> bool: ...

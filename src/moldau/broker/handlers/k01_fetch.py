@@ -242,7 +242,7 @@ async def fetch(ctx: RequestContext, req: m.FetchRequest) -> m.FetchResponse:
     # ------------------------------------------------------------------ read, long poll
     # zero-copy: v4+ answers (no down-conversion) on a connection that can sendfile get the records as
     # regions of the segment files, which the connection sends with os.sendfile
-    regions = v >= 4 and getattr(ctx.connection, "sendfile_ok", False)
+    regions = v >= 4 and ctx.connection.sendfile_ok
     total, has_error = _read_all(rm, items, max_bytes, isolation, replica_id, follower_ok, regions)
     max_wait = req.max_wait_ms
     if max_wait > 0 and total < req.min_bytes and not has_error and items and not preferred:

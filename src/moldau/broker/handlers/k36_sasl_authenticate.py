@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 async def sasl_authenticate(ctx: RequestContext,
                             req: m.SaslAuthenticateRequest) -> m.SaslAuthenticateResponse:
     conn = ctx.connection
-    auth = getattr(conn, "auth", None)
+    auth = conn.auth
     resp = m.SaslAuthenticateResponse.new(error_code=0, error_message=None, auth_bytes=b"",
                                           session_lifetime_ms=0)
     if auth is None:

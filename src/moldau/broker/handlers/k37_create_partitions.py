@@ -59,7 +59,7 @@ def _check(ctx: RequestContext, topic: Any) -> Any:
                        f"Attempted to add {added} additional partition(s), but only "
                        f"{len(topic.assignments)} assignment(s) were specified.")
         rf = getattr(info, "replication_factor", 1) or 1
-        listener = getattr(ctx.connection, "listener_name", None)
+        listener = ctx.connection.listener_name
         live = {b[0] for b in ctx.services.metadata.live_brokers(listener)} or {ctx.services.node_id}
         for a in topic.assignments:
             brokers = list(a.broker_ids or [])
