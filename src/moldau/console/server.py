@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 from typing import Any
 
 from aiohttp import web
+
+from moldau._serve import serve_until_signal
 
 from .pages import Console
 from .web import ConsoleSettings
@@ -58,20 +58,4 @@ class ConsoleServer:
 
 def run_console(settings: ConsoleSettings) -> None:
     """Serve until SIGINT/SIGTERM."""
-
-    async def main() -> None:
-        server = ConsoleServer(settings)
-        await server.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
-                pass
-        try:
-            await stop.wait()
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
+    serve_until_signal(ConsoleServer(settings))

@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 import socket
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from moldau._serve import serve_until_signal
 
 from .api import RegistryAPI
 from .election import LeaderElector
@@ -134,20 +134,4 @@ class RegistryServer:
 
 def run_registry(settings: RegistrySettings) -> None:
     """Serve until SIGINT/SIGTERM."""
-
-    async def main() -> None:
-        server = RegistryServer(settings)
-        await server.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, stop.set)
-            except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
-                pass
-        try:
-            await stop.wait()
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
+    serve_until_signal(RegistryServer(settings))
