@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from moldau._ports import free_port
 from moldau.client import AsyncProducer, BootstrapError, ConfigError, Consumer, Producer
 from moldau.client.cluster import Cluster
 from moldau.client.config import resolve_config
@@ -17,9 +18,7 @@ from moldau.protocol import messages as m
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def test_unreachable_bootstrap_names_address_and_cause():

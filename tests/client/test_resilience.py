@@ -63,13 +63,12 @@ def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
     swallows their responses and cuts the connection, with up to five requests in flight on it: the moldau
     producer reconnects and resends what it did not hear about with the same producer id, epoch and sequences.
     Every record is in the log once, in send order, and every future holds its record's real offset."""
-    from brokerproc import free_port
     from faultproxy import FaultProxy
     from kafkautil import unique_topic
 
-    port = free_port()
-    b = broker_factory(advertised_port=port)
-    proxy = FaultProxy(("127.0.0.1", b.port), port)
+    proxy = FaultProxy()
+    b = broker_factory(advertised_port=proxy.listen_port)
+    proxy.target = ("127.0.0.1", b.port)
     try:
         topic = create_topic(proxy.bootstrap, unique_topic("moldau-idem-cut"), 3)
         n = 3000

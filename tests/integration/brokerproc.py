@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from moldau._ports import free_port as moldau_free_port
+
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 KINDS = ("moldau", "tansu", "cluster", "memory", "kafka")
@@ -48,10 +50,7 @@ def in_memory() -> bool:
     return os.environ.get("MOLDAU_TEST_BROKER", "").strip().lower() == "memory"
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+free_port = moldau_free_port
 
 
 def tansu_binary() -> str:

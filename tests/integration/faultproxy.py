@@ -16,12 +16,14 @@ PRODUCE = 0
 
 
 class FaultProxy:
-    def __init__(self, target: tuple[str, int], listen_port: int) -> None:
+    def __init__(self, target: tuple[str, int] | None = None, listen_port: int = 0) -> None:
+        """Listen on listen_port (0: an ephemeral port, held from now on, so a broker started next
+        cannot be given the same one); `target` may be set later, before the first client connects."""
         self.target = target
-        self.listen_port = listen_port
         self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._srv.bind(("127.0.0.1", listen_port))
+        self.listen_port = self._srv.getsockname()[1]
         self._srv.listen(64)
         self._lock = threading.Lock()
         self._closed = False
@@ -65,6 +67,7 @@ class FaultProxy:
             except OSError:
                 return
             try:
+                assert self.target is not None, "FaultProxy.target is set before clients connect"
                 upstream = socket.create_connection(self.target, timeout=5)
                 upstream.settimeout(None)
             except OSError:

@@ -12,7 +12,7 @@ import struct
 import time
 
 import pytest
-from brokerproc import BrokerProcess, free_port
+from brokerproc import BrokerProcess
 from clients import Confluent, KafkaPython, make_records
 from faultproxy import FaultProxy
 from hypothesis import HealthCheck, given, settings
@@ -43,9 +43,9 @@ class Target:
 
 @pytest.fixture(scope="module")
 def target(module_broker_factory):
-    port = free_port()
-    b: BrokerProcess = module_broker_factory(advertised_port=port)
-    proxy = FaultProxy(("127.0.0.1", b.port), port)
+    proxy = FaultProxy()
+    b: BrokerProcess = module_broker_factory(advertised_port=proxy.listen_port)
+    proxy.target = ("127.0.0.1", b.port)
     proxy.record = True
     try:
         for client in (Confluent(), KafkaPython()):

@@ -15,7 +15,6 @@ import logging
 import time
 
 import pytest
-from brokerproc import free_port
 from faultproxy import FaultProxy
 from kafkautil import consume_confluent, create_topic, read_all_confluent, unique_topic
 
@@ -126,9 +125,9 @@ def test_idempotent_produce(broker, produce):
 
 @pytest.fixture
 def proxied(broker_factory):
-    port = free_port()
-    b = broker_factory(advertised_port=port)
-    proxy = FaultProxy(("127.0.0.1", b.port), port)
+    proxy = FaultProxy()
+    b = broker_factory(advertised_port=proxy.listen_port)
+    proxy.target = ("127.0.0.1", b.port)
     yield b, proxy
     proxy.close()
 

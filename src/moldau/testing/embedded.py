@@ -31,6 +31,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from moldau._ports import free_port
+
 __all__ = ["EmbeddedBroker", "BrokerStartError"]
 
 log = logging.getLogger(__name__)
@@ -44,14 +46,6 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 class BrokerStartError(RuntimeError):
     """The broker did not start (its output, when it is a process, is in the message)."""
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedBroker:
@@ -339,7 +333,7 @@ class EmbeddedBroker:
         # one listener: port 0, the bound port read from the ready line; more: free ports picked here (the
         # ready line names only the first listener)
         count = self._listener_count()
-        ports = [0] if count == 1 else [_free_port(self.host) for _ in range(count)]
+        ports = [0] if count == 1 else [free_port(self.host) for _ in range(count)]
         cmd = [sys.executable, "-m", "moldau", "broker", "--data-dir", self._resolved_data_dir or "",
                "--set", f"listeners={self._listener_spec(ports)}"]
         for k, v in self._settings.items():

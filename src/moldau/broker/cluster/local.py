@@ -14,18 +14,14 @@ import sys
 import time
 from collections.abc import Sequence
 
+from moldau._ports import free_port
+
 ZK_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/*"
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 class ZooKeeperUnavailable(RuntimeError):
     pass
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def zookeeper_installed() -> bool:
