@@ -165,6 +165,7 @@ class Member(threading.Thread):
 
     def _run_kafka_python(self) -> None:
         from kafka import KafkaConsumer
+        from kafka.errors import RebalanceInProgressError
 
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
                           auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=10000)
@@ -172,14 +173,21 @@ class Member(threading.Thread):
         # topic hands out nothing, and (a race in kafka-python 3.0) may not rebalance when it arrives
         wait_until(lambda: c.partitions_for_topic(self.topic), T, "kafka-python metadata of the topic")
         c.subscribe([self.topic])
+        pending = False
         try:
             while not self.stop.is_set():
                 got = c.poll(timeout_ms=100)
                 self.assignment = {tp.partition for tp in c.assignment()}
                 for recs in got.values():
                     self.records.extend((r.partition, r.offset) for r in recs)
-                if got:
-                    c.commit()
+                if got or pending:
+                    try:
+                        c.commit()
+                        pending = False
+                    except RebalanceInProgressError:
+                        # kafka-python's documented answer: finish the rebalance in poll(), then commit
+                        # again (the consumed positions, so nothing is lost; a redelivery would show below)
+                        pending = True
         finally:
             c.close()
 
