@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
+
+from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
+from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = pytest.mark.timeout(120)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
 
 
 @pytest.fixture
