@@ -8,7 +8,10 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from moldau.broker.config import Listener
 
 log = logging.getLogger(__name__)
 
@@ -21,17 +24,6 @@ class Startable(Protocol):
 S = TypeVar("S", bound=Startable)
 
 
-class BoundListener(Protocol):
-    """A listener the broker bound (``moldau.broker.config.Listener``)."""
-
-    @property
-    def host(self) -> str: ...
-    @property
-    def port(self) -> int: ...
-    @property
-    def security_protocol(self) -> object: ...
-
-
 def parse_listen(text: str, what: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT``; no host: 127.0.0.1) -> (host, port); ValueError naming ``what``."""
     host, sep, port = text.strip().rpartition(":")
@@ -41,7 +33,7 @@ def parse_listen(text: str, what: str = "--listen") -> tuple[str, int]:
 
 
 async def start_embedded(
-    spec: object, config_key: str, command: str, listeners: Sequence[BoundListener],
+    spec: object, config_key: str, command: str, listeners: Sequence[Listener],
     make: Callable[[str, str, int], S],
 ) -> S | None:
     """Start the server a broker runs in its own process when ``config_key`` (``spec``: its value,
