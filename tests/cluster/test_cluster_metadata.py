@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
+from harness.clusterutil import (
+    QUIET,
+    admin,
+    create_topic,
+    fully_replicated,
+    partitions,
+    read_partition,
+    wait_until,
+)
 from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = pytest.mark.timeout(120)
@@ -199,7 +207,7 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
         hosts = bootstrap.split(",")
         assert len(hosts) == 2
         wait_until(
-            lambda: len(__import__("clusterutil").admin(bootstrap).list_topics(timeout=5).brokers) == 2,
+            lambda: len(admin(bootstrap).list_topics(timeout=5).brokers) == 2,
             20,
             "two brokers in metadata",
         )
