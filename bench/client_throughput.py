@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 sys.path.insert(0, str(ROOT / "src"))
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -440,8 +440,7 @@ def worker(args: argparse.Namespace) -> None:
 def java_client_command(bootstrap: str, op: str, topic: str, n: int, size: int, acks: str,
                         max_poll: int) -> list[str]:
     """Kafka's Java client (tests/jvm module ``clients``, program ``Perf``) doing one measurement."""
-    sys.path.insert(0, str(ROOT / "tests" / "jvm"))
-    import jvm
+    from harness import jvm
 
     return list(jvm.java_command("clients", "moldau.jvm.Perf", [
         "--bootstrap", bootstrap, "--op", op, "--topic", topic, "--records", str(n), "--size", str(size),
@@ -500,8 +499,7 @@ def _versions() -> dict[str, Any]:
     except ImportError:  # pragma: no cover
         pass
     try:
-        sys.path.insert(0, str(ROOT / "tests" / "jvm"))
-        import jvm
+        from harness import jvm
 
         out["kafka-java"] = f"kafka-clients {jvm.KAFKA_VERSION} (Java)"
     except Exception:  # noqa: BLE001 - pragma: no cover
@@ -563,7 +561,7 @@ def main() -> None:
     if args.bootstrap:
         bootstrap, kind, broker_pid = args.bootstrap, "external", None
     else:
-        from brokerproc import BrokerProcess
+        from harness.brokerproc import BrokerProcess
 
         tmp = tempfile.TemporaryDirectory(prefix="moldau-client-bench-")
         settings = {"group.initial.rebalance.delay.ms": "0"}

@@ -85,7 +85,7 @@ def cpu_seconds(pid: int) -> float:
 def delete_topic(cluster: Any, topic: str) -> None:
     """Delete a measured topic and wait until every broker removed its files, so each run starts from the
     same state (no page cache of earlier runs' data left to write back, no idle partitions piling up)."""
-    from clusterutil import admin
+    from harness.clusterutil import admin
 
     client = admin(cluster.bootstrap)  # kept alive until the result is in
     client.delete_topics([topic], operation_timeout=30)[topic].result(60)
@@ -107,8 +107,9 @@ def warm_up(bootstrap: str, topic: str) -> None:
 
 def wait_replicated(bootstrap: str, topic: str, n: int, timeout: float = 120.0) -> None:
     """Until the leader's high watermark (ListOffsets latest) reaches ``n``."""
-    from clusterutil import QUIET
     from confluent_kafka import Consumer, TopicPartition
+
+    from harness.clusterutil import QUIET
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "logger": QUIET})
     deadline = time.monotonic() + timeout
@@ -122,7 +123,7 @@ def wait_replicated(bootstrap: str, topic: str, n: int, timeout: float = 120.0) 
 
 
 def leader_of(bootstrap: str, topic: str) -> int:
-    from clusterutil import partitions
+    from harness.clusterutil import partitions
 
     return int(partitions(bootstrap, topic)[0].leader)
 
@@ -140,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brokers", default="moldau,kafka",
                     help="clusters to measure, comma separated: moldau, kafka (default both)")
     a = ap.parse_args(argv)
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "cluster"))
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))  # tests/harness
     sizes = [int(x) for x in a.sizes.split(",")]
     kinds = [k for k in a.brokers.split(",") if k.strip()]
     runs = []
@@ -207,14 +207,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_cluster(kind: str, sizes: list[int], a: Any) -> list[dict[str, Any]]:
     """Every case, size and repeat on one three-broker cluster of ``kind`` (moldau or kafka)."""
-    from clusterutil import create_topic, fully_replicated, wait_until
-
     from moldau.broker.cluster.local import LocalCluster
+
+    from harness.clusterutil import create_topic, fully_replicated, wait_until
 
     folder = tempfile.mkdtemp(prefix=f"moldau-bench-cluster-{kind}-")
     cluster: Any
     if kind == "kafka":
-        from brokerproc import KafkaCluster
+        from harness.brokerproc import KafkaCluster
 
         cluster = KafkaCluster(folder, 3)
     else:
@@ -297,7 +297,7 @@ def run_cluster(kind: str, sizes: list[int], a: Any) -> list[dict[str, Any]]:
 
 
 def fully_replicated_ok(bootstrap: str) -> bool:
-    from clusterutil import admin
+    from harness.clusterutil import admin
 
     md = admin(bootstrap).list_topics(timeout=5)
     return len(md.brokers) == 3 and md.controller_id > 0

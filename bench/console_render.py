@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 
 
 def timed_get(url: str) -> tuple[float, int, int]:
@@ -100,9 +100,9 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
 
-    from brokerproc import BrokerProcess
-
     from moldau.console import ConsoleServer, ConsoleSettings
+
+    from harness.brokerproc import BrokerProcess
 
     with tempfile.TemporaryDirectory(prefix="moldau-console-bench-") as tmp:
         broker = BrokerProcess(

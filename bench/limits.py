@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 
-from brokerproc import BrokerProcess, free_port, moldau_command  # noqa: E402  (the tests' harness)
+from harness.brokerproc import BrokerProcess, free_port, moldau_command  # noqa: E402
 
 # ApiVersions v0, correlation id 1, client id "bench"
 _APIVERSIONS = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"

@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "tests" / "registry"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 sys.path.insert(0, str(ROOT / "src"))
 
 CT = "application/vnd.schemaregistry.v1+json"
@@ -160,8 +159,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from brokerproc import BrokerProcess, free_port
-    from registryutil import RegistryProcess, call
+    from harness.brokerproc import BrokerProcess, free_port
+    from harness.registryutil import RegistryProcess, call
 
     base = Path(tempfile.mkdtemp(prefix="moldau-bench-registry-"))
     port = free_port()

@@ -167,7 +167,7 @@ def phase(
 
 
 def run_once(ctx: Any, name: str, deployment: Any, topic: str, n: int, size: int, a: Any) -> dict[str, Any]:
-    from clusterutil import admin, create_topic, partitions, wait_until
+    from harness.clusterutil import admin, create_topic, partitions, wait_until
 
     bs = deployment.bootstrap
     create_topic(bs, topic, partitions=CLIENTS, rf=1)
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cluster"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     from moldau.broker.cluster.local import LocalCluster
 
     ctx = mp.get_context("spawn")  # the parent holds librdkafka threads (admin clients): no fork
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for d in deployments.values():
             d.start()
-        from clusterutil import admin, wait_until
+        from harness.clusterutil import admin, wait_until
 
         for name, d in deployments.items():
             wait_until(

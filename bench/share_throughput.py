@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 sys.path.insert(0, str(ROOT / "bench"))
 
 from throughput import create_topic, produce, start_broker  # noqa: E402
@@ -49,7 +49,7 @@ def classic(bootstrap: str, topic: str, n: int) -> float:
 def share(bootstrap: str, topic: str, n: int, members: int) -> dict[str, Any]:
     from confluent_kafka import ShareConsumer
     from confluent_kafka.admin import AdminClient
-    from test_share_groups import alter_group
+    from integration.test_share_groups import alter_group
 
     group = f"share-{members}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "tests" / "spark"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 sys.path.insert(0, str(ROOT / "src"))
 
 from pyspark.sql.datasource import (
@@ -167,7 +166,7 @@ def main() -> None:
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        from brokerproc import BrokerProcess
+        from harness.brokerproc import BrokerProcess
 
         base = Path(tempfile.mkdtemp(prefix="bench-spark-"))
         broker = BrokerProcess("moldau", base / "data", settings={}, log_dir=base)
@@ -192,7 +191,7 @@ def run(bootstrap: str, args: argparse.Namespace) -> None:
     builder = SparkSession.builder
     kafka = not args.no_kafka
     if kafka:
-        from sparkkafka import kafka_jars, spark_kafka_version
+        from harness.sparkkafka import kafka_jars, spark_kafka_version
 
         builder = builder.config("spark.jars", ",".join(kafka_jars()))
     spark = (builder.master(args.master).appName("moldau-spark-bench")

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 
-from brokerproc import BrokerProcess, KafkaProcess  # noqa: E402  (the integration tests' broker harness)
+from harness.brokerproc import BrokerProcess, KafkaProcess  # noqa: E402
 
 # records per run for each size when --records is not given: a few seconds per run for moldau
 DEFAULT_RECORDS = {100: 1_000_000, 1024: 250_000}
@@ -256,8 +256,7 @@ def start_broker(kind: str, base: Path, settings: dict[str, str] | None = None) 
 
 
 def _kafka_version() -> str:
-    sys.path.insert(0, str(ROOT / "tests" / "jvm"))
-    import jvm  # the JVM harness: the Kafka version of every module
+    from harness import jvm  # the JVM harness: the Kafka version of every module
 
     return str(jvm.KAFKA_VERSION)
 

@@ -6,8 +6,8 @@
 #                               the tests drive (kcat, Java 17, ZooKeeper, chromium + chromium-driver,
 #                               nodejs + npm, iproute2, Maven and a JDK), the npm packages of tests/kafka07 and
 #                               the JVM modules of tests/jvm (Kafka's clients, tools and broker from Maven Central,
-#                               cached outside the repository: tests/jvm/jvm.py) and the Go programs of tests/go
-#                               (franz-go from the Go module proxy, built outside the repository: tests/go/gobuild.py;
+#                               cached outside the repository: tests/harness/jvm.py) and the Go programs of tests/go
+#                               (franz-go from the Go module proxy, built outside the repository: tests/harness/gobuild.py;
 #                               needs a Go toolchain 1.21 or newer on PATH, from https://go.dev/dl/)
 #
 # Environment: PYTHON=python3.11 picks the interpreter that creates .venv (default: python3).
@@ -104,7 +104,7 @@ if [ "$want_test" = 1 ]; then
     # tests/jvm: resolve every module's Maven dependencies and compile its Java programs now, so that no
     # test downloads mid-run (cached by digest of the poms and sources; quick when nothing changed)
     echo "setup.sh: warming the JVM modules of tests/jvm"
-    "$venv/bin/python" tests/jvm/jvm.py warm
+    "$venv/bin/python" tests/harness/jvm.py warm
 
     # tests/go: build franz-go's programs now (cached by digest of go.mod, go.sum and sources). Debian's
     # golang-go is too old for franz-go (go 1.26 in its go.mod); Go 1.21+ fetches the toolchain go.mod names.
@@ -115,7 +115,7 @@ if [ "$want_test" = 1 ]; then
         exit 1
     fi
     echo "setup.sh: building the Go programs of tests/go"
-    "$venv/bin/python" tests/go/gobuild.py warm
+    "$venv/bin/python" tests/harness/gobuild.py warm
 fi
 
 echo "setup.sh: ready ($venv$( [ "$want_test" = 1 ] && echo ', test dependencies and tools'))"

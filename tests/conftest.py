@@ -1,4 +1,8 @@
-"""Root test configuration: markers and hypothesis profiles shared by unit and integration tests."""
+"""Root test configuration: markers and hypothesis profiles shared by unit and integration tests, and the
+broker markers' effect (skip or xfail per broker under test) on every collected test.
+
+The helpers and fixtures every test directory shares are the package ``harness`` (tests/harness), importable
+because pyproject.toml's ``[tool.pytest.ini_options] pythonpath`` puts tests/ on sys.path."""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from harness.fixtures import apply_broker_markers, report_header
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -57,3 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # kafka-python loads its JSON schemas with importlib.resources' legacy API
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:kafka.protocol.schemas.load_json")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return report_header()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    apply_broker_markers(items)

@@ -12,9 +12,10 @@ import time
 
 import pyarrow as pa
 import pytest
-from kafkautil import by_partition, consume_confluent
 
 from moldau.client import AsyncProducer, Producer
+
+from harness.kafkautil import by_partition, consume_confluent
 
 PARTITIONS = 4
 TS0 = (int(time.time()) - 3600) * 1000  # recent: older records would be due for retention

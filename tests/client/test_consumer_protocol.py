@@ -7,10 +7,11 @@ import time
 from typing import Any
 
 import pytest
-from clientutil import wait_until
-from kafkautil import create_topic, unique_topic
 
 from moldau.client import Admin, AsyncConsumer, Consumer, Producer, TopicPartition
+
+from harness.clientutil import wait_until
+from harness.kafkautil import create_topic, unique_topic
 
 pytestmark = pytest.mark.moldau_only(
     reason="KIP-848 consumer group protocol (tansu has only the classic one)"

@@ -6,9 +6,10 @@ import asyncio
 import time
 
 import pytest
-from clientutil import FAST_GROUP, wait_until
 
 from moldau.client import AsyncConsumer, Consumer, OffsetAndMetadata, Producer, TopicPartition
+
+from harness.clientutil import FAST_GROUP, wait_until
 
 
 def _fill(bootstrap, topic, partitions, per_partition):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from clientutil import CODECS, awkward_records
-from kafkautil import consume_confluent, produce_confluent
 
 from moldau.client import Consumer, Producer, TopicPartition
+
+from harness.clientutil import CODECS, awkward_records
+from harness.kafkautil import consume_confluent, produce_confluent
 
 
 @pytest.mark.parametrize("codec", CODECS)

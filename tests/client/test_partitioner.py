@@ -7,10 +7,11 @@ import os
 import random
 
 import pytest
-from kafkautil import produce_confluent
 
 from moldau.client import Producer
 from moldau.client.partitioner import DefaultPartitioner, key_partition, murmur2
+
+from harness.kafkautil import produce_confluent
 
 # Vectors from Kafka's UtilsTest.testMurmur2 (Java's signed 32-bit results)
 KAFKA_VECTORS = {

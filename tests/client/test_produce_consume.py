@@ -7,7 +7,6 @@ import concurrent.futures as cf
 import time
 
 import pytest
-from clientutil import CODECS, awkward_records
 
 from moldau.client import (
     AsyncConsumer,
@@ -17,6 +16,8 @@ from moldau.client import (
     RecordMetadata,
     TopicPartition,
 )
+
+from harness.clientutil import CODECS, awkward_records
 
 
 def _consume_all(conf, topic, partitions, expected, timeout=20.0, **extra):

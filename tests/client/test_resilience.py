@@ -6,9 +6,10 @@ import threading
 import time
 
 import pytest
-from kafkautil import create_topic
 
 from moldau.client import Consumer, Producer, TopicPartition
+
+from harness.kafkautil import create_topic
 
 
 @pytest.mark.moldau_only("restarts the broker on the same data directory")
@@ -63,8 +64,8 @@ def test_idempotent_produce_survives_dropped_connections(broker_factory, kind):
     swallows their responses and cuts the connection, with up to five requests in flight on it: the moldau
     producer reconnects and resends what it did not hear about with the same producer id, epoch and sequences.
     Every record is in the log once, in send order, and every future holds its record's real offset."""
-    from faultproxy import FaultProxy
-    from kafkautil import unique_topic
+    from harness.faultproxy import FaultProxy
+    from harness.kafkautil import unique_topic
 
     proxy = FaultProxy()
     b = broker_factory(advertised_port=proxy.listen_port)

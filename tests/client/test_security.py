@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, free_port
 
 from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.tls import generate
@@ -29,6 +28,8 @@ from moldau.client import (
     SaslMechanismError,
     TopicPartition,
 )
+
+from harness.brokerproc import BrokerProcess, free_port
 
 pytestmark = pytest.mark.moldau_only(reason="TLS/SASL listeners are configured through moldau's settings")
 

@@ -21,10 +21,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clusterutil import admin, create_topic, fully_replicated, partitions, wait_until
 
 from moldau.broker.cluster import zkdata as zd
 from moldau.protocol import messages as m
+
+from harness.clusterutil import admin, create_topic, fully_replicated, partitions, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -246,8 +247,9 @@ def _topic_sample(cluster, broker_id: int, family: str, topic: str) -> float:
 
 
 def test_fetch_from_follower_and_replica_deletion(cluster_factory):
-    from clusterutil import QUIET
     from confluent_kafka import Consumer, Producer
+
+    from harness.clusterutil import QUIET
 
     # racks r1..r3; broker 1 keeps a deleted replica's directory for a minute (then a restart removes it)
     cluster = cluster_factory(metrics=True, configs=[SELECTOR, "log.segment.delete.delay.ms=500"],

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,13 +30,9 @@ from confluent_kafka.admin import (
 
 from moldau.broker.cluster.local import LocalCluster
 
-_INTEGRATION = str(Path(__file__).resolve().parent.parent / "integration")
-if _INTEGRATION not in sys.path:
-    sys.path.insert(0, _INTEGRATION)
-
-from clients import AioKafka, Confluent, KafkaPython, Kcat, Spec, assert_same, make_records  # noqa: E402
-from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until  # noqa: E402
-from kafkautil import Rec, consume_confluent  # noqa: E402
+from harness.clients import AioKafka, Confluent, KafkaPython, Kcat, Spec, assert_same, make_records
+from harness.clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until
+from harness.kafkautil import Rec, consume_confluent
 
 T = 30.0  # seconds for any one wait; generous: the machine is shared
 

@@ -4,16 +4,13 @@ no longer a leader."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-from clusterutil import create_topic, fully_replicated, partitions, wait_until
+
+from harness.clusterutil import create_topic, fully_replicated, partitions, wait_until
+from harness.rawkafka import RawConnection
 
 pytestmark = pytest.mark.timeout(120)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection  # noqa: E402
 
 
 def _dtp(address: str, topic: str) -> dict[int, object]:

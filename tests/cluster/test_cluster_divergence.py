@@ -13,8 +13,9 @@ import signal
 import time
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
+
+from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 pytestmark = pytest.mark.timeout(150)
 

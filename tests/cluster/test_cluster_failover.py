@@ -13,7 +13,8 @@ import threading
 import time
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
+
+from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,18 +8,25 @@ before the broker stops."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
+
+from harness.clusterutil import (
+    QUIET,
+    admin,
+    create_topic,
+    fully_replicated,
+    partitions,
+    read_partition,
+    wait_until,
+)
+from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = pytest.mark.timeout(150)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
 
 SESSION_TIMEOUT_S = 4.0  # zookeeper.session.timeout.ms of the test clusters (conftest.FAST)
 LAG_MAX_S = 3.0  # replica.lag.time.max.ms

@@ -8,8 +8,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from harness.clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clusterutil import create_topic, partitions, read_partition, wait_until
 
 from moldau.broker.cluster.local import LocalCluster, free_port
 
-from .conftest import FAST, require_zookeeper, wait_formed
+from harness.cluster import FAST, require_zookeeper, wait_formed
+from harness.clusterutil import create_topic, partitions, read_partition, wait_until
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
+
+from harness.clusterutil import (
+    QUIET,
+    admin,
+    create_topic,
+    fully_replicated,
+    partitions,
+    read_partition,
+    wait_until,
+)
+from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = pytest.mark.timeout(120)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
 
 
 @pytest.fixture
@@ -200,7 +207,7 @@ def test_cluster_up_command_prints_bootstrap(tmp_path):
         hosts = bootstrap.split(",")
         assert len(hosts) == 2
         wait_until(
-            lambda: len(__import__("clusterutil").admin(bootstrap).list_topics(timeout=5).brokers) == 2,
+            lambda: len(admin(bootstrap).list_topics(timeout=5).brokers) == 2,
             20,
             "two brokers in metadata",
         )

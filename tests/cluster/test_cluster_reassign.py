@@ -11,12 +11,13 @@ import threading
 import time
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 from moldau.broker.cluster.local import moldau_command
 from moldau.client import Admin, TopicPartition
 from moldau.protocol.errors import ErrorCode
+
+from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 from confluent_kafka import Producer
 
 from moldau.broker.cluster.local import LocalCluster
 
-from .conftest import shared_cluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+from harness.cluster import shared_cluster
+from harness.clusterutil import QUIET, create_topic, fully_replicated, partitions, read_partition, wait_until
 
 WAIT_MS = 8000  # the followers' long poll: acks=all must not take anywhere near this long
 
@@ -67,7 +64,8 @@ def _segment_bytes(data_dir: str, topic: str) -> bytes:
 
 def _producers(address: str, topic: str) -> dict[int, tuple[int, int]]:
     from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
-    from rawkafka import RawConnection
+
+    from harness.rawkafka import RawConnection
 
     T = DescribeProducersRequest.TopicRequest
     with RawConnection.to(address) as conn:

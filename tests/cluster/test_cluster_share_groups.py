@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until
 
-from .conftest import shared_cluster
+from harness.cluster import shared_cluster
+from harness.clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
 if not hasattr(ck, "ShareConsumer"):  # pragma: no cover

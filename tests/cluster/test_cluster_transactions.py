@@ -11,9 +11,10 @@ import time
 from typing import Any
 
 import pytest
-from clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+
+from harness.clusterutil import QUIET, admin, create_topic, fully_replicated, wait_until
 
 pytestmark = pytest.mark.timeout(200)
 

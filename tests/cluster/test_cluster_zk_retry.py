@@ -20,7 +20,7 @@ import pytest
 from moldau.broker.cluster import zkdata as zd
 from moldau.broker.cluster.local import LocalBroker, LocalZooKeeper, free_port
 
-from .conftest import require_zookeeper
+from harness.cluster import require_zookeeper
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import subprocess
 import time
 from typing import Any
 
-from clusterutil import QUIET, admin, create_topic, wait_until
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -35,6 +34,8 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 
 from moldau.broker.cluster.local import LocalBroker, free_port, moldau_command
+
+from harness.clusterutil import QUIET, admin, create_topic, wait_until
 
 ACL_SETTINGS = [
     "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",

@@ -2,7 +2,7 @@
 MOLDAU_TEST_BROKER=tansu), driven by a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``
 through selenium).
 
-Reuses the integration harness (tests/integration/conftest.py) for the broker. The console itself runs in a
+Reuses the harness's broker fixtures (tests/harness/fixtures.py). The console itself runs in a
 thread of the test process (its own event loop), as ``moldau console`` would run it; tests/console/test_cli.py
 starts the real command as a subprocess.
 
@@ -12,10 +12,8 @@ starts the real command as a subprocess.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -24,37 +22,18 @@ from typing import Any
 
 import pytest
 
-_INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
-if str(_INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(_INTEGRATION))
-
-_spec = importlib.util.spec_from_file_location(
-    "_moldau_integration_conftest_console", _INTEGRATION / "conftest.py"
+from harness.consoleutil import ConsoleThread
+from harness.fixtures import (  # the fixtures of this directory
+    _session_broker_health,
+    broker,
+    broker_factory,
+    kind,
+    make_topic,
+    topic,
 )
-assert _spec is not None and _spec.loader is not None
-_harness = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_harness)
-
-kind = _harness.kind
-broker = _harness.broker
-make_topic = _harness.make_topic
-topic = _harness.topic
-broker_factory = _harness.broker_factory
-_session_broker_health = _harness._session_broker_health
-
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
-
-from consoleutil import ConsoleThread  # noqa: E402 - found through the sys.path entry above
 
 CHROMIUM = os.environ.get("MOLDAU_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MOLDAU_CHROMEDRIVER", "/usr/bin/chromedriver")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    mine = [i for i in items if _HERE in Path(str(i.fspath)).resolve().parents]
-    _harness.pytest_collection_modifyitems(config, mine)
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from consoleutil import ConsoleThread, submit, wait
 from selenium.webdriver.common.by import By
 
 from moldau.console import extra
+
+from harness.consoleutil import ConsoleThread, submit, wait
 
 
 def q(s: str) -> str:
@@ -138,7 +139,7 @@ def test_throughput_plot_shows_records_coming_in(
 def acl_broker(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if kind != "moldau":
         pytest.skip("ACLs and SCRAM users need the moldau broker's authorizer")
-    from brokerproc import BrokerProcess
+    from harness.brokerproc import BrokerProcess
 
     b = BrokerProcess(
         "moldau",

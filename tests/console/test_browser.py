@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from consoleutil import assert_no_alert, every_post_route, q, submit, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 import moldau
+
+from harness.consoleutil import assert_no_alert, every_post_route, q, submit, wait
 
 XSS = "<script>alert(1)</script>"
 
@@ -418,7 +419,7 @@ def test_delete_group_from_ui(
 def test_download_json_lines(console: Any, broker: Any, make_topic: Any) -> None:
     import json
 
-    from consoleutil import Http
+    from harness.consoleutil import Http
 
     name = make_topic(partitions=1)
     produce_ck(

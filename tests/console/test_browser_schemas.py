@@ -5,22 +5,16 @@ from Confluent's framing (records written by confluent-kafka's AvroSerializer)."
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from consoleutil import ConsoleThread, q, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-_REGISTRY_TESTS = str(Path(__file__).resolve().parents[1] / "registry")
-if _REGISTRY_TESTS not in sys.path:
-    sys.path.insert(0, _REGISTRY_TESTS)
-
-from registryutil import RegistryThread  # noqa: E402
+from harness.consoleutil import ConsoleThread, q, wait
+from harness.registryutil import RegistryThread
 
 V1 = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "long"}, {"name": "item", "type": "string"}]})
@@ -62,7 +56,7 @@ def test_subjects_versions_diff_and_decoded_messages(browser, sr_console, regist
     p.produce(topic, value=AvroSerializer(ck, V2)({"id": 2, "item": "cup", "qty": 3}, ctx))
     p.produce(topic, value=b"plain bytes")
     assert p.flush(20) == 0
-    from registryutil import call
+    from harness.registryutil import call
 
     assert call(registry.url, "PUT", f"/config/{q(subject)}", {"compatibility": "FULL"})[0] == 200
     id2 = ck.get_version(subject, 2).schema_id

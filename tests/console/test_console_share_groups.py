@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from consoleutil import Http, q, wait
 from selenium.webdriver.common.by import By
 
 import moldau
+
+from harness.consoleutil import Http, q, wait
 
 pytestmark = pytest.mark.single_broker("share groups are served by one broker so far")
 

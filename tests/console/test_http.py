@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import free_port
-from consoleutil import ConsoleThread, Http
 
 import moldau
+
+from harness.brokerproc import free_port
+from harness.consoleutil import ConsoleThread, Http
 
 
 def test_changes_need_the_csrf_token(console: Any, broker: Any, topic: str) -> None:
@@ -178,10 +179,10 @@ def test_broker_serves_the_console(broker_factory: Any) -> None:
 def test_moldau_console_over_sasl_scram(tmp_path: Path) -> None:
     """The console uses the CLI's client security options: SCRAM over SASL_PLAINTEXT, and a wrong password
     is refused in one line."""
-    from brokerproc import BrokerProcess
-    from kafkautil import create_topic
-
     from moldau.broker.security.credentials import CredentialStore
+
+    from harness.brokerproc import BrokerProcess
+    from harness.kafkautil import create_topic
 
     data = tmp_path / "data"
     data.mkdir()

@@ -8,11 +8,12 @@ import time
 from typing import Any
 
 import pytest
-from kafkautil import create_topic, unique_topic
 
 from moldau.client.types import ConsumerRecord
 from moldau.console.cluster import ClusterView, parse_time_ms
 from moldau.console.records import FilterError, RecordFilter, decode, parse_bytes, record_json
+
+from harness.kafkautil import create_topic, unique_topic
 
 
 def rec(

@@ -11,7 +11,6 @@ once they are back, and the record is in the log once.
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -20,9 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .harness import FaultCluster
 from .run import _wait_formed
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from rawkafka import RawConnection, produce_request  # noqa: E402
+from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("need_zookeeper")]
 

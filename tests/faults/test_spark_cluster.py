@@ -114,11 +114,11 @@ def _leader(bootstrap: str, topic: str, partition: int) -> int:
 
 
 def test_pipeline_on_a_spark_cluster_through_leader_and_worker_kills(tmp_path: Path) -> None:
-    sys.path.insert(0, str(_HERE.parent / "spark"))
     sys.path.insert(0, str(_HERE.parents[1] / "examples"))
     import clickstream
     from confluent_kafka.admin import AdminClient, NewTopic
-    from spark_cluster import StandaloneCluster
+
+    from harness.spark_cluster import StandaloneCluster
 
     mc = FaultCluster(
         str(tmp_path / "moldau"),

@@ -31,9 +31,9 @@ from moldau.protocol import messages as m
 from moldau.protocol.sasl_mechanisms import plain_message
 
 try:  # under pytest, tests/ is on sys.path; as ``python -m tests.fuzz``, the repository root is
-    from integration.brokerproc import BrokerProcess, free_port
+    from harness.brokerproc import BrokerProcess, free_port
 except ImportError:  # pragma: no cover - depends on how the fuzzer was started
-    from tests.integration.brokerproc import BrokerProcess, free_port
+    from tests.harness.brokerproc import BrokerProcess, free_port
 
 log = logging.getLogger(__name__)
 

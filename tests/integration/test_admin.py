@@ -20,7 +20,8 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from kafkautil import (
+
+from harness.kafkautil import (
     admin,
     consume_confluent,
     create_topic,

@@ -31,11 +31,12 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
-from kafkautil import admin as _new_admin
-from kafkautil import produce_confluent, replication_factor, unique_topic, wait_for_topic, watermarks
 
 from moldau.protocol import frame
 from moldau.protocol import messages as m
+
+from harness.kafkautil import admin as _new_admin
+from harness.kafkautil import produce_confluent, replication_factor, unique_topic, wait_for_topic, watermarks
 
 pytestmark = pytest.mark.moldau_only(reason="moldau admin semantics (sources, raw versions, on-disk layout)")
 
@@ -637,7 +638,7 @@ def test_delete_records_moves_earliest_offset(broker, make_topic):
 
 
 def test_delete_records_raw_high_watermark_and_unknown(broker, make_topic):
-    from rawkafka import leader_address
+    from harness.rawkafka import leader_address
 
     name = make_topic(2)
     produce_confluent(broker.bootstrap, name, [{"value": b"x", "partition": 1} for _ in range(3)])

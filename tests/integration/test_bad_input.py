@@ -12,13 +12,14 @@ import struct
 import time
 
 import pytest
-from brokerproc import BrokerProcess
-from clients import Confluent, KafkaPython, make_records
-from faultproxy import FaultProxy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafkautil import consume_confluent, create_topic, produce_confluent, unique_topic, watermarks
-from rawkafka import RawConnection, produce_request, read_frame, record_batch
+
+from harness.brokerproc import BrokerProcess
+from harness.clients import Confluent, KafkaPython, make_records
+from harness.faultproxy import FaultProxy
+from harness.kafkautil import consume_confluent, create_topic, produce_confluent, unique_topic, watermarks
+from harness.rawkafka import RawConnection, produce_request, read_frame, record_batch
 
 MAX_REQUEST = 100 * 1024 * 1024  # socket.request.max.bytes default
 

@@ -8,9 +8,10 @@ import subprocess
 import time
 
 import pytest
-from brokerproc import BrokerProcess, moldau_command
-from kafkautil import unique_topic
-from test_cli_topics import cli, js, ok, one_line_error
+
+from .test_cli_topics import cli, js, ok, one_line_error
+from harness.brokerproc import BrokerProcess, moldau_command
+from harness.kafkautil import unique_topic
 
 
 def _offsets(d: dict) -> dict[int, int | None]:

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, free_port
-from kafkautil import unique_topic
-from test_cli_topics import cli, js, ok
+
+from .test_cli_topics import cli, js, ok
+from harness.brokerproc import BrokerProcess, free_port
+from harness.kafkautil import unique_topic
 
 
 def test_perf_produce_and_consume(broker: BrokerProcess) -> None:

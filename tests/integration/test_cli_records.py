@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, moldau_command
-from kafkautil import unique_topic
-from test_cli_topics import cli, js, ok, one_line_error
+
+from .test_cli_topics import cli, js, ok, one_line_error
+from harness.brokerproc import BrokerProcess, moldau_command
+from harness.kafkautil import unique_topic
 
 
 def _lines(text: str) -> list[dict[str, Any]]:

@@ -9,8 +9,9 @@ import subprocess
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess, free_port, moldau_command
-from kafkautil import unique_topic
+
+from harness.brokerproc import BrokerProcess, free_port, moldau_command
+from harness.kafkautil import unique_topic
 
 
 def cli(*args: str, bootstrap: str | None, input: bytes | None = None, timeout: float = 60,

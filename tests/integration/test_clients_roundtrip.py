@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import AioKafka, Confluent, KafkaPython, Kcat, assert_same, make_records
-from kafkautil import consume_confluent
+
+from harness.clients import AioKafka, Confluent, KafkaPython, Kcat, assert_same, make_records
+from harness.kafkautil import consume_confluent
 
 OLD_FORMAT_GAP = pytest.mark.tansu_gap(
     "tansu rejects legacy message formats / Produce v0-v2 (kafka-python with an old api_version times out)"

@@ -11,7 +11,8 @@ import dataclasses
 import zlib
 
 import pytest
-from clients import AioKafka, Caps, Client, Confluent, KafkaPython, Kcat, assert_same, make_records
+
+from harness.clients import AioKafka, Caps, Client, Confluent, KafkaPython, Kcat, assert_same, make_records
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 OLD_FORMAT_GAP = pytest.mark.tansu_gap("tansu rejects legacy message formats / Produce v0-v2")

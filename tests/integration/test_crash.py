@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic, watermarks
+
+from harness.kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic, watermarks
 
 pytestmark = [
     pytest.mark.moldau_only("needs a broker that persists to its data dir across restarts"),
@@ -214,7 +215,7 @@ def test_graceful_restart_keeps_topics_configs_data_and_group_offsets(fresh_brok
     assert b.stop() == (143 if kind == "kafka" else 0), f"broker exit code on SIGTERM:\n{b.output()}"
     b.start()
 
-    from kafkautil import admin
+    from harness.kafkautil import admin
 
     a = admin(b.bootstrap)
     md = a.list_topics(topic=topic, timeout=10)
@@ -261,7 +262,7 @@ def test_deleted_topic_stays_deleted_after_crash(fresh_broker):
     gone = create_topic(b.bootstrap, unique_topic("gone"), 1)
     produce_confluent(b.bootstrap, keep, [dict(value=b"k", partition=0)])
     produce_confluent(b.bootstrap, gone, [dict(value=b"g", partition=0)])
-    from kafkautil import admin
+    from harness.kafkautil import admin
 
     a = admin(b.bootstrap)
     a.delete_topics([gone])[gone].result(timeout=15)

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeLogDirsResponse
-from kafkautil import create_topic
-from rawkafka import RawConnection
+
+from harness.brokerproc import BrokerProcess
+from harness.kafkautil import create_topic
+from harness.rawkafka import RawConnection
 
 pytestmark = [
     pytest.mark.moldau_only("log dirs on disk, restarts"),

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafkautil import committed_after_restart, create_topic, unique_topic
+
+from harness.kafkautil import committed_after_restart, create_topic, unique_topic
 
 TIMEOUT = 30.0
 SESSION_MS = 6000

@@ -15,8 +15,9 @@ import logging
 import time
 
 import pytest
-from faultproxy import FaultProxy
-from kafkautil import consume_confluent, create_topic, read_all_confluent, unique_topic
+
+from harness.faultproxy import FaultProxy
+from harness.kafkautil import consume_confluent, create_topic, read_all_confluent, unique_topic
 
 PARTITIONS = 3
 

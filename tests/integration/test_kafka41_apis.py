@@ -10,9 +10,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from brokerproc import BrokerProcess
-from kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic
-from rawkafka import RawConnection
+
+from harness.brokerproc import BrokerProcess
+from harness.kafkautil import create_topic, produce_confluent, read_all_confluent, unique_topic
+from harness.rawkafka import RawConnection
 
 pytestmark = pytest.mark.moldau_only(reason="moldau's own Kafka 4.1 API handlers")
 

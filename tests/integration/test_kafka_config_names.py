@@ -13,13 +13,14 @@ import struct
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
-from kafkautil import admin, create_topic, unique_topic
-from rawkafka import read_exact
 
 from moldau.broker.kafka_config_names import KAFKA_BROKER_CONFIG_NAMES, KAFKA_TOPIC_CONFIG_NAMES
 from moldau.broker.topic_config import STORED_ONLY_DOC, TOPIC_CONFIGS
 from moldau.protocol import frame
 from moldau.protocol import messages as m
+
+from harness.kafkautil import admin, create_topic, unique_topic
+from harness.rawkafka import read_exact
 
 pytestmark = pytest.mark.moldau_only("moldau's config tables")
 T = 15

@@ -13,9 +13,10 @@ import urllib.request
 from typing import Any
 
 import pytest
-from brokerproc import free_port, moldau_command
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-from rawkafka import RawConnection, produce_request
+
+from harness.brokerproc import free_port, moldau_command
+from harness.rawkafka import RawConnection, produce_request
 
 pytestmark = [
     pytest.mark.moldau_only("moldau's connection and memory limits"),

@@ -11,7 +11,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
-from kafkautil import admin, consume_confluent, watermarks
+
+from harness.kafkautil import admin, consume_confluent, watermarks
 
 LATEST_GAP = pytest.mark.tansu_gap("tansu answers latest = last batch's base offset + 1 (the pitfall)")
 TIME_GAP = pytest.mark.tansu_gap(

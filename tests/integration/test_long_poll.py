@@ -7,8 +7,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafkautil import produce_confluent
-from rawkafka import RawConnection, fetch_request
+
+from harness.kafkautil import produce_confluent
+from harness.rawkafka import RawConnection, fetch_request
 
 FETCH_V = 11  # non-flexible, topics by name; KIP-392 fields present
 

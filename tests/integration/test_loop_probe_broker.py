@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Producer
+
+from harness.brokerproc import BrokerProcess
 
 pytestmark = [
     pytest.mark.moldau_only("moldau's own event-loop probe"),

@@ -15,10 +15,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from brokerproc import broker_kind, free_port, moldau_command
 from confluent_kafka import KafkaError, Producer
-from kafkautil import create_topic, unique_topic
-from rawkafka import RawConnection
+
+from harness.brokerproc import broker_kind, free_port, moldau_command
+from harness.kafkautil import create_topic, unique_topic
+from harness.rawkafka import RawConnection
 
 pytestmark = [
     pytest.mark.moldau_only("client quotas (AlterClientQuotas / DescribeClientQuotas)"),

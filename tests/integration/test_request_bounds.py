@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerproc import moldau_command
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from kafkautil import unique_topic
-from test_admin_moldau import Raw
 
 from moldau.protocol import messages as m
+
+from .test_admin_moldau import Raw
+from harness.brokerproc import moldau_command
+from harness.kafkautil import unique_topic
 
 pytestmark = [
     pytest.mark.moldau_only("moldau's bounds and files"),

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from brokerproc import BrokerProcess, ClusterProcess, broker_kind, free_port, moldau_command
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -48,6 +47,8 @@ from moldau.protocol import frame
 from moldau.protocol import messages as m
 from moldau.protocol.records import BatchBuilder
 from moldau.protocol.sasl_mechanisms import client_mechanism, plain_message
+
+from harness.brokerproc import BrokerProcess, ClusterProcess, broker_kind, free_port, moldau_command
 
 pytestmark = [
     pytest.mark.moldau_only(reason="TLS/SASL/ACL listeners are configured through moldau's settings"),

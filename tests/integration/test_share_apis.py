@@ -22,7 +22,8 @@ from moldau.protocol.share_state import SHARE_SNAPSHOT, SHARE_UPDATE, ShareKey, 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
-from test_share_groups import alter_group  # noqa: E402
+
+from .test_share_groups import alter_group  # noqa: E402
 
 pytestmark = [
     pytest.mark.moldau_only(reason="moldau's share-group handlers"),

@@ -253,7 +253,7 @@ def test_moldau_and_confluent_members_share_one_group(share_broker: Any) -> None
 def test_admin_and_cli_share_groups(share_broker: Any) -> None:
     """moldau's Admin (ListGroups type share, ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets,
     DeleteGroups) and ``moldau share-groups list|describe|reset-offsets|delete-offsets|delete``."""
-    from test_cli_topics import cli, js, ok, one_line_error
+    from .test_cli_topics import cli, js, ok, one_line_error
 
     b = share_broker
     topic, group = "mshare-admin", "mg-admin"

@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,9 +25,7 @@ from typing import Any, Callable
 import pytest
 
 from .test_share_groups import SETTINGS, _consumer, _produce, _setup
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "go"))
-import gobuild  # noqa: E402
+from harness import gobuild
 
 pytestmark = pytest.mark.single_broker("share groups are served by one broker so far")
 

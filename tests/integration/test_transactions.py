@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kafkautil import committed_after_restart, create_topic, unique_topic
+
+from harness.kafkautil import committed_after_restart, create_topic, unique_topic
 
 pytestmark = pytest.mark.moldau_only("transactions need moldau's transaction coordinator")
 
@@ -282,7 +283,8 @@ def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
     """(ListOffsets latest read_committed, ListOffsets latest read_uncommitted) via kafka-python's
     protocol."""
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
-    from rawkafka import RawConnection
+
+    from harness.rawkafka import RawConnection
 
     out = []
     with RawConnection.to_leader(bs, topic, partition) as conn:
@@ -300,7 +302,8 @@ def _lso_and_hw(bs: str, topic: str, partition: int) -> tuple[int, int]:
 
 def _fetch_committed(bs: str, topic: str, partition: int, offset: int = 0, isolation: int = 1) -> Any:
     from kafka.protocol.consumer import FetchRequest, FetchResponse
-    from rawkafka import RawConnection
+
+    from harness.rawkafka import RawConnection
 
     T = FetchRequest.FetchTopic
     P = T.FetchPartition
@@ -394,7 +397,8 @@ def test_describe_list_transactions_and_producers(txn_broker):
         ListTransactionsRequest,
         ListTransactionsResponse,
     )
-    from rawkafka import RawConnection, RawRouter, broker_addresses
+
+    from harness.rawkafka import RawConnection, RawRouter, broker_addresses
 
     with RawRouter(bs) as route:
         # "no-such-id" asked of the coordinator it would have (NOT_COORDINATOR from any other broker)
@@ -1032,7 +1036,8 @@ def test_every_version_of_the_transaction_apis(txn_broker, kind):
         TxnOffsetCommitRequest,
         TxnOffsetCommitResponse,
     )
-    from rawkafka import RawRouter, api_versions
+
+    from harness.rawkafka import RawRouter, api_versions
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-versions"), 1)
@@ -1122,7 +1127,8 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
         WriteTxnMarkersRequest,
         WriteTxnMarkersResponse,
     )
-    from rawkafka import RawConnection, RawRouter, api_versions, leader_address
+
+    from harness.rawkafka import RawConnection, RawRouter, api_versions, leader_address
 
     bs = txn_broker.bootstrap
     topic = create_topic(bs, unique_topic("txn-broker-forms"), 3)
@@ -1193,7 +1199,8 @@ def test_broker_forms_add_partitions_v4_v5_end_txn_v5_and_write_txn_markers(txn_
 
 def _describe_producer(bs: str, topic: str, partition: int) -> Any:
     from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
-    from rawkafka import RawConnection
+
+    from harness.rawkafka import RawConnection
 
     T = DescribeProducersRequest.TopicRequest
     with RawConnection.to_leader(bs, topic, partition) as conn:

@@ -1,18 +1,5 @@
-"""JVM peer tests: Kafka's Java clients and command-line tools against moldau, run with ``java -cp``.
-
-The harness (``jvm.py``) resolves each module's jars with Maven into a cache outside the repository;
-``scripts/setup.sh --test`` warms it so that no test downloads anything.
-
-Fixtures:
-* ``target`` (module): the broker under test, one per parameter: ``moldau`` (one broker process) in the
-  default run; ``cluster`` (three moldau brokers and a ZooKeeper, replication factor 3) and ``kafka`` (the
-  Apache Kafka broker of the same version as the clients, KRaft, one node: the control that checks the
-  tests themselves) with the whole matrix only.
-  A test module may give the brokers settings of its own: ``BROKER_SETTINGS = {kind: {name: value}}``.
-* ``jtopic``: ``jtopic(partitions=1, config=None)`` creates a topic on ``target``.
-* ``jrun``: ``jrun(main_class, *args, timeout=120)`` runs a program of the ``clients`` module against
-  ``target`` to its end and returns its JSON lines (a non-zero exit fails the test with its output).
-* ``jstart``: ``jstart(main_class, *args)`` starts one (``jvm.JsonProcess``), finished at teardown.
+"""JVM peer tests: Kafka's Java clients and command-line tools against moldau, run with ``java -cp``. The
+fixtures (``target``, ``jtopic``, ``jrun``, ``jstart``) are the harness's (tests/harness/jvmtarget.py).
 
 The whole matrix (every row against every target) is behind ``MOLDAU_JVM_FULL=1``::
 
@@ -21,26 +8,16 @@ The whole matrix (every row against every target) is behind ``MOLDAU_JVM_FULL=1`
 
 from __future__ import annotations
 
-import gc
 import os
-import sys
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
-_HERE = Path(__file__).resolve().parent
-for _p in (_HERE, _HERE.parent / "integration"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-from brokerproc import BrokerProcess, ClusterProcess, KafkaProcess  # noqa: E402
-from kafkautil import unique_topic  # noqa: E402
+from harness.jvmtarget import jrun, jstart, jtopic, target  # the fixtures of this directory
 
 FULL = bool(os.environ.get("MOLDAU_JVM_FULL"))
 
-# settings of the moldau test brokers (as tests/integration's): a new group's first join is answered at once
-MOLDAU_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
+_HERE = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,93 +27,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("jvm_full") is not None and str(_HERE) in str(item.fspath):
             item.add_marker(skip)
-
-
-def make_broker(kind: str, base: Path, settings: dict[str, str] | None = None) -> BrokerProcess:
-    """A started broker of ``kind`` (moldau, cluster or kafka) with its files under ``base``."""
-    merged = dict(MOLDAU_SETTINGS) if kind in ("moldau", "cluster") else {}
-    merged.update(settings or {})
-    b: BrokerProcess
-    if kind == "cluster":
-        b = ClusterProcess(base / "data", settings=merged, log_dir=base)
-    elif kind == "kafka":
-        b = KafkaProcess(base / "data", settings=merged, log_dir=base)
-    else:
-        b = BrokerProcess(kind, base / "data", settings=merged, log_dir=base)
-    try:
-        b.start(timeout=90.0)
-    except BaseException:
-        b.close()
-        raise
-    return b
-
-
-@pytest.fixture(scope="module", params=[
-    "moldau",
-    pytest.param("cluster", marks=pytest.mark.jvm_full),
-    pytest.param("kafka", marks=pytest.mark.jvm_full),
-])
-def target(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    # a test module's own broker settings: BROKER_SETTINGS = {kind: {name: value}}
-    settings = getattr(request.module, "BROKER_SETTINGS", {}).get(request.param)
-    b = make_broker(request.param, tmp_path_factory.mktemp(f"jvm-{request.param}"), settings)
-    try:
-        yield b
-    finally:
-        gc.collect()
-        b.close()
-
-
-def replication_factor(b: BrokerProcess) -> int:
-    return 3 if b.kind == "cluster" else 1
-
-
-@pytest.fixture
-def jtopic(target: BrokerProcess, request: pytest.FixtureRequest) -> Callable[..., str]:
-    from confluent_kafka.admin import NewTopic
-    from kafkautil import admin, wait_for_topic
-
-    def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        name = unique_topic(request.node.name)
-        client = admin(target.bootstrap)
-        fut = client.create_topics([NewTopic(name, num_partitions=partitions,
-                                             replication_factor=replication_factor(target),
-                                             config=config or {})], request_timeout=30)
-        fut[name].result(timeout=30)
-        wait_for_topic(target.bootstrap, name, partitions, timeout=30, client=client)
-        return name
-
-    return make
-
-
-@pytest.fixture
-def jrun(target: BrokerProcess) -> Callable[..., list[dict[str, object]]]:
-    import jvm
-
-    def run(main_class: str, *args: str, timeout: float = 120.0,
-            check: bool = True) -> list[dict[str, object]]:
-        done = jvm.run("clients", f"moldau.jvm.{main_class}", ["--bootstrap", target.bootstrap, *args],
-                       timeout=timeout, check=check)
-        return jvm.json_lines(done.stdout)
-
-    return run
-
-
-@pytest.fixture
-def jstart(target: BrokerProcess, tmp_path: Path) -> Iterator[Callable[..., object]]:
-    import jvm
-
-    started: list[jvm.JsonProcess] = []
-
-    def start(main_class: str, *args: str) -> jvm.JsonProcess:
-        p = jvm.JsonProcess("clients", f"moldau.jvm.{main_class}", ["--bootstrap", target.bootstrap, *args],
-                            stderr_path=tmp_path / f"{main_class}-{len(started)}.stderr")
-        started.append(p)
-        return p
-
-    try:
-        yield start
-    finally:
-        for p in started:
-            p.finish(timeout=30)

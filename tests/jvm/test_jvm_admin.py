@@ -10,7 +10,8 @@ import uuid
 from typing import Any, Callable
 
 import pytest
-from brokerproc import BrokerProcess
+
+from harness.brokerproc import BrokerProcess
 
 # an authorizer is on (ACL requests need one) and lets everyone do everything, as the anonymous super user
 BROKER_SETTINGS = {
@@ -28,9 +29,10 @@ RECORDS = 10
 def scenario(target: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Prepare a data topic written by a transactional Java producer and a group that consumed it, then run
     the whole scenario once; the steps' results by name."""
-    import jvm
     from confluent_kafka.admin import AdminClient, NewTopic
-    from kafkautil import wait_for_topic
+
+    from harness import jvm
+    from harness.kafkautil import wait_for_topic
 
     rf = 3 if target.kind == "cluster" else 1
     tag = uuid.uuid4().hex[:8]

@@ -12,8 +12,9 @@ import uuid
 from typing import Any, Callable
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from harness.brokerproc import BrokerProcess
 
 N = 200
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from test_share_groups import alter_group
+from integration.test_share_groups import alter_group
+
+from harness.brokerproc import BrokerProcess
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -164,8 +165,9 @@ def test_share_state_records_read_by_kafkas_classes(
     (kafka-share-coordinator's ShareSnapshotKey/Value, ShareUpdateKey/Value), every byte consumed."""
     import subprocess
 
-    import jvm
     from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+
+    from harness import jvm
 
     topic = jtopic()
     group = f"jstate-{uuid.uuid4().hex[:8]}"

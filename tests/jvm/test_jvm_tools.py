@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-from brokerproc import BrokerProcess, ClusterProcess
+
+from harness.brokerproc import BrokerProcess, ClusterProcess
 
 # ACL commands need an authorizer; everyone may do everything as the anonymous super user
 BROKER_SETTINGS = {
@@ -34,7 +35,7 @@ full = pytest.mark.jvm_full
 def tool(main_class: str, *args: str, input: str | None = None, timeout: float = 120.0,
          check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's tools (a class of kafka-tools or the broker) to its end."""
-    import jvm
+    from harness import jvm
 
     known = main_class.startswith(("org.", "kafka."))
     cls = main_class if known else f"org.apache.kafka.tools.{main_class}"
@@ -230,7 +231,8 @@ def test_kafka_reassign_partitions(target: BrokerProcess, tmp_path: Path) -> Non
     """kafka-reassign-partitions.sh: generate a plan, execute a move (to another broker where there is one),
     verify until complete; the topic's replicas are where the plan said."""
     from confluent_kafka.admin import AdminClient
-    from kafkautil import wait_for_topic
+
+    from harness.kafkautil import wait_for_topic
 
     ids = broker_ids(target)
     t = f"tool-reassign-{uuid.uuid4().hex[:8]}"
@@ -322,7 +324,7 @@ def test_kafka_producer_and_consumer_perf_test(target: BrokerProcess, jtopic: Ca
 def test_kafka_verifiable_producer_and_consumer(target: BrokerProcess, jtopic: Callable[..., str]) -> None:
     """kafka-verifiable-producer.sh and kafka-verifiable-consumer.sh (the JSON events of Kafka's system
     tests): every record acknowledged once, consumed once, offsets committed."""
-    import jvm
+    from harness import jvm
 
     t = jtopic(partitions=2)
     out = tool("VerifiableProducer", "--bootstrap-server", target.bootstrap, "--topic", t, "--max-messages",

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from integration.brokerproc import BrokerProcess, free_port
 
 from moldau.protocol import kafka07 as k07
+
+from harness.brokerproc import BrokerProcess, free_port
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from integration.brokerproc import free_port
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from moldau.protocol import kafka07 as k07
 
 from .conftest import Broker07, franz, message_payloads, wait_for, walk_all
+from harness.brokerproc import free_port
 
 ZK_JARS = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 

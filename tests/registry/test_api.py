@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from registryutil import RegistryThread, avro_record
+from harness.registryutil import RegistryThread, avro_record
 
 V1 = avro_record("User", ("name", "string"))
 V2 = avro_record("User", ("name", "string"), ("age", "int", 0))  # adds a field with a default

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from registryutil import RegistryProcess, avro_record
+from harness.registryutil import RegistryProcess, avro_record
 
 
 def run(registry: RegistryProcess, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

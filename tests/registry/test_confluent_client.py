@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from registryutil import RegistryThread, avro_record
+
+from harness.registryutil import RegistryThread, avro_record
 
 sr = pytest.importorskip("confluent_kafka.schema_registry")
 avro = pytest.importorskip("confluent_kafka.schema_registry.avro")

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from registryutil import RegistryProcess, avro_record
+
+from harness.registryutil import RegistryProcess, avro_record
 
 
 @pytest.fixture

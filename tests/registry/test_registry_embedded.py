@@ -10,8 +10,9 @@ import uuid
 from typing import Any
 
 import pytest
-from brokerproc import free_port
-from registryutil import RegistryThread, avro_record, call
+
+from harness.brokerproc import free_port
+from harness.registryutil import RegistryThread, avro_record, call
 
 V1 = avro_record("Order", ("id", "long"))
 V2 = avro_record("Order", ("id", "long"), ("qty", "int", 1))

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from registryutil import RegistryThread, avro_record
 
 from moldau.broker.security.tls import generate
+
+from harness.registryutil import RegistryThread, avro_record
 
 
 @pytest.fixture(scope="module")

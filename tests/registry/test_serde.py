@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from registryutil import RegistryThread, avro_record
 
 from moldau.client import Consumer, Producer
 from moldau.registry.serde import AvroDeserializer, AvroSerializer, RegistryClient
+
+from harness.registryutil import RegistryThread, avro_record
 
 V1 = avro_record("Click", ("user", "string"), ("n", "int"), namespace="web")
 V2 = avro_record("Click", ("user", "string"), ("n", "long"), ("page", "string", "/"), namespace="web")

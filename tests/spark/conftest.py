@@ -1,40 +1,28 @@
 """Spark data-source tests: one local SparkSession for the whole run, a real broker process.
 
-The broker fixtures (``broker``, ``make_topic``, ``topic``...) are the integration harness's
-(tests/integration/conftest.py), loaded here under another module name and re-exported. The suite needs
-pyspark (``pip install 'moldau[spark]'``) and Java 17; without them it is skipped with the reason.
+The broker fixtures (``broker``, ``make_topic``, ``topic``...) are the harness's (tests/harness/fixtures.py).
+The suite needs pyspark (``pip install 'moldau[spark]'``) and Java 17; without them it is skipped with the
+reason.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
-if str(_INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(_INTEGRATION))
-
-_spec = importlib.util.spec_from_file_location("moldau_integration_conftest", _INTEGRATION / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-_ic = importlib.util.module_from_spec(_spec)
-sys.modules["moldau_integration_conftest"] = _ic
-_spec.loader.exec_module(_ic)
-
-# the integration harness's fixtures and hooks, reused as they are
-broker = _ic.broker
-broker_factory = _ic.broker_factory
-fresh_broker = _ic.fresh_broker
-topic = _ic.topic
-make_topic = _ic.make_topic
-kind = _ic.kind
-pytest_collection_modifyitems = _ic.pytest_collection_modifyitems
+from harness.fixtures import (  # the fixtures of this directory
+    broker,
+    broker_factory,
+    fresh_broker,
+    kind,
+    make_topic,
+    topic,
+)
 
 # PySpark starts its Python workers with PYSPARK_PYTHON (default: "python3" from PATH). The tests must run
 # them in this interpreter, which has moldau, pyspark and pyarrow: when pytest runs as `.venv/bin/python -m
@@ -61,7 +49,7 @@ _KAFKA_WHY_NOT: str | None = None
 def _kafka_jars() -> list[str]:
     global _KAFKA_JARS, _KAFKA_WHY_NOT
     if _KAFKA_JARS is None:
-        from sparkkafka import kafka_jars
+        from harness.sparkkafka import kafka_jars
 
         try:
             _KAFKA_JARS = kafka_jars()
@@ -122,14 +110,11 @@ def bootstrap(broker: Any) -> str:
 
 @pytest.fixture(scope="module")
 def schema_registry(broker: Any) -> Iterator[Any]:
-    """moldau's schema registry (tests/registry's RegistryThread) against the session broker, with a state
+    """moldau's schema registry (the harness's RegistryThread) against the session broker, with a state
     topic of its own; ``.url`` is its base URL."""
     import uuid
 
-    registry_tests = str(Path(__file__).resolve().parent.parent / "registry")
-    if registry_tests not in sys.path:
-        sys.path.insert(0, registry_tests)
-    from registryutil import RegistryThread
+    from harness.registryutil import RegistryThread
 
     r = RegistryThread(broker.bootstrap, topic=f"_schemas-spark-{uuid.uuid4().hex[:8]}").start()
     try:

@@ -7,8 +7,9 @@ import time
 from datetime import UTC
 
 import pytest
-from kafkautil import produce_confluent
-from spark_helpers import produce_values, random_records, reader, rows_by_position
+
+from harness.kafkautil import produce_confluent
+from harness.spark_helpers import produce_values, random_records, reader, rows_by_position
 
 
 def test_batch_read_exact_bytes_written_by_confluent(spark, bootstrap, make_topic):

@@ -125,8 +125,7 @@ _DRIVER = textwrap.dedent("""
 def test_standalone_cluster_with_the_packed_environment(broker: Any, make_topic: Any, tmp_path: Path):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    sys.path.insert(0, str(_HERE))
-    from spark_cluster import StandaloneCluster
+    from harness.spark_cluster import StandaloneCluster
 
     src, dst = make_topic(partitions=3), make_topic(partitions=2)
     p = Producer({"bootstrap.servers": broker.bootstrap})

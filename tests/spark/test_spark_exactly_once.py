@@ -10,9 +10,10 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Producer as CProducer
-from spark_helpers import produce_values, read_values, reader
 
 from moldau.client import Admin
+
+from harness.spark_helpers import produce_values, read_values, reader
 
 
 def _expected(n: int, suffix: bytes = b"") -> list[bytes]:

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kafkautil import produce_confluent
-from spark_helpers import produce_values, random_records, read_values, reader, rows_by_position
+
+from harness.kafkautil import produce_confluent
+from harness.spark_helpers import produce_values, random_records, read_values, reader, rows_by_position
 
 # Spark's start (in the first test's setup) and its JVM jobs are slow on a loaded 2-core machine
 pytestmark = pytest.mark.timeout(900)

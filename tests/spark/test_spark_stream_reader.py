@@ -10,9 +10,10 @@ import pytest
 pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from spark_helpers import produce_values
 
 from moldau.spark.reader import KafkaInputPartition, MoldauStreamReader, read_partition
+
+from harness.spark_helpers import produce_values
 
 
 def _reader(bootstrap, topic, **opts):
@@ -95,11 +96,12 @@ def test_partitions_split_and_executor_read_is_deterministic(bootstrap, make_top
 @pytest.mark.moldau_only("DeleteRecords")
 def test_task_reading_deleted_offsets_follows_fail_on_data_loss(bootstrap, make_topic):
     from confluent_kafka import TopicPartition as CTP
-    from kafkautil import admin
 
     from moldau.spark.kafka import DataLossError
     from moldau.spark.options import parse_source_options
     from moldau.spark.planning import OffsetRange
+
+    from harness.kafkautil import admin
 
     topic = make_topic(1)
     produce_values(bootstrap, topic, 100, 1)

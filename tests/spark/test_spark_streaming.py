@@ -8,8 +8,9 @@ import time
 import pytest
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import NewPartitions
-from kafkautil import admin, produce_confluent
-from spark_helpers import produce_values, reader
+
+from harness.kafkautil import admin, produce_confluent
+from harness.spark_helpers import produce_values, reader
 
 
 def _run_available_now(spark, bootstrap, topic, out, checkpoint, trigger=None, **options):

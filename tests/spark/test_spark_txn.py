@@ -8,9 +8,6 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from apiproxy import HidingProxy
-from brokerproc import free_port
-from spark_helpers import read_values
 
 from moldau.spark.options import OptionError, parse_sink_options
 from moldau.spark.produce import ArrowProducer, TaskTransaction, bulk_session
@@ -24,6 +21,10 @@ from moldau.spark.writer import (
     transactional_id,
     transactions_unavailable,
 )
+
+from harness.apiproxy import HidingProxy
+from harness.brokerproc import free_port
+from harness.spark_helpers import read_values
 
 
 def _opts(bootstrap: str, **extra: str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from kafkautil import read_all_confluent
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -12,7 +11,9 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-from spark_helpers import produce_values, reader
+
+from harness.kafkautil import read_all_confluent
+from harness.spark_helpers import produce_values, reader
 
 _SCHEMA = StructType([
     StructField("key", BinaryType()),

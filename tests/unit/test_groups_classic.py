@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from groups_harness import SUB_T, Harness, aio
 
 from moldau.broker.groups.group import ClassicGroupState as S
 from moldau.broker.groups.group import encode_assignment, encode_subscription
 from moldau.protocol.errors import ErrorCode as E
+
+from harness.groups_harness import SUB_T, Harness, aio
 
 A0 = encode_assignment({"t": [0, 1]})
 A1 = encode_assignment({"t": [2, 3]})

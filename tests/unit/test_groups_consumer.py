@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from groups_harness import FakeTopics, Harness, aio
 
 from moldau.broker.groups import assignors
 from moldau.broker.groups.consumer import ConsumerGroup
 from moldau.broker.groups.group import ClassicGroup, CommittedOffset
 from moldau.protocol.errors import ErrorCode as E
+
+from harness.groups_harness import FakeTopics, Harness, aio
 
 
 class Client:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from groups_harness import Harness, aio
-
 from moldau.broker.groups.group import ClassicGroupState as S
 from moldau.broker.groups.group import CommittedOffset, encode_assignment, encode_subscription
 from moldau.broker.groups.model import PartitionOffset
 from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode as E
+
+from harness.groups_harness import Harness, aio
 
 DAY = 24 * 3600 * 1000
 

@@ -226,15 +226,15 @@ class SingleBroker:
 
 class Cluster:
     """ZooKeeper and three moldau brokers on loopback: the integration tests' cluster launcher
-    (``tests/integration/brokerproc.ClusterProcess`` over ``moldau.broker.cluster.local``, as ``moldau cluster
-    up`` starts them), which waits until every broker sees all three and a controller."""
+    (tests/harness's ``harness.brokerproc.ClusterProcess`` over ``moldau.broker.cluster.local``, as ``moldau
+    cluster up`` starts them), which waits until every broker sees all three and a controller."""
 
     def __init__(self, workdir: Path, settings: dict[str, str] | None = None, racks: bool = False,
                  advertise: bool = False) -> None:
         from moldau.broker.cluster.local import LocalCluster
 
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
-        from brokerproc import ClusterProcess
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # tests/harness
+        from harness.brokerproc import ClusterProcess
 
         folder = workdir / "cluster"
         if folder.exists():

@@ -123,11 +123,11 @@ class Broker:
         if cfg.get("console.listener"):  # the web console (moldau.console), served from this process
             from moldau.console.embedded import start_console
 
-            self.console = await start_console(services, self.listeners)
+            self.console = await start_console(cfg.get("console.listener"), self.listeners)
         if cfg.get("schema.registry.listener"):  # the schema registry (moldau.registry), a client too
             from moldau.registry.embedded import start_registry
 
-            self.registry = await start_registry(services, self.listeners)
+            self.registry = await start_registry(cfg.get("schema.registry.listener"), self.listeners)
         first = self.listeners[0]
         log.info("moldau broker ready on %s:%d (node %d, cluster %s, data %s)", first.host or "0.0.0.0",
                  first.port, services.node_id, services.cluster_id, services.data_dir)

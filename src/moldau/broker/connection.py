@@ -589,6 +589,13 @@ class Connection(asyncio.BufferedProtocol):
         delay = max(remaining, 0.05) if remaining > 0 else self._idle_ms / 1000.0
         self._idle_handle = self._loop.call_later(delay, self._check_idle)  # type: ignore[union-attr]
 
+    def local_address(self) -> tuple[str, int] | None:
+        """The (host, port) of this broker's end of the connection (None once closed)."""
+        if self.transport is None:
+            return None
+        name = self.transport.get_extra_info("sockname")
+        return (str(name[0]), int(name[1])) if name else None
+
     def close(self) -> None:
         if self._closed:
             return

@@ -24,6 +24,8 @@ class ClientConnection(Protocol):
     @property
     def closed(self) -> bool: ...
     def close(self) -> None: ...
+    def local_address(self) -> tuple[str, int] | None:
+        """The (host, port) of this broker's end of the connection (None once closed)."""
 
 
 @dataclass(slots=True)

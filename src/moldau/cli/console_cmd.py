@@ -80,7 +80,8 @@ def register(sub: Any) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
-    from moldau.console.web import ConsoleSettings, parse_listen
+    from moldau._serve import parse_listen
+    from moldau.console.web import ConsoleSettings
 
     try:
         host, port = parse_listen(args.listen)

@@ -11,8 +11,6 @@ from .common import (
     CliError,
     UsageError,
     add_command,
-    add_connection_args,
-    add_json_arg,
     add_subcommands,
     admin,
     client_config,
@@ -21,7 +19,13 @@ from .common import (
     parse_timestamp_ms,
     print_json,
     print_table,
-    run_command,
+)
+from .group_args import (
+    add_delete,
+    add_describe,
+    add_list,
+    add_reset_offsets,
+    assignment_text,
 )
 
 EXAMPLES = """\
@@ -41,29 +45,15 @@ def register(sub: Any) -> None:
                     description="Consumer groups on any Kafka-compatible broker.", examples=EXAMPLES)
     cmds = add_subcommands(p, "groups_command")
 
-    lst = cmds.add_parser("list", help="list groups", examples="  moldau groups list --json\n")
-    lst.add_argument("--state", action="append", default=[],
-                     help="only groups in this state (Stable, Empty, ...; repeatable)")
-    _common(lst)
-    lst.set_defaults(func=run_command(cmd_list))
-
-    d = cmds.add_parser("describe", help="members, assignments, committed offsets, end offsets and lag",
-                        examples="  moldau groups describe my-app\n  moldau groups describe my-app --json\n")
-    d.add_argument("groups", nargs="+", metavar="GROUP")
-    show = d.add_mutually_exclusive_group()
-    show.add_argument("--members", action="store_true", help="only the members and their assignments")
-    show.add_argument("--offsets", action="store_true", help="only the offsets and lag")
-    _common(d)
-    d.set_defaults(func=run_command(cmd_describe))
-
-    dl = cmds.add_parser("delete", help="delete groups (they must have no members)",
-                         examples="  moldau groups delete my-app old-app\n")
-    dl.add_argument("groups", nargs="+", metavar="GROUP")
-    _common(dl)
-    dl.set_defaults(func=run_command(cmd_delete))
-
-    r = cmds.add_parser(
-        "reset-offsets",
+    add_list(cmds, cmd_list, help="list groups", examples="  moldau groups list --json\n")
+    add_describe(cmds, cmd_describe, help="members, assignments, committed offsets, end offsets and lag",
+                 examples="  moldau groups describe my-app\n  moldau groups describe my-app --json\n",
+                 views=[("--members", "only the members and their assignments"),
+                        ("--offsets", "only the offsets and lag")])
+    add_delete(cmds, cmd_delete, help="delete groups (they must have no members)",
+               examples="  moldau groups delete my-app old-app\n")
+    add_reset_offsets(
+        cmds, cmd_reset,
         help="move a group's committed offsets (dry run unless --execute)",
         examples="  moldau groups reset-offsets my-app --topic events --to-latest\n"
         "  moldau groups reset-offsets my-app --topic events:0,1 --to-offset 100 "
@@ -71,32 +61,12 @@ def register(sub: Any) -> None:
         "  moldau groups reset-offsets my-app --all-topics --to-datetime "
         "2024-05-01T00:00:00Z --execute\n"
         "  moldau groups reset-offsets my-app --topic events --shift-by -10 --execute\n",
+        topic_metavar="TOPIC[:P,P]", topic_help="topic, optionally with partitions (repeatable)",
+        all_topics_help="every topic the group has offsets for",
+        datetime_help="to the first offset at or after TIME (ISO 8601, e.g. 2024-05-01T12:00:00Z, "
+                      "or ms since the epoch)",
+        current_and_shift=True,
     )
-    r.add_argument("group", metavar="GROUP")
-    r.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
-                   help="topic, optionally with partitions (repeatable)")
-    r.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for")
-    scen = r.add_mutually_exclusive_group(required=True)
-    scen.add_argument("--to-earliest", action="store_true", help="to the earliest offset")
-    scen.add_argument("--to-latest", action="store_true", help="to the log end offset")
-    scen.add_argument("--to-current", action="store_true", help="to the committed offset (no change)")
-    scen.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
-    scen.add_argument("--to-datetime", metavar="TIME",
-                      help="to the first offset at or after TIME (ISO 8601, e.g. 2024-05-01T12:00:00Z, "
-                           "or ms since the epoch)")
-    scen.add_argument("--shift-by", type=int, metavar="N", help="move by N (negative: back)")
-    scen.add_argument("--by-duration", metavar="DURATION",
-                      help="to the first offset of DURATION ago (15m, 2h, 1d, PT1H30M)")
-    mode = r.add_mutually_exclusive_group()
-    mode.add_argument("--execute", action="store_true", help="apply the new offsets")
-    mode.add_argument("--dry-run", action="store_true", help="only show them (the default)")
-    _common(r)
-    r.set_defaults(func=run_command(cmd_reset))
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_json_arg(p)
-    add_connection_args(p)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -211,7 +181,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 if info["members"]:
                     print_table(["MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"],
                                 [(m["member_id"], m["client_id"], m["host"],
-                                  _assignment(m["assignment"])) for m in info["members"]])
+                                  assignment_text(m["assignment"])) for m in info["members"]])
                 elif args.members:
                     print("(no active members)")
             if not args.members:
@@ -225,13 +195,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
         raise CliError(f"group {missing[0]!r} does not exist" if len(missing) == 1 else
                        "groups do not exist: " + ", ".join(missing))
     return 0
-
-
-def _assignment(items: list[dict[str, Any]]) -> str:
-    by_topic: dict[str, list[int]] = {}
-    for it in items:
-        by_topic.setdefault(it["topic"], []).append(it["partition"])
-    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -100,7 +100,7 @@ def parse_users(items: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
-    from moldau.console.web import parse_listen
+    from moldau._serve import parse_listen
     from moldau.registry import RegistrySettings, run_registry
 
     try:

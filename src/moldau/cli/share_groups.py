@@ -11,8 +11,6 @@ from .common import (
     CliError,
     UsageError,
     add_command,
-    add_connection_args,
-    add_json_arg,
     add_subcommands,
     admin,
     err,
@@ -21,6 +19,14 @@ from .common import (
     print_json,
     print_table,
     run_command,
+)
+from .group_args import (
+    add_delete,
+    add_describe,
+    add_list,
+    add_output_args,
+    add_reset_offsets,
+    assignment_text,
 )
 
 EXAMPLES = """\
@@ -41,62 +47,31 @@ def register(sub: Any) -> None:
                     description="Share groups (KIP-932), as Kafka's kafka-share-groups.sh.")
     cmds = add_subcommands(p, "share_groups_command")
 
-    lst = cmds.add_parser("list", help="list share groups", examples="  moldau share-groups list --json\n")
-    lst.add_argument("--state", action="append", default=[],
-                     help="only groups in this state (Stable, Empty, ...; repeatable)")
-    _common(lst)
-    lst.set_defaults(func=run_command(cmd_list))
-
-    d = cmds.add_parser("describe", help="start offsets and lag, members, or state",
-                        examples="  moldau share-groups describe workers\n"
-                                 "  moldau share-groups describe workers --members --json\n")
-    d.add_argument("groups", nargs="+", metavar="GROUP")
-    show = d.add_mutually_exclusive_group()
-    show.add_argument("--members", action="store_true", help="the members and their assignments")
-    show.add_argument("--offsets", action="store_true", help="the start offsets and lag (the default)")
-    show.add_argument("--state", action="store_true", help="state, epochs, assignor, member count")
-    _common(d)
-    d.set_defaults(func=run_command(cmd_describe))
-
-    dl = cmds.add_parser("delete", help="delete share groups (they must have no members)",
-                         examples="  moldau share-groups delete workers\n")
-    dl.add_argument("groups", nargs="+", metavar="GROUP")
-    _common(dl)
-    dl.set_defaults(func=run_command(cmd_delete))
+    add_list(cmds, cmd_list, help="list share groups", examples="  moldau share-groups list --json\n")
+    add_describe(cmds, cmd_describe, help="start offsets and lag, members, or state",
+                 examples="  moldau share-groups describe workers\n"
+                          "  moldau share-groups describe workers --members --json\n",
+                 views=[("--members", "the members and their assignments"),
+                        ("--offsets", "the start offsets and lag (the default)"),
+                        ("--state", "state, epochs, assignor, member count")])
+    add_delete(cmds, cmd_delete, help="delete share groups (they must have no members)",
+               examples="  moldau share-groups delete workers\n")
 
     do = cmds.add_parser("delete-offsets", help="forget a group's state for topics (no members)",
                          examples="  moldau share-groups delete-offsets workers --topic jobs\n")
     do.add_argument("group", metavar="GROUP")
     do.add_argument("--topic", action="append", required=True, metavar="TOPIC", help="repeatable")
-    _common(do)
+    add_output_args(do)
     do.set_defaults(func=run_command(cmd_delete_offsets))
 
-    r = cmds.add_parser("reset-offsets", help="move the start offsets (dry run unless --execute)",
-                        examples="  moldau share-groups reset-offsets workers --topic jobs --to-latest "
-                                 "--execute\n"
-                                 "  moldau share-groups reset-offsets workers --all-topics "
-                                 "--by-duration 1h\n")
-    r.add_argument("group", metavar="GROUP")
-    r.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="repeatable")
-    r.add_argument("--all-topics", action="store_true", help="every topic the group has state for")
-    scen = r.add_mutually_exclusive_group(required=True)
-    scen.add_argument("--to-earliest", action="store_true", help="to the earliest offset")
-    scen.add_argument("--to-latest", action="store_true", help="to the log end offset")
-    scen.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped to the log)")
-    scen.add_argument("--to-datetime", metavar="TIME",
-                      help="to the first offset at or after TIME (ISO 8601 or ms since the epoch)")
-    scen.add_argument("--by-duration", metavar="DURATION",
-                      help="to the first offset of DURATION ago (15m, 2h, 1d, PT1H30M)")
-    mode = r.add_mutually_exclusive_group()
-    mode.add_argument("--execute", action="store_true", help="apply the new offsets")
-    mode.add_argument("--dry-run", action="store_true", help="only show them (the default)")
-    _common(r)
-    r.set_defaults(func=run_command(cmd_reset))
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_json_arg(p)
-    add_connection_args(p)
+    add_reset_offsets(
+        cmds, cmd_reset, help="move the start offsets (dry run unless --execute)",
+        examples="  moldau share-groups reset-offsets workers --topic jobs --to-latest --execute\n"
+                 "  moldau share-groups reset-offsets workers --all-topics --by-duration 1h\n",
+        topic_metavar="TOPIC", topic_help="repeatable", all_topics_help="every topic the group has state for",
+        datetime_help="to the first offset at or after TIME (ISO 8601 or ms since the epoch)",
+        current_and_shift=False,
+    )
 
 
 def _why(exc: BaseException) -> str:
@@ -168,7 +143,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
             elif args.members:
                 print_table(["GROUP", "MEMBER-ID", "CLIENT-ID", "HOST", "MEMBER-EPOCH", "ASSIGNMENT"],
                             [(info["group"], m["member_id"], m["client_id"], m["host"], m["member_epoch"],
-                              _assignment(m["assignment"])) for m in info["members"]],
+                              assignment_text(m["assignment"])) for m in info["members"]],
                             empty=f"share group {info['group']} has no active members")
             else:
                 print_table(["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"],
@@ -183,13 +158,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def _dash(v: Any) -> Any:
     return "-" if v is None else v
-
-
-def _assignment(items: list[dict[str, Any]]) -> str:
-    by_topic: dict[str, list[int]] = {}
-    for it in items:
-        by_topic.setdefault(it["topic"], []).append(it["partition"])
-    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
 def _report(results: dict[str, BaseException | None], names: list[str], what: str, json_out: bool) -> int:

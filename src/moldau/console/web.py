@@ -62,13 +62,6 @@ class ConsoleSettings:
     schema_registry: str | None = None    # URL of a registry (Confluent's REST API): the Schemas pages
 
 
-def parse_listen(text: str, what: str = "--listen") -> tuple[str, int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{what} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
-
-
 # ---------------------------------------------------------------------------------------------- templates
 def fmt_bytes(n: Any) -> str:
     if n is None:

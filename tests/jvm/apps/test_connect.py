@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from brokerproc import BrokerProcess
-from connectproc import ConnectWorker
-from kafkautil import admin
+
+from harness.brokerproc import BrokerProcess
+from harness.connectproc import ConnectWorker
+from harness.kafkautil import admin
 
 pytestmark = [pytest.mark.jvm_full, pytest.mark.timeout(900)]
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
-from connectproc import JavaService, make_broker, write_properties
-from kafkautil import admin, produce_confluent
+
+from harness.brokerproc import BrokerProcess
+from harness.connectproc import JavaService, write_properties
+from harness.jvmtarget import make_broker
+from harness.kafkautil import admin, produce_confluent
 
 pytestmark = [pytest.mark.jvm_full, pytest.mark.timeout(1500)]
 

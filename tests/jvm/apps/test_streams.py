@@ -26,10 +26,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-import jvm
 import pytest
-from brokerproc import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from harness import jvm
+from harness.brokerproc import BrokerProcess
 
 WORDS = [f"w{i:02d}" for i in range(40)]
 PARTITIONS = 4

@@ -32,7 +32,7 @@ from typing import Any
 
 from moldau.log.checkpoint import deferred_writes
 from moldau.protocol import messages as m
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError, error_code_of
 from moldau.protocol.primitives import ZERO_UUID
 
 from ..context import RequestContext
@@ -48,12 +48,6 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-
-
-def _code(exc: BaseException) -> int:
-    code = getattr(exc, "code", None)
-    code = getattr(code, "code", code)
-    return int(code) if code is not None else -1
 
 
 def broker_entries(ctx: RequestContext, msg: Any) -> list[Any]:
@@ -190,7 +184,7 @@ async def metadata(ctx: RequestContext, req: m.MetadataRequest) -> m.MetadataRes
                             t = _auto_create(ctx, name)
                         await batch.flush()
                     except KafkaError as e:
-                        error = _code(e)
+                        error = error_code_of(e)
                         if error == ErrorCode.TOPIC_ALREADY_EXISTS:  # created concurrently
                             t = store.get(name)
                             if t is None:

@@ -34,7 +34,7 @@ def _close_after_answer(conn: Any) -> None:
 @handler(api_key=17, min_version=0, max_version=1)
 async def sasl_handshake(ctx: RequestContext, req: m.SaslHandshakeRequest) -> m.SaslHandshakeResponse:
     conn = ctx.connection
-    auth = getattr(conn, "auth", None)
+    auth = conn.auth
     if auth is None:
         return m.SaslHandshakeResponse.new(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     mechanism = req.mechanism or ""

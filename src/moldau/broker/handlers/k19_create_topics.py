@@ -48,7 +48,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _live_broker_ids(ctx: RequestContext) -> set[int]:
     """The registered brokers (the metadata store's view: this node alone without a cluster)."""
-    live = ctx.services.metadata.live_brokers(getattr(ctx.connection, "listener_name", None))
+    live = ctx.services.metadata.live_brokers(ctx.connection.listener_name)
     return {b[0] for b in live} or {ctx.services.node_id}
 
 
@@ -155,7 +155,7 @@ def _result(ctx: RequestContext, name: str, info: Any = None, configs: dict[str,
                                        include_documentation=False)
     return RESP.CreatableTopicResult(
         name=name, topic_id=info.topic_id, error_code=0, error_message=None,
-        num_partitions=info.num_partitions, replication_factor=getattr(info, "replication_factor", 1),
+        num_partitions=info.num_partitions, replication_factor=info.replication_factor,
         configs=[RESP.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                             config_source=e.source, is_sensitive=e.sensitive)
                  for e in entries])
@@ -163,7 +163,7 @@ def _result(ctx: RequestContext, name: str, info: Any = None, configs: dict[str,
 
 @handler(19, REQ.min_version, REQ.max_version)
 async def create_topics(ctx: RequestContext, req: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
-    validate_only = bool(getattr(req, "validate_only", False))
+    validate_only = bool(req.validate_only)
     topics, duplicates = split_duplicates(req.topics, lambda t: t.name)
     results = []
     new: dict[str, range] = {}

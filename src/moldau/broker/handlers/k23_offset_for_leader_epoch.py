@@ -55,7 +55,7 @@ def _answer(ctx: RequestContext, topic: str, part: Any) -> Any:
                                    partition=part.partition,
                                    leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
     current = int(p.leader_epoch)
-    checked = getattr(part, "current_leader_epoch", -1) if ctx.version >= 2 else -1
+    checked = part.current_leader_epoch if ctx.version >= 2 else -1
     if checked is not None and checked != -1:
         if checked < current:
             return RESP.EpochEndOffset(error_code=int(ErrorCode.FENCED_LEADER_EPOCH),

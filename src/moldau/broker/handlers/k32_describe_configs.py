@@ -146,8 +146,8 @@ def _describe(ctx: RequestContext, res: Any, include_synonyms: bool,
 
 @handler(32, REQ.min_version, REQ.max_version)
 async def describe_configs(ctx: RequestContext, req: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
-    include_synonyms = bool(getattr(req, "include_synonyms", False)) and ctx.version >= 1
-    include_docs = bool(getattr(req, "include_documentation", False)) and ctx.version >= 3
+    include_synonyms = bool(req.include_synonyms) and ctx.version >= 1
+    include_docs = bool(req.include_documentation) and ctx.version >= 3
     results = []
     for res in req.resources:
         entries, exc = attempt(log, f"describing configs of {res.resource_type}/{res.resource_name}",

@@ -34,22 +34,12 @@ _SEGMENT_SUFFIXES = (".log",)
 
 def partition_dir(log_dir: str, p: Any) -> str | None:
     """The directory of partition ``p`` inside ``log_dir``, when it lives there."""
-    plog = p.log
-    for attr in ("dir", "path", "directory"):
-        d = getattr(plog, attr, None)
-        if isinstance(d, (str, os.PathLike)):
-            d = os.path.abspath(os.fspath(d))
-            return d if os.path.dirname(d) == log_dir else None
-    d = os.path.join(log_dir, f"{p.topic}-{p.index}")
-    return d if os.path.isdir(d) else None
+    d = os.path.abspath(p.log.dir)
+    return d if os.path.dirname(d) == log_dir else None
 
 
-def partition_size(p: Any, pdir: str) -> int:
-    size = getattr(p.log, "size", None)
-    if callable(size):
-        size = size()
-    if isinstance(size, int):
-        return size
+def partition_size(pdir: str) -> int:
+    """The bytes of the partition's segment files in ``pdir``."""
     total = 0
     try:
         with os.scandir(pdir) as it:
@@ -104,7 +94,7 @@ async def describe_log_dirs(ctx: RequestContext, req: m.DescribeLogDirsRequest) 
                 if pdir is None:
                     continue
                 by_topic.setdefault(p.topic, []).append(RESP.DescribeLogDirsPartition(
-                    partition_index=p.index, partition_size=partition_size(p, pdir), offset_lag=0,
+                    partition_index=p.index, partition_size=partition_size(pdir), offset_lag=0,
                     is_future_key=False))
             for move in list(ctx.services.log_manager.moves.values()):
                 plog = ctx.services.log_manager.get(move.topic, move.partition)

@@ -27,6 +27,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from .. import topic_config as tc
 from ..context import RequestContext
 from ..limits import PartitionCeilings, check_partitions_per_request
+from ..metadata import TopicInfo
 from ..quotas import ControllerMutationQuota, mutation_throttle, request_mutation_quota
 from ..registry import handler
 from ..security.authorizer import ALTER, TOPIC, allowed, require
@@ -39,7 +40,7 @@ REQ = m.CreatePartitionsRequest
 RESP = m.CreatePartitionsResponse
 
 
-def _check(ctx: RequestContext, topic: Any) -> Any:
+def _check(ctx: RequestContext, topic: Any) -> TopicInfo:
     require(ctx, ALTER, TOPIC, topic.name)
     md = ctx.services.metadata
     info = md.topics.get(topic.name)
@@ -58,7 +59,7 @@ def _check(ctx: RequestContext, topic: Any) -> Any:
             raise _err(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                        f"Attempted to add {added} additional partition(s), but only "
                        f"{len(topic.assignments)} assignment(s) were specified.")
-        rf = getattr(info, "replication_factor", 1) or 1
+        rf = info.replication_factor or 1
         listener = ctx.connection.listener_name
         live = {b[0] for b in ctx.services.metadata.live_brokers(listener)} or {ctx.services.node_id}
         for a in topic.assignments:
@@ -86,7 +87,7 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool, ceilings: Partit
           quota: ControllerMutationQuota) -> None:
     info = _check(ctx, topic)
     added = topic.count - info.num_partitions
-    new_replicas = added * max(1, int(getattr(info, "replication_factor", 1) or 1))
+    new_replicas = added * max(1, info.replication_factor or 1)
     ceilings.check(topic.name, topic.count, new_replicas)
     quota.record(added)
     manual = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
@@ -123,7 +124,7 @@ async def create_partitions(ctx: RequestContext,
             results.append(RESP.CreatePartitionsTopicResult(name=t.name, error_code=tc.error_code_of(why),
                                                             error_message=tc.error_message_of(why)))
         topics = []
-    listener = getattr(ctx.connection, "listener_name", None)
+    listener = ctx.connection.listener_name
     ceilings = PartitionCeilings(ctx.services.config, ctx.services.metadata.topics.values() if topics else (),
                                  len(ctx.services.metadata.live_brokers(listener)) or 1)
     quota = request_mutation_quota(ctx)

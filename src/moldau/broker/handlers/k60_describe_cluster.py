@@ -53,11 +53,10 @@ def advertised_endpoint(ctx: RequestContext) -> tuple[str, int, str | None]:
     if ep is not None and ep.port:
         return str(ep.host), int(ep.port), rack
     candidates = list(svc.config.advertised_listeners)
-    chosen = next((c for c in candidates if getattr(c, "name", None) == listener), candidates[0])
+    chosen = next((c for c in candidates if c.name == listener), candidates[0])
     host, port = chosen.host, chosen.port
     if port == 0 or not host or host == "0.0.0.0":
-        sock = getattr(getattr(ctx.connection, "transport", None), "get_extra_info", None)
-        local = sock("sockname") if callable(sock) else None
+        local = ctx.connection.local_address()
         if local:
             host = host if host and host != "0.0.0.0" else local[0]
             port = port or local[1]
@@ -74,9 +73,9 @@ def _rack(config: BrokerConfig) -> str | None:
 
 @handler(60, REQ.min_version, REQ.max_version)
 async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
-    endpoint_type = EndpointType.BROKER
+    endpoint_type: int = EndpointType.BROKER
     if ctx.version >= 1:
-        endpoint_type = getattr(req, "endpoint_type", EndpointType.BROKER)
+        endpoint_type = req.endpoint_type
     cluster_id = str(ctx.services.cluster_id)
     node_id = ctx.services.node_id
     if endpoint_type != EndpointType.BROKER:
@@ -92,7 +91,7 @@ async def describe_cluster(ctx: RequestContext, req: m.DescribeClusterRequest) -
     if ctx.services.authorizer is not None and req.include_cluster_authorized_operations:
         ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
     store = ctx.services.metadata
-    live = store.live_brokers(getattr(ctx.connection, "listener_name", None))
+    live = store.live_brokers(ctx.connection.listener_name)
     brokers = [RESP.DescribeClusterBroker(broker_id=nid, host=h, port=pt, rack=r, is_fenced=False)
                for nid, h, pt, r in live if nid != node_id]
     brokers.append(RESP.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack,

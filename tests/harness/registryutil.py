@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from brokerproc import free_port
+from harness.brokerproc import free_port
 
 CT = "application/vnd.schemaregistry.v1+json"
 

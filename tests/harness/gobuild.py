@@ -9,8 +9,8 @@ module cache.
 
 Command line (``scripts/setup.sh --test`` runs ``warm``)::
 
-    python tests/go/gobuild.py warm [PROGRAM ...]   build every program (or the ones named)
-    python tests/go/gobuild.py path PROGRAM          print the program's binary (building it if needed)
+    python tests/harness/gobuild.py warm [PROGRAM ...]   build every program (or the ones named)
+    python tests/harness/gobuild.py path PROGRAM          print the program's binary (building it if needed)
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+#: the folder of the Go programs (tests/go)
+HERE = Path(__file__).resolve().parent.parent / "go"
 BUILD_TIMEOUT_S = 900.0
 
 

@@ -11,10 +11,8 @@ pyspark's own.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
-_JVM = Path(__file__).resolve().parent.parent / "jvm"
 MODULE = "apps/spark"
 _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d+(\.\d+)*([.-][A-Za-z0-9]+)*\.jar$")
 
@@ -34,9 +32,7 @@ def pyspark_artifacts() -> set[str]:
 def kafka_jars() -> list[str]:
     """The jars to pass as ``spark.jars`` for ``format("kafka")``: the connector's runtime classpath less what
     pyspark ships. Raises the harness's JvmError when Maven or the cache cannot provide them."""
-    if str(_JVM) not in sys.path:
-        sys.path.insert(0, str(_JVM))
-    import jvm  # type: ignore[import-not-found]
+    from harness import jvm
 
     shipped = pyspark_artifacts()
     return [j for j in jvm.classpath(MODULE) if j.endswith(".jar") and _artifact(j) not in shipped]

@@ -385,11 +385,8 @@ class ClusterProcess(BrokerProcess):
 
 
 def _jvm_harness():  # type: ignore[no-untyped-def]
-    """tests/jvm/jvm.py, imported by path (this module is imported by path from bench/ too)."""
-    here = str(Path(__file__).resolve().parent.parent / "jvm")
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import jvm  # type: ignore[import-not-found]
+    """The JVM harness (``harness.jvm``), imported when a Kafka broker is wanted."""
+    from harness import jvm
 
     return jvm
 

@@ -9,13 +9,13 @@ and caches the result OUTSIDE the repository, in ``$MOLDAU_JVM_CACHE`` or
 second call, or a test run after ``scripts/setup.sh --test`` warmed the cache, starts no Maven and downloads
 nothing. ``java(module, main_class, args)`` starts a JVM on that classpath with a capped heap.
 
-Modules may be nested (``apps/streams``): a module is any folder below this one with a ``pom.xml``.
+Modules may be nested (``apps/streams``): a module is any folder below ``tests/jvm`` with a ``pom.xml``.
 
 Command line (``scripts/setup.sh --test`` runs ``warm``)::
 
-    python tests/jvm/jvm.py warm [MODULE ...]      resolve and compile every module (or the ones named)
-    python tests/jvm/jvm.py classpath MODULE       print the module's classpath
-    python tests/jvm/jvm.py run MODULE MAIN [ARG ...]  run a main class on the module's classpath
+    python tests/harness/jvm.py warm [MODULE ...]      resolve and compile every module (or the ones named)
+    python tests/harness/jvm.py classpath MODULE       print the module's classpath
+    python tests/harness/jvm.py run MODULE MAIN [ARG ...]  run a main class on the module's classpath
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from typing import Any, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
-HERE = Path(__file__).resolve().parent
+#: the folder of the JVM modules (tests/jvm)
+HERE = Path(__file__).resolve().parent.parent / "jvm"
 PARENT_POM = HERE / "pom.xml"
 #: a log4j2 configuration for every JVM started here: warnings and errors to stderr, nothing else
 LOG4J2_CONFIG = HERE / "log4j2.properties"

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from kafkautil import produce_confluent
+from harness.kafkautil import produce_confluent
 
 
 def reader(spark: Any, bootstrap: str, stream: bool = False, **options: str) -> Any:

@@ -12,8 +12,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import jvm
-from brokerproc import free_port
+from harness import jvm
+from harness.brokerproc import free_port
 
 MODULE = "apps/connect"
 HEAP = "512m"
@@ -134,21 +134,3 @@ class ConnectWorker(JavaService):
                     raise AssertionError(f"{connector} failed: {body}")
             time.sleep(0.5)
         raise AssertionError(f"{connector} not RUNNING within {timeout:.0f}s: {body}\n{self.output()}")
-
-
-def make_broker(kind: str, base: Path) -> Any:
-    """Another started broker of ``kind`` (moldau, cluster or kafka) with its files under ``base``, made as
-    the ``target`` fixture makes its own (tests/jvm/conftest.py's make_broker, loaded by path under another
-    name: the conftest module itself is pytest's)."""
-    import importlib.util
-    import sys
-
-    name = "moldau_jvm_conftest"
-    mod = sys.modules.get(name)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(name, Path(jvm.__file__).with_name("conftest.py"))
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod.make_broker(kind, base)

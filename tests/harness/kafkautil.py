@@ -25,7 +25,7 @@ def admin(bootstrap: str, **conf: object) -> AdminClient:
 
 def replication_factor() -> int:
     """The replication factor of the tests' topics: one replica on each broker of the test cluster."""
-    from brokerproc import broker_kind
+    from harness.brokerproc import broker_kind
 
     return 3 if broker_kind() == "cluster" else 1
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from kafkautil import DEFAULT_TIMEOUT, Rec
+from harness.kafkautil import DEFAULT_TIMEOUT, Rec
 
 
 @dataclass(slots=True)
@@ -165,7 +165,7 @@ class Confluent(Client):
         self.conf = conf
 
     def produce(self, bootstrap, topic, specs, compression=None):
-        from kafkautil import produce_confluent
+        from harness.kafkautil import produce_confluent
 
         conf: dict = {"acks": "all", **self.conf}
         if compression:
@@ -182,7 +182,8 @@ class Confluent(Client):
 
     def consume(self, bootstrap, topic, partitions, expected, *, group=True, timeout=DEFAULT_TIMEOUT):
         from confluent_kafka import Consumer, KafkaException
-        from kafkautil import consume_confluent
+
+        from harness.kafkautil import consume_confluent
 
         if not group:
             return consume_confluent(bootstrap, topic, partitions, expected, timeout=timeout)
