@@ -53,6 +53,15 @@ def _modern(b: Broker07, topic: str) -> list[tuple[bytes, bytes]]:
     return got
 
 
+def _compact(admin: AdminClient, topic: str) -> None:
+    """Turn ``topic`` into a compacted topic, cleaned as soon as anything is dirty."""
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(15)
+
+
 def _is_filler(m: k07.Message07) -> bool:
     return m.codec == k07.GZIP and gzip.decompress(m.payload) == b""
 
@@ -66,11 +75,7 @@ def test_byte_offsets_survive_a_cleaning_pass(broker07_factory, topic07: str) ->
         before = walk(c, topic07, 0)  # the first 0.7 read: the partition gets its byte-offset index
     assert message_payloads(before) == [v for _k, v in sent]
     saved = before[len(before) // 2][0]  # an offset a 0.7 consumer saved
-    res = ConfigResource(ConfigResource.Type.TOPIC, topic07, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
-    for f in admin.incremental_alter_configs([res]).values():
-        f.result(15)
+    _compact(admin, topic07)
     del admin
 
     by_offset = dict(before)
@@ -139,11 +144,7 @@ def test_0_7_messages_on_a_compacted_topic(broker07_factory, topic07: str) -> No
     keyed = _produce(b, topic07, "none", 6)  # rolls the segments holding the 0.7 messages
     with b.client07() as c:
         before = walk_all(c, topic07, 0, 11 + len(keyed))
-    res = ConfigResource(ConfigResource.Type.TOPIC, topic07, incremental_configs=[
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
-    for f in admin.incremental_alter_configs([res]).values():
-        f.result(15)
+    _compact(admin, topic07)
     del admin
     by_offset = dict(before)
     ends = {o + m.size for o, m in before}
