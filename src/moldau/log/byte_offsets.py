@@ -202,31 +202,26 @@ class IndexJob:
         self.sizer = sizer
         self.path = path
         self.with_views = with_views
-        self.built: list[bytes] | None = None  # the views, when ``with_views``
+        self.built: bytes | None = None  # the views, joined, when ``with_views``
 
     def compute(self) -> list[int]:
-        out = []
-        built: list[bytes] = []
-        build = None
         if self.with_views:
-            from moldau.protocol.kafka07 import batch_view_scan
+            from moldau.protocol.kafka07 import batch_views
 
-            build = batch_view_scan
+            sizes, self.built = batch_views(self.buf, self.batches, self._no_view)
+            return sizes
+        out = []
         for bp, h in self.batches:
             try:
-                if build is not None:
-                    v = build(self.buf, bp, h)
-                    built.append(v)
-                    out.append(len(v))
-                else:
-                    out.append(self.sizer(self.buf, bp, h))
-            except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
-                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+                out.append(self.sizer(self.buf, bp, h))
+            except RecordError as e:
+                self._no_view(h, e)
                 out.append(0)
-                built.append(b"")
-        if build is not None:
-            self.built = built
         return out
+
+    def _no_view(self, h: Any, e: RecordError) -> None:
+        """A batch that does not decode has no 0.7 view (size 0)."""
+        log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
 
 
 class ViewJob:
@@ -243,19 +238,18 @@ class ViewJob:
 
     def compute(self) -> bytes:
         """The units' views, up to the first whose view does not have its unit's size (changed since)."""
-        from moldau.protocol.kafka07 import batch_view_scan
+        from moldau.protocol.kafka07 import batch_views
 
-        out = []
-        for size, bp, h in self.units:
-            try:
-                v = batch_view_scan(self.buf, bp, h)
-            except RecordError as e:
-                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+        def no_view(h: Any, e: RecordError) -> None:
+            log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+
+        sizes, data = batch_views(self.buf, [(bp, h) for _size, bp, h in self.units], no_view)
+        n = 0
+        for (size, _bp, _h), got in zip(self.units, sizes):
+            if got != size:
                 break
-            if len(v) != size:
-                break
-            out.append(v)
-        return b"".join(out)
+            n += size
+        return data if n == len(data) else data[:n]
 
 
 class ByteOffsetIndex:
@@ -498,9 +492,8 @@ class ByteOffsetIndex:
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
-        if job.built is not None and len(job.built) == len(job.batches) and self.views.end in (None,
-                                                                                                 job.position):
-            self.views.append(job.position, b"".join(job.built))
+        if job.built is not None and self.views.end in (None, job.position):
+            self.views.append(job.position, job.built)
         return True
 
     def apply_cleaning(self, records: list[tuple[int, int, bool]]) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add as _add
@@ -87,6 +88,7 @@ __all__ = [
     "batch_message_set_size",
     "batch_to_message_set",
     "batch_view_scan",
+    "batch_views",
     "decode_fetch_response",
     "decode_multifetch_response",
     "decode_offsets_response",
@@ -401,17 +403,19 @@ def _value_bytes(section: bytes | memoryview, count: int) -> int:
     return sum(ends) - sum(starts)
 
 
-def _value_spans(section: bytes | memoryview, count: int) -> tuple[list[int], list[int]]:
-    """Start and end positions of the values of ``count`` v2 records in ``section`` (a null value: an empty
-    span): one pass over the records' varints, the common 1- and 2-byte encodings inline, the GIL given up
-    every 1024 records (a thread waiting for it, the event loop's, has it then)."""
+def _value_spans(section: bytes | memoryview, count: int, p: int = 0, n: int = -1
+                 ) -> tuple[list[int], list[int]]:
+    """Start and end positions of the values of ``count`` v2 records in ``section`` from position ``p`` up
+    to ``n`` (-1: its end) (a null value: an empty span): one pass over the records' varints, the common 1-
+    and 2-byte encodings inline, the GIL given up every 1024 records (a thread waiting for it, the event
+    loop's, has it then)."""
     starts: list[int] = []
     ends: list[int] = []
     start = starts.append
     stop = ends.append
     s = section
-    n = len(s)
-    p = 0
+    if n < 0:
+        n = len(s)
     try:
         for first in range(0, count, 1024):
             if first:
@@ -500,15 +504,21 @@ def batch_view_scan(buf: bytes | bytearray | memoryview, pos: int, header: Batch
 
 
 def _messages(section: bytes, count: int, magic: int) -> bytes:
-    """The uncompressed 0.7 messages (of ``magic``) of the ``count`` records of ``section``, built 1024 at a
-    time with the GIL given up in between (each piece is C calls that do not give it up)."""
+    """The uncompressed 0.7 messages (of ``magic``) of the ``count`` records of ``section``."""
     starts, ends = _value_spans(section, count)
+    return _build(section, starts, ends, magic)
+
+
+def _build(data: bytes, starts: list[int], ends: list[int], magic: int) -> bytes:
+    """Uncompressed 0.7 messages (of ``magic``) of the values ``data[starts[i]:ends[i]]``, built 1024 at a
+    time with the GIL given up in between (each piece is C calls that do not give it up)."""
+    count = len(starts)
     out: list[bytes] = []
     for first in range(0, count, 1024):
         if first:
             time.sleep(0)
         last = min(count, first + 1024)
-        values = list(map(section.__getitem__, map(slice, starts[first:last], ends[first:last])))
+        values = list(map(data.__getitem__, map(slice, starts[first:last], ends[first:last])))
         crcs = map(zlib.crc32, values)
         if magic == 0:
             heads = map(_MSG0.pack, map(_add, map(len, values), repeat(5)), repeat(0), crcs)
@@ -519,6 +529,54 @@ def _messages(section: bytes, count: int, magic: int) -> bytes:
         parts[1::2] = values
         out.append(b"".join(parts))
     return out[0] if len(out) == 1 else b"".join(out)
+
+
+_OnError = Callable[[BatchHeader, RecordError], None]
+
+
+def batch_views(buf: bytes, batches: list[tuple[int, BatchHeader]], on_error: _OnError | None = None
+                ) -> tuple[list[int], bytes]:
+    """The 0.7 views of ``batches`` of ``buf`` (``batch_to_message_set`` of each), joined, and their sizes:
+    the messages of consecutive uncompressed batches are built together in one bulk pass (a batch of a few
+    records costs little more than its records). A batch that does not decode has no view (size 0; its
+    error goes to ``on_error``)."""
+    sizes: list[int] = []
+    out: list[bytes] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    magic = 1
+    for bp, h in batches:
+        try:
+            if h.is_control:
+                sizes.append(0)
+                continue
+            if h.compression != NONE:
+                v = batch_view_scan(buf, bp, h)
+                if starts:
+                    out.append(_build(buf, starts, ends, magic))
+                    starts, ends = [], []
+                out.append(v)
+                sizes.append(len(v))
+                continue
+            count = h.records_count
+            if count < 0 or h.batch_length + 12 > len(buf) - bp:
+                raise RecordError(f"record batch at {bp} is truncated or has a bad count")
+            st, en = _value_spans(buf, count, bp + 61, bp + 12 + h.batch_length)
+            m = view_magic(h)
+            if m != magic and starts:
+                out.append(_build(buf, starts, ends, magic))
+                starts, ends = [], []
+            magic = m
+            starts += st
+            ends += en
+            sizes.append(count * (MESSAGE_OVERHEAD_V0 if m == 0 else MESSAGE_OVERHEAD) + sum(en) - sum(st))
+        except RecordError as e:
+            if on_error is not None:
+                on_error(h, e)
+            sizes.append(0)
+    if starts:
+        out.append(_build(buf, starts, ends, magic))
+    return sizes, b"".join(out)
 
 
 def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
