@@ -158,6 +158,36 @@ def test_a_batch_counting_more_records_than_it_holds_has_no_view() -> None:
         k07.batch_to_message_set(buf, pos, h)
 
 
+def test_batch_views_joins_the_views_of_mixed_batches() -> None:
+    """``batch_views`` (what index and view jobs run): the views of uncompressed (magic 1 and magic 0),
+    compressed and control batches, joined in order, with their sizes; a batch that does not decode has
+    none (size 0, reported) and the others are whole."""
+    from moldau.protocol.records import RecordError
+
+    buf = bytearray()
+    for i, codec in enumerate([0, 0, 1, 0, 2, 0, 0]):
+        start = len(buf)
+        buf += _batch(codec, [b"b%d-r%d" % (i, j) * (j + 1) for j in range(i + 2)])
+        if i == 1:
+            k07.mark_magic0(buf, start)
+        if i == 5:
+            struct.pack_into(">i", buf, start + 57, 99)  # counts more records than it holds
+    buf += build_control_batch(producer_id=1, producer_epoch=0, commit=True, timestamp=5)
+    data = bytes(buf)
+    batches = split_batches(data)
+    errors: list[tuple[int, RecordError]] = []
+    sizes, joined = k07.batch_views(data, batches, lambda h, e: errors.append((h.base_offset, e)))
+    expected = []
+    for p, h in batches:
+        try:
+            expected.append(k07.batch_to_message_set(data, p, h))
+        except RecordError:
+            expected.append(b"")
+    assert sizes == [len(v) for v in expected] and joined == b"".join(expected)
+    assert sizes[5] == 0 and sizes[-1] == 0 and len(errors) == 1
+    assert {m.magic for m in k07.parse_message_set(expected[1])} == {0}
+
+
 def test_control_batch_has_no_view() -> None:
     buf = bytearray(build_control_batch(commit=True, producer_id=5, producer_epoch=0, timestamp=1))
     (pos, h), = split_batches(buf)
