@@ -509,15 +509,22 @@ def _messages(section: bytes, count: int, magic: int) -> bytes:
     return _build(section, starts, ends, magic)
 
 
+_BUILD_BYTES = 128 << 10
+
+
 def _build(data: bytes, starts: list[int], ends: list[int], magic: int) -> bytes:
-    """Uncompressed 0.7 messages (of ``magic``) of the values ``data[starts[i]:ends[i]]``, built 1024 at a
-    time with the GIL given up in between (each piece is C calls that do not give it up)."""
+    """Uncompressed 0.7 messages (of ``magic``) of the values ``data[starts[i]:ends[i]]``, built in pieces
+    of at most 1024 messages and about ``_BUILD_BYTES`` with the GIL given up in between (each piece is C
+    calls that do not give it up: slicing, CRCs, packing, joining)."""
     count = len(starts)
+    if not count:
+        return b""
+    step = max(16, min(1024, _BUILD_BYTES * count // max(1, ends[-1] - starts[0])))
     out: list[bytes] = []
-    for first in range(0, count, 1024):
+    for first in range(0, count, step):
         if first:
             time.sleep(0)
-        last = min(count, first + 1024)
+        last = min(count, first + step)
         values = list(map(data.__getitem__, map(slice, starts[first:last], ends[first:last])))
         crcs = map(zlib.crc32, values)
         if magic == 0:
