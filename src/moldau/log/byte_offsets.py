@@ -411,7 +411,7 @@ class ByteOffsetIndex:
 
     # ------------------------------------------------------------------------------------------ off the loop
     def prepare(self, read: LogReader, log_start_offset: int, upto: int, max_bytes: int,
-                views_from: int | None = None) -> IndexJob | None:
+                views_from: int | None = None, views_ahead: int | None = None) -> IndexJob | None:
         """The next batches to index towards ``upto`` (about ``max_bytes`` of log, whole batches), as a job
         whose sizes a worker thread computes (``IndexJob.compute``) and ``commit`` adds; None when the index
         is there (or the log has nothing more below ``upto``). ``views_from``: the byte position a read waits
@@ -433,7 +433,8 @@ class ByteOffsetIndex:
             return None
         end = self.end_position
         store = self.views.end
-        with_views = (views_from is not None and views_from <= end < views_from + VIEW_AHEAD_BYTES
+        ahead = VIEW_AHEAD_BYTES if views_ahead is None else views_ahead
+        with_views = (views_from is not None and views_from <= end < views_from + ahead
                       and (store == end or (store is None and end == views_from)))
         return IndexJob(self.scanned, end, buf, batches, self.sizer, self.path, with_views)
 

@@ -87,16 +87,18 @@ class IndexPending(Exception):
     connection runs ``step()`` as separate event-loop callbacks until it returns True, then handles the
     request again (requests of the connection stay in order)."""
 
-    def __init__(self, plog: Any, views_from: int | None = None) -> None:
+    def __init__(self, plog: Any, views_from: int | None = None, views_ahead: int | None = None) -> None:
         super().__init__(f"indexing {plog.topic}-{plog.partition}")
         self.plog = plog
         self.views_from = views_from  # a read waits at this byte position: index and convert in one scan
+        self.views_ahead = views_ahead  # how far past it (None: ``VIEW_AHEAD_BYTES``)
 
     def step(self) -> bool:
         """One piece of ``advance`` on the calling thread (in process tools and benchmarks); True when the
         index is there."""
         plog = self.plog
-        job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from)
+        job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from,
+                                        self.views_ahead)
         if job is None:
             return True
         plog.byte_offsets_commit(job, job.compute())
@@ -111,7 +113,8 @@ class IndexPending(Exception):
 
         def prepare() -> None:
             try:
-                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from)
+                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from,
+                                        self.views_ahead)
             except Exception as e:  # noqa: BLE001 - the connection closes
                 done(e)
                 return
@@ -198,6 +201,8 @@ class Kafka07Service:
         self._keeping: set[Any] = set()  # partition logs whose index ``keep_indexes`` is extending
         self._convert_here: set[tuple[int, int]] = set()  # (id(log), position): reads convert on the loop
         self._read_at: dict[int, float] = {}  # id(partition log) -> time.monotonic() of its last 0.7 read
+        # kafka07.views.eager: index and convert every partition in the background as data arrives
+        self.eager = bool(config.get("kafka07.views.eager")) if config is not None else False
 
     @property
     def executor(self) -> Executor:
@@ -219,26 +224,36 @@ class Kafka07Service:
         under the log lock). Where 0.7 consumers keep up (the partition was read in the last
         ``TAIL_VIEWS_S`` and its stored views reach the index's end), the new data's views are built and
         stored in the same scan (up to ``VIEW_AHEAD_BYTES`` a period), so that their next read is a pread.
-        Called every ``KEEP_INDEXES_S`` by the listener."""
+        With ``kafka07.views.eager`` (``self.eager``) every partition of a topic that is not internal gets its
+        index, and its new data's views are built and stored as it arrives, read or not. Called every
+        ``KEEP_INDEXES_S`` by the listener."""
         now = time.monotonic()
         if len(self._read_at) > 10_000:
             self._read_at = {k: t for k, t in self._read_at.items() if now - t < TAIL_VIEWS_S}
         rm = self.replica_manager
         for p in list(getattr(rm, "partitions", {}).values()):
             plog = getattr(p, "log", None)
-            if plog is None:
+            if plog is None or plog in self._keeping or getattr(plog, "closed", False):
                 continue
             idx = getattr(plog, "byte_offsets", None)
-            if idx is None or plog in self._keeping or getattr(plog, "closed", False):
+            if idx is None and not (self.eager and self._eager_topic(plog.topic)):
                 continue
-            if idx.scanned >= plog.high_watermark:
+            end = idx.end_position if idx is not None else 0
+            if idx is not None and idx.scanned >= plog.high_watermark:
                 continue
-            views_from = None
-            if now - self._read_at.get(id(plog), -TAIL_VIEWS_S) < TAIL_VIEWS_S and idx.views.end == (
-                    idx.end_position):
-                views_from = idx.end_position
+            views_from = views_ahead = None
+            store = idx.views.end if idx is not None else None
+            if self.eager and store in (None, end):
+                views_from, views_ahead = end, 1 << 62
+            elif store == end and now - self._read_at.get(id(plog), -TAIL_VIEWS_S) < TAIL_VIEWS_S:
+                views_from = end
             self._keeping.add(plog)
-            IndexPending(plog, views_from).advance(self.executor, functools.partial(self._index_kept, plog))
+            IndexPending(plog, views_from, views_ahead).advance(self.executor,
+                                                                functools.partial(self._index_kept, plog))
+
+    def _eager_topic(self, topic: str) -> bool:
+        t = self.metadata.get(topic) if self.metadata is not None else None
+        return not getattr(t, "is_internal", topic.startswith("__"))
 
     def _index_kept(self, plog: Any, _error: BaseException | None) -> None:
         self._keeping.discard(plog)
