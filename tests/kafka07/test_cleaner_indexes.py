@@ -95,3 +95,15 @@ def test_the_cleaner_indexes_a_compacted_log_before_cleaning_it(tmp_path) -> Non
     assert lm.cleaner.clean_log(lg) is not None
     assert [(p, m) for p, m in _messages(_read_all(lg, svc, 0, 1 << 20))] == view
     lm.close()
+
+
+def test_internal_topics_are_cleaned_without_an_index(tmp_path) -> None:
+    """Internal topics (``__`` names) are not held back for 0.7 byte offsets: cleaned at once, no index."""
+    lm = _manager(tmp_path, "i")
+    lm.cleaner.kafka07_indexes = True
+    lg = lm.create("__consumer_offsets", 0, CFG)
+    _fill(lg)
+    lm.cleaner.tick(1_700_000_000_000)
+    stats = lm.cleaner.wait(30)
+    assert stats is not None and stats.swapped and lg.byte_offsets is None
+    lm.close()

@@ -999,8 +999,9 @@ class LogCleaner:
         whatever each replica's cleaner removed later), and the pass keeps each 0.7 unit's size. A log
         without an index gets an empty one here, which the legacy listener's background indexing
         (``Kafka07Service.keep_indexes``) extends off the event loop; until then the log is not a candidate.
-        ``wait`` (``clean_log``): index it here instead."""
-        if not self.kafka07_indexes:
+        ``wait`` (``clean_log``): index it here instead. Internal topics (``__`` names: group offsets,
+        transactions, ...) are not held back: no 0.7 client has business there."""
+        if not self.kafka07_indexes or plog.topic.startswith("__"):
             return True
         idx = plog.byte_offsets
         if idx is not None and max(idx.scanned, idx.complete_to) >= end:
@@ -1026,14 +1027,15 @@ class LogCleaner:
             except Exception:
                 log.exception("cannot assess %s-%d for cleaning", plog.topic, plog.partition)
                 continue
-            if c is None or not self.kafka07_ready(plog, c.end):
+            if c is None:
                 continue
             if c.dirty_bytes > 0 and (c.need_now or c.ratio >= plog.config.min_cleanable_dirty_ratio):
-                if best is None or c.ratio > best.ratio:
+                if (best is None or c.ratio > best.ratio) and self.kafka07_ready(plog, c.end):
                     best = c
             else:
                 h = self._horizons.get(key)
-                if h is not None and h <= now_ms and (horizon_best is None or c.ratio > horizon_best.ratio):
+                if h is not None and h <= now_ms and (horizon_best is None or c.ratio > horizon_best.ratio) \
+                        and self.kafka07_ready(plog, c.end):
                     horizon_best = c
         return best or horizon_best
 
