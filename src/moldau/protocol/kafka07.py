@@ -436,8 +436,17 @@ def _value_spans(section: bytes | memoryview, count: int, p: int = 0, n: int = -
                         p += 2
                         end = p + (b >> 1)
                 # attributes, then the timestamp and offset deltas (varlongs, skipped), the key length
-                q = p + 2 if s[p + 1] < 0x80 else _skip_varint(s, p + 1)
-                q = q + 1 if s[q] < 0x80 else _skip_varint(s, q)
+                q = p + 1
+                if s[q] >= 0x80:
+                    q += 1
+                    while s[q] >= 0x80:
+                        q += 1
+                q += 1
+                if s[q] >= 0x80:
+                    q += 1
+                    while s[q] >= 0x80:
+                        q += 1
+                q += 1
                 b = s[q]
                 if b < 0x80:
                     q += 1 if b & 1 else 1 + (b >> 1)
