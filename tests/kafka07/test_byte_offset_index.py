@@ -237,3 +237,76 @@ def test_a_read_converts_for_a_bounded_time(tmp_path, monkeypatch) -> None:
     assert svc.read(_Partition(lg), 0, 1 << 20) == views[0][1]  # one unit per answer
     assert _read_all(lg, svc, 0, 1 << 20) == b"".join(v for _p, v in views)
     lg.close()
+
+
+def test_first_read_indexes_and_converts_in_one_scan(tmp_path, monkeypatch) -> None:
+    """A first read at byte 0 of a partition with no index waits while the index is built; the indexing jobs
+    within ``VIEW_AHEAD_BYTES`` of the read build the views in the same scan and store them, so the read is
+    then a pread (no ``ViewsPending``); past that the index is built without views."""
+    import moldau.broker.kafka07.service as service
+    import moldau.log.byte_offsets as byte_offsets
+
+    lg = _log(str(tmp_path / "t-0"))
+    svc = Kafka07Service(None, None, None, None)
+    for i in range(40):
+        _append(lg, [b"first-%d-%d " % (i, j) * (j + 1) for j in range(4)], codec=i % 3)
+    with pytest.raises(IndexPending) as e:
+        svc.read(_Partition(lg), 0, 1 << 20)
+    assert e.value.views_from == 0
+    while not e.value.step():
+        pass
+    idx = lg.byte_offsets
+    whole = b"".join(v for _p, v in _views(lg))
+    assert idx.views.start == 0 and idx.views.end == len(whole) == idx.end_position
+    assert svc.read(_Partition(lg), 0, 1 << 20) == whole  # a pread of the store, nothing pending
+    lg.close()
+
+    monkeypatch.setattr(service, "INDEX_STEP_BYTES", 300)  # small jobs
+    monkeypatch.setattr(byte_offsets, "VIEW_AHEAD_BYTES", 1000)
+    lg = _log(str(tmp_path / "u-0"))
+    for i in range(40):
+        _append(lg, [b"ahead-%d-%d " % (i, j) * (j + 1) for j in range(4)], codec=i % 3)
+    with pytest.raises(IndexPending) as e:
+        svc.read(_Partition(lg), 0, 1 << 20)
+    while not e.value.step():
+        pass
+    idx = lg.byte_offsets
+    assert idx.views.start == 0 and 1000 <= idx.views.end < idx.end_position  # views stop past the bound
+    whole = b"".join(v for _p, v in _views(lg))
+    assert _read_all(lg, svc, 0, 1 << 20) == whole  # the rest converted by reads, as before
+    lg.close()
+
+
+def test_views_of_a_partition_read_recently_are_built_in_the_background(tmp_path) -> None:
+    """``keep_indexes`` extends the index of a partition 0.7 consumers keep up with and stores the views of
+    the new data in the same scan, so their next read is a pread; a partition not read for ``TAIL_VIEWS_S``
+    gets its index extended only."""
+    import asyncio
+    from types import SimpleNamespace
+
+    lg = _log(str(tmp_path / "t-0"))
+    svc = Kafka07Service(SimpleNamespace(partitions={("t", 0): _Partition(lg)}), None, None, None)
+    for i in range(5):
+        _append(lg, [b"old-%d" % i * 9])
+    _read_all(lg, svc, 0, 1 << 20)
+    idx = lg.byte_offsets
+    assert idx.views.end == idx.end_position
+
+    async def keep() -> None:
+        svc.keep_indexes()
+        for _ in range(500):
+            if idx.scanned >= lg.high_watermark and not svc._keeping:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the index was not extended")
+
+    for i in range(5):
+        _append(lg, [b"new-%d" % i * 9, b"more-%d" % i], codec=i % 2)
+    asyncio.run(keep())
+    assert idx.views.end == idx.end_position == len(b"".join(v for _p, v in _views(lg)))
+    svc._read_at.clear()  # nobody read it recently
+    _append(lg, [b"late" * 9])
+    asyncio.run(keep())
+    assert idx.scanned == lg.high_watermark and idx.views.end < idx.end_position
+    svc.close()
+    lg.close()

@@ -116,3 +116,29 @@ def test_indexes_are_kept_in_the_background(broker07: Broker07, topic07: str) ->
         assert p.flush(10) == 0  # five batches
     del p
     wait_for(lambda: index.stat().st_size == 6 * 28, timeout=10, what="the index to follow the log")
+
+
+def test_eager_views_are_built_before_any_0_7_read(broker07_factory, topic07: str) -> None:
+    """``kafka07.views.eager``: a partition no 0.7 client ever read gets its byte-offset index and its stored
+    0.7 views in the background as modern producers write, so the first 0.7 read is a read of stored views
+    (the same bytes a converting read gives)."""
+    b: Broker07 = broker07_factory({"kafka07.views.eager": "true"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for i in range(40):
+        p.produce(topic07, b"eager-%d-" % i * (i % 7 + 1), partition=0)  # the topic is auto-created
+        if i % 10 == 9:
+            p.flush(10)
+    assert p.flush(10) == 0
+    del p
+    part = b.data_dir / f"{topic07}-0"
+
+    def views_bytes() -> int:
+        return sum(f.stat().st_size for f in part.glob("kafka07.views.*"))
+
+    payloads = [b"eager-%d-" % i * (i % 7 + 1) for i in range(40)]
+    whole = sum(10 + len(v) for v in payloads)  # one uncompressed magic-1 message each
+    wait_for(lambda: views_bytes() == whole, timeout=15, what="the views built in the background")
+    with b.client07() as c:
+        msgs = walk(c, topic07, 0)
+    assert message_payloads(msgs) == payloads
+    assert views_bytes() == whole  # the read found them all stored

@@ -107,6 +107,87 @@ def test_batch_view_and_its_size(codec: int) -> None:
     assert k07.batch_to_message_set(buf, pos, h) == view  # deterministic
 
 
+def _reference_view(buf: bytearray, pos: int, h) -> bytes:
+    """The 0.7 view built record by record from the full decoder, independent of the bulk builder."""
+    magic = k07.view_magic(h)
+    inner = b"".join(k07.encode_message(r.value or b"", 0, magic) for r in decode_batch(buf, pos, header=h))
+    if h.compression == 0:
+        return inner
+    if h.compression == 2:
+        return k07.encode_message(k07.snappy_literal(inner), k07.SNAPPY)
+    return k07.encode_message(k07.gzip_stored(inner), k07.GZIP)
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2])
+def test_bulk_view_matches_a_record_by_record_encoding(codec: int) -> None:
+    """``batch_to_message_set`` finds the values by one varint scan and builds the messages in bulk: the
+    same bytes as decoding every record, for keys, values and lengths at every varint width (1, 2 and 3
+    bytes), null keys and values, headers, more than 1024 records (built in pieces), and magic 0."""
+    sizes = [0, 1, 63, 64, 100, 8191, 8192, 20_000]
+    b = BatchBuilder(compression=codec)
+    n = 0
+    for i in range(1500):
+        key = None if i % 3 == 0 else b"k" * sizes[i % len(sizes)] if i % 97 == 0 else b"key-%d" % i
+        value = None if i % 11 == 0 else b"%d" % i * (sizes[(i // 3) % len(sizes)] // 4 + 1)
+        headers = [("h", b"x" * (i % 70))] if i % 5 == 0 else []
+        b.append(1000 + i * 37, key, value, headers)
+        n += 1
+    buf = bytearray(b.build(0))
+    (pos, h), = split_batches(buf)
+    assert h.records_count == n
+    view = k07.batch_to_message_set(buf, pos, h)
+    assert view == _reference_view(buf, pos, h)
+    assert len(view) == k07.batch_message_set_size(buf, pos, h)
+    if codec == 0:
+        k07.mark_magic0(buf, pos)
+        (pos, h), = split_batches(buf)
+        view0 = k07.batch_to_message_set(buf, pos, h)
+        assert view0 == _reference_view(buf, pos, h) and len(view0) == len(view) - n
+        assert {m.magic for m in k07.parse_message_set(view0)} == {0}
+
+
+def test_a_batch_counting_more_records_than_it_holds_has_no_view() -> None:
+    """The scan runs out of records: a RecordError (the index counts such a batch as no view), not a
+    crash."""
+    from moldau.protocol.records import RecordError
+
+    buf = _batch(0, [b"x" * 300, b"y" * 300])
+    struct.pack_into(">i", buf, 57, 3)  # records_count (the CRC is not checked by the view)
+    (pos, h), = split_batches(buf)
+    with pytest.raises(RecordError):
+        k07.batch_to_message_set(buf, pos, h)
+
+
+def test_batch_views_joins_the_views_of_mixed_batches() -> None:
+    """``batch_views`` (what index and view jobs run): the views of uncompressed (magic 1 and magic 0),
+    compressed and control batches, joined in order, with their sizes; a batch that does not decode has
+    none (size 0, reported) and the others are whole."""
+    from moldau.protocol.records import RecordError
+
+    buf = bytearray()
+    for i, codec in enumerate([0, 0, 1, 0, 2, 0, 0]):
+        start = len(buf)
+        buf += _batch(codec, [b"b%d-r%d" % (i, j) * (j + 1) for j in range(i + 2)])
+        if i == 1:
+            k07.mark_magic0(buf, start)
+        if i == 5:
+            struct.pack_into(">i", buf, start + 57, 99)  # counts more records than it holds
+    buf += build_control_batch(producer_id=1, producer_epoch=0, commit=True, timestamp=5)
+    data = bytes(buf)
+    batches = split_batches(data)
+    errors: list[tuple[int, RecordError]] = []
+    sizes, joined = k07.batch_views(data, batches, lambda h, e: errors.append((h.base_offset, e)))
+    expected = []
+    for p, h in batches:
+        try:
+            expected.append(k07.batch_to_message_set(data, p, h))
+        except RecordError:
+            expected.append(b"")
+    assert sizes == [len(v) for v in expected] and joined == b"".join(expected)
+    assert sizes[5] == 0 and sizes[-1] == 0 and len(errors) == 1
+    assert {m.magic for m in k07.parse_message_set(expected[1])} == {0}
+
+
 def test_control_batch_has_no_view() -> None:
     buf = bytearray(build_control_batch(commit=True, producer_id=5, producer_epoch=0, timestamp=1))
     (pos, h), = split_batches(buf)

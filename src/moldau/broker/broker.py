@@ -80,7 +80,11 @@ class Broker:
                 cluster_id=cluster_id,
                 retention_check_interval_ms=cfg.log.retention_check_interval_ms,
                 checkpoint_interval_ms=cfg.log.flush_offset_checkpoint_interval_ms,
-                load_threads=int(cfg.get("num.recovery.threads.per.data.dir")))
+                load_threads=int(cfg.get("num.recovery.threads.per.data.dir")),
+                cleaner_enable=bool(cfg.get("log.cleaner.enable")),
+                cleaner_backoff_ms=int(cfg.get("log.cleaner.backoff.ms")),
+                cleaner_dedupe_buffer_size=int(cfg.get("log.cleaner.dedupe.buffer.size")),
+                cleaner_io_buffer_load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")))
             services.cluster_id = str(services.log_manager.cluster_id)
             services.node_id = int(services.log_manager.node_id)
             await self.factory.build_metadata(services)

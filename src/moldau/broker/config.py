@@ -189,6 +189,11 @@ _d("kafka07.zookeeper.chroot", "string", "/kafka07",
 _d("kafka07.zookeeper.session.timeout.ms", "int", 6000,
    "moldau: ZooKeeper session timeout of the 0.7 registration (its ephemeral nodes go this long after the "
    "broker stops answering).", validator=_at_least(1))
+_d("kafka07.views.eager", "boolean", False,
+   "moldau: with a KAFKA07 listener, build the 0.7 byte-offset index and the stored 0.7 views of every "
+   "partition (internal topics aside) in the background as data arrives, so that the first 0.7 read of any "
+   "data is a read of stored views; costs the conversion of everything written and the views' disk space. "
+   "Off: only partitions 0.7 clients read are indexed, and data is converted by its first 0.7 read.")
 
 # topics
 _d("auto.create.topics.enable", "boolean", True, "Create topics on Metadata requests for unknown topics.")

@@ -73,6 +73,8 @@ class Server:
 
         s = self.host.services
         service = Kafka07Service(s.replica_manager, s.metadata, s.config, s.clock, s.authorizer)
+        if s.log_manager is not None:  # compacted logs are indexed before they are cleaned (docs/kafka07.md)
+            s.log_manager.cleaner.kafka07_indexes = True
         legacy = await start_listener(service, lst.host or None, lst.port, backlog=backlog,
                                       max_request=int(s.config.get("socket.request.max.bytes")))
         self.legacy.append(legacy)

@@ -57,6 +57,7 @@ def _default_sizer() -> Sizer:
 
 VIEW_PREFIX = "kafka07.views."
 VIEW_CHUNK_BYTES = 64 << 20
+VIEW_AHEAD_BYTES = 8 << 20  # views an indexing job builds past the position a read waits at (``prepare``)
 
 
 class ViewStore:
@@ -117,8 +118,24 @@ class ViewStore:
         start, end = self.start, self.end
         if start is None or end is None or not start <= position < end:
             return b""
-        out = bytearray()
         i = bisect_right(self.starts, position) - 1
+        off = position - self.starts[i]
+        if self.sizes[i] - off >= n or i == len(self.starts) - 1:  # one chunk file: one pread, no copy
+            try:
+                fd = os.open(self._path(self.starts[i]), os.O_RDONLY)
+                try:
+                    want = min(n, self.sizes[i] - off)
+                    got = os.pread(fd, want, off)
+                finally:
+                    os.close(fd)
+                if len(got) != want:
+                    raise OSError(f"short read of {self._path(self.starts[i])}")
+            except OSError as e:
+                log.error("%s: stored 0.7 views unreadable (%s); dropped", self.dir, e)
+                self.reset()
+                return b""
+            return got
+        out = bytearray()
         try:
             while len(out) < n and i < len(self.starts):
                 off = position + len(out) - self.starts[i]
@@ -169,28 +186,42 @@ def _unlink(path: str) -> None:
 
 class IndexJob:
     """Batches read from the log (on the event loop) whose 0.7 view sizes a worker thread computes: the
-    decoding, which is the cost of indexing, runs off the loop; ``ByteOffsetIndex.commit`` adds the result."""
+    decoding, which is the cost of indexing, runs off the loop; ``ByteOffsetIndex.commit`` adds the result.
+    With ``with_views`` (the batches continue the stored views, a read waits for them) the worker builds the
+    views themselves in the same scan (a view's size is its length) and ``commit`` stores them too: data a
+    read is about to convert is scanned once, not once for the index and once for the views."""
 
-    __slots__ = ("batches", "buf", "path", "position", "scanned", "sizer")
+    __slots__ = ("batches", "buf", "built", "path", "position", "scanned", "sizer", "with_views")
 
     def __init__(self, scanned: int, position: int, buf: bytes, batches: list[tuple[int, Any]], sizer: Sizer,
-                 path: str) -> None:
+                 path: str, with_views: bool = False) -> None:
         self.scanned = scanned
         self.position = position
         self.buf = buf
         self.batches = batches
         self.sizer = sizer
         self.path = path
+        self.with_views = with_views
+        self.built: bytes | None = None  # the views, joined, when ``with_views``
 
     def compute(self) -> list[int]:
+        if self.with_views:
+            from moldau.protocol.kafka07 import batch_views
+
+            sizes, self.built = batch_views(self.buf, self.batches, self._no_view)
+            return sizes
         out = []
         for bp, h in self.batches:
             try:
                 out.append(self.sizer(self.buf, bp, h))
-            except RecordError as e:  # a batch that does not decode has no 0.7 view (size 0)
-                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+            except RecordError as e:
+                self._no_view(h, e)
                 out.append(0)
         return out
+
+    def _no_view(self, h: Any, e: RecordError) -> None:
+        """A batch that does not decode has no 0.7 view (size 0)."""
+        log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
 
 
 class ViewJob:
@@ -207,19 +238,18 @@ class ViewJob:
 
     def compute(self) -> bytes:
         """The units' views, up to the first whose view does not have its unit's size (changed since)."""
-        from moldau.protocol.kafka07 import batch_view_scan
+        from moldau.protocol.kafka07 import batch_views
 
-        out = []
-        for size, bp, h in self.units:
-            try:
-                v = batch_view_scan(self.buf, bp, h)
-            except RecordError as e:
-                log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+        def no_view(h: Any, e: RecordError) -> None:
+            log.error("%s: batch at offset %d has no 0.7 view: %s", self.path, h.base_offset, e)
+
+        sizes, data = batch_views(self.buf, [(bp, h) for _size, bp, h in self.units], no_view)
+        n = 0
+        for (size, _bp, _h), got in zip(self.units, sizes):
+            if got != size:
                 break
-            if len(v) != size:
-                break
-            out.append(v)
-        return b"".join(out)
+            n += size
+        return data if n == len(data) else data[:n]
 
 
 class ByteOffsetIndex:
@@ -380,10 +410,13 @@ class ByteOffsetIndex:
         return done
 
     # ------------------------------------------------------------------------------------------ off the loop
-    def prepare(self, read: LogReader, log_start_offset: int, upto: int, max_bytes: int) -> IndexJob | None:
+    def prepare(self, read: LogReader, log_start_offset: int, upto: int, max_bytes: int,
+                views_from: int | None = None, views_ahead: int | None = None) -> IndexJob | None:
         """The next batches to index towards ``upto`` (about ``max_bytes`` of log, whole batches), as a job
         whose sizes a worker thread computes (``IndexJob.compute``) and ``commit`` adds; None when the index
-        is there (or the log has nothing more below ``upto``)."""
+        is there (or the log has nothing more below ``upto``). ``views_from``: the byte position a read waits
+        at; while the index's end is within ``VIEW_AHEAD_BYTES`` of views past it and continues the stored
+        views (or the store is empty and the read is at the index's end), the job builds the views too."""
         start = max(self.scanned, log_start_offset)
         if start >= upto:
             self.complete_to = max(self.complete_to, upto)
@@ -398,7 +431,12 @@ class ByteOffsetIndex:
         if not batches:
             self.complete_to = max(self.complete_to, upto)
             return None
-        return IndexJob(self.scanned, self.end_position, buf, batches, self.sizer, self.path)
+        end = self.end_position
+        store = self.views.end
+        ahead = VIEW_AHEAD_BYTES if views_ahead is None else views_ahead
+        with_views = (views_from is not None and views_from <= end < views_from + ahead
+                      and (store == end or (store is None and end == views_from)))
+        return IndexJob(self.scanned, end, buf, batches, self.sizer, self.path, with_views)
 
     def prepare_views(self, read: LogReader, log_start_offset: int, position: int, max_bytes: int
                       ) -> ViewJob | None:
@@ -455,6 +493,8 @@ class ByteOffsetIndex:
         if new:
             with open(self.path, "ab") as f:
                 f.write(b"".join(new))
+        if job.built is not None and self.views.end in (None, job.position):
+            self.views.append(job.position, job.built)
         return True
 
     def apply_cleaning(self, records: list[tuple[int, int, bool]]) -> None:

@@ -166,6 +166,7 @@ class PartitionLog(Protocol):
     def log_end_offset(self) -> int: ...
     @property
     def last_stable_offset(self) -> int: ...
+    def byte_offsets_cover(self, upto: int) -> Any: ...
 
     def replace_segments(
         self, old: Sequence[Segment], sizes: Sequence[int], aborted: list[tuple[int, int, int, int]]
@@ -899,6 +900,10 @@ class LogCleaner:
         self._next_check_ms: int | None = None
         self._first_ts_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.last_stats: CleanerStats | None = None
+        # the broker serves Kafka 0.7 (a KAFKA07 listener): every compacted log gets its 0.7 byte-offset index
+        # before it is cleaned, on every replica, so that byte positions are sums of the original batches'
+        # view sizes wherever the cleaning went (``kafka07_ready``)
+        self.kafka07_indexes = False
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def load_checkpoints(self) -> None:
@@ -987,6 +992,29 @@ class LogCleaner:
                     break
         return _Candidate(plog, fd, segs[n].base_offset, n, dirty_index, clean_bytes, dirty_bytes, need_now)
 
+    def kafka07_ready(self, plog: PartitionLog, end: int, *, wait: bool = False) -> bool:
+        """Whether ``plog`` may be cleaned below ``end`` as far as Kafka 0.7 byte offsets go. With
+        ``kafka07_indexes`` its byte-offset index must hold every batch below ``end`` first: the positions
+        are then sums of the view sizes of the batches as they were written (the same on every replica,
+        whatever each replica's cleaner removed later), and the pass keeps each 0.7 unit's size. A log
+        without an index gets an empty one here, which the legacy listener's background indexing
+        (``Kafka07Service.keep_indexes``) extends off the event loop; until then the log is not a candidate.
+        ``wait`` (``clean_log``): index it here instead. Internal topics (``__`` names: group offsets,
+        transactions, ...) are not held back: no 0.7 client has business there."""
+        if not self.kafka07_indexes or plog.topic.startswith("__"):
+            return True
+        idx = plog.byte_offsets
+        if idx is not None and max(idx.scanned, idx.complete_to) >= end:
+            return True
+        if wait:
+            plog.byte_offsets_cover(end)
+            return True
+        if idx is None:
+            from .byte_offsets import ByteOffsetIndex
+
+            ByteOffsetIndex.attach(plog)
+        return False
+
     def _choose(self, now_ms: int) -> _Candidate | None:
         best: _Candidate | None = None
         horizon_best: _Candidate | None = None
@@ -1002,11 +1030,12 @@ class LogCleaner:
             if c is None:
                 continue
             if c.dirty_bytes > 0 and (c.need_now or c.ratio >= plog.config.min_cleanable_dirty_ratio):
-                if best is None or c.ratio > best.ratio:
+                if (best is None or c.ratio > best.ratio) and self.kafka07_ready(plog, c.end):
                     best = c
             else:
                 h = self._horizons.get(key)
-                if h is not None and h <= now_ms and (horizon_best is None or c.ratio > horizon_best.ratio):
+                if h is not None and h <= now_ms and (horizon_best is None or c.ratio > horizon_best.ratio) \
+                        and self.kafka07_ready(plog, c.end):
                     horizon_best = c
         return best or horizon_best
 
@@ -1185,6 +1214,7 @@ class LogCleaner:
         c = self.candidate(plog, now_ms)
         if c is None:
             return None
+        self.kafka07_ready(plog, c.end, wait=True)
         if not force and not (
             c.dirty_bytes > 0 and (c.need_now or c.ratio >= plog.config.min_cleanable_dirty_ratio)
         ):

@@ -533,13 +533,16 @@ class PartitionLog:
             idx.cover(self.read, self.log_start_offset, upto)
             return idx
 
-    def byte_offsets_prepare(self, upto: int, max_bytes: int) -> Any:
+    def byte_offsets_prepare(self, upto: int, max_bytes: int, views_from: int | None = None,
+                             views_ahead: int | None = None) -> Any:
         """The next piece of work towards a 0.7 byte-offset index covering ``upto`` (a
-        ``byte_offsets.IndexJob`` for a worker thread), None when it is there."""
+        ``byte_offsets.IndexJob`` for a worker thread; with the views too near ``views_from``, the position a
+        read waits at), None when it is there."""
         with self._lock:
             if self._closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes)
+            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes,
+                                                        views_from, views_ahead)
 
     def byte_offsets_prepare_views(self, position: int, max_bytes: int) -> Any:
         """Batches to convert into the stored 0.7 views from byte ``position`` (a

@@ -34,7 +34,10 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add as _add
 
 from .records import (
     GZIP,
@@ -85,6 +88,7 @@ __all__ = [
     "batch_message_set_size",
     "batch_to_message_set",
     "batch_view_scan",
+    "batch_views",
     "decode_fetch_response",
     "decode_multifetch_response",
     "decode_offsets_response",
@@ -390,54 +394,86 @@ def batch_to_message_set(buf: bytes | bytearray | memoryview, pos: int, header: 
     uncompressed batch (magic 0 when the batch carries ``MAGIC0_FLAG``, else magic 1); one compressed
     wrapper message holding them for a compressed batch. Keys, headers and timestamps have no place in 0.7
     and are left out; a null value becomes an empty payload."""
-    if header.is_control:
-        return b""
-    records = decode_batch(buf, pos, header=header)
-    crc32 = zlib.crc32
-    parts: list[bytes] = []
-    if view_magic(header) == 0:
-        pack0 = _MSG0.pack
-        for r in records:
-            v = r.value if r.value is not None else b""
-            parts.append(pack0(5 + len(v), 0, crc32(v)))
-            parts.append(v)
-        return b"".join(parts)
-    pack = _MSG1.pack
-    for r in records:
-        v = r.value if r.value is not None else b""
-        parts.append(pack(6 + len(v), 1, 0, crc32(v)))
-        parts.append(v)
-    inner = b"".join(parts)
-    if header.compression == NONE:
-        return inner
-    codec = _wrapper_codec(header.compression)
-    payload = snappy_literal(inner) if codec == SNAPPY else gzip_stored(inner)
-    return encode_message(payload, codec)
+    return batch_view_scan(buf, pos, header)
 
 
 def _value_bytes(section: bytes | memoryview, count: int) -> int:
-    """Sum of the value lengths of ``count`` v2 records in ``section`` (nulls count 0): the varints only, no
-    record objects. Plain Python on purpose: a worker thread running it yields the GIL every switch
-    interval, where one long C call (the decoder's fast path) would hold the event loop's thread."""
-    p = 0
-    n = len(section)
-    total = 0
-    for i in range(count):
-        if i & 0x3FF == 0x3FF:
-            time.sleep(0)  # let a thread waiting for the GIL (the event loop's) have it now
-        length, p = decode_varint(section, p)
-        end = p + length
-        if length < 0 or end > n:
-            raise RecordError("record runs past its batch")
-        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
-        klen, q = decode_varint(section, q)
-        if klen > 0:
-            q += klen
-        vlen, q = decode_varint(section, q)
-        if vlen > 0:
-            total += vlen
-        p = end
-    return total
+    """Sum of the value lengths of ``count`` v2 records in ``section`` (nulls count 0)."""
+    starts, ends = _value_spans(section, count)
+    return sum(ends) - sum(starts)
+
+
+def _value_spans(section: bytes | memoryview, count: int, p: int = 0, n: int = -1
+                 ) -> tuple[list[int], list[int]]:
+    """Start and end positions of the values of ``count`` v2 records in ``section`` from position ``p`` up
+    to ``n`` (-1: its end) (a null value: an empty span): one pass over the records' varints, the common 1-
+    and 2-byte encodings inline, the GIL given up every 1024 records (a thread waiting for it, the event
+    loop's, has it then)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    start = starts.append
+    stop = ends.append
+    s = section
+    if n < 0:
+        n = len(s)
+    try:
+        for first in range(0, count, 1024):
+            if first:
+                time.sleep(0)
+            for _ in range(min(1024, count - first)):
+                b = s[p]
+                if b < 0x80:
+                    end = p + 1 + (b >> 1)
+                    p += 1
+                else:
+                    b = (b & 0x7F) | (s[p + 1] << 7)
+                    if b & 0x4000 or b & 1:
+                        length, p = decode_varint(s, p)
+                        if length < 0:
+                            raise RecordError("negative record length")
+                        end = p + length
+                    else:
+                        p += 2
+                        end = p + (b >> 1)
+                # attributes, then the timestamp and offset deltas (varlongs, skipped), the key length
+                q = p + 1
+                if s[q] >= 0x80:
+                    q += 1
+                    while s[q] >= 0x80:
+                        q += 1
+                q += 1
+                if s[q] >= 0x80:
+                    q += 1
+                    while s[q] >= 0x80:
+                        q += 1
+                q += 1
+                b = s[q]
+                if b < 0x80:
+                    q += 1 if b & 1 else 1 + (b >> 1)
+                else:
+                    klen, q = decode_varint(s, q)
+                    if klen > 0:
+                        q += klen
+                b = s[q]  # value length
+                if b < 0x80:
+                    q += 1
+                    v = q if b & 1 else q + (b >> 1)  # odd: -1, a null value
+                else:
+                    b = (b & 0x7F) | (s[q + 1] << 7)
+                    if b & 0x4000 or b & 1:
+                        vlen, q = decode_varint(s, q)
+                        v = q + vlen if vlen > 0 else q
+                    else:
+                        q += 2
+                        v = q + (b >> 1)
+                if v > end or end > n:
+                    raise RecordError("record runs past its batch")
+                start(q)
+                stop(v)
+                p = end
+    except IndexError:
+        raise RecordError("record runs past its batch") from None
+    return starts, ends
 
 
 def _skip_varint(section: bytes | memoryview, p: int) -> int:
@@ -460,36 +496,15 @@ def _section(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader)
 
 
 def batch_view_scan(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
-    """``batch_to_message_set`` by a plain-Python scan of the records' varints (no record objects): what a
-    worker thread runs to convert views off the event loop, since it gives the GIL up regularly where the
-    decoder's fast path holds it for a whole batch."""
+    """``batch_to_message_set`` by one plain-Python scan of the records' varints for the values' places
+    (``_value_spans``; no record objects), then the 0.7 messages built in bulk: the values sliced, their
+    CRCs and the message headers computed by ``map`` over C functions, one ``join``. What a worker thread
+    runs to convert views off the event loop: the scan gives the GIL up regularly, the bulk part is short."""
     if header.is_control:
         return b""
     section = _section(buf, pos, header)
-    n = len(section)
-    crc32 = zlib.crc32
-    magic0 = view_magic(header) == 0
-    pack0 = _MSG0.pack
-    pack1 = _MSG1.pack
-    parts: list[bytes] = []
-    p = 0
-    for i in range(header.records_count):
-        if i & 0x3FF == 0x3FF:
-            time.sleep(0)  # let a thread waiting for the GIL (the event loop's) have it now
-        length, p = decode_varint(section, p)
-        end = p + length
-        if length < 0 or end > n:
-            raise RecordError("record runs past its batch")
-        q = _skip_varint(section, _skip_varint(section, p + 1))  # attributes, timestamp and offset deltas
-        klen, q = decode_varint(section, q)
-        if klen > 0:
-            q += klen
-        vlen, q = decode_varint(section, q)
-        v = bytes(section[q: q + vlen]) if vlen > 0 else b""
-        parts.append(pack0(5 + len(v), 0, crc32(v)) if magic0 else pack1(6 + len(v), 1, 0, crc32(v)))
-        parts.append(v)
-        p = end
-    inner = b"".join(parts)
+    count = header.records_count
+    inner = _messages(bytes(section), count, view_magic(header))
     if header.compression == NONE:
         return inner
     codec = _wrapper_codec(header.compression)
@@ -497,14 +512,101 @@ def batch_view_scan(buf: bytes | bytearray | memoryview, pos: int, header: Batch
     return encode_message(payload, codec)
 
 
+def _messages(section: bytes, count: int, magic: int) -> bytes:
+    """The uncompressed 0.7 messages (of ``magic``) of the ``count`` records of ``section``."""
+    starts, ends = _value_spans(section, count)
+    return _build(section, starts, ends, magic)
+
+
+_BUILD_BYTES = 128 << 10
+
+
+def _build(data: bytes, starts: list[int], ends: list[int], magic: int) -> bytes:
+    """Uncompressed 0.7 messages (of ``magic``) of the values ``data[starts[i]:ends[i]]``, built in pieces
+    of at most 1024 messages and about ``_BUILD_BYTES`` with the GIL given up in between (each piece is C
+    calls that do not give it up: slicing, CRCs, packing, joining)."""
+    count = len(starts)
+    if not count:
+        return b""
+    step = max(16, min(1024, _BUILD_BYTES * count // max(1, ends[-1] - starts[0])))
+    out: list[bytes] = []
+    for first in range(0, count, step):
+        if first:
+            time.sleep(0)
+        last = min(count, first + step)
+        values = list(map(data.__getitem__, map(slice, starts[first:last], ends[first:last])))
+        crcs = map(zlib.crc32, values)
+        if magic == 0:
+            heads = map(_MSG0.pack, map(_add, map(len, values), repeat(5)), repeat(0), crcs)
+        else:
+            heads = map(_MSG1.pack, map(_add, map(len, values), repeat(6)), repeat(1), repeat(0), crcs)
+        parts: list[bytes] = [b""] * (2 * len(values))
+        parts[::2] = heads
+        parts[1::2] = values
+        out.append(b"".join(parts))
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+_OnError = Callable[[BatchHeader, RecordError], None]
+
+
+def batch_views(buf: bytes, batches: list[tuple[int, BatchHeader]], on_error: _OnError | None = None
+                ) -> tuple[list[int], bytes]:
+    """The 0.7 views of ``batches`` of ``buf`` (``batch_to_message_set`` of each), joined, and their sizes:
+    the messages of consecutive uncompressed batches are built together in one bulk pass (a batch of a few
+    records costs little more than its records). A batch that does not decode has no view (size 0; its
+    error goes to ``on_error``)."""
+    sizes: list[int] = []
+    out: list[bytes] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    magic = 1
+    for bp, h in batches:
+        try:
+            if h.is_control:
+                sizes.append(0)
+                continue
+            if h.compression != NONE:
+                v = batch_view_scan(buf, bp, h)
+                if starts:
+                    out.append(_build(buf, starts, ends, magic))
+                    starts, ends = [], []
+                out.append(v)
+                sizes.append(len(v))
+                continue
+            count = h.records_count
+            if count < 0 or h.batch_length + 12 > len(buf) - bp:
+                raise RecordError(f"record batch at {bp} is truncated or has a bad count")
+            st, en = _value_spans(buf, count, bp + 61, bp + 12 + h.batch_length)
+            m = view_magic(h)
+            if m != magic and starts:
+                out.append(_build(buf, starts, ends, magic))
+                starts, ends = [], []
+            magic = m
+            starts += st
+            ends += en
+            sizes.append(count * (MESSAGE_OVERHEAD_V0 if m == 0 else MESSAGE_OVERHEAD) + sum(en) - sum(st))
+        except RecordError as e:
+            if on_error is not None:
+                on_error(h, e)
+            sizes.append(0)
+    if starts:
+        out.append(_build(buf, starts, ends, magic))
+    return sizes, b"".join(out)
+
+
 def batch_message_set_size(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     """``len(batch_to_message_set(...))`` without building it."""
     if header.is_control:
         return 0
     count = header.records_count
-    section = _section(buf, pos, header)
     overhead = MESSAGE_OVERHEAD_V0 if view_magic(header) == 0 else MESSAGE_OVERHEAD
-    inner = count * overhead + _value_bytes(section, count)
+    if header.compression == NONE and isinstance(buf, bytes):  # scanned in place (bytes index fastest)
+        if count < 0 or header.batch_length + 12 > len(buf) - pos:
+            raise RecordError(f"record batch at {pos} is truncated or has a bad count")
+        starts, ends = _value_spans(buf, count, pos + 61, pos + 12 + header.batch_length)
+        return count * overhead + sum(ends) - sum(starts)
+    inner = count * overhead + _value_bytes(_section(buf, pos, header), count)
     if header.compression == NONE:
         return inner
     if _wrapper_codec(header.compression) == SNAPPY:

@@ -87,13 +87,22 @@ class IndexPending(Exception):
     connection runs ``step()`` as separate event-loop callbacks until it returns True, then handles the
     request again (requests of the connection stay in order)."""
 
-    def __init__(self, plog: Any) -> None:
+    def __init__(self, plog: Any, views_from: int | None = None, views_ahead: int | None = None) -> None:
         super().__init__(f"indexing {plog.topic}-{plog.partition}")
         self.plog = plog
+        self.views_from = views_from  # a read waits at this byte position: index and convert in one scan
+        self.views_ahead = views_ahead  # how far past it (None: ``VIEW_AHEAD_BYTES``)
 
     def step(self) -> bool:
-        """One step on the calling thread (in process tools and benchmarks)."""
-        return bool(self.plog.byte_offsets_step(self.plog.high_watermark, INDEX_STEP_S))
+        """One piece of ``advance`` on the calling thread (in process tools and benchmarks); True when the
+        index is there."""
+        plog = self.plog
+        job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from,
+                                        self.views_ahead)
+        if job is None:
+            return True
+        plog.byte_offsets_commit(job, job.compute())
+        return False
 
     def advance(self, executor: Executor, done: Callable[[BaseException | None], None]) -> None:
         """Index towards the high watermark: the log is read on the event loop (about INDEX_STEP_BYTES per
@@ -104,7 +113,8 @@ class IndexPending(Exception):
 
         def prepare() -> None:
             try:
-                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES)
+                job = plog.byte_offsets_prepare(plog.high_watermark, INDEX_STEP_BYTES, self.views_from,
+                                        self.views_ahead)
             except Exception as e:  # noqa: BLE001 - the connection closes
                 done(e)
                 return
@@ -132,7 +142,7 @@ class ViewsPending(IndexPending):
     cleaning pass), the read converts on the loop."""
 
     def __init__(self, plog: Any, position: int, service: Kafka07Service) -> None:
-        super().__init__(plog)
+        super().__init__(plog, position)
         self.position = position
         self.service = service
 
@@ -169,9 +179,9 @@ class ViewsPending(IndexPending):
 
 VIEW_STEP_BYTES = 1 << 20  # log bytes a worker thread converts into stored views per ViewsPending
 READ_CONVERT_S = 0.008  # event-loop time a read spends converting (at least one unit), then it answers
-INDEX_STEP_S = 0.004  # time of one step of ``IndexPending.step`` / a request's own indexing
 INDEX_STEP_BYTES = 256 << 10  # log bytes read on the event loop per step of ``IndexPending.advance``
 KEEP_INDEXES_S = 1.0  # period of ``Kafka07Service.keep_indexes``
+TAIL_VIEWS_S = 60.0  # ``keep_indexes`` builds the views of a partition 0.7 consumers read this recently
 
 
 class Kafka07Service:
@@ -190,6 +200,9 @@ class Kafka07Service:
         self._executor: ThreadPoolExecutor | None = None
         self._keeping: set[Any] = set()  # partition logs whose index ``keep_indexes`` is extending
         self._convert_here: set[tuple[int, int]] = set()  # (id(log), position): reads convert on the loop
+        self._read_at: dict[int, float] = {}  # id(partition log) -> time.monotonic() of its last 0.7 read
+        # kafka07.views.eager: index and convert every partition in the background as data arrives
+        self.eager = bool(config.get("kafka07.views.eager")) if config is not None else False
 
     @property
     def executor(self) -> Executor:
@@ -208,19 +221,39 @@ class Kafka07Service:
         """Extend, in the background, every byte-offset index that fell behind its partition's high
         watermark (the broker's existing indexes: of partitions a 0.7 client read, led or followed), so that
         a 0.7 read or a retention pass rarely finds much to index (a retention pass indexes what it deletes
-        under the log lock). Called every ``KEEP_INDEXES_S`` by the listener."""
+        under the log lock). Where 0.7 consumers keep up (the partition was read in the last
+        ``TAIL_VIEWS_S`` and its stored views reach the index's end), the new data's views are built and
+        stored in the same scan (up to ``VIEW_AHEAD_BYTES`` a period), so that their next read is a pread.
+        With ``kafka07.views.eager`` (``self.eager``) every partition of a topic that is not internal gets its
+        index, and its new data's views are built and stored as it arrives, read or not. Called every
+        ``KEEP_INDEXES_S`` by the listener."""
+        now = time.monotonic()
+        if len(self._read_at) > 10_000:
+            self._read_at = {k: t for k, t in self._read_at.items() if now - t < TAIL_VIEWS_S}
         rm = self.replica_manager
         for p in list(getattr(rm, "partitions", {}).values()):
             plog = getattr(p, "log", None)
-            if plog is None:
+            if plog is None or plog in self._keeping or getattr(plog, "closed", False):
                 continue
             idx = getattr(plog, "byte_offsets", None)
-            if idx is None or plog in self._keeping or getattr(plog, "closed", False):
+            if idx is None and not (self.eager and self._eager_topic(plog.topic)):
                 continue
-            if idx.scanned >= plog.high_watermark:
+            end = idx.end_position if idx is not None else 0
+            if idx is not None and idx.scanned >= plog.high_watermark:
                 continue
+            views_from = views_ahead = None
+            store = idx.views.end if idx is not None else None
+            if self.eager and store in (None, end):
+                views_from, views_ahead = end, 1 << 62
+            elif store == end and now - self._read_at.get(id(plog), -TAIL_VIEWS_S) < TAIL_VIEWS_S:
+                views_from = end
             self._keeping.add(plog)
-            IndexPending(plog).advance(self.executor, functools.partial(self._index_kept, plog))
+            IndexPending(plog, views_from, views_ahead).advance(self.executor,
+                                                                functools.partial(self._index_kept, plog))
+
+    def _eager_topic(self, topic: str) -> bool:
+        t = self.metadata.get(topic) if self.metadata is not None else None
+        return not getattr(t, "is_internal", topic.startswith("__"))
 
     def _index_kept(self, plog: Any, _error: BaseException | None) -> None:
         self._keeping.discard(plog)
@@ -348,6 +381,7 @@ class Kafka07Service:
         removed its records, ``kafka07.unit_view`` of what is left, padded to the unit's size."""
         plog = p.log
         hw = plog.high_watermark
+        self._read_at[id(plog)] = time.monotonic()
         idx = _covered(plog, position)
         first = idx.start_position(plog.log_start_offset)
         end = idx.end_position
@@ -486,7 +520,7 @@ def _covered(plog: Any, position: int | None = None) -> Any:
             return idx
         if position is not None and position < idx.end_position:
             return idx
-    raise IndexPending(plog)
+    raise IndexPending(plog, position)
 
 
 def _flush_done(fut: Any) -> None:
