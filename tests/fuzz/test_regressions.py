@@ -162,7 +162,7 @@ def test_a_size_prefix_alone_holds_no_memory(fuzz_broker: FuzzBroker) -> None:
     C = m.CreateTopicsRequest
     P = m.ProduceRequest
     topic = f"fuzz-big-{uuid.uuid4().hex[:8]}"
-    value = bytes(range(256)) * (12 << 10)  # 3 MB: the frame's buffer grows from 256 kB five times
+    value = bytes(range(256)) * (12 << 10)  # 3 MB: the frame's buffer grows from 256 kB three times
     with Raw(fuzz_broker.port, 30.0) as r:
         resp = r.call(19, 5, C.new(topics=[C.CreatableTopic(
             name=topic, num_partitions=1, replication_factor=1,

@@ -100,6 +100,34 @@ def test_tail_cache_regions_point_at_the_appends_in_the_file(tmp_path):
     assert materialize(rr) == materialize(lg.read(first_cached, 1 << 20))
 
 
+def test_tail_cache_without_the_bytes_of_large_appends(tmp_path):
+    """keep_large=False (followers served by sendfile): appends over TAIL_REGION_MIN are kept as positions
+    only; region reads of them come from the cache, plain reads from the file, both the file's bytes."""
+    from moldau.log.tail_cache import TAIL_REGION_MIN
+
+    rng = random.Random(9)
+    lg = new_log(tmp_path / "t-0", segment_bytes=10_000_000)
+    lg.tail_cache.configure(1 << 20, keep_large=False)
+    fill(lg, rng, 30)
+    fill_large(lg, 5)
+    entries = list(lg.tail_cache.entries)
+    assert any(e[2] is None for e in entries) and any(e[2] is not None for e in entries)
+    assert all((e[2] is None) == (e[6] > TAIL_REGION_MIN) for e in entries)
+    saved = lg.tail_cache.entries
+    for offset in range(entries[0][0], lg.log_end_offset, 5):
+        for max_bytes in (50, 20_000, 1 << 20):
+            region = lg.read(offset, max_bytes, regions=True)
+            plain = lg.read(offset, max_bytes)
+            lg.tail_cache.entries = type(saved)()
+            try:
+                from_file = lg.read(offset, max_bytes)
+            finally:
+                lg.tail_cache.entries = saved
+            assert materialize(region) == materialize(plain) == materialize(from_file)
+            ends = {rr.last_offset_exclusive for rr in (region, plain, from_file)}
+            assert len(ends) == 1
+
+
 def _open_fds_to(path: str) -> int:
     n = 0
     for fd in os.listdir("/proc/self/fd"):

@@ -299,7 +299,9 @@ async def serve(config: BrokerConfig, *, ready_callback: Any = None) -> None:
 
 def run(config: BrokerConfig) -> None:
     """Blocking entry point used by ``moldau broker``."""
+    from .heap import tune_heap
     from .server import install_uvloop
 
+    tune_heap()  # the process is the broker's (module doc of .heap)
     install_uvloop()
     asyncio.run(serve(config))

@@ -6,6 +6,14 @@ produce requests' buffers, which nothing modifies after the append) until the fo
 fetches of the log's tail are answered from memory, without reading the file back (Kafka's
 followers get the same bytes by sendfile from the page cache). Only appends to the active segment are kept;
 a roll, a truncation or closing the log clears it.
+
+When the followers' fetches are answered with ``sendfile`` (``configure(keep_large=False)``: the replica
+manager's choice for a plaintext inter-broker listener), an append over ``TAIL_REGION_MIN`` bytes is kept
+as its batches' positions in the segment file only: those reads go out as file regions, which need no bytes,
+and holding the produce request's buffer (about 1 MB each for librdkafka's batches of 1 KiB records) until
+every follower had it made the leader's heap grow by a fresh, zeroed and faulted-in megabyte per request
+(freed buffers left holes of the wrong sizes between the ones still held). A read of such an append without
+``regions`` falls back to the file (``None``).
 """
 
 from __future__ import annotations
@@ -26,16 +34,19 @@ TAIL_REGION_MIN = 32 * 1024
 class TailCache:
     def __init__(self) -> None:
         self.max_bytes = 0  # 0: off
-        # (first offset, next offset, data, [(batch base, batch last offset, size)], segment, position in it)
-        # per append
-        self.entries: deque[tuple[int, int, Any, list[tuple[int, int, int]], Segment, int]] = deque()
+        self.keep_large = True  # False: appends over TAIL_REGION_MIN are kept as file positions only
+        # (first offset, next offset, data (None: not kept), [(batch base, batch last offset, size)], segment,
+        # position in it, size) per append
+        self.entries: deque[tuple[int, int, Any, list[tuple[int, int, int]], Segment, int, int]] = deque()
         self.bytes = 0
 
-    def configure(self, max_bytes: int) -> None:
+    def configure(self, max_bytes: int, keep_large: bool = True) -> None:
         """Start over keeping up to ``max_bytes`` (0: off): the replica manager's call when this broker
-        becomes the partition's leader (with followers) or stops leading it."""
+        becomes the partition's leader (with followers) or stops leading it. ``keep_large=False``: the bytes
+        of appends over ``TAIL_REGION_MIN`` are not kept (module doc)."""
         self.clear()
         self.max_bytes = max_bytes
+        self.keep_large = keep_large
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -48,16 +59,18 @@ class TailCache:
             self.clear()
         if size > self.max_bytes:
             return
-        tail.append((first, nxt, data, batches, seg, position))
+        if size > TAIL_REGION_MIN and not self.keep_large:
+            data = None
+        tail.append((first, nxt, data, batches, seg, position, size))
         self.bytes += size
         while self.bytes > self.max_bytes:
-            self.bytes -= len(tail.popleft()[2])
+            self.bytes -= tail.popleft()[6]
 
     def release(self, upto: int) -> None:
         """Drop the cached appends that end at or below ``upto`` (every follower has them)."""
         tail = self.entries
         while tail and tail[0][1] <= upto:
-            self.bytes -= len(tail.popleft()[2])
+            self.bytes -= tail.popleft()[6]
 
     def clear(self) -> None:
         self.entries.clear()
@@ -79,10 +92,10 @@ class TailCache:
         total = 0
         first = last_excl = offset
         done = False
-        for efirst, enext, data, batches, seg, seg_pos in tail:
+        for _efirst, enext, data, batches, seg, seg_pos, _size in tail:
             if enext <= offset:
                 continue
-            if regions and seg is not active:
+            if (regions and seg is not active) or (data is None and not regions):
                 return None
             start = end = pos = 0
             for base, last, size in batches:
@@ -102,7 +115,7 @@ class TailCache:
                 pos = end
                 last_excl = last + 1
             if end > start:
-                if regions and end - start > TAIL_REGION_MIN:
+                if regions and (end - start > TAIL_REGION_MIN or data is None):
                     chunks.append(seg.region(seg_pos + start, end - start))
                 else:
                     chunks.append(data[start:end] if end - start < len(data) else data)

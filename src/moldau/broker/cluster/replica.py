@@ -217,7 +217,8 @@ class ClusterReplicaManager(ReplicaManager):
         p.follower_leo = {r: -1 for r in ps.replicas if r != self.node_id}
         p.caught_up_ms = {r: now for r in ps.replicas if r != self.node_id}
         p.log.assign_leader_epoch(ps.leader_epoch)
-        p.log.tail_cache.configure(self.tail_cache_bytes if len(p.replicas) > 1 else 0)
+        p.log.tail_cache.configure(self.tail_cache_bytes if len(p.replicas) > 1 else 0,
+                                   keep_large=not self._followers_sendfile())
         log.info(
             "%s-%d: leader (epoch %d, isr %s, hw %d, leo %d)",
             p.topic,
@@ -234,6 +235,17 @@ class ClusterReplicaManager(ReplicaManager):
 
     def is_leader(self, p: Partition) -> bool:
         return isinstance(p, ClusterPartition) and p.is_leader(self.node_id)
+
+    def _followers_sendfile(self) -> bool:
+        """The followers' fetches come on the inter-broker listener: plaintext (PLAINTEXT, SASL_PLAINTEXT)
+        answers them with sendfile, so the tail cache needs no bytes of large appends (``log.tail_cache``)."""
+        from ..connection import SENDFILE
+
+        name = self.cluster.listener_name
+        for lst in self.services.config.listeners:
+            if lst.name == name:
+                return SENDFILE and lst.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT")
+        return False
 
     def leads_new_partitions(self) -> bool:
         """A new partition's leader is the controller's choice (LeaderAndIsr)."""
