@@ -106,10 +106,11 @@ def test_byte_offsets_of_a_compacted_topic_are_the_same_on_every_replica(tmp_pat
     the cleaning passes, the follower that becomes leader serves the same messages, fillers and padded gzip
     messages at the same byte offsets as the old leader did, and a modern consumer reads the survivors."""
     require_zookeeper()
-    from harness.clusterutil import admin
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     from kafka07.conftest import Client07, message_payloads, walk, walk_all
+
+    from harness.clusterutil import admin
 
     c, legacy = _cluster(tmp_path, ["log.segment.bytes=1500", "log.cleaner.backoff.ms=200"])
     try:
