@@ -49,6 +49,7 @@ from .checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from . import clean_state as _cs
 from .cleaner import LogCleaner
 from .config import LogConfig
 from .dir_move import ReplicaMove, copy_pass, fsync_tree, future_dir_name, recover_moves
@@ -191,6 +192,8 @@ class LogManager:
             self._load_dir(d)
         self.cleaner.load_checkpoints()
         for d in self.log_dirs:
+            # the clean-shutdown state goes with (before) the marker: never trusted after this start
+            _cs.remove_clean_state(d)
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
                 os.unlink(marker)
@@ -260,6 +263,8 @@ class LogManager:
         rps = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
         starts = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
         hws = self._read_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+        # after a clean shutdown, what the partitions' files hold (clean_state.py): no file of theirs is read
+        states = _cs.read_clean_state(d) if clean else None
         warned = clean
         recovered: list[Any] = []  # segments recovered after an unclean shutdown, fsynced together below
         with os.scandir(d) as it:
@@ -288,6 +293,9 @@ class LogManager:
 
         def open_log(item: tuple[tuple[str, int], str]) -> PartitionLog:
             parsed, path = item
+            st = states.get(os.path.basename(path)) if states else None
+            if st is not None and starts.get(parsed, 0) > st[_cs.NEXT_OFFSET]:
+                st = None  # the log start offset beyond the log end: the general load handles it
             try:
                 return PartitionLog(
                     path,
@@ -301,6 +309,7 @@ class LogManager:
                     high_watermark=hws.get(parsed),
                     clean_shutdown=clean,
                     deferred_fsync=recovered,
+                    clean_state=st,
                 )
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
@@ -664,11 +673,27 @@ class LogManager:
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(d)
+                self._write_clean_state(d)
         self._closed = True
         self._loaded = False
         self._logs.clear()
         self._dir_of.clear()
         self._release_locks()
+
+    def _write_clean_state(self, d: str) -> None:
+        """What a clean start needs of the (closed) partitions of ``d`` (clean_state.py), after the marker
+        (whose identity it records)."""
+        entries = []
+        for key, plog in self._logs.items():
+            if self._dir_of.get(key) == d:
+                st = _cs.partition_state(plog)
+                if st is not None:
+                    entries.append(st)
+        try:
+            _cs.write_clean_state(d, entries)
+        except OSError as e:
+            log.warning("cannot write the clean-shutdown state of %s (%s): the next start reads every "
+                        "partition's files", d, e)
 
     def _release_locks(self) -> None:
         for fd in self._locks.values():
