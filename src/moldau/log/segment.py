@@ -183,9 +183,10 @@ class Segment:
     ) -> None:
         self.dir = directory
         self.base_offset = base_offset
-        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
-        self.index_path = os.path.join(directory, segment_file_name(base_offset, ".index"))
-        self.timeindex_path = os.path.join(directory, segment_file_name(base_offset, ".timeindex"))
+        stem = os.path.join(directory, f"{base_offset:020d}")  # segment_file_name's stem
+        self.log_path = stem + ".log"
+        self.index_path = stem + ".index"
+        self.timeindex_path = stem + ".timeindex"
         self.cache = cache
         self.size = 0
         self.next_offset: int | None = None  # known for the active segment (and after a scan)
