@@ -17,7 +17,7 @@ The file is trusted only together with the marker it was written after: it recor
 this file does not vouch for it; a start removes it with the marker (an unclean stop after that start leaves
 neither); a missing marker, another marker or an unreadable file (CRC, version) means loading every partition
 from its files. Layout: a first line ``moldau-clean-state <version> <marker identity> <crc32c of the rest>``,
-then a JSON array of one array per partition (one a line).
+then a JSON array of one array per partition.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _marker_identity(directory: str) -> str:
 
 def write_clean_state(directory: str, entries: list[list[Any]]) -> None:
     """Written after the marker (fsynced, with its directory), made durable here."""
-    body = ("[" + ",\n".join(json.dumps(e, separators=(",", ":")) for e in entries) + "]").encode()
+    body = json.dumps(entries, separators=(",", ":")).encode()
     head = f"{_MAGIC} {_VERSION} {_marker_identity(directory)} {crc32c(body)}\n".encode()
     path = os.path.join(directory, CLEAN_STATE_FILE)
     write_file(path + ".tmp", head + body)

@@ -293,7 +293,8 @@ class LogManager:
 
         def open_log(item: tuple[tuple[str, int], str]) -> PartitionLog:
             parsed, path = item
-            st = states.get(os.path.basename(path)) if states else None
+            # popped: each entry's memory is free again for the partitions opened after it
+            st = states.pop(os.path.basename(path), None) if states else None
             if st is not None and starts.get(parsed, 0) > st[_cs.NEXT_OFFSET]:
                 st = None  # the log start offset beyond the log end: the general load handles it
             try:
