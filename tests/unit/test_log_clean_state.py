@@ -56,7 +56,8 @@ def snapshot(lm: LogManager) -> dict:
         out[key] = (lg.log_start_offset, lg.log_end_offset, lg.high_watermark, lg.recovery_point, lg.topic_id,
                     [(s.base_offset, s.size) for s in lg.segments], lg.leader_epochs,
                     sorted(lg.producer_state.snapshot_entries()),
-                    (act.max_timestamp, act.max_timestamp_offset, act.rolling_timestamp, act.bytes_since_index))
+                    (act.max_timestamp, act.max_timestamp_offset, act.rolling_timestamp,
+                     act.bytes_since_index))
     return out
 
 
@@ -197,8 +198,8 @@ def test_a_log_file_that_changed_since_the_clean_shutdown_is_recovered_on_first_
 def test_compacted_logs_are_loaded_from_their_files(tmp_path):
     d = str(tmp_path / "d")
     populate(d, compact_topic=True)
-    lm = LogManager([d], LogConfig(segment_bytes=20_000, cleanup_policy=("compact",), index_interval_bytes=1024),
-                    FakeClock())
+    compact = LogConfig(segment_bytes=20_000, cleanup_policy=("compact",), index_interval_bytes=1024)
+    lm = LogManager([d], compact, FakeClock())
     assert not lm.get("c", 0).segments[-1].lazy
     assert lm.get("t", 0).segments[-1].lazy
     assert lm.get("c", 0).log_end_offset == 1

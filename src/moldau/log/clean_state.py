@@ -36,14 +36,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLEAN_STATE_FILE", "partition_state", "write_clean_state", "read_clean_state", "remove_clean_state"]
+__all__ = ["CLEAN_STATE_FILE", "partition_state", "write_clean_state", "read_clean_state",
+           "remove_clean_state"]
 
 CLEAN_STATE_FILE = "moldau-clean-shutdown-state"
 _MAGIC = "moldau-clean-state"
 _VERSION = 1
 
 # fields of a partition's entry (a JSON array)
-NAME, TOPIC_ID, SEGMENTS, NEXT_OFFSET, MAX_TS, MAX_TS_OFFSET, ROLLING_TS, SINCE_INDEX, EPOCHS, PRODUCERS = range(10)
+(NAME, TOPIC_ID, SEGMENTS, NEXT_OFFSET, MAX_TS, MAX_TS_OFFSET, ROLLING_TS, SINCE_INDEX, EPOCHS,
+ PRODUCERS) = range(10)
 
 
 def partition_state(plog: PartitionLog) -> list[Any] | None:

@@ -55,7 +55,8 @@ def fsync_segment(seg: Segment) -> None:
 
 
 class LocalLog:
-    def __init__(self, directory: str, config: LogConfig, cache: SegmentCache, *, exists: bool = False) -> None:
+    def __init__(self, directory: str, config: LogConfig, cache: SegmentCache, *,
+                 exists: bool = False) -> None:
         """``exists``: the directory is known to exist (a clean start from the clean-shutdown state)."""
         self.dir = directory
         self.config = config
@@ -75,7 +76,8 @@ class LocalLog:
         """The segments of a clean-shutdown state entry (base offset, size, ...): ``Segment.from_state``
         each, the last one active."""
         cfg = self.config
-        segs = [Segment.from_state(self.dir, flat[i], flat[i + 1], cfg.segment_index_bytes, self.cache, now_ms)
+        mib = cfg.segment_index_bytes
+        segs = [Segment.from_state(self.dir, flat[i], flat[i + 1], mib, self.cache, now_ms)
                 for i in range(0, len(flat), 2)]
         segs[-1].active = True
         self.set_segments(segs)

@@ -36,6 +36,7 @@ import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
+from . import clean_state as _cs
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -49,7 +50,6 @@ from .checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
-from . import clean_state as _cs
 from .cleaner import LogCleaner
 from .config import LogConfig
 from .dir_move import ReplicaMove, copy_pass, fsync_tree, future_dir_name, recover_moves

@@ -244,7 +244,8 @@ class Segment:
 
     @classmethod
     def from_state(
-        cls, directory: str, base_offset: int, size: int, max_index_bytes: int, cache: SegmentCache, now_ms: int
+        cls, directory: str, base_offset: int, size: int, max_index_bytes: int, cache: SegmentCache,
+        now_ms: int,
     ) -> Segment:
         """A segment of a log opened from the clean-shutdown state: no file is touched until ``warm``."""
         seg = cls(directory, base_offset, max_index_bytes, cache, now_ms)
