@@ -34,7 +34,7 @@ import collections
 import logging
 import threading
 import time
-from _thread import allocate_lock as _allocate_lock
+from time import sleep as _sleep
 from typing import Any, Callable, Iterable, Mapping
 
 from moldau.protocol import messages as m
@@ -70,8 +70,6 @@ _PRODUCE = 0
 _INIT_PRODUCER_ID = 22
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 16  # varints + attributes of one record, a generous estimate
-# longest a sync send waits for the loop thread after a batch filled up (_hand_off)
-_HAND_OFF_MAX = 0.002
 _MEMORY_CHUNK = 16384  # buffer.memory first held by a batch (it doubles as the batch grows, up to batch.size)
 
 # Errors after which a batch is sent again (Kafka's retriable produce errors).
@@ -1069,33 +1067,11 @@ class AsyncProducer:
             self._partitioner.record_appended(topic, est)
             self._keyless_remember(topic, p, b)
         if acc.rolled and block:
-            # a batch filled up: hand the GIL to the loop thread until it has run the sender and its next
-            # round of I/O (responses), instead of after a whole switch interval
+            # a batch filled up: give the loop thread the GIL now so the sender ships it (and reads
+            # responses) while this thread fills the next one, instead of after a whole switch interval
             acc.rolled = False
-            self._hand_off()
+            _sleep(0)
         return fut
-
-    def _hand_off(self) -> None:
-        """From a thread other than the loop's: wake the sender and wait (up to ``_HAND_OFF_MAX`` seconds,
-        without the GIL) until the loop has run it and one more iteration, so that the loop thread's callbacks
-        (the sender, reading responses) take the GIL one after another at once. A ``sleep(0)`` instead
-        lets it have the GIL for one callback, and each later one waits for this thread's switch interval."""
-        loop = self._loop
-        done = _allocate_lock()
-        done.acquire()
-        try:
-            loop.call_soon_threadsafe(self._hand_off_run, done)  # type: ignore[union-attr]
-        except RuntimeError:  # the loop is closed (the producer too): nothing to wait for
-            return
-        done.acquire(True, _HAND_OFF_MAX)
-
-    def _hand_off_run(self, done: Any) -> None:
-        s = self._sender
-        if s is not None:
-            s.event.set()  # the sender's step is queued now, before what follows
-        loop = self._loop
-        assert loop is not None
-        loop.call_soon(loop.call_soon, done.release)  # after the sender and the next I/O poll
 
     async def send_and_wait(
         self,
