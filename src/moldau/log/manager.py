@@ -5,14 +5,17 @@ Per log directory (Kafka's files)::
     meta.properties                    version=1, cluster.id, node.id, directory.id
     .lock                              flock'ed while a manager owns the directory
     .kafka_cleanshutdown               present only between a clean close and the next start
+    moldau-clean-shutdown-state        moldau's: the partitions' state at that close (clean_state.py)
     recovery-point-offset-checkpoint   offsets up to which each partition is known to be fsynced
     log-start-offset-checkpoint        log start offsets (DeleteRecords, retention)
     replication-offset-checkpoint      high watermarks
     <topic>-<partition>/               one PartitionLog each
 
 At start (``load``): when ``.kafka_cleanshutdown`` is absent every partition is recovered from its recovery
-point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close``
-flushes every partition, writes the checkpoints and the marker.
+point (batches re-validated, torn tail truncated, indexes rebuilt); when it is present the partitions
+listed in the clean-shutdown state (``clean_state``, ``moldau-clean-shutdown-state``) open from it without
+reading their files; the state and the marker are then removed. ``close``
+flushes every partition, writes the checkpoints, the marker and then the clean-shutdown state.
 
 ``tick(now_ms)`` (the broker calls it about every second, on its event loop) rolls segments older than
 ``segment.ms``, applies retention every ``log.retention.check.interval.ms``, flushes partitions due by
@@ -315,7 +318,8 @@ class LogManager:
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
 
-        # After a clean shutdown a partition's load is a dozen small system calls (listing, metadata, epochs,
+        # After a clean shutdown a partition of the clean-shutdown state opens without a system call; any other
+        # partition's load is a dozen small system calls (listing, metadata, epochs,
         # producer snapshot, the active segment's indexes and tail) that mostly wait (for the disk, or for a
         # CPU on a busy machine): threads overlap those waits. Each log holds one open segment (its active
         # one) while it loads, so chunks of at most half the segment cache keep the cache from evicting a
