@@ -318,8 +318,8 @@ class LogManager:
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
 
-        # After a clean shutdown a partition of the clean-shutdown state opens without a system call; any other
-        # partition's load is a dozen small system calls (listing, metadata, epochs,
+        # After a clean shutdown a partition of the clean-shutdown state opens without a system call; any
+        # other partition's load is a dozen small system calls (listing, metadata, epochs,
         # producer snapshot, the active segment's indexes and tail) that mostly wait (for the disk, or for a
         # CPU on a busy machine): threads overlap those waits. Each log holds one open segment (its active
         # one) while it loads, so chunks of at most half the segment cache keep the cache from evicting a
