@@ -5,11 +5,11 @@ file of theirs (Kafka trusts the marker the same way and opens indexes lazily).
 
 Per partition: its topic id, its segments (base offset and size), the active segment's in-memory tail (next
 offset, largest timestamp and its offset, the first batch's timestamp, bytes since the last index entry), the
-leader epochs and the producer state (the entries of the snapshot written at close). The active segment's
+leader epochs and the producer state (the entries of the snapshot written at close). A segment's
 index files are read on its first use; the log file's size is checked against the recorded one then (a
 difference: the segment is recovered).
 
-A partition is left out (loaded as before, from its files) when its log is compacted (the cleaner's swap
+A partition is left out (loaded from its files) when its log is compacted (the cleaner's swap
 files may need completing), has aborted transactions (``.txnindex`` files) or Kafka 0.7 byte offsets.
 
 The file is trusted only together with the marker it was written after: it records the marker's identity
@@ -25,46 +25,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crc32c import crc32c
 
 from .checkpoint import CLEAN_SHUTDOWN_FILE, fsync_dir, write_file
 
-if TYPE_CHECKING:
-    from .partition_log import PartitionLog
-
 log = logging.getLogger(__name__)
 
-__all__ = ["CLEAN_STATE_FILE", "partition_state", "write_clean_state", "read_clean_state",
-           "remove_clean_state"]
+__all__ = ["CLEAN_STATE_FILE", "write_clean_state", "read_clean_state", "remove_clean_state"]
 
 CLEAN_STATE_FILE = "moldau-clean-shutdown-state"
 _MAGIC = "moldau-clean-state"
 _VERSION = 1
 
-# fields of a partition's entry (a JSON array)
+# fields of a partition's entry (a JSON array; ``PartitionLog.clean_state_entry`` makes it)
 (NAME, TOPIC_ID, SEGMENTS, NEXT_OFFSET, MAX_TS, MAX_TS_OFFSET, ROLLING_TS, SINCE_INDEX, EPOCHS,
  PRODUCERS) = range(10)
-
-
-def partition_state(plog: PartitionLog) -> list[Any] | None:
-    """The entry of a closed log, or None when it must be loaded from its files."""
-    if plog.config.compact_enabled or plog.aborted or plog.byte_offsets is not None:
-        return None
-    segs = plog.local.segments
-    active = segs[-1]
-    if active.next_offset is None:
-        return None
-    flat: list[int] = []
-    for s in segs:
-        flat += (s.base_offset, s.size)
-    epochs: list[int] = []
-    for e, o in plog.epochs.entries:
-        epochs += (e, o)
-    return [os.path.basename(plog.dir), plog.topic_id, flat, active.next_offset, active.max_timestamp,
-            active.max_timestamp_offset, active.rolling_timestamp, active.bytes_since_index, epochs,
-            plog.producer_state.snapshot_entries()]
 
 
 def _marker_identity(directory: str) -> str:

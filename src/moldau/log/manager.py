@@ -691,7 +691,7 @@ class LogManager:
         entries = []
         for key, plog in self._logs.items():
             if self._dir_of.get(key) == d:
-                st = _cs.partition_state(plog)
+                st = plog.clean_state_entry()
                 if st is not None:
                     entries.append(st)
         try:

@@ -194,6 +194,26 @@ class PartitionLog:
         if st[_cs.PRODUCERS]:
             self.producer_state.load_entries([tuple(e) for e in st[_cs.PRODUCERS]], now)
 
+    def clean_state_entry(self) -> list[Any] | None:
+        """This closed log's entry of the clean-shutdown state (``clean_state``), or None when it must be
+        loaded from its files: compacted (the cleaner's swap files may need completing), with aborted
+        transactions (``.txnindex`` files) or Kafka 0.7 byte offsets."""
+        if self.config.compact_enabled or self.aborted or self.byte_offsets is not None:
+            return None
+        segs = self.local.segments
+        active = segs[-1]
+        if active.next_offset is None:
+            return None
+        flat: list[int] = []
+        for s in segs:
+            flat += (s.base_offset, s.size)
+        epochs: list[int] = []
+        for e, o in self.epochs.entries:
+            epochs += (e, o)
+        return [os.path.basename(self.dir), self.topic_id, flat, active.next_offset, active.max_timestamp,
+                active.max_timestamp_offset, active.rolling_timestamp, active.bytes_since_index, epochs,
+                self.producer_state.snapshot_entries()]
+
     def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions with marker >= ``start`` that began before
         ``end`` (Kafka's collectAbortedTransactions)."""
