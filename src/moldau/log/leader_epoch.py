@@ -39,6 +39,11 @@ class LeaderEpochCache:
         except CorruptCheckpointError as e:
             log.warning("%s: %s; leader epoch cache reset", self.dir, e)
             epochs = []
+        self.load_entries(epochs, log_start_offset, log_end_offset)
+
+    def load_entries(self, epochs: list[tuple[int, int]], log_start_offset: int, log_end_offset: int) -> None:
+        """``load`` of entries read elsewhere (the clean-shutdown state): the checkpoint is rewritten only
+        when entries are dropped."""
         leo = log_end_offset
         kept = [(e, o) for e, o in epochs if o < leo or o == leo == log_start_offset]
         self.entries = kept

@@ -55,7 +55,9 @@ def fsync_segment(seg: Segment) -> None:
 
 
 class LocalLog:
-    def __init__(self, directory: str, config: LogConfig, cache: SegmentCache) -> None:
+    def __init__(self, directory: str, config: LogConfig, cache: SegmentCache, *,
+                 exists: bool = False) -> None:
+        """``exists``: the directory is known to exist (a clean start from the clean-shutdown state)."""
         self.dir = directory
         self.config = config
         self.cache = cache
@@ -66,9 +68,20 @@ class LocalLog:
         # segment's name survives a power loss with the records fsynced into it
         self.dir_dirty = False
         # a new partition directory's own name reaches the disk with the first flush (the parent fsynced)
-        self.parent_dirty = not os.path.isdir(directory)
+        self.parent_dirty = not exists and not os.path.isdir(directory)
         if self.parent_dirty:
             os.makedirs(directory, exist_ok=True)
+
+    def segments_from_state(self, flat: list[int], now_ms: int) -> list[Segment]:
+        """The segments of a clean-shutdown state entry (base offset, size, ...): ``Segment.from_state``
+        each, the last one active."""
+        cfg = self.config
+        mib = cfg.segment_index_bytes
+        segs = [Segment.from_state(self.dir, flat[i], flat[i + 1], mib, self.cache, now_ms)
+                for i in range(0, len(flat), 2)]
+        segs[-1].active = True
+        self.set_segments(segs)
+        return segs
 
     def set_segments(self, segs: list[Segment]) -> None:
         self.segments = segs

@@ -5,14 +5,17 @@ Per log directory (Kafka's files)::
     meta.properties                    version=1, cluster.id, node.id, directory.id
     .lock                              flock'ed while a manager owns the directory
     .kafka_cleanshutdown               present only between a clean close and the next start
+    moldau-clean-shutdown-state        moldau's: the partitions' state at that close (clean_state.py)
     recovery-point-offset-checkpoint   offsets up to which each partition is known to be fsynced
     log-start-offset-checkpoint        log start offsets (DeleteRecords, retention)
     replication-offset-checkpoint      high watermarks
     <topic>-<partition>/               one PartitionLog each
 
 At start (``load``): when ``.kafka_cleanshutdown`` is absent every partition is recovered from its recovery
-point (batches re-validated, torn tail truncated, indexes rebuilt); the marker is then removed. ``close``
-flushes every partition, writes the checkpoints and the marker.
+point (batches re-validated, torn tail truncated, indexes rebuilt); when it is present the partitions
+listed in the clean-shutdown state (``clean_state``, ``moldau-clean-shutdown-state``) open from it without
+reading their files; the state and the marker are then removed. ``close``
+flushes every partition, writes the checkpoints, the marker and then the clean-shutdown state.
 
 ``tick(now_ms)`` (the broker calls it about every second, on its event loop) rolls segments older than
 ``segment.ms``, applies retention every ``log.retention.check.interval.ms``, flushes partitions due by
@@ -36,6 +39,7 @@ import uuid
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
+from . import clean_state as _cs
 from .checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -191,6 +195,8 @@ class LogManager:
             self._load_dir(d)
         self.cleaner.load_checkpoints()
         for d in self.log_dirs:
+            # the clean-shutdown state goes with (before) the marker: never trusted after this start
+            _cs.remove_clean_state(d)
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
                 os.unlink(marker)
@@ -260,6 +266,8 @@ class LogManager:
         rps = self._read_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
         starts = self._read_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
         hws = self._read_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+        # after a clean shutdown, what the partitions' files hold (clean_state.py): no file of theirs is read
+        states = _cs.read_clean_state(d) if clean else None
         warned = clean
         recovered: list[Any] = []  # segments recovered after an unclean shutdown, fsynced together below
         with os.scandir(d) as it:
@@ -288,6 +296,10 @@ class LogManager:
 
         def open_log(item: tuple[tuple[str, int], str]) -> PartitionLog:
             parsed, path = item
+            # popped: each entry's memory is free again for the partitions opened after it
+            st = states.pop(os.path.basename(path), None) if states else None
+            if st is not None and starts.get(parsed, 0) > st[_cs.NEXT_OFFSET]:
+                st = None  # the log start offset beyond the log end: the general load handles it
             try:
                 return PartitionLog(
                     path,
@@ -301,11 +313,13 @@ class LogManager:
                     high_watermark=hws.get(parsed),
                     clean_shutdown=clean,
                     deferred_fsync=recovered,
+                    clean_state=st,
                 )
             except OSError as e:
                 raise StorageError(f"cannot load {path}: {e}") from e
 
-        # After a clean shutdown a partition's load is a dozen small system calls (listing, metadata, epochs,
+        # After a clean shutdown a partition of the clean-shutdown state opens without a system call; any
+        # other partition's load is a dozen small system calls (listing, metadata, epochs,
         # producer snapshot, the active segment's indexes and tail) that mostly wait (for the disk, or for a
         # CPU on a busy machine): threads overlap those waits. Each log holds one open segment (its active
         # one) while it loads, so chunks of at most half the segment cache keep the cache from evicting a
@@ -664,11 +678,27 @@ class LogManager:
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(d)
+                self._write_clean_state(d)
         self._closed = True
         self._loaded = False
         self._logs.clear()
         self._dir_of.clear()
         self._release_locks()
+
+    def _write_clean_state(self, d: str) -> None:
+        """What a clean start needs of the (closed) partitions of ``d`` (clean_state.py), after the marker
+        (whose identity it records)."""
+        entries = []
+        for key, plog in self._logs.items():
+            if self._dir_of.get(key) == d:
+                st = plog.clean_state_entry()
+                if st is not None:
+                    entries.append(st)
+        try:
+            _cs.write_clean_state(d, entries)
+        except OSError as e:
+            log.warning("cannot write the clean-shutdown state of %s (%s): the next start reads every "
+                        "partition's files", d, e)
 
     def _release_locks(self) -> None:
         for fd in self._locks.values():

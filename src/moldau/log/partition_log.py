@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 from moldau.protocol.records.batch import INT32
 
+from . import clean_state as _cs
 from . import cleaner as _cleaner
 from .byte_offsets import ByteOffsetIndex
 from .checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
@@ -92,9 +93,12 @@ class PartitionLog:
         clean_shutdown: bool = True,
         topic_id: Any = None,
         deferred_fsync: list[Segment] | None = None,
+        clean_state: list[Any] | None = None,
     ) -> None:
         """``deferred_fsync``: segments recovered after an unclean shutdown are appended there for the caller
-        to fsync (the log manager does many partitions' in parallel) instead of one by one here."""
+        to fsync (the log manager does many partitions' in parallel) instead of one by one here.
+        ``clean_state``: the partition's entry of the log directory's clean-shutdown state (``clean_state``;
+        the caller checked it applies): the log is opened from it without reading a file."""
         directory = os.path.abspath(directory)
         if topic is None or partition is None:
             parsed = parse_partition_dir_name(os.path.basename(directory))
@@ -106,7 +110,8 @@ class PartitionLog:
         self.config = config or LogConfig()
         self._clock = clock
         self._lock = threading.RLock()
-        self.local = LocalLog(directory, self.config, cache if cache is not None else SegmentCache())
+        self.local = LocalLog(directory, self.config, cache if cache is not None else SegmentCache(),
+                              exists=clean_state is not None)
         self.producer_state = ProducerStateManager(self.config.producer_id_expiration_ms)
         self.epochs = LeaderEpochCache(directory)
         self.aborted = AbortedTransactions(self.local, self.producer_state)
@@ -116,10 +121,14 @@ class PartitionLog:
         self.recovery_point = 0
         self.high_watermark = 0
         self.byte_offsets: ByteOffsetIndex | None = None  # Kafka 0.7 byte offsets (byte_offsets.py)
+        self._last_flush_ms = self._now_ms()
+        if clean_state is not None:
+            self.topic_id: str | None = clean_state[_cs.TOPIC_ID]
+            self._load_clean_state(clean_state, log_start_offset, high_watermark)
+            return
         if topic_id is not None:
             write_partition_metadata(directory, topic_id)
-        self.topic_id: str | None = read_partition_metadata(directory)
-        self._last_flush_ms = self._now_ms()
+        self.topic_id = read_partition_metadata(directory)
         self._load(LogLoader(self.local, deferred_fsync), clean_shutdown, recovery_point, log_start_offset,
                    high_watermark)
 
@@ -163,6 +172,47 @@ class PartitionLog:
         self.byte_offsets = ByteOffsetIndex.open_if_present(self.dir, present, clean)
         if self.byte_offsets is not None:
             self.byte_offsets.truncate(leo)
+
+    def _load_clean_state(self, st: list[Any], log_start_offset: int, high_watermark: int | None) -> None:
+        """A clean start from the clean-shutdown state (``clean_state``): what ``_load`` finds in the files
+        after a clean shutdown, taken from the entry; the active segment's files are read on first use."""
+        now = self._now_ms()
+        segs = self.local.segments_from_state(st[_cs.SEGMENTS], now)
+        active = segs[-1]
+        leo = active.next_offset = st[_cs.NEXT_OFFSET]
+        active.max_timestamp = st[_cs.MAX_TS]
+        active.max_timestamp_offset = st[_cs.MAX_TS_OFFSET]
+        active.rolling_timestamp = st[_cs.ROLLING_TS]
+        active.bytes_since_index = st[_cs.SINCE_INDEX]
+        ls = max(log_start_offset, segs[0].base_offset)  # <= leo: the log manager checked
+        self.log_start_offset = ls
+        self.recovery_point = leo
+        hw = leo if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, ls), leo)
+        flat = st[_cs.EPOCHS]
+        self.epochs.load_entries([(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)], ls, leo)
+        if st[_cs.PRODUCERS]:
+            self.producer_state.load_entries([tuple(e) for e in st[_cs.PRODUCERS]], now)
+
+    def clean_state_entry(self) -> list[Any] | None:
+        """This closed log's entry of the clean-shutdown state (``clean_state``), or None when it must be
+        loaded from its files: compacted (the cleaner's swap files may need completing), with aborted
+        transactions (``.txnindex`` files) or Kafka 0.7 byte offsets."""
+        if self.config.compact_enabled or self.aborted or self.byte_offsets is not None:
+            return None
+        segs = self.local.segments
+        active = segs[-1]
+        if active.next_offset is None:
+            return None
+        flat: list[int] = []
+        for s in segs:
+            flat += (s.base_offset, s.size)
+        epochs: list[int] = []
+        for e, o in self.epochs.entries:
+            epochs += (e, o)
+        return [os.path.basename(self.dir), self.topic_id, flat, active.next_offset, active.max_timestamp,
+                active.max_timestamp_offset, active.rolling_timestamp, active.bytes_since_index, epochs,
+                self.producer_state.snapshot_entries()]
 
     def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions with marker >= ``start`` that began before
@@ -254,6 +304,8 @@ class PartitionLog:
                 has_pid = any(h.producer_id >= 0 for _p, h in batches)
             # ---- offsets, leader epoch, LogAppendTime
             active = self.local.segments[-1]
+            if active.lazy:  # first append after a clean start from the clean-shutdown state
+                active.warm(cfg.index_interval_bytes)
             leo = active.next_offset
             assert leo is not None
             metas = assign_offsets_(buf, batches, leo, leader_epoch, assign_offsets, lat, now_ms)
@@ -616,7 +668,8 @@ class PartitionLog:
             if self._closed:
                 return
             active = self.local.segments[-1]
-            if active.max_timestamp >= 0:
+            # (an active segment not used since a start from the clean-shutdown state: its file has the entry)
+            if active.max_timestamp >= 0 and not active.lazy:
                 active.time_index.maybe_append(active.max_timestamp, active.max_timestamp_offset)
         self.flush()
         with self._lock:

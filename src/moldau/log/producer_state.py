@@ -248,38 +248,24 @@ class ProducerStateManager:
         return len(dead)
 
     # ------------------------------------------------------------------------------------------ snapshots
-    def snapshot_bytes(self) -> bytes:
-        pack = _ENTRY.pack
-        parts: list[bytes] = []
+    def snapshot_entries(self) -> list[tuple[int, int, int, int, int, int, int, int]]:
+        """The snapshot's entries (as ``parse_snapshot`` returns them, for ``load_entries``): one per cached
+        batch, oldest first, or one without a batch for a producer that has none."""
+        out: list[tuple[int, int, int, int, int, int, int, int]] = []
         for pid, e in self.producers.items():
             if e.batches:
                 for b in e.batches:
-                    parts.append(
-                        pack(
-                            pid,
-                            e.epoch,
-                            b.last_seq,
-                            b.last_offset,
-                            b.last_offset - b.first_offset,
-                            b.timestamp,
-                            e.coordinator_epoch,
-                            e.current_txn_first_offset,
-                        )
-                    )
+                    out.append((pid, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
+                                b.timestamp, e.coordinator_epoch, e.current_txn_first_offset))
             else:
-                parts.append(
-                    pack(
-                        pid,
-                        e.epoch,
-                        -1,
-                        -1,
-                        0,
-                        e.last_timestamp,
-                        e.coordinator_epoch,
-                        e.current_txn_first_offset,
-                    )
-                )
-        body = _COUNT.pack(len(parts)) + b"".join(parts)
+                out.append((pid, e.epoch, -1, -1, 0, e.last_timestamp, e.coordinator_epoch,
+                            e.current_txn_first_offset))
+        return out
+
+    def snapshot_bytes(self) -> bytes:
+        pack = _ENTRY.pack
+        entries = self.snapshot_entries()
+        body = _COUNT.pack(len(entries)) + b"".join(pack(*e) for e in entries)
         return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
     def write_snapshot(self, path: str) -> None:

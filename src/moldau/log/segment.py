@@ -172,6 +172,7 @@ class Segment:
         "_largest_ts",
         "dirty",
         "active",
+        "lazy",
         "_fd",
         "_fdobj",
         "__weakref__",
@@ -182,9 +183,10 @@ class Segment:
     ) -> None:
         self.dir = directory
         self.base_offset = base_offset
-        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
-        self.index_path = os.path.join(directory, segment_file_name(base_offset, ".index"))
-        self.timeindex_path = os.path.join(directory, segment_file_name(base_offset, ".timeindex"))
+        stem = os.path.join(directory, f"{base_offset:020d}")  # segment_file_name's stem
+        self.log_path = stem + ".log"
+        self.index_path = stem + ".index"
+        self.timeindex_path = stem + ".timeindex"
         self.cache = cache
         self.size = 0
         self.next_offset: int | None = None  # known for the active segment (and after a scan)
@@ -200,6 +202,9 @@ class Segment:
         self._largest_ts: int | None = None
         self.dirty = False
         self.active = False  # the partition's last segment: keeps its indexes in memory
+        # opened from the clean-shutdown state (clean_state.py): its index files are read, and its size is
+        # checked against the file, on first use (``warm``)
+        self.lazy = False
         self._fd: int | None = None
         self._fdobj: SegmentFd | None = None  # owns _fd; FileRegions share it
 
@@ -236,6 +241,35 @@ class Segment:
         seg.size = st.st_size
         seg.created_ms = now_ms
         return seg
+
+    @classmethod
+    def from_state(
+        cls, directory: str, base_offset: int, size: int, max_index_bytes: int, cache: SegmentCache,
+        now_ms: int,
+    ) -> Segment:
+        """A segment of a log opened from the clean-shutdown state: no file is touched until ``warm``."""
+        seg = cls(directory, base_offset, max_index_bytes, cache, now_ms)
+        seg.size = size
+        seg.lazy = True
+        return seg
+
+    def warm(self, interval: int) -> None:
+        """First use of a segment opened from the clean-shutdown state: the log file must have the recorded
+        size (else the segment is recovered), then the indexes are read (an empty offset index is taken as
+        it is, as after a clean shutdown; one that fails its check is rebuilt)."""
+        self.lazy = False
+        try:
+            actual = os.fstat(self.fd()).st_size
+        except OSError as e:
+            raise StorageError(f"cannot stat {self.log_path}: {e}") from e
+        if actual != self.size:
+            log.warning("%s: %d bytes where the clean shutdown recorded %d; recovering the segment",
+                        self.log_path, actual, self.size)
+            self.size = actual
+            self.recover(interval, 0)
+            return
+        self.ensure_offset_index(interval, allow_empty=True)
+        self.ensure_time_index(interval)
 
     # ------------------------------------------------------------------------------------------ handles
     def fd(self) -> int:
@@ -290,6 +324,8 @@ class Segment:
     def ensure_offset_index(self, interval: int, *, allow_empty: bool = False) -> OffsetIndex:
         """The offset index, loaded or rebuilt. ``allow_empty``: an empty index file is taken as it is (a
         segment whose batches never crossed index.interval.bytes; the caller checks that while scanning)."""
+        if self.lazy:
+            self.warm(interval)
         if not self._oi_loaded:
             if not self.offset_index.load(self.size, allow_empty=allow_empty):
                 self.rebuild_indexes(interval)
@@ -297,6 +333,8 @@ class Segment:
         return self.offset_index
 
     def ensure_time_index(self, interval: int) -> TimeIndex:
+        if self.lazy:
+            self.warm(interval)
         if not self._ti_loaded:
             if not self.time_index.load(self.next_offset):
                 self.rebuild_indexes(interval)
