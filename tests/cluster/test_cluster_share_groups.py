@@ -2,7 +2,8 @@
 one-partition topic (RF 3) accept every record exactly once; released records come back with a higher
 delivery count and rejected ones never; the state survives a restart of the share coordinator's broker and a
 kill -9 of the share-partition leader (the new leader reads it with ReadShareGroupState from the coordinator
-it finds with FindCoordinator key type 2). One shared cluster for the module."""
+it finds with FindCoordinator key type 2); the delivery-count limit archives a record; a member killed with
+SIGKILL: its acquired records come back. One shared cluster for the module."""
 
 from __future__ import annotations
 
@@ -41,14 +42,16 @@ def share_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             f"share.coordinator.state.topic.num.partitions={STATE_PARTITIONS}",
             "share.coordinator.state.topic.replication.factor=3",
             "share.coordinator.state.topic.min.isr=2",
+            "group.share.min.record.lock.duration.ms=1000",
         ],
     )
 
 
-def _setup(bs: str, topic: str, group: str) -> None:
+def _setup(bs: str, topic: str, group: str, **configs: str) -> None:
     create_topic(bs, topic, partitions=1, rf=3)
     wait_until(lambda: fully_replicated(bs, topic, 3), 20, "ISR of 3")
-    ops = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+           for k, v in {"share.auto.offset.reset": "earliest", **configs}.items()]
     res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=ops)
     a = admin(bs)
     for f in a.incremental_alter_configs([res]).values():
@@ -69,6 +72,19 @@ def _consumer(bs: str, group: str, topic: str, explicit: bool = False) -> Any:
     c = ShareConsumer(conf)
     c.subscribe([topic])
     return c
+
+
+def _deliveries(cons: Any, n: int, timeout: float, on_msg: Any = None) -> dict[int, list[int]]:
+    """Poll until ``n`` offsets were delivered (or ``timeout``): offset -> delivery counts."""
+    got: dict[int, list[int]] = {}
+    end = time.time() + timeout
+    while time.time() < end and len(got) < n:
+        for m in cons.poll(0.5):
+            if not m.error():
+                got.setdefault(m.offset(), []).append(m.delivery_count())
+                if on_msg is not None:
+                    on_msg(m)
+    return got
 
 
 def test_three_members_accept_every_record_once(share_cluster: Any) -> None:
@@ -109,10 +125,113 @@ def test_three_members_accept_every_record_once(share_cluster: Any) -> None:
     offsets = sorted(o for v in seen.values() for o, _ in v)
     assert offsets == list(range(n)), "every record delivered exactly once across the members"
     assert all(seen[i] for i in range(3)), {i: len(v) for i, v in seen.items()}
+    # each a first delivery: a ShareFetch that waited for the share coordinator (the first use of
+    # __share_group_state) and then acquired records answers them without the earlier pass's error
+    assert all(dc == 1 for v in seen.values() for _, dc in v), seen
     # __share_group_state: the configured partition count, replicated on all three brokers
     ps = partitions(bs, "__share_group_state")
     assert len(ps) == STATE_PARTITIONS
     assert all(len(p.replicas) == 3 for p in ps.values())
+
+
+def test_delivery_limit_archives_in_the_cluster(share_cluster: Any) -> None:
+    """share.delivery.count.limit=2: a record released at every delivery is delivered twice, then archived
+    (never delivered again, the start offset moves past it); a released one comes back with a higher count,
+    a rejected one never."""
+    bs = share_cluster.bootstrap
+    topic, group = "share-limit", "g-limit"
+    _setup(bs, topic, group, **{"share.delivery.count.limit": "2"})
+    _produce(bs, topic, range(3))
+    deliveries: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    cons = _consumer(bs, group, topic, explicit=True)
+
+    def ack(m: Any) -> None:
+        off = m.offset()
+        deliveries[off].append(m.delivery_count())
+        if off == 0:  # released once, then accepted
+            first = len(deliveries[0]) == 1
+            cons.acknowledge(m, AcknowledgeType.RELEASE if first else AcknowledgeType.ACCEPT)
+        elif off == 1:
+            cons.acknowledge(m, AcknowledgeType.REJECT)
+        else:  # always released
+            cons.acknowledge(m, AcknowledgeType.RELEASE)
+
+    try:
+        end = time.time() + 30
+        while time.time() < end and not (len(deliveries[0]) >= 2 and len(deliveries[2]) >= 2):
+            for m in cons.poll(0.5):
+                if not m.error():
+                    ack(m)
+        cons.commit_sync(10)
+        end = time.time() + 2  # nothing more may come
+        while time.time() < end:
+            for m in cons.poll(0.5):
+                if not m.error():
+                    ack(m)
+    finally:
+        cons.close()
+    assert deliveries[0] == [1, 2], "a released record is redelivered with a higher delivery count"
+    assert deliveries[1] == [1], "a rejected record is never redelivered"
+    assert deliveries[2] == [1, 2], "past share.delivery.count.limit (2) the record is archived"
+    import moldau
+
+    with moldau.Admin(bootstrap_servers=bs) as a:  # every record settled: the start offset is past them
+        off = a.list_share_group_offsets(group, [topic])[moldau.TopicPartition(topic, 0)]
+    assert (off.start_offset, off.lag) == (3, 0), off
+
+
+_HOLDER = """
+import sys
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+held = []
+while not held:
+    held = [f"{m.offset()}:{m.delivery_count()}" for m in c.poll(0.5) if not m.error()]
+print("held", *held, flush=True)
+import time
+time.sleep(600)
+"""
+
+
+def test_killed_member_records_come_back_in_the_cluster(share_cluster: Any) -> None:
+    """A member acquires records and is killed with SIGKILL: they come back to another member with delivery
+    count 2, at the latest when their lock (3 s) expires (the share-partition leader releases them as soon as
+    the dead member's connection closes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    bs = share_cluster.bootstrap
+    topic, group = "share-kill", "g-kill"
+    lock_ms = 3000
+    _setup(bs, topic, group, **{"share.record.lock.duration.ms": str(lock_ms)})
+    _produce(bs, topic, range(5))
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, bs, group, topic], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("held "), line
+        held = dict((int(o), int(dc)) for o, dc in (x.split(":") for x in line.split()[1:]))
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at = time.time()
+    finally:
+        proc.kill()
+        proc.wait(10)
+    cons = _consumer(bs, group, topic)
+    try:
+        got = _deliveries(cons, 5, 30)
+        first_all = time.time()
+        cons.commit_sync(10)
+    finally:
+        cons.close()
+    assert sorted(got) == [0, 1, 2, 3, 4]
+    # the killed member's records, delivered once more with the next delivery count
+    assert all(got[o] == [held[o] + 1] for o in held), (held, got)
+    assert all(got[o] == [1] for o in got if o not in held), (held, got)
+    assert first_all - killed_at < lock_ms / 1000 + 15
 
 
 def _topic_id(bs: str, topic: str) -> uuid.UUID:
@@ -167,15 +286,9 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
         lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
     coord = partitions(others, "__share_group_state")[sp].leader
     try:
-        again: dict[int, list[int]] = {}
         cons = _consumer(others, group, topic, explicit=True)
         try:
-            end = time.time() + 40
-            while time.time() < end and len(again) < 4:
-                for m in cons.poll(0.5):
-                    if not m.error():
-                        again.setdefault(m.offset(), []).append(m.delivery_count())
-                        cons.acknowledge(m, AcknowledgeType.ACCEPT)
+            again = _deliveries(cons, 4, 40, lambda m: cons.acknowledge(m, AcknowledgeType.ACCEPT))
             cons.commit_sync(10)
             for m in cons.poll(2.0):  # nothing more may come
                 if not m.error():

@@ -27,6 +27,12 @@ from .test_share_groups import alter_group  # noqa: E402
 
 pytestmark = [
     pytest.mark.moldau_only(reason="moldau's share-group handlers"),
+    pytest.mark.kafka_differs(
+        "moldau's answers request by request: moldau assigns a share group's partitions in the answer to the "
+        "first heartbeat and serves FindCoordinator key type 2 at once; a Kafka 4.4 broker answers "
+        "NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE while it creates and loads __consumer_offsets and "
+        "__share_group_state, and assigns once the group coordinator has initialized the state"
+    ),
     pytest.mark.single_broker("share groups are served by one broker so far"),
 ]
 

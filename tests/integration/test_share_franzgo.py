@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from confluent_kafka import Producer
 
-from .test_share_groups import SETTINGS, _consumer, _produce, _setup
+from .test_share_groups import SETTINGS, _consumer, _setup
 from harness import gobuild
 
 pytestmark = pytest.mark.single_broker("share groups are served by one broker so far")
@@ -48,8 +49,8 @@ def sharegroup_bin() -> Path:
 
 
 class GoMember:
-    """One franz-go share consumer process; ``stop()`` (SIGTERM: it flushes its acks and leaves) returns its
-    JSON lines."""
+    """One franz-go share consumer process; its JSON lines are read as they come (``lines``); ``stop()``
+    (SIGTERM: it flushes its acks and leaves) returns them."""
 
     def __init__(self, exe: Path, bootstrap: str, group: str, topic: str, *args: str) -> None:
         self.proc = subprocess.Popen(
@@ -58,18 +59,35 @@ class GoMember:
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.lines: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for x in self.proc.stdout:
+            if x.strip():
+                self.lines.append(json.loads(x))
+
+    def first_line(self, timeout: float = 30) -> dict[str, Any]:
+        end = time.time() + timeout
+        while not self.lines:
+            assert time.time() < end and self.proc.poll() is None, "the franz-go member printed nothing"
+            time.sleep(0.05)
+        return self.lines[0]
 
     def stop(self, timeout: float = 20) -> list[dict[str, Any]]:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            _, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
+            _, err = self.proc.communicate()
             pytest.fail(f"franz-go member did not stop: {err}")
+        self._reader.join(10)
         assert self.proc.returncode in (0, -signal.SIGTERM), err
-        return [json.loads(x) for x in out.splitlines() if x.strip()]
+        return self.lines
 
     def run(self, timeout: float = 40) -> list[dict[str, Any]]:
         """Wait for the program's own end (-accept or -seconds), then its lines."""
@@ -84,7 +102,7 @@ class GoMember:
 def test_franzgo_and_confluent_members_accept_every_record_once(share_broker: Any,
                                                                 sharegroup_bin: Path) -> None:
     b = share_broker
-    topic, group, n = "share-franzgo-mixed", "g-franzgo-mixed", 150
+    topic, group = "share-franzgo-mixed", "g-franzgo-mixed"
     _setup(b.bootstrap, topic, group, 0)
     members = [GoMember(sharegroup_bin, b.bootstrap, group, topic, "-max-records", "5", "-seconds", "60")
                for _ in range(2)]
@@ -92,7 +110,7 @@ def test_franzgo_and_confluent_members_accept_every_record_once(share_broker: An
     stop = threading.Event()
 
     def ck_member() -> None:
-        c = _consumer(b.bootstrap, group, topic)
+        c = _consumer(b.bootstrap, group, topic, **{"max.poll.records": "5"})
         try:
             while not stop.is_set():
                 for m in c.poll(0.2):
@@ -106,10 +124,20 @@ def test_franzgo_and_confluent_members_accept_every_record_once(share_broker: An
     t.start()
     try:
         time.sleep(2)  # all three joined
-        for k in range(15):  # records arrive in waves while the members poll
-            _produce(b.bootstrap, topic, range(k * 10, k * 10 + 10))
+        # batches of 10 while the members poll (each fetch takes at most 5 records: one batch), more while a
+        # member has had none (Kafka gives members the partition a heartbeat or two after they join; franz-go
+        # prints a record once it is acknowledged)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        n = 0
+        while n < 150 or (not (ck_seen and all(m.lines for m in members)) and n < 600):
+            for i in range(n, n + 10):
+                p.produce(topic, value=str(i).encode())
+            assert p.flush(15) == 0
+            n += 10
             time.sleep(0.1)
-        time.sleep(3)
+        end = time.time() + 20
+        while time.time() < end and len(ck_seen) + sum(len(m.lines) for m in members) < n:
+            time.sleep(0.2)
     finally:
         stop.set()
         t.join(30)
@@ -151,8 +179,7 @@ def test_franzgo_killed_member_records_come_back(share_broker: Any, sharegroup_b
     _setup(b.bootstrap, topic, group, 5, **{"share.record.lock.duration.ms": "60000"})
     # the victim acquires records, acknowledges none and is killed while it holds them
     victim = GoMember(sharegroup_bin, b.bootstrap, group, topic, "-seconds", "60", "-hold", "60")
-    assert victim.proc.stdout is not None
-    first = json.loads(victim.proc.stdout.readline())
+    first = victim.first_line()
     assert first["ack"] == "hold"
     victim.kill()
     lines = GoMember(sharegroup_bin, b.bootstrap, group, topic, "-accept", "5", "-seconds", "20").run()

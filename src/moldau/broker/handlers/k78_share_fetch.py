@@ -172,6 +172,8 @@ async def _acquire(
         except KafkaError as e:
             results.setdefault(key, {"error": e.code, "ack": E.NONE})["error"] = e.code
             continue
+        if key in results:  # an error of an earlier pass of this long poll (the share coordinator was not
+            results[key]["error"] = E.NONE  # ready yet) is over: records acquired now reach the member
         if a.ranges:
             acquired[key] = a
             budget -= a.count

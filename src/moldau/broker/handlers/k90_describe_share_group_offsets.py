@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.errors import KafkaError
 
 from ..context import RequestContext
 from ..registry import handler
@@ -49,11 +50,19 @@ async def describe_share_group_offsets(ctx: RequestContext, req: m.DescribeShare
                         partition_index=p, start_offset=-1, leader_epoch=-1,
                         error_code=E.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                d = svc.describe_offsets(g.group_id, name, p)
+                try:
+                    d = await svc.describe_offsets(g.group_id, name, p)
+                except KafkaError as e:  # the share coordinator of the key could not be asked
+                    plist.append(msg.DescribeShareGroupOffsetsResponsePartition(
+                        partition_index=p, start_offset=-1, leader_epoch=-1, error_code=e.code,
+                        error_message=str(e)))
+                    continue
                 start, lag = d if d is not None else (-1, -1)
                 plist.append(msg.DescribeShareGroupOffsetsResponsePartition(
                     partition_index=p, start_offset=start, leader_epoch=0 if d is not None else -1, lag=lag,
                     error_code=E.NONE))
+            if g.topics is None and all(x.start_offset < 0 and not x.error_code for x in plist):
+                continue  # a topic the members subscribed to that the group has no state for
             topics.append(msg.DescribeShareGroupOffsetsResponseTopic(topic_name=name, topic_id=info.topic_id,
                                                                      partitions=plist))
         groups.append(msg.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics,

@@ -172,9 +172,29 @@ class ShareService:
             self._wake()
 
     def close_session(self, group_id: str, member_id: str) -> None:
-        """A share session closed (epoch -1): the member's records still acquired go back."""
+        """A share session closed (epoch -1): the member's records still acquired go back. When it was the
+        group's last share session on this broker, the group's share-partitions here are written and dropped
+        (as Kafka's ShareGroupListener.onGroupEmpty): the next fetch reads their state afresh from the share
+        coordinator, which an AlterShareGroupOffsets / DeleteShareGroupOffsets / DeleteGroups of the empty
+        group (answered by the group coordinator, in a cluster maybe another broker) may have changed."""
         self.sessions.close(group_id, member_id)
         self._member_removed(group_id, member_id)
+        if not self._has_sessions(group_id) and any(k[0] == group_id for k in self.partitions):
+            asyncio.get_event_loop().create_task(self._forget_group(group_id))
+
+    def _has_sessions(self, group_id: str) -> bool:
+        return any(g == group_id for (g, _m) in self.sessions.sessions)
+
+    async def _forget_group(self, group_id: str) -> None:
+        for k, sp in list(self.partitions.items()):
+            if k[0] != group_id:
+                continue
+            if sp.dirty:
+                await self.persist(sp)
+            if self._has_sessions(group_id):
+                return  # a member is back: keep the rest
+            if not sp.dirty and self.partitions.get(k) is sp:
+                del self.partitions[k]
 
     def connection_closed(self, connection: Any) -> None:
         """A client connection closed: the share sessions it opened close, their acquired records go back."""
@@ -354,29 +374,40 @@ class ShareService:
         return self.settings(group_id).record_lock_duration_ms
 
     # ------------------------------------------------------------------------------------ admin
-    def describe_offsets(self, group_id: str, topic: str, partition: int) -> tuple[int, int] | None:
-        """(start offset, lag) of one share-partition, None if it has no state."""
+    async def describe_offsets(self, group_id: str, topic: str, partition: int) -> tuple[int, int] | None:
+        """(start offset, lag) of one share-partition, None if it has no state: from the share-partition when
+        this broker leads it, else from the share coordinator of its key (this broker's or, in a cluster,
+        another one's, asked with ReadShareGroupState through the persister); the lag against this broker's
+        replica of the partition (-1 without one)."""
         info = self.services.metadata.get(topic)
         if info is None:
             return None
         sp = self.partitions.get((group_id, topic, partition))
         p = self.services.replica_manager.get_partition(topic, partition)
         hw = int(p.log.high_watermark) if p is not None else -1
-        if sp is not None and sp.initialized:
+        rm = self.services.replica_manager
+        if sp is not None and sp.initialized and p is not None and rm.is_leader(p):
             acked = sum(1 for r in sp.records.values() if r.state in (2, 4))
             return sp.spso, max(0, hw - sp.spso - acked) if hw >= 0 else -1
-        st = self.coordinator.read(ShareKey(group_id, info.topic_id, partition))
-        if st is None:
+        st = await self.persister.read(ShareKey(group_id, info.topic_id, partition))
+        if st is None or st.start_offset < 0:
             return None
         done = sum(b.last_offset - b.first_offset + 1 for b in st.batches if b.delivery_state in (2, 4))
         return st.start_offset, max(0, hw - st.start_offset - done) if hw >= 0 else -1
 
     def group_topics(self, group_id: str) -> set[str]:
+        """The topics the group has or may have state for: its share-partitions here, the keys of this
+        broker's share coordinator, and the topics its members subscribed to (in a cluster the state may be
+        kept by another broker's share coordinator)."""
         topics = {t for (g, t, _p) in self.partitions if g == group_id}
         for k in self.coordinator.keys_of_group(group_id):
             info = self.services.metadata.get_by_id(k.topic_id)
             if info is not None:
                 topics.add(info.name)
+        g = self.groups.groups.get(group_id)
+        if g is not None:
+            topics.update(t for t in g.topics_seen | g.subscribed_topics()
+                          if self.services.metadata.get(t) is not None)
         return topics
 
     def known_group(self, group_id: str) -> bool:
@@ -393,34 +424,40 @@ class ShareService:
             return ErrorCode.NON_EMPTY_GROUP
         if g is None and not self.known_group(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND
+        topics = self.group_topics(group_id)
         self.groups.groups.pop(group_id, None)
-        for k in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[k]
+        for name in topics:
+            await self._delete_state(group_id, name)
         for key in self.coordinator.keys_of_group(group_id):
             await self.coordinator.delete(key)
         self.configs.forget(group_id)
         return ErrorCode.NONE
 
-    async def delete_topic_state(self, group_id: str, topic: str) -> None:
-        """DeleteShareGroupOffsets: the group's state for every partition of ``topic`` goes."""
+    async def _delete_state(self, group_id: str, topic: str) -> None:
+        """The group's state of every partition of ``topic`` goes, at the share coordinator of each key
+        (this broker's or, in a cluster, another one's through the persister)."""
         info = self.services.metadata.get(topic)
         if info is None:
             raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
         for k in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
             del self.partitions[k]
-        for key in self.coordinator.keys_of_group(group_id):
-            if key.topic_id == info.topic_id:
-                await self.coordinator.delete(key)
+        for p in range(int(info.num_partitions)):
+            await self.persister.delete(ShareKey(group_id, info.topic_id, p))
+
+    async def delete_topic_state(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets: the group's state for every partition of ``topic`` goes."""
+        await self._delete_state(group_id, topic)
 
     async def reset_offsets(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
-        """AlterShareGroupOffsets (the group is empty): the share-partition restarts at ``start_offset``."""
+        """AlterShareGroupOffsets (the group is empty): the share-partition restarts at ``start_offset``, its
+        state initialized again at the share coordinator of its key with the next state epoch."""
         info = self.services.metadata.get(topic)
         if info is None:
             raise KafkaError.for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} does not exist")
         self.partitions.pop((group_id, topic, partition), None)
         key = ShareKey(group_id, info.topic_id, partition)
-        cur = self.coordinator.read(key)
-        await self.coordinator.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
+        cur = await self.persister.read(key)
+        await self.persister.initialize(key, (cur.state_epoch + 1) if cur else 0, start_offset)
 
 
 _COORDINATOR_ERRORS = {

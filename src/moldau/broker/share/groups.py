@@ -42,6 +42,9 @@ class ShareGroup:
     epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    #: every topic a member subscribed to while the group was in memory (the topics it may have state for:
+    #: DescribeShareGroupOffsets for all topics asks the share coordinators about these)
+    topics_seen: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -187,6 +190,7 @@ class ShareGroups:
         for mem in members:
             mem.assignment = plan.get(mem.member_id, {})
         self._counts[group.group_id] = {t: self.partitions_of(t) for t in group.subscribed_topics()}
+        group.topics_seen.update(group.subscribed_topics())
 
     def expire(self) -> list[tuple[str, str]]:
         """Remove members past their session timeout; the (group, member) pairs removed."""

@@ -159,6 +159,18 @@ class SharePersister:
         if pr.error_code:
             raise KafkaError.for_code(pr.error_code, pr.error_message or "WriteShareGroupState failed")
 
+    async def delete(self, key: ShareKey) -> None:
+        """The state of ``key`` goes (nothing to do when it has none)."""
+        if self.is_local(key):
+            await self.coordinator.delete(key)
+            return
+        Req = m.DeleteShareGroupStateRequest
+        req = Req.new(group_id=key.group_id, topics=[Req.DeleteStateData(
+            topic_id=key.topic_id, partitions=[Req.PartitionData(partition=key.partition)])])
+        pr = await self._call(key, 86, req)
+        if pr.error_code and pr.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise KafkaError.for_code(pr.error_code, pr.error_message or "DeleteShareGroupState failed")
+
     def close(self) -> None:
         for c in self.conns.values():
             c.close()
