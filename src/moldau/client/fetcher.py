@@ -470,7 +470,7 @@ class Fetcher:
             R = m.ListOffsetsRequest
             calls = []
             for node, tps in by_node.items():
-                topics: dict[str, list[Any]] = {}
+                topics: dict[str, list[m.ListOffsetsRequest.ListOffsetsPartition]] = {}
                 for tp in tps:
                     topics.setdefault(tp.topic, []).append(R.ListOffsetsPartition(
                         partition_index=tp.partition,

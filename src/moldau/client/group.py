@@ -163,7 +163,7 @@ class GroupCoordinator:
         while True:
             subscribed = self.subscription.subscribed
             generation, member_id = self._commit_identity(subscribed)
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[m.OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
             for tp, om in offsets.items():
                 if not isinstance(om, OffsetAndMetadata):
                     om = OffsetAndMetadata(int(om))

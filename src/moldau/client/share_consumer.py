@@ -341,7 +341,7 @@ class AsyncShareConsumer:
         if sess is None or sess.epoch == 0:
             return {tp: IllegalStateError("no share session with the partition's leader") for tp in acks}
         epoch = -1 if close else sess.epoch
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.ShareAcknowledgeRequest.AcknowledgePartition]] = {}
         for tp, a in acks.items():
             by_topic.setdefault(tp.topic, []).append(
                 R.AcknowledgePartition(partition_index=tp.partition,
@@ -468,7 +468,7 @@ class AsyncShareConsumer:
         send = set(tps) if sess.epoch == 0 else (tps - sess.partitions) | set(acks)
         forgotten = sess.partitions - tps if sess.epoch else set()
         send -= forgotten
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.ShareFetchRequest.FetchPartition]] = {}
         for tp in sorted(send):
             by_topic.setdefault(tp.topic, []).append(R.FetchPartition(
                 partition_index=tp.partition, partition_max_bytes=0,

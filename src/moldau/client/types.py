@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Generic, NamedTuple
+
+from ._typing import K, RecordHeaders, V
 
 __all__ = [
     "TopicPartition",
@@ -49,15 +52,18 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-class ConsumerRecord(NamedTuple):
+class ConsumerRecord(NamedTuple, Generic[K, V]):
+    """A consumed record; key and value are what the consumer's deserializers return (the stored bytes, or
+    None for a null key or value, without deserializers)."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
+    key: K
+    value: V
+    headers: RecordHeaders
     leader_epoch: int = -1
 
 
@@ -96,7 +102,7 @@ class PartitionMetadata:
 @dataclass(slots=True)
 class TopicMetadata:
     name: str
-    topic_id: Any
+    topic_id: uuid.UUID | None
     is_internal: bool
     partitions: dict[int, PartitionMetadata]
     error_code: int = 0
@@ -205,7 +211,7 @@ class ClusterDescription:
 @dataclass(slots=True)
 class TopicDescription:
     name: str
-    topic_id: Any
+    topic_id: uuid.UUID | None
     is_internal: bool
     partitions: list[PartitionMetadata]
 
