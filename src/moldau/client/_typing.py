@@ -8,7 +8,7 @@ configured deserializers return (as ``KafkaConsumer<K, V>`` does in Java).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeAlias
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -27,7 +27,7 @@ T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
     "K", "V", "T", "Bytes", "RawKey", "HeaderValue", "Headers", "RecordHeaders", "Serializer", "Deserializer",
-    "PartitionerFn",
+    "PartitionerFn", "Offsets", "GroupMember", "GroupRef",
 ]
 
 # bytes-like record data as the codec takes it
@@ -49,3 +49,24 @@ Serializer: TypeAlias = Callable[[T], Bytes | None]
 Deserializer: TypeAlias = Callable[[bytes | None], T]
 # ``partitioner``: (serialized key, all partitions, available partitions) -> partition
 PartitionerFn: TypeAlias = Callable[[Bytes | None, list[int], list[int]], int]
+
+if TYPE_CHECKING:
+    from .transactions import ConsumerGroupMetadata
+    from .types import OffsetAndMetadata, TopicPartition
+
+# offsets to commit: {TopicPartition: offset or OffsetAndMetadata}
+Offsets: TypeAlias = "Mapping[TopicPartition, int | OffsetAndMetadata]"
+
+
+class GroupMember(Protocol):
+    """A consumer that is a member of a group (async or sync moldau consumer), as
+    ``send_offsets_to_transaction`` takes it."""
+
+    @property
+    def config(self) -> Mapping[str, object]: ...
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata: ...
+
+
+# the group of send_offsets_to_transaction: its id, its member's metadata, or the consumer
+GroupRef: TypeAlias = "str | ConsumerGroupMetadata | GroupMember"
