@@ -27,7 +27,7 @@ T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
     "K", "V", "T", "Bytes", "RawKey", "HeaderValue", "Headers", "RecordHeaders", "Serializer", "Deserializer",
-    "PartitionerFn", "Offsets", "GroupMember", "GroupRef",
+    "PartitionerFn", "Offsets", "GroupMember", "GroupRef", "PartitionRef", "PartitionLike",
 ]
 
 # bytes-like record data as the codec takes it
@@ -70,3 +70,18 @@ class GroupMember(Protocol):
 
 # the group of send_offsets_to_transaction: its id, its member's metadata, or the consumer
 GroupRef: TypeAlias = "str | ConsumerGroupMetadata | GroupMember"
+
+
+class PartitionRef(Protocol):
+    """Anything naming a partition by ``topic`` and ``partition`` attributes (another client's
+    TopicPartition)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+# a partition as the consumer's methods take it: a TopicPartition, a (topic, partition) pair or a PartitionRef
+PartitionLike: TypeAlias = "TopicPartition | tuple[str, int] | PartitionRef"

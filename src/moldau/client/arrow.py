@@ -120,7 +120,8 @@ def arrow_chunks(data: pyarrow.Table | pyarrow.RecordBatch, *, key: ArrowKey = D
     schema = data.schema
     if key is DEFAULT_KEY:
         key = "key" if schema.get_field_index("key") >= 0 else None
-    roles: dict[str, object] = {"key": key, "value": value, "headers": headers, "timestamp": timestamp, "partition": partition}
+    roles: dict[str, object] = {"key": key, "value": value, "headers": headers, "timestamp": timestamp,
+                                "partition": partition}
     idx: dict[str, int] = {}
     for role, name in roles.items():
         if name is not None:

@@ -206,7 +206,7 @@ def _any(name: str, v: object) -> object:
     return v
 
 
-def _callable(name: str, v: object) -> Callable[..., object] | None:
+def _callable(name: str, v: object) -> object:
     if v is None or callable(v):
         return v
     raise ConfigError(f"{name}: expected a callable, got {v!r}")

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Iterable, TypeVar
 
 from moldau.protocol import messages as m
 
