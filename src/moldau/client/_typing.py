@@ -1,33 +1,40 @@
 """Type variables and aliases shared by the client's modules.
 
 Typing only: the aliases are plain ``typing`` objects and nothing here runs on a send or poll path. The
-record type variables have defaults (PEP 696) for type checkers: a consumer or producer used without type
-arguments sees keys and values as the bytes the broker stores, ``AIOConsumer[str, dict]`` declares what the
-configured deserializers return (as ``KafkaConsumer<K, V>`` does in Java).
+record type variables have defaults (PEP 696) for type checkers: a consumer used without type arguments
+sees keys and values as the bytes the broker stores and a producer takes bytes-like objects or str;
+``AsyncConsumer[str, dict]`` declares what the configured deserializers return and ``AsyncProducer[str,
+dict]`` what the serializers take (as ``KafkaConsumer<K, V>`` and ``KafkaProducer<K, V>`` do in Java).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeAlias
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
+    # a consumed record's key and value (what the deserializers return)
     K = TypeVar("K", default=bytes | None)
     V = TypeVar("V", default=bytes | None)
+    # a produced record's key and value (what the serializers take)
+    PK = TypeVar("PK", default=bytes | bytearray | memoryview | str | None)
+    PV = TypeVar("PV", default=bytes | bytearray | memoryview | str | None)
 else:  # typing.TypeVar of Python 3.11 has no default; type checkers read the branch above
     from typing import TypeVar
 
     K = TypeVar("K")
     V = TypeVar("V")
+    PK = TypeVar("PK")
+    PV = TypeVar("PV")
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
-    "K", "V", "T", "Bytes", "RawKey", "HeaderValue", "Headers", "RecordHeaders", "Serializer", "Deserializer",
-    "PartitionerFn", "Offsets", "GroupMember", "GroupRef", "PartitionRef", "PartitionLike",
+    "K", "V", "PK", "PV", "T", "Bytes", "RawKey", "HeaderValue", "Headers", "RecordHeaders", "Serializer",
+    "Deserializer", "PartitionerFn",
 ]
 
 # bytes-like record data as the codec takes it
@@ -49,39 +56,3 @@ Serializer: TypeAlias = Callable[[T], Bytes | None]
 Deserializer: TypeAlias = Callable[[bytes | None], T]
 # ``partitioner``: (serialized key, all partitions, available partitions) -> partition
 PartitionerFn: TypeAlias = Callable[[Bytes | None, list[int], list[int]], int]
-
-if TYPE_CHECKING:
-    from .transactions import ConsumerGroupMetadata
-    from .types import OffsetAndMetadata, TopicPartition
-
-# offsets to commit: {TopicPartition: offset or OffsetAndMetadata}
-Offsets: TypeAlias = "Mapping[TopicPartition, int | OffsetAndMetadata]"
-
-
-class GroupMember(Protocol):
-    """A consumer that is a member of a group (async or sync moldau consumer), as
-    ``send_offsets_to_transaction`` takes it."""
-
-    @property
-    def config(self) -> Mapping[str, object]: ...
-
-    def consumer_group_metadata(self) -> ConsumerGroupMetadata: ...
-
-
-# the group of send_offsets_to_transaction: its id, its member's metadata, or the consumer
-GroupRef: TypeAlias = "str | ConsumerGroupMetadata | GroupMember"
-
-
-class PartitionRef(Protocol):
-    """Anything naming a partition by ``topic`` and ``partition`` attributes (another client's
-    TopicPartition)."""
-
-    @property
-    def topic(self) -> str: ...
-
-    @property
-    def partition(self) -> int: ...
-
-
-# a partition as the consumer's methods take it: a TopicPartition, a (topic, partition) pair or a PartitionRef
-PartitionLike: TypeAlias = "TopicPartition | tuple[str, int] | PartitionRef"

@@ -19,7 +19,7 @@ import re
 import time
 from typing import Awaitable, Callable, Generic, Iterable, Mapping, Protocol, Self, TypeAlias
 
-from ._typing import K, Offsets, PartitionLike, V
+from ._typing import K, V
 from .cluster import Cluster
 from .config import ConfigInput, resolve_config
 from .errors import ConsumerClosedError, IllegalStateError, KafkaTimeoutError
@@ -27,7 +27,14 @@ from .fetcher import EARLIEST, LATEST, Fetcher, PartitionState
 from .group import GroupCoordinator, make_coordinator
 from .subscription import SubscriptionState
 from .transactions import ConsumerGroupMetadata
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .types import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    Offsets,
+    PartitionLike,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 

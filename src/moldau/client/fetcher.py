@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import TYPE_CHECKING, Generic, cast
+from typing import TYPE_CHECKING, Generic, Protocol, cast
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
@@ -29,8 +29,9 @@ from .fetch_session import FetchPlan, FetchSessionHandler
 from .types import ConsumerRecord, TopicPartition
 
 if TYPE_CHECKING:
+    from .cluster import Cluster
+    from .config import ConsumerConfig
     from .conn import Connection
-    from .consumer import AsyncConsumer
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,17 @@ class PartitionState(Generic[K, V]):
         return f"<PartitionState {self.topic}-{self.partition} pos={self.position} fetch={self.fetch_offset}>"
 
 
+class FetcherOwner(Protocol[K, V]):
+    """What the fetcher uses of its consumer (AsyncConsumer): its config, cluster and partition states, and
+    the committed offsets it loads for partitions without a position."""
+
+    config: ConsumerConfig
+    _cluster: Cluster
+    _states: dict[TopicPartition, PartitionState[K, V]]
+
+    async def _load_committed(self, states: list[PartitionState[K, V]]) -> None: ...
+
+
 class _CompletedFetch(Generic[K, V]):
     __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes",
                  "next_offset")
@@ -123,7 +135,7 @@ class _CompletedFetch(Generic[K, V]):
 class Fetcher(Generic[K, V]):
     """Owned by a consumer; runs one background task on the consumer's loop."""
 
-    def __init__(self, consumer: AsyncConsumer[K, V]) -> None:
+    def __init__(self, consumer: FetcherOwner[K, V]) -> None:
         c = consumer.config
         self.consumer = consumer
         self.cluster = consumer._cluster

@@ -411,7 +411,7 @@ class AsyncShareConsumer(Generic[K, V]):
             self._accept_in_flight()
         return await asyncio.wait_for(self._acknowledge(), timeout)
 
-    def commit_async(self) -> asyncio.Task:
+    def commit_async(self) -> asyncio.Task[dict[TopicPartition, BaseException | None]]:
         """``commit_sync`` without waiting: a task whose result is the per-partition outcome."""
         self._check_open()
         if self._implicit_pending():

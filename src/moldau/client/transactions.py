@@ -37,7 +37,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, TypeAlias, TypeVar
 
 from moldau.protocol import messages as m
 
@@ -54,15 +54,15 @@ from .errors import (
 if TYPE_CHECKING:
     from moldau.protocol.messages._types import ApiMessage, ApiRequest
 
-    from ._typing import GroupRef, Offsets
     from .config import ProducerConfig
+    from .types import Offsets
 
 log = logging.getLogger(__name__)
 
 _Resp = TypeVar("_Resp", bound="ApiMessage")
 
-__all__ = ["ConsumerGroupMetadata", "ProducerHooks", "ProducerIds", "TransactionAbortedError",
-           "TransactionManager", "TransactionState", "group_metadata_of"]
+__all__ = ["ConsumerGroupMetadata", "GroupMember", "GroupRef", "ProducerHooks", "ProducerIds",
+           "TransactionAbortedError", "TransactionManager", "TransactionState", "group_metadata_of"]
 
 _FIND_COORDINATOR = 10
 _INIT_PRODUCER_ID = 22
@@ -113,6 +113,20 @@ class ConsumerGroupMetadata:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+class GroupMember(Protocol):
+    """A consumer that is a member of a group (async or sync moldau consumer), as
+    ``send_offsets_to_transaction`` takes it."""
+
+    @property
+    def config(self) -> Mapping[str, object]: ...
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata: ...
+
+
+# the group of send_offsets_to_transaction: its id, its member's metadata, or the consumer
+GroupRef: TypeAlias = "str | ConsumerGroupMetadata | GroupMember"
 
 
 def group_metadata_of(group: GroupRef) -> ConsumerGroupMetadata:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Generic, NamedTuple
+from typing import Generic, Mapping, NamedTuple, Protocol, TypeAlias
 
 from ._typing import K, RecordHeaders, V
 
@@ -28,6 +28,9 @@ __all__ = [
     "ClusterDescription",
     "TopicDescription",
     "ListOffsetsResult",
+    "Offsets",
+    "PartitionLike",
+    "PartitionRef",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
@@ -220,3 +223,22 @@ class ListOffsetsResult(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+# offsets to commit: {TopicPartition: offset or OffsetAndMetadata}
+Offsets: TypeAlias = Mapping[TopicPartition, int | OffsetAndMetadata]
+
+
+class PartitionRef(Protocol):
+    """Anything naming a partition by ``topic`` and ``partition`` attributes (another client's
+    TopicPartition)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+# a partition as the consumer's methods take it: a TopicPartition, a (topic, partition) pair or a PartitionRef
+PartitionLike: TypeAlias = TopicPartition | tuple[str, int] | PartitionRef
