@@ -29,7 +29,7 @@ import socket
 import ssl
 import struct
 import time
-from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 from moldau._version import __version__
 from moldau.protocol import frame
@@ -58,7 +58,7 @@ _Held: TypeAlias = "tuple[asyncio.Future, int, ApiRequest[ApiMessage], int, bool
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Connection", "CLIENT_API_VERSIONS", "describe_os_error"]
+__all__ = ["Connection", "ConnectionOptions", "CLIENT_API_VERSIONS", "describe_os_error"]
 
 # API key -> (min, max) versions the client's code speaks. Negotiation takes the highest version inside both
 # this range, the message declarations' range, and what the broker advertises.
@@ -138,6 +138,22 @@ def describe_os_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ConnectionOptions(TypedDict, total=False):
+    """The keyword arguments of ``Connection(host, port, ...)``, as ``Connection.open`` passes them on."""
+
+    node_id: int
+    client_id: str | None
+    request_timeout_ms: int
+    software_name: str
+    software_version: str | None
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    ssl_context: ssl.SSLContext | None
+    sasl: SaslCredentials | None
+    loop: asyncio.AbstractEventLoop | None
+    reuse_receive_buffer: bool
+
+
 class _Pending:
     __slots__ = ("future", "api_key", "version", "timer", "sent_at")
 
@@ -214,28 +230,10 @@ class Connection(asyncio.BufferedProtocol):
 
     @classmethod
     async def open(
-        cls,
-        host: str,
-        port: int,
-        *,
-        connect_timeout_ms: int = 10000,
-        node_id: int = -1,
-        client_id: str | None = "moldau",
-        request_timeout_ms: int = 30000,
-        software_name: str = "moldau",
-        software_version: str | None = None,
-        send_buffer_bytes: int = 0,
-        receive_buffer_bytes: int = 0,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslCredentials | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
-        reuse_receive_buffer: bool = False,
+        cls, host: str, port: int, *, connect_timeout_ms: int = 10000, **options: Unpack[ConnectionOptions]
     ) -> "Connection":
         """Connect and negotiate API versions. Raises KafkaConnectionError naming the address and cause."""
-        conn = cls(host, port, node_id=node_id, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                   software_name=software_name, software_version=software_version,
-                   send_buffer_bytes=send_buffer_bytes, receive_buffer_bytes=receive_buffer_bytes,
-                   ssl_context=ssl_context, sasl=sasl, loop=loop, reuse_receive_buffer=reuse_receive_buffer)
+        conn = cls(host, port, **options)
         ctx = conn.ssl_context
         try:
             await asyncio.wait_for(
