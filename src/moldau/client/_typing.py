@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeAlias
 
+# bytes-like record data as the codec takes it
+Bytes: TypeAlias = bytes | bytearray | memoryview
+# a key or value given to a producer without a serializer: bytes-like, a str (sent UTF-8 encoded) or None
+RawKey: TypeAlias = Bytes | str | None
+
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
@@ -18,8 +23,8 @@ if TYPE_CHECKING:
     K = TypeVar("K", default=bytes | None)
     V = TypeVar("V", default=bytes | None)
     # a produced record's key and value (what the serializers take)
-    PK = TypeVar("PK", default=bytes | bytearray | memoryview | str | None)
-    PV = TypeVar("PV", default=bytes | bytearray | memoryview | str | None)
+    PK = TypeVar("PK", default=RawKey)
+    PV = TypeVar("PV", default=RawKey)
 else:  # typing.TypeVar of Python 3.11 has no default; type checkers read the branch above
     from typing import TypeVar
 
@@ -29,18 +34,12 @@ else:  # typing.TypeVar of Python 3.11 has no default; type checkers read the br
     PV = TypeVar("PV")
 
 T = TypeVar("T")
-T_contra = TypeVar("T_contra", contravariant=True)
-T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
     "K", "V", "PK", "PV", "T", "Bytes", "RawKey", "HeaderValue", "Headers", "RecordHeaders", "Serializer",
     "Deserializer", "PartitionerFn",
 ]
 
-# bytes-like record data as the codec takes it
-Bytes: TypeAlias = bytes | bytearray | memoryview
-# a key or value given to a producer without a serializer: bytes-like, a str (sent UTF-8 encoded) or None
-RawKey: TypeAlias = Bytes | str | None
 # a header value given to a producer (a str is sent UTF-8 encoded)
 HeaderValue: TypeAlias = Bytes | str | None
 # the headers given to a producer: a mapping or (name, value) pairs; a bytes name is decoded as UTF-8

@@ -93,10 +93,12 @@ def _no_nulls(col: pyarrow.ChunkedArray, role: str, name: object) -> None:
         raise ValueError(f"{role} column {name!r} has {col.null_count} null(s); nulls are not allowed there")
 
 
-def _headers_list(items: list[_HeaderItem] | None) -> list[tuple[object, object]] | None:
+def _headers_list(
+    items: list[_HeaderItem] | None,
+) -> list[tuple[str | bytes | None, bytes | str | None]] | None:
     if not items:
         return None
-    out: list[tuple[object, object]] = []
+    out: list[tuple[str | bytes | None, bytes | str | None]] = []
     for it in items:
         k, v = (it["key"], it["value"]) if type(it) is dict else it
         if type(k) is bytes:

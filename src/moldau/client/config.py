@@ -42,7 +42,7 @@ __all__ = [
 ConfigInput: TypeAlias = Mapping[str, object]
 
 # The resolved configuration of each client kind: every name of its ConfigDef tables (COMMON and the kind's),
-# with the type its parser returns. tests/client/test_client_config.py checks the keys against the tables.
+# with the type its parser returns (tests/client/test_client_typing.py checks the keys against the tables).
 ClientConfig = TypedDict("ClientConfig", {
     "bootstrap.servers": list[str],
     "client.id": str | None,
