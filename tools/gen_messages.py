@@ -326,11 +326,19 @@ def stub_module(module: str, messages: list[Any]) -> str:
     if uses_uuid:
         lines += ["from uuid import UUID", ""]
     body: list[str] = []
-    for msg in messages:
+    # responses first: a request's base class names its response, and mypy resolves the nested struct
+    # classes of a class whose base is a forward reference only later
+    for msg in sorted(messages, key=lambda msg: msg.kind == "request"):
         body.append("")
-        _stub_struct(msg, msg.name, "ApiMessage" if msg.api_key is not None else "DataMessage", 0, body)
-    used = [n for n in ("ApiMessage", "DataMessage", "Records", "Struct")
-            if any(f"({n})" in ln or f": {n}" in ln or f"[{n}" in ln or f" {n} |" in ln for ln in body)]
+        if msg.api_key is None:
+            base = "DataMessage"
+        elif msg.kind == "request":  # typed by its response: Connection.send(request) -> the response
+            base = f"ApiRequest[{msg.name[:-len('Request')]}Response]"
+        else:
+            base = "ApiMessage"
+        _stub_struct(msg, msg.name, base, 0, body)
+    used = [n for n in ("ApiMessage", "ApiRequest", "DataMessage", "Records", "Struct")
+            if any(f"({n})" in ln or f"({n}[" in ln or f": {n}" in ln or f"[{n}" in ln or f" {n} |" in ln for ln in body)]
     lines += [f"from ._types import {', '.join(used)}", ""]
     return "\n".join(lines + body) + "\n"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from moldau.protocol import messages as m
 
@@ -58,7 +58,7 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     # ------------------------------------------------------------------------------------------------
@@ -136,14 +136,15 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
                 if r.error_code == _NOT_CONTROLLER:
                     retry = "NOT_CONTROLLER"
                     continue
-                out[r.name] = broker_error(r.error_code, f"topic {r.name!r}") if r.error_code else None
+                name = r.name or ""  # deleted by name: the broker echoes it
+                out[name] = broker_error(r.error_code, f"topic {name!r}") if r.error_code else None
             return None, retry
 
         await self._retrying(once, deadline)
         self._cluster.set_topics(set(self._cluster._wanted) - set(names))
         return _results(out, raise_errors)
 
-    async def _metadata(self, topics: list[str] | None) -> Any:
+    async def _metadata(self, topics: list[str] | None) -> m.MetadataResponse:
         conn = await self._cluster.any_connection()
         return await conn.send(
             _METADATA,
@@ -160,7 +161,7 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         """{topic: number of partitions}."""
         self._check()
         resp = await self._metadata(None)
-        return {t.name: len(t.partitions) for t in resp.topics
+        return {t.name or "": len(t.partitions) for t in resp.topics
                 if t.error_code == 0 and (include_internal or not t.is_internal)}
 
     async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
@@ -173,11 +174,12 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         for t in resp.topics:
             if t.error_code:
                 raise broker_error(t.error_code, f"topic {t.name!r}")
-            parts = [PartitionMetadata(t.name, p.partition_index, p.leader_id, getattr(p, "leader_epoch", -1),
+            name = t.name or ""  # asked by name: the broker echoes it
+            parts = [PartitionMetadata(name, p.partition_index, p.leader_id, getattr(p, "leader_epoch", -1),
                                        list(p.replica_nodes), list(p.isr_nodes),
                                        list(getattr(p, "offline_replicas", []) or []), p.error_code)
                      for p in sorted(t.partitions, key=lambda p: p.partition_index)]
-            out[t.name] = TopicDescription(t.name, getattr(t, "topic_id", None), bool(t.is_internal), parts)
+            out[name] = TopicDescription(name, getattr(t, "topic_id", None), bool(t.is_internal), parts)
         return out
 
     async def create_partitions(
@@ -234,7 +236,7 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         deadline = self._deadline(timeout)
 
         async def once() -> tuple[None, str | None]:
-            by_topic: dict[str, list[Any]] = {}
+            by_topic: dict[str, list[m.AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
             for tp, replicas in pending.items():
                 by_topic.setdefault(tp.topic, []).append(R.ReassignablePartition(
                     partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
@@ -279,22 +281,21 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
                 topics.setdefault(tp.topic, []).append(tp.partition)
         deadline = self._deadline(timeout)
 
-        async def once() -> tuple[dict[TopicPartition, dict[str, list[int]]] | None, str | None]:
+        async def once() -> tuple[dict[TopicPartition, dict[str, list[int]]], str | None]:
             req = R.new(timeout_ms=int(max(deadline - time.monotonic(), 0.001) * 1000),
                         topics=None if topics is None else [
                             R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
                             for t, ps in topics.items()])
             resp = await self._controller_send(_LIST_REASSIGNMENTS, req)
             if resp.error_code == _NOT_CONTROLLER:
-                return None, "NOT_CONTROLLER"
+                return {}, "NOT_CONTROLLER"
             if resp.error_code:
                 raise broker_error(resp.error_code, resp.error_message or "")
             return {TopicPartition(t.name, p.partition_index): {
                 "replicas": list(p.replicas), "adding": list(p.adding_replicas),
                 "removing": list(p.removing_replicas)} for t in resp.topics for p in t.partitions}, None
 
-        result: dict[TopicPartition, dict[str, list[int]]] = await self._retrying(once, deadline)
-        return result
+        return await self._retrying(once, deadline)
 
     # ------------------------------------------------------------------------------------------------
     # configs
@@ -407,7 +408,7 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         R = m.DeleteRecordsRequest
         out: dict[TopicPartition, int] = {}
         for node, tps in (await self._by_leader(before, deadline)).items():
-            by_topic: dict[str, list[Any]] = {}
+            by_topic: dict[str, list[m.DeleteRecordsRequest.DeleteRecordsPartition]] = {}
             for tp in tps:
                 by_topic.setdefault(tp.topic, []).append(
                     R.DeleteRecordsPartition(partition_index=tp.partition, offset=before[tp])
@@ -436,7 +437,7 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
         out: dict[TopicPartition, ListOffsetsResult] = {}
         iso = 1 if isolation_level == "read_committed" else 0
         for node, tps in (await self._by_leader(specs, deadline)).items():
-            by_topic: dict[str, list[Any]] = {}
+            by_topic: dict[str, list[m.ListOffsetsRequest.ListOffsetsPartition]] = {}
             for tp in tps:
                 spec = specs[tp]
                 ts = _SPEC[spec] if isinstance(spec, str) else int(spec)
@@ -470,6 +471,6 @@ class AsyncAdmin(ConsumerGroupAdmin, ShareGroupAdmin):
                 resp.controller_id,
                 [BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers],
             )
-        resp = await self._metadata([])
-        return ClusterDescription(resp.cluster_id, resp.controller_id,
-                                  [BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in resp.brokers])
+        md = await self._metadata([])
+        return ClusterDescription(md.cluster_id, md.controller_id,
+                                  [BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in md.brokers])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Awaitable, Callable, Hashable, TypeVar
 
 from .cluster import Cluster
-from .config import resolve_config
+from .config import ConfigInput, resolve_config
 from .errors import (
     Codes,
     IllegalStateError,
@@ -17,7 +17,14 @@ from .errors import (
     broker_error,
 )
 
+if TYPE_CHECKING:  # the message stubs' base classes (no run-time module)
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
 __all__ = ["AdminBase"]
+
+_Resp = TypeVar("_Resp", bound="ApiMessage")
+_T = TypeVar("_T")
+_Key = TypeVar("_Key", bound=Hashable)
 
 _LIST_OFFSETS, _METADATA, _OFFSET_COMMIT, _OFFSET_FETCH = 2, 3, 8, 9
 _DESCRIBE_GROUPS, _LIST_GROUPS, _CREATE_TOPICS, _DELETE_TOPICS = 15, 16, 19, 20
@@ -40,7 +47,9 @@ _RETRY = frozenset(
 _SPEC = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 
 
-def _results(results: dict[Any, BaseException | None], raise_errors: bool) -> dict[Any, BaseException | None]:
+def _results(
+    results: dict[_Key, BaseException | None], raise_errors: bool
+) -> dict[_Key, BaseException | None]:
     if raise_errors:
         for exc in results.values():
             if exc is not None:
@@ -52,7 +61,7 @@ class AdminBase:
     """What every part of ``AsyncAdmin`` uses: the cluster, deadlines, retries, the controller and a group's
     coordinator."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: ConfigInput | None = None, **kwargs: object) -> None:
         self.config = resolve_config("admin", config, kwargs)
         self._cluster = Cluster(self.config, allow_auto_topic_creation=False)
         self._timeout_ms = self.config["default.api.timeout.ms"]
@@ -77,7 +86,7 @@ class AdminBase:
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (timeout if timeout is not None else self._timeout_ms / 1000.0)
 
-    async def _controller_send(self, api_key: int, req: Any) -> Any:
+    async def _controller_send(self, api_key: int, req: ApiRequest[_Resp]) -> _Resp:
         node = self._cluster.controller_id
         if node < 0 or node not in self._cluster.brokers:
             return await self._cluster.send_any(api_key, req)
@@ -86,15 +95,18 @@ class AdminBase:
         except KafkaConnectionError:
             return await self._cluster.send_any(api_key, req)
 
-    async def _retrying(self, fn: Any, deadline: float) -> Any:
+    async def _retrying(
+        self, fn: Callable[[], Awaitable[tuple[_T, str | None]]], deadline: float
+    ) -> _T:
         """Run ``fn()`` (returns (result, retry_reason|None)) until no retry is asked or the deadline."""
         while True:
             try:
                 result, retry = await fn()
             except (KafkaConnectionError, RequestTimedOutError) as exc:
-                result, retry = None, str(exc)
-            if retry is None:
-                return result
+                retry = str(exc)
+            else:
+                if retry is None:
+                    return result
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"admin call did not complete in time ({retry})")
             await self._cluster.refresh(timeout_ms=max(int((deadline - time.monotonic()) * 1000), 1))

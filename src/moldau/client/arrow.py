@@ -19,16 +19,32 @@ Columns (by name; ``None`` leaves the field out):
 
 from __future__ import annotations
 
+import enum
 from itertools import repeat
-from typing import Any, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Final, Iterable, Iterator, Literal, TypeAlias
 
-__all__ = ["CHUNK_ROWS", "DEFAULT_KEY", "arrow_chunks"]
+if TYPE_CHECKING:
+    import pyarrow  # optional; its classes name the argument types (pyarrow ships no type information)
+
+__all__ = ["CHUNK_ROWS", "DEFAULT_KEY", "ArrowKey", "arrow_chunks"]
 
 CHUNK_ROWS = 65536
-DEFAULT_KEY = object()
 
 
-def _pa() -> Any:
+class _Default(enum.Enum):
+    KEY = "the table's 'key' column when it has one"
+
+
+# send_arrow's default key: the column named "key" when the table has one, else no key
+DEFAULT_KEY: Final = _Default.KEY
+# send_arrow's ``key=``: a column name, None (no key) or DEFAULT_KEY
+ArrowKey: TypeAlias = "str | None | Literal[_Default.KEY]"
+# a cell of a headers column: map<string, binary> gives (key, value) pairs, list<struct<key, value>> dicts
+_HeaderItem: TypeAlias = "tuple[str | bytes, bytes | str | None] | dict[str, str | bytes | None]"
+
+
+def _pa() -> ModuleType:
     try:
         import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -36,21 +52,21 @@ def _pa() -> Any:
     return pa
 
 
-def _column(schema: Any, name: str, role: str) -> int:
+def _column(schema: pyarrow.Schema, name: str, role: str) -> int:
     idx = schema.get_field_index(name)
     if idx < 0:
         raise ValueError(f"{role} column {name!r} is not in the table (columns: {schema.names})")
     return idx
 
 
-def _check_bytes(pa: Any, field: Any, role: str) -> None:
+def _check_bytes(pa: ModuleType, field: pyarrow.Field, role: str) -> None:
     t = field.type
     if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t)):
         raise TypeError(f"{role} column {field.name!r} must be binary or string, not {t}")
 
 
-def _check_headers(pa: Any, field: Any) -> None:
+def _check_headers(pa: ModuleType, field: pyarrow.Field) -> None:
     t = field.type
     ok = False
     if pa.types.is_map(t):
@@ -72,15 +88,17 @@ def _check_headers(pa: Any, field: Any) -> None:
                         f"map<string, binary>, not {t}")
 
 
-def _no_nulls(col: Any, role: str, name: str) -> None:
+def _no_nulls(col: pyarrow.ChunkedArray, role: str, name: object) -> None:
     if col.null_count:
         raise ValueError(f"{role} column {name!r} has {col.null_count} null(s); nulls are not allowed there")
 
 
-def _headers_list(items: Any) -> Any:
+def _headers_list(
+    items: list[_HeaderItem] | None,
+) -> list[tuple[str | bytes | None, bytes | str | None]] | None:
     if not items:
         return None
-    out = []
+    out: list[tuple[str | bytes | None, bytes | str | None]] = []
     for it in items:
         k, v = (it["key"], it["value"]) if type(it) is dict else it
         if type(k) is bytes:
@@ -89,9 +107,9 @@ def _headers_list(items: Any) -> Any:
     return out
 
 
-def arrow_chunks(data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "value",
-                 headers: str | None = None,
-                 timestamp: str | None = None, partition: str | None = None) -> Iterator[Any]:
+def arrow_chunks(data: pyarrow.Table | pyarrow.RecordBatch, *, key: ArrowKey = DEFAULT_KEY,
+                 value: str | None = "value", headers: str | None = None,
+                 timestamp: str | None = None, partition: str | None = None) -> Iterator[Iterable[object]]:
     """Iterables of records (as ``send_many`` takes them), one per chunk of ``data``'s rows. The columns are
     checked (names, types) before the first chunk is yielded."""
     pa = _pa()
@@ -104,7 +122,8 @@ def arrow_chunks(data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "valu
     schema = data.schema
     if key is DEFAULT_KEY:
         key = "key" if schema.get_field_index("key") >= 0 else None
-    roles = {"key": key, "value": value, "headers": headers, "timestamp": timestamp, "partition": partition}
+    roles: dict[str, object] = {"key": key, "value": value, "headers": headers, "timestamp": timestamp,
+                                "partition": partition}
     idx: dict[str, int] = {}
     for role, name in roles.items():
         if name is not None:
@@ -132,7 +151,7 @@ def arrow_chunks(data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "valu
         if role in idx:
             _no_nulls(data.column(idx[role]), role, roles[role])  # before any record is queued
 
-    def pylist(rb: Any, role: str) -> Any:
+    def pylist(rb: pyarrow.RecordBatch, role: str) -> list[object]:
         col = rb.column(idx[role])
         if role in ("key", "value"):
             t = col.type

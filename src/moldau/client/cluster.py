@@ -14,11 +14,11 @@ import random
 import time
 import uuid
 from functools import partial
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from moldau.protocol import messages as m
 
-from .config import parse_bootstrap
+from .config import ClientConfig, parse_bootstrap
 from .conn import Connection, describe_os_error
 from .errors import (
     AuthenticationError,
@@ -31,6 +31,11 @@ from .errors import (
 )
 from .security import build_ssl_context, sasl_credentials
 from .types import BrokerMetadata, PartitionMetadata, TopicMetadata
+
+if TYPE_CHECKING:  # the message stubs' base classes (no run-time module)
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
+_Resp = TypeVar("_Resp", bound="ApiMessage")
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ class _NodeState:
 class Cluster:
     """Metadata + broker connections shared by one producer, consumer or admin client."""
 
-    def __init__(self, config: dict[str, Any], *, allow_auto_topic_creation: bool = True) -> None:
+    def __init__(self, config: ClientConfig, *, allow_auto_topic_creation: bool = True) -> None:
         self.config = config
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.bootstrap = [parse_bootstrap(a) for a in config["bootstrap.servers"]]
@@ -90,7 +95,7 @@ class Cluster:
         self._update_event: asyncio.Event | None = None
         self._update_waiters: list[asyncio.Future] = []
         self._refresh_task: asyncio.Task | None = None
-        self._listeners: list[Any] = []
+        self._listeners: list[Callable[[Cluster], object]] = []
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rand = random.Random()
@@ -244,9 +249,10 @@ class Cluster:
         conn.add_close_callback(self._on_conn_closed)
         return conn
 
-    async def send(self, node_id: int, api_key: int, request: Any, **kw: Any) -> Any:
+    async def send(self, node_id: int, api_key: int, request: ApiRequest[_Resp], *,
+                   timeout_ms: int | None = None) -> _Resp:
         conn = await self.connection(node_id)
-        return await conn.send(api_key, request, **kw)
+        return await conn.send(api_key, request, timeout_ms=timeout_ms)
 
     def least_loaded_node(self) -> int:
         """A connected broker with the fewest requests in flight, else a broker not in backoff."""
@@ -262,7 +268,9 @@ class Cluster:
         ready = [n for n in nodes if self._nodes.get(n, _NodeState()).next_attempt <= now]
         return (ready or nodes)[0]
 
-    async def send_any(self, api_key: int, request: Any, **kw: Any) -> Any:
+    async def send_any(
+        self, api_key: int, request: ApiRequest[_Resp], *, timeout_ms: int | None = None
+    ) -> _Resp:
         """Send to the least loaded broker, trying others when one cannot be reached."""
         last: Exception | None = None
         tried: set[int] = set()
@@ -276,7 +284,7 @@ class Cluster:
             except KafkaConnectionError as exc:
                 last = exc
                 continue
-            return await conn.send(api_key, request, **kw)
+            return await conn.send(api_key, request, timeout_ms=timeout_ms)
         raise last or KafkaConnectionError("no broker reachable")
 
     async def any_connection(self) -> Connection:
@@ -338,7 +346,7 @@ class Cluster:
         pm = t.partitions.get(partition)
         return -1 if pm is None else pm.leader_epoch
 
-    def add_listener(self, fn: Any) -> None:
+    def add_listener(self, fn: Callable[[Cluster], object]) -> None:
         """fn(cluster) after every metadata update."""
         self._listeners.append(fn)
 
@@ -432,7 +440,7 @@ class Cluster:
         why = f" (last error {error_name(code)})" if code else ""
         raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout_ms} ms{why}")
 
-    def _metadata_request(self, conn: Connection, topics: list[str] | None) -> Any:
+    def _metadata_request(self, conn: Connection, topics: list[str] | None) -> m.MetadataRequest:
         version = conn.api_version(_METADATA)
         Req = m.MetadataRequest
         if topics is None:
@@ -488,7 +496,7 @@ class Cluster:
             if not fut.done():
                 fut.set_result(None)
 
-    def _apply_metadata(self, resp: Any, requested: list[str] | None) -> None:
+    def _apply_metadata(self, resp: m.MetadataResponse, requested: list[str] | None) -> None:
         brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
         for node_id, b in brokers.items():
             old = self.brokers.get(node_id)

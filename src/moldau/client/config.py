@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypeAlias, TypedDict, cast, overload
+
+from ._typing import Deserializer, PartitionerFn, Serializer
+
+if TYPE_CHECKING:
+    from .assignors import Assignor
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +29,133 @@ __all__ = [
     "ADMIN",
     "resolve_config",
     "parse_bootstrap",
+    "ConfigInput",
+    "ClientConfig",
+    "ProducerConfig",
+    "ConsumerConfig",
+    "AdminConfig",
+    "ShareConsumerConfig",
 ]
+
+# What an application passes: Kafka's dotted names (or underscore keywords) to Python values or strings, each
+# checked and converted by the parser of its ConfigDef at run time.
+ConfigInput: TypeAlias = Mapping[str, object]
+
+# The resolved configuration of each client kind: every name of its ConfigDef tables (COMMON and the kind's),
+# with the type its parser returns (tests/client/test_client_typing.py checks the keys against the tables).
+ClientConfig = TypedDict("ClientConfig", {
+    "bootstrap.servers": list[str],
+    "client.id": str | None,
+    "request.timeout.ms": int,
+    "metadata.max.age.ms": int,
+    "reconnect.backoff.ms": int,
+    "reconnect.backoff.max.ms": int,
+    "retry.backoff.ms": int,
+    "retry.backoff.max.ms": int,
+    "socket.connection.setup.timeout.ms": int,
+    "connections.max.idle.ms": int,
+    "send.buffer.bytes": int,
+    "receive.buffer.bytes": int,
+    "security.protocol": str,
+    "sasl.mechanism": str,
+    "sasl.username": str | None,
+    "sasl.password": str | None,
+    "sasl.jaas.config": str | None,
+    "ssl.ca.location": str | None,
+    "ssl.certificate.location": str | None,
+    "ssl.key.location": str | None,
+    "ssl.key.password": str | None,
+    "ssl.endpoint.identification.algorithm": str,
+    "enable.ssl.certificate.verification": bool,
+    "ssl.context": object,  # an ssl.SSLContext or None; checked when the client connects
+    "client.software.name": str | None,
+    "client.software.version": str | None,
+    "default.api.timeout.ms": int,
+    "use.uvloop": bool,
+})
+
+_ProducerOnly = TypedDict("_ProducerOnly", {
+    "acks": int,
+    "batch.size": int,
+    "linger.ms": int,
+    "buffer.memory": int,
+    "max.block.ms": int,
+    "compression.type": str,
+    "compression.level": int | None,
+    "retries": int,
+    "delivery.timeout.ms": int,
+    "max.in.flight.requests.per.connection": int,
+    "enable.idempotence": bool,
+    "max.request.size": int,
+    "key.serializer": Serializer[object] | None,
+    "value.serializer": Serializer[object] | None,
+    "partitioner": PartitionerFn | None,
+    "partitioner.ignore.keys": bool,
+    "transactional.id": str | None,
+    "transaction.timeout.ms": int,
+})
+
+_ConsumerOnly = TypedDict("_ConsumerOnly", {
+    "group.id": str | None,
+    "group.instance.id": str | None,
+    "group.protocol": str,
+    "group.remote.assignor": str | None,
+    "session.timeout.ms": int,
+    "heartbeat.interval.ms": int,
+    "max.poll.interval.ms": int,
+    "max.poll.records": int,
+    "enable.auto.commit": bool,
+    "auto.commit.interval.ms": int,
+    "auto.offset.reset": str,
+    "fetch.min.bytes": int,
+    "fetch.max.wait.ms": int,
+    "fetch.max.bytes": int,
+    "max.partition.fetch.bytes": int,
+    "isolation.level": str,
+    "partition.assignment.strategy": "list[str | Assignor]",
+    "key.deserializer": Deserializer[object] | None,
+    "value.deserializer": Deserializer[object] | None,
+    "check.crcs": bool,
+    "client.rack": str | None,
+    "exclude.internal.topics": bool,
+    "allow.auto.create.topics": bool,
+})
+
+_ShareConsumerOnly = TypedDict("_ShareConsumerOnly", {
+    "group.id": str | None,
+    "share.acknowledgement.mode": str,
+    "max.poll.records": int,
+    "fetch.min.bytes": int,
+    "fetch.max.wait.ms": int,
+    "fetch.max.bytes": int,
+    "key.deserializer": Deserializer[object] | None,
+    "value.deserializer": Deserializer[object] | None,
+    "check.crcs": bool,
+    "client.rack": str | None,
+    "allow.auto.create.topics": bool,
+})
+
+
+class ProducerConfig(ClientConfig, _ProducerOnly):
+    """A producer's resolved configuration."""
+
+
+class ConsumerConfig(ClientConfig, _ConsumerOnly):
+    """A consumer's resolved configuration."""
+
+
+class ShareConsumerConfig(ClientConfig, _ShareConsumerOnly):
+    """A share consumer's resolved configuration."""
+
+
+AdminConfig: TypeAlias = ClientConfig
 
 
 class ConfigError(ValueError):
     """An unknown config name or a value that cannot be used."""
 
 
-def _bool(name: str, v: Any) -> bool:
+def _bool(name: str, v: object) -> bool:
     if isinstance(v, bool):
         return v
     if isinstance(v, int):
@@ -45,7 +169,7 @@ def _bool(name: str, v: Any) -> bool:
     raise ConfigError(f"{name}: expected a boolean, got {v!r}")
 
 
-def _int(name: str, v: Any) -> int:
+def _int(name: str, v: object) -> int:
     if isinstance(v, bool):
         raise ConfigError(f"{name}: expected an integer, got {v!r}")
     if isinstance(v, int):
@@ -60,7 +184,7 @@ def _int(name: str, v: Any) -> int:
     raise ConfigError(f"{name}: expected an integer, got {v!r}")
 
 
-def _str(name: str, v: Any) -> str | None:
+def _str(name: str, v: object) -> str | None:
     if v is None:
         return None
     if isinstance(v, str):
@@ -68,7 +192,7 @@ def _str(name: str, v: Any) -> str | None:
     raise ConfigError(f"{name}: expected a string, got {v!r}")
 
 
-def _list(name: str, v: Any) -> list[Any]:
+def _list(name: str, v: object) -> list[object]:
     if v is None:
         return []
     if isinstance(v, str):
@@ -78,17 +202,17 @@ def _list(name: str, v: Any) -> list[Any]:
     return [v]
 
 
-def _any(name: str, v: Any) -> Any:
+def _any(name: str, v: object) -> object:
     return v
 
 
-def _callable(name: str, v: Any) -> Any:
+def _callable(name: str, v: object) -> object:
     if v is None or callable(v):
         return v
     raise ConfigError(f"{name}: expected a callable, got {v!r}")
 
 
-def _acks(name: str, v: Any) -> int:
+def _acks(name: str, v: object) -> int:
     if isinstance(v, str):
         s = v.strip().lower()
         if s == "all":
@@ -100,8 +224,8 @@ def _acks(name: str, v: Any) -> int:
     return v
 
 
-def _choice(*choices: str) -> Callable[[str, Any], str]:
-    def check(name: str, v: Any) -> str:
+def _choice(*choices: str) -> Callable[[str, object], str]:
+    def check(name: str, v: object) -> str:
         if not isinstance(v, str) or v.strip().lower() not in choices:
             raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {v!r}")
         return v.strip().lower()
@@ -109,8 +233,8 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return check
 
 
-def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
-    def check(name: str, v: Any) -> str:
+def _upper_choice(*choices: str) -> Callable[[str, object], str]:
+    def check(name: str, v: object) -> str:
         if not isinstance(v, str) or v.strip().upper() not in choices:
             raise ConfigError(f"{name}: expected one of {', '.join(choices)}, got {v!r}")
         return v.strip().upper()
@@ -118,7 +242,7 @@ def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
     return check
 
 
-def _sasl_mechanism(name: str, v: Any) -> str:
+def _sasl_mechanism(name: str, v: object) -> str:
     s = v.strip().upper() if isinstance(v, str) else v
     if s in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         return s
@@ -132,8 +256,8 @@ def _sasl_mechanism(name: str, v: Any) -> str:
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
     name: str
-    default: Any
-    parse: Callable[[str, Any], Any]
+    default: object
+    parse: Callable[[str, object], object]
     doc: str = ""
 
 
@@ -269,14 +393,38 @@ def _normalize(key: str) -> str:
     return key.replace("_", ".")
 
 
-def resolve_config(kind: str, config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+Kind: TypeAlias = Literal["producer", "consumer", "admin", "share_consumer"]
+
+
+@overload
+def resolve_config(
+    kind: Literal["producer"], config: ConfigInput | None, kwargs: ConfigInput
+) -> ProducerConfig: ...
+@overload
+def resolve_config(
+    kind: Literal["consumer"], config: ConfigInput | None, kwargs: ConfigInput
+) -> ConsumerConfig: ...
+@overload
+def resolve_config(
+    kind: Literal["share_consumer"], config: ConfigInput | None, kwargs: ConfigInput
+) -> ShareConsumerConfig: ...
+@overload
+def resolve_config(
+    kind: Literal["admin"], config: ConfigInput | None, kwargs: ConfigInput
+) -> AdminConfig: ...
+@overload
+def resolve_config(kind: Kind, config: ConfigInput | None, kwargs: ConfigInput) -> ClientConfig: ...
+
+
+def resolve_config(kind: Kind, config: ConfigInput | None, kwargs: ConfigInput) -> ClientConfig:
     """Merge a dotted dict and underscore keywords into {dotted name: parsed value} with defaults.
 
-    ``kind`` is "producer", "consumer" or "admin". Raises ConfigError naming any unknown key.
+    ``kind`` is "producer", "consumer", "share_consumer" or "admin". Raises ConfigError naming any unknown
+    key.
     """
     defs = dict(COMMON)
     defs.update(_KINDS[kind])
-    given: dict[str, Any] = {}
+    given: dict[str, object] = {}
     for source in (config or {}, kwargs):
         for key, value in source.items():
             name = _normalize(key) if key not in defs else key
@@ -287,17 +435,23 @@ def resolve_config(kind: str, config: Mapping[str, Any] | None, kwargs: Mapping[
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown {kind} config {key!r}{hint}")
             given[name] = value
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, d in defs.items():
         if name in given:
             out[name] = d.parse(name, given[name])
         else:
             out[name] = list(d.default) if isinstance(d.default, list) else d.default
-    _validate(kind, out, given)
-    return out
+    # every name of the kind's tables, each the value its parser returns: the kind's TypedDict
+    c = cast(ClientConfig, out)
+    _validate(c)
+    if kind == "producer":
+        _validate_producer(cast(ProducerConfig, c), given)
+    elif kind == "consumer":
+        _validate_consumer(cast(ConsumerConfig, c))
+    return c
 
 
-def _idempotence(c: dict[str, Any], explicit: bool) -> None:
+def _idempotence(c: ProducerConfig, explicit: bool) -> None:
     """The Java producer's rule (KIP-679): idempotence is on by default, and off (silently, logged at info)
     when acks, retries or max.in.flight.requests.per.connection conflict with it; an explicit
     enable.idempotence=true with a conflicting setting is an error."""
@@ -318,7 +472,7 @@ def _idempotence(c: dict[str, Any], explicit: bool) -> None:
     c["enable.idempotence"] = False
 
 
-def _validate(kind: str, c: dict[str, Any], given: Mapping[str, Any]) -> None:
+def _validate(c: ClientConfig) -> None:
     if not c["bootstrap.servers"]:
         raise ConfigError("bootstrap.servers: at least one host:port is needed")
     for addr in c["bootstrap.servers"]:
@@ -334,22 +488,26 @@ def _validate(kind: str, c: dict[str, Any], given: Mapping[str, Any]) -> None:
             )
     if c["reconnect.backoff.max.ms"] < c["reconnect.backoff.ms"]:
         c["reconnect.backoff.max.ms"] = c["reconnect.backoff.ms"]
-    if kind == "producer":
-        _idempotence(c, explicit="enable.idempotence" in given)
-        if c["max.in.flight.requests.per.connection"] < 1:
-            raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
-        if c["transactional.id"] is not None:
-            if not c["enable.idempotence"]:
-                raise ConfigError("transactional.id needs enable.idempotence=true")
-            if not c["transactional.id"]:
-                raise ConfigError("transactional.id must not be empty")
-        if c["batch.size"] < 0 or c["linger.ms"] < 0:
-            raise ConfigError("batch.size and linger.ms must be >= 0")
-    if kind == "consumer":
-        if c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
-            raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        if c["max.poll.records"] < 1:
-            raise ConfigError("max.poll.records must be >= 1")
+
+
+def _validate_producer(c: ProducerConfig, given: Mapping[str, object]) -> None:
+    _idempotence(c, explicit="enable.idempotence" in given)
+    if c["max.in.flight.requests.per.connection"] < 1:
+        raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
+    if c["transactional.id"] is not None:
+        if not c["enable.idempotence"]:
+            raise ConfigError("transactional.id needs enable.idempotence=true")
+        if not c["transactional.id"]:
+            raise ConfigError("transactional.id must not be empty")
+    if c["batch.size"] < 0 or c["linger.ms"] < 0:
+        raise ConfigError("batch.size and linger.ms must be >= 0")
+
+
+def _validate_consumer(c: ConsumerConfig) -> None:
+    if c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
+        raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+    if c["max.poll.records"] < 1:
+        raise ConfigError("max.poll.records must be >= 1")
 
 
 def parse_bootstrap(addr: str) -> tuple[str, int]:

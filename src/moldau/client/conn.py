@@ -29,7 +29,7 @@ import socket
 import ssl
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
 from moldau._version import __version__
 from moldau.protocol import frame
@@ -49,9 +49,16 @@ from .errors import (
 )
 from .security import SaslCredentials
 
+if TYPE_CHECKING:  # the message stubs' base classes (no run-time module)
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
+_Resp = TypeVar("_Resp", bound="ApiMessage")
+# a request sent while re-authenticating: (future, api key, request, version, expect response, timeout)
+_Held: TypeAlias = "tuple[asyncio.Future, int, ApiRequest[ApiMessage], int, bool, int | None]"
+
 log = logging.getLogger(__name__)
 
-__all__ = ["Connection", "CLIENT_API_VERSIONS", "describe_os_error"]
+__all__ = ["Connection", "ConnectionOptions", "CLIENT_API_VERSIONS", "describe_os_error"]
 
 # API key -> (min, max) versions the client's code speaks. Negotiation takes the highest version inside both
 # this range, the message declarations' range, and what the broker advertises.
@@ -131,10 +138,27 @@ def describe_os_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ConnectionOptions(TypedDict, total=False):
+    """The keyword arguments of ``Connection(host, port, ...)``, as ``Connection.open`` passes them on."""
+
+    node_id: int
+    client_id: str | None
+    request_timeout_ms: int
+    software_name: str
+    software_version: str | None
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    ssl_context: ssl.SSLContext | None
+    sasl: SaslCredentials | None
+    loop: asyncio.AbstractEventLoop | None
+    reuse_receive_buffer: bool
+
+
 class _Pending:
     __slots__ = ("future", "api_key", "version", "timer", "sent_at")
 
-    def __init__(self, future: asyncio.Future, api_key: int, version: int, timer: Any, sent_at: float):
+    def __init__(self, future: asyncio.Future, api_key: int, version: int, timer: asyncio.TimerHandle,
+                 sent_at: float):
         self.future = future
         self.api_key = api_key
         self.version = version
@@ -187,7 +211,7 @@ class Connection(asyncio.BufferedProtocol):
         self._kept: bytearray | None = None  # the reused buffer for large responses
         self._closed_exc: BaseException | None = None
         self._close_waiters: list[asyncio.Future] = []
-        self._close_callbacks: list[Any] = []
+        self._close_callbacks: list[Callable[[Connection], object]] = []
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future] = []
         self.broker_versions: dict[int, tuple[int, int]] = {}
@@ -199,15 +223,17 @@ class Connection(asyncio.BufferedProtocol):
         self.reauthentications = 0
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task | None = None
-        self._held: list[tuple[asyncio.Future, int, Any, int, bool, int | None]] | None = None
+        self._held: list[_Held] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # opening
 
     @classmethod
-    async def open(cls, host: str, port: int, *, connect_timeout_ms: int = 10000, **kw: Any) -> "Connection":
+    async def open(
+        cls, host: str, port: int, *, connect_timeout_ms: int = 10000, **options: Unpack[ConnectionOptions]
+    ) -> "Connection":
         """Connect and negotiate API versions. Raises KafkaConnectionError naming the address and cause."""
-        conn = cls(host, port, **kw)
+        conn = cls(host, port, **options)
         ctx = conn.ssl_context
         try:
             await asyncio.wait_for(
@@ -416,15 +442,37 @@ class Connection(asyncio.BufferedProtocol):
     def in_flight(self) -> int:
         return len(self._pending)
 
+    @overload
     def send(
         self,
         api_key: int,
-        request: Any,
+        request: ApiRequest[_Resp],
+        *,
+        version: int | None = None,
+        expect_response: Literal[True] = True,
+        timeout_ms: int | None = None,
+    ) -> asyncio.Future[_Resp]: ...
+
+    @overload
+    def send(
+        self,
+        api_key: int,
+        request: ApiRequest[_Resp],
+        *,
+        version: int | None = None,
+        expect_response: bool,
+        timeout_ms: int | None = None,
+    ) -> asyncio.Future[_Resp | None]: ...
+
+    def send(
+        self,
+        api_key: int,
+        request: ApiRequest[_Resp],
         *,
         version: int | None = None,
         expect_response: bool = True,
         timeout_ms: int | None = None,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[_Resp] | asyncio.Future[_Resp | None]:
         """Write one request now; the returned future resolves to the decoded response object.
 
         ``expect_response=False`` (Produce with acks=0) resolves the future with None once written.
@@ -441,7 +489,7 @@ class Connection(asyncio.BufferedProtocol):
         self._write(fut, api_key, request, version, expect_response, timeout_ms)
         return fut
 
-    def _send_now(self, api_key: int, request: Any) -> asyncio.Future:
+    def _send_now(self, api_key: int, request: ApiRequest[_Resp]) -> asyncio.Future[_Resp]:
         """Write a request even while others are held (the SASL exchange)."""
         fut = self._loop.create_future()
         if self._closed_exc is not None or self._transport is None:
@@ -450,7 +498,8 @@ class Connection(asyncio.BufferedProtocol):
         self._write(fut, api_key, request, self.api_version(api_key), True, None)
         return fut
 
-    def _write(self, fut: asyncio.Future, api_key: int, request: Any, version: int, expect_response: bool,
+    def _write(self, fut: asyncio.Future, api_key: int, request: ApiRequest[ApiMessage], version: int,
+               expect_response: bool,
                timeout_ms: int | None) -> None:
         corr = self._next_corr
         self._next_corr = (corr + 1) & 0x7FFFFFFF
@@ -473,8 +522,9 @@ class Connection(asyncio.BufferedProtocol):
         else:
             transport.writelines([_I32.pack(size) + header, *parts])
 
-    async def request(self, api_key: int, request: Any, **kw: Any) -> Any:
-        return await self.send(api_key, request, **kw)
+    async def request(self, api_key: int, request: ApiRequest[_Resp], *, version: int | None = None,
+                      timeout_ms: int | None = None) -> _Resp:
+        return await self.send(api_key, request, version=version, timeout_ms=timeout_ms)
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
@@ -525,7 +575,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._big_view is not None:
             self._big_pos += nbytes
             if self._big_pos >= self._big_size:
-                data: Any = self._big if self._big is not None else self._big_view
+                data: bytes | bytearray | memoryview = self._big if self._big is not None else self._big_view
                 self._big = None
                 self._big_view = None
                 self._handle_frame(data)
@@ -570,7 +620,7 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self._start = pos
 
-    def _handle_frame(self, data: bytes | bytearray) -> None:
+    def _handle_frame(self, data: bytes | bytearray | memoryview) -> None:
         self.last_activity = time.monotonic()
         (corr,) = _I32.unpack_from(data, 0)
         p = self._pending.pop(corr, None)
@@ -591,7 +641,7 @@ class Connection(asyncio.BufferedProtocol):
                 offset = 4
             else:
                 _hdr, offset = frame.decode_response_header(data, api_key, version)
-            buf: Any = data if type(data) is bytes else memoryview(data)
+            buf: bytes | memoryview = data if type(data) is bytes else memoryview(data)
             if api_key == _API_VERSIONS and version > 0:
                 (code,) = _I16.unpack_from(data, offset)
                 if code == Codes.UNSUPPORTED_VERSION:
@@ -621,7 +671,7 @@ class Connection(asyncio.BufferedProtocol):
             self._transport.close()
         self._fail_all(exc or KafkaConnectionError(f"connection to {self.host}:{self.port} closed"))
 
-    def add_close_callback(self, fn: Any) -> None:
+    def add_close_callback(self, fn: Callable[[Connection], object]) -> None:
         self._close_callbacks.append(fn)
 
     def _fail_all(self, exc: BaseException) -> None:

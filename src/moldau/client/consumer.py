@@ -17,36 +17,58 @@ import inspect
 import logging
 import re
 import time
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Awaitable, Callable, Generic, Iterable, Mapping, Protocol, Self, TypeAlias
 
+from ._typing import K, V
 from .cluster import Cluster
-from .config import resolve_config
+from .config import ConfigInput, resolve_config
 from .errors import ConsumerClosedError, IllegalStateError, KafkaTimeoutError
 from .fetcher import EARLIEST, LATEST, Fetcher, PartitionState
 from .group import GroupCoordinator, make_coordinator
 from .subscription import SubscriptionState
 from .transactions import ConsumerGroupMetadata
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .types import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    Offsets,
+    PartitionLike,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AsyncConsumer", "ConsumerRebalanceListener"]
+__all__ = ["AsyncConsumer", "ConsumerRebalanceListener", "RebalanceListener"]
 
 
 class ConsumerRebalanceListener:
     """Base class (optional: any object with these methods works; they may be coroutines)."""
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Awaitable[None] | None:
         pass
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Awaitable[None] | None:
         pass
 
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any:
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Awaitable[None] | None:
         return self.on_partitions_revoked(lost)
 
 
-def _tp(x: Any) -> TopicPartition:
+class RebalanceListener(Protocol):
+    """What ``subscribe(listener=...)`` takes: Kafka's ConsumerRebalanceListener (``on_partitions_lost``
+    is optional and defaults to ``on_partitions_revoked``); the methods may be coroutines."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition], /) -> Awaitable[None] | None: ...
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition], /) -> Awaitable[None] | None: ...
+
+
+# one listener method, and how the sync facade runs one on the application's thread
+ListenerMethod: TypeAlias = Callable[[set[TopicPartition]], "Awaitable[None] | None"]
+CallbackRunner: TypeAlias = Callable[[ListenerMethod, set[TopicPartition]], Awaitable[None]]
+
+
+def _tp(x: object) -> TopicPartition:
     if isinstance(x, TopicPartition):
         return x
     if isinstance(x, tuple) and len(x) == 2:
@@ -58,30 +80,36 @@ def _tp(x: Any) -> TopicPartition:
     raise TypeError(f"expected a TopicPartition or (topic, partition), got {x!r}")
 
 
-def split_topics_and_config(topics: tuple[Any, ...], config: Mapping[str, Any] | None
-                            ) -> tuple[tuple[str, ...], Mapping[str, Any] | None]:
+def split_topics_and_config(topics: tuple[str | ConfigInput, ...], config: ConfigInput | None
+                            ) -> tuple[tuple[str, ...], ConfigInput | None]:
     """``Consumer(conf_dict)`` / ``Consumer("t1", "t2", config=...)``: a mapping among the positional
     arguments is the configuration (confluent-kafka's and kafka-python's habits both work)."""
     maps = [t for t in topics if isinstance(t, Mapping)]
+    names = tuple(t for t in topics if not isinstance(t, Mapping))
     if not maps:
-        return topics, config
+        return names, config
     if len(maps) > 1 or config is not None:
         raise TypeError("give the configuration once (a dict positional argument or config=...)")
-    return tuple(t for t in topics if not isinstance(t, Mapping)), maps[0]
+    return names, maps[0]
 
 
-class AsyncConsumer:
-    def __init__(self, *topics: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+class AsyncConsumer(Generic[K, V]):
+    """``AsyncConsumer[K, V]``: K and V are what the configured key and value deserializers return (without
+    type arguments: the stored bytes, or None)."""
+
+    def __init__(
+        self, *topics: str | ConfigInput, config: ConfigInput | None = None, **kwargs: object
+    ) -> None:
         topics, config = split_topics_and_config(topics, config)
         self.config = resolve_config("consumer", config, kwargs)
         c = self.config
         self._cluster = Cluster(c, allow_auto_topic_creation=c["allow.auto.create.topics"])
-        self._states: dict[TopicPartition, PartitionState] = {}
-        self._fetcher = Fetcher(self)
+        self._states: dict[TopicPartition, PartitionState[K, V]] = {}
+        self._fetcher: Fetcher[K, V] = Fetcher(self)
         self._sub = SubscriptionState(self._cluster, c["exclude.internal.topics"])
         self._coordinator: GroupCoordinator | None = (
             make_coordinator(c, self._cluster, self._sub, _Rebalancer(self)) if c["group.id"] else None)
-        self._listener: Any = None
+        self._listener: RebalanceListener | None = None
         self._user_assigned = False
         self._initial_topics = topics
         self._max_poll_records = c["max.poll.records"]
@@ -91,10 +119,10 @@ class AsyncConsumer:
         self._auto_commit_task: asyncio.Task | None = None
         self._started = False
         self._closed = False
-        self._iter_buffer: list[ConsumerRecord] = []
+        self._iter_buffer: list[ConsumerRecord[K, V]] = []
         self._iter_pos = 0
         # the sync facade runs listener callbacks on the caller's thread through this hook
-        self._callback_runner: Callable[[Callable[..., Any], Any], Awaitable[Any]] | None = None
+        self._callback_runner: CallbackRunner | None = None
 
     # ------------------------------------------------------------------------------------------------
     # lifecycle
@@ -114,11 +142,11 @@ class AsyncConsumer:
                 await self.close(autocommit=False)
                 raise
 
-    async def __aenter__(self) -> "AsyncConsumer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, autocommit: bool = True) -> None:
@@ -156,7 +184,7 @@ class AsyncConsumer:
     # ------------------------------------------------------------------------------------------------
     # assignment and subscription
 
-    def assign(self, partitions: Iterable[Any]) -> None:
+    def assign(self, partitions: Iterable[PartitionLike]) -> None:
         """Consume exactly these partitions (no group membership; commits still go to group.id if set)."""
         self._check_open()
         if self._sub.subscribed:
@@ -167,7 +195,7 @@ class AsyncConsumer:
         self._cluster.set_topics({tp.topic for tp in tps})
 
     def _set_assignment(self, tps: Iterable[TopicPartition]) -> None:
-        new = {}
+        new: dict[TopicPartition, PartitionState[K, V]] = {}
         for tp in tps:
             st = self._states.get(tp)
             if st is None:
@@ -185,7 +213,7 @@ class AsyncConsumer:
         self,
         topics: Iterable[str] | str | None = None,
         pattern: str | re.Pattern[str] | None = None,
-        listener: Any = None,
+        listener: RebalanceListener | None = None,
     ) -> None:
         """Join group.id and consume the partitions the group assigns for these topics (or a regex)."""
         self._check_open()
@@ -280,7 +308,7 @@ class AsyncConsumer:
         log.info("group %s: assigned %s", self.config["group.id"], sorted(new))
         await self._call_listener("on_partitions_assigned", added)
 
-    async def _load_committed(self, states: list[PartitionState]) -> None:
+    async def _load_committed(self, states: list[PartitionState[K, V]]) -> None:
         if self._coordinator is None:
             for st in states:
                 st.awaiting_committed = False
@@ -298,7 +326,7 @@ class AsyncConsumer:
     # ------------------------------------------------------------------------------------------------
     # polling
 
-    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord[K, V]]:
         """Records fetched so far (up to max.poll.records), waiting up to ``timeout`` seconds for some."""
         self._check_open()
         if not self._states and not self._sub.subscribed:
@@ -333,10 +361,10 @@ class AsyncConsumer:
                 for w in waits:
                     w.cancel()
 
-    def __aiter__(self) -> "AsyncConsumer":
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ConsumerRecord:
+    async def __anext__(self) -> ConsumerRecord[K, V]:
         while self._iter_pos >= len(self._iter_buffer):
             if self._closed:
                 raise StopAsyncIteration
@@ -377,7 +405,7 @@ class AsyncConsumer:
             except Exception as exc:  # noqa: BLE001
                 log.warning("auto-commit of %s failed: %s", self.config["group.id"], exc)
 
-    async def commit(self, offsets: Mapping[Any, Any] | None = None, timeout: float | None = None) -> None:
+    async def commit(self, offsets: Offsets | None = None, timeout: float | None = None) -> None:
         """Commit ``offsets`` ({tp: offset | OffsetAndMetadata}) or the positions of every partition."""
         self._check_open_or_closing()
         if self._coordinator is None:
@@ -389,12 +417,14 @@ class AsyncConsumer:
                     for k, v in offsets.items()}
         await self._coordinator.commit(offs, None if timeout is None else int(timeout * 1000))
 
-    def commit_async(self, offsets: Mapping[Any, Any] | None = None,
-                     callback: Callable[[Any, BaseException | None], Any] | None = None) -> asyncio.Future:
+    def commit_async(
+        self, offsets: Offsets | None = None,
+        callback: Callable[[dict[TopicPartition, int | OffsetAndMetadata], BaseException | None], object]
+        | None = None,
+    ) -> asyncio.Future[None]:
         """Commit in the background; ``callback(offsets, error)`` when done. Returns the task."""
-        if offsets is None:
-            offsets = self._consumed_offsets()
-        snapshot = dict(offsets)
+        snapshot: dict[TopicPartition, int | OffsetAndMetadata] = dict(
+            self._consumed_offsets() if offsets is None else offsets)
 
         async def go() -> None:
             err: BaseException | None = None
@@ -417,7 +447,7 @@ class AsyncConsumer:
         if not self._started:
             raise IllegalStateError("consumer not started")
 
-    async def committed(self, partitions: Iterable[Any] | Any,
+    async def committed(self, partitions: Iterable[PartitionLike] | TopicPartition,
                         timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
         self._check_open()
         if self._coordinator is None:
@@ -427,14 +457,14 @@ class AsyncConsumer:
         return await self._coordinator.fetch_committed([_tp(p) for p in partitions],
                                                        None if timeout is None else int(timeout * 1000))
 
-    def _state(self, tp: Any) -> PartitionState:
+    def _state(self, tp: object) -> PartitionState[K, V]:
         tp = _tp(tp)
         st = self._states.get(tp)
         if st is None:
             raise IllegalStateError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         return st
 
-    async def position(self, tp: Any, timeout: float | None = None) -> int:
+    async def position(self, tp: PartitionLike, timeout: float | None = None) -> int:
         """Offset of the next record poll() returns for ``tp`` (waits for a pending reset)."""
         self._check_open()
         st = self._state(tp)
@@ -452,7 +482,7 @@ class AsyncConsumer:
                 raise IllegalStateError(f"{st.topic}-{st.partition} was unassigned")
         return st.position
 
-    def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None:
+    def seek(self, tp: PartitionLike, offset: int | OffsetAndMetadata) -> None:
         self._check_open()
         if isinstance(offset, OffsetAndMetadata):
             offset = offset.offset
@@ -461,25 +491,25 @@ class AsyncConsumer:
         self._state(tp).seek(int(offset))
         self._fetcher.wakeup.set()
 
-    def seek_to_beginning(self, *partitions: Any) -> None:
+    def seek_to_beginning(self, *partitions: PartitionLike | Iterable[PartitionLike]) -> None:
         self._check_open()
         for st in self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]:
             st.request_reset(EARLIEST)
             st.awaiting_committed = False
         self._fetcher.wakeup.set()
 
-    def seek_to_end(self, *partitions: Any) -> None:
+    def seek_to_end(self, *partitions: PartitionLike | Iterable[PartitionLike]) -> None:
         self._check_open()
         for st in self._states.values() if not partitions else [self._state(p) for p in _flatten(partitions)]:
             st.request_reset(LATEST)
             st.awaiting_committed = False
         self._fetcher.wakeup.set()
 
-    def pause(self, *partitions: Any) -> None:
+    def pause(self, *partitions: PartitionLike | Iterable[PartitionLike]) -> None:
         for p in _flatten(partitions):
             self._state(p).paused = True
 
-    def resume(self, *partitions: Any) -> None:
+    def resume(self, *partitions: PartitionLike | Iterable[PartitionLike]) -> None:
         for p in _flatten(partitions):
             self._state(p).paused = False
         self._fetcher.wakeup.set()
@@ -487,16 +517,16 @@ class AsyncConsumer:
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._states.items() if st.paused}
 
-    def highwater(self, tp: Any) -> int | None:
+    def highwater(self, tp: PartitionLike) -> int | None:
         st = self._states.get(_tp(tp))
         return None if st is None or st.high_watermark < 0 else st.high_watermark
 
-    def last_stable_offset(self, tp: Any) -> int | None:
+    def last_stable_offset(self, tp: PartitionLike) -> int | None:
         st = self._states.get(_tp(tp))
         return None if st is None or st.last_stable_offset < 0 else st.last_stable_offset
 
     async def offsets_for_times(
-        self, timestamps: Mapping[Any, int], timeout: float | None = None
+        self, timestamps: Mapping[TopicPartition, int], timeout: float | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """The earliest offset whose timestamp is >= the given one, per partition (None when none is)."""
         self._check_open()
@@ -510,17 +540,17 @@ class AsyncConsumer:
                      else None) for tp in query}
 
     async def beginning_offsets(
-        self, partitions: Iterable[Any], timeout: float | None = None
+        self, partitions: Iterable[PartitionLike], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
         return await self._list(partitions, EARLIEST, timeout)
 
     async def end_offsets(
-        self, partitions: Iterable[Any], timeout: float | None = None
+        self, partitions: Iterable[PartitionLike], timeout: float | None = None
     ) -> dict[TopicPartition, int]:
         return await self._list(partitions, LATEST, timeout)
 
     async def _list(
-        self, partitions: Iterable[Any], ts: int, timeout: float | None
+        self, partitions: Iterable[PartitionLike], ts: int, timeout: float | None
     ) -> dict[TopicPartition, int]:
         self._check_open()
         tps = [_tp(p) for p in partitions]
@@ -575,8 +605,10 @@ class AsyncConsumer:
         return self._coordinator.generation if self._coordinator else -1
 
 
-def _flatten(parts: tuple[Any, ...]) -> list[Any]:
-    out: list[Any] = []
+def _flatten(parts: tuple[object, ...]) -> list[object]:
+    """The partitions of ``seek_to_beginning(*partitions)`` and the like: each argument a partition or a
+    collection of them (checked by ``_tp``)."""
+    out: list[object] = []
     for p in parts:
         if isinstance(p, (list, set, tuple, frozenset)) and not isinstance(p, TopicPartition) and not (
                 isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)):
@@ -586,12 +618,12 @@ def _flatten(parts: tuple[Any, ...]) -> list[Any]:
     return out
 
 
-class _Rebalancer:
+class _Rebalancer(Generic[K, V]):
     """The consumer's side of group membership (``RebalanceHandler``): assignment changes go through here."""
 
     __slots__ = ("_consumer",)
 
-    def __init__(self, consumer: AsyncConsumer) -> None:
+    def __init__(self, consumer: AsyncConsumer[K, V]) -> None:
         self._consumer = consumer
 
     async def assign(self, assigned: list[TopicPartition], cooperative: bool) -> None:

@@ -17,15 +17,21 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Generic, Protocol, cast
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
-from moldau.protocol.records.batch import decode_batch_tuples
+from moldau.protocol.records.batch import BatchHeader, decode_batch_tuples
 
+from ._typing import Bytes, Deserializer, K, V
 from .errors import Codes, KafkaConnectionError, NoOffsetForPartitionError, broker_error
 from .fetch_session import FetchPlan, FetchSessionHandler
 from .types import ConsumerRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+    from .config import ConsumerConfig
+    from .conn import Connection
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +52,7 @@ _LEADER_ERRORS = frozenset({
 _new_record = tuple.__new__
 
 
-class PartitionState:
+class PartitionState(Generic[K, V]):
     __slots__ = ("tp", "topic", "partition", "position", "fetch_offset", "epoch", "paused", "buffer",
                  "buffered_bytes", "high_watermark", "last_stable_offset", "log_start_offset", "error",
                  "next_attempt", "awaiting_committed", "reset_strategy", "leader_epoch", "in_flight")
@@ -59,7 +65,7 @@ class PartitionState:
         self.fetch_offset = -1
         self.epoch = 0
         self.paused = False
-        self.buffer: collections.deque[_CompletedFetch] = collections.deque()
+        self.buffer: collections.deque[_CompletedFetch[K, V]] = collections.deque()
         self.buffered_bytes = 0
         self.high_watermark = -1
         self.last_stable_offset = -1
@@ -96,32 +102,44 @@ class PartitionState:
         return f"<PartitionState {self.topic}-{self.partition} pos={self.position} fetch={self.fetch_offset}>"
 
 
-class _CompletedFetch:
+class FetcherOwner(Protocol[K, V]):
+    """What the fetcher uses of its consumer (AsyncConsumer): its config, cluster and partition states, and
+    the committed offsets it loads for partitions without a position."""
+
+    config: ConsumerConfig
+    _cluster: Cluster
+    _states: dict[TopicPartition, PartitionState[K, V]]
+
+    async def _load_committed(self, states: list[PartitionState[K, V]]) -> None: ...
+
+
+class _CompletedFetch(Generic[K, V]):
     __slots__ = ("state", "epoch", "data", "batches", "bi", "records", "ri", "aborted", "nbytes",
                  "next_offset")
 
-    def __init__(self, state: PartitionState, epoch: int, data: Any, batches: list, aborted: Any,
+    def __init__(self, state: PartitionState[K, V], epoch: int, data: Bytes,
+                 batches: list[tuple[int, BatchHeader]], aborted: dict[int, list[int]] | None,
                  nbytes: int) -> None:
         self.state = state
         self.epoch = epoch
         self.data = data
         self.batches = batches
         self.bi = 0
-        self.records: list | None = None
+        self.records: list[ConsumerRecord[K, V]] | None = None
         self.ri = 0
         self.aborted = aborted  # read_committed: {producer_id: [first offsets]} or None
         self.nbytes = nbytes  # bytes still counted in state.buffered_bytes (batches not decoded yet)
         self.next_offset = -1  # end of the batch whose records are in ``records``
 
 
-class Fetcher:
+class Fetcher(Generic[K, V]):
     """Owned by a consumer; runs one background task on the consumer's loop."""
 
-    def __init__(self, consumer: Any) -> None:
+    def __init__(self, consumer: FetcherOwner[K, V]) -> None:
         c = consumer.config
         self.consumer = consumer
         self.cluster = consumer._cluster
-        self.states: dict[TopicPartition, PartitionState] = consumer._states
+        self.states: dict[TopicPartition, PartitionState[K, V]] = consumer._states
         self.max_wait_ms = c["fetch.max.wait.ms"]
         self.min_bytes = c["fetch.min.bytes"]
         self.max_bytes = c["fetch.max.bytes"]
@@ -131,8 +149,10 @@ class Fetcher:
         self.reset_default = {"earliest": EARLIEST, "latest": LATEST, "none": None}[c["auto.offset.reset"]]
         self.retry_backoff = c["retry.backoff.ms"] / 1000.0
         self.request_timeout_ms = c["request.timeout.ms"]
-        self.key_deserializer: Callable[[Any], Any] | None = c["key.deserializer"]
-        self.value_deserializer: Callable[[Any], Any] | None = c["value.deserializer"]
+        # what they return is what the application declared (AsyncConsumer[K, V]); the config holds them
+        # untyped
+        self.key_deserializer = cast("Deserializer[K] | None", c["key.deserializer"])
+        self.value_deserializer = cast("Deserializer[V] | None", c["value.deserializer"])
         self.wakeup = asyncio.Event()
         self.data_ready = asyncio.Event()
         self.in_flight_nodes: set[int] = set()
@@ -190,7 +210,7 @@ class Fetcher:
         if needs_position and not self._reset_in_flight:
             self._reset_in_flight = True
             self._resetter = asyncio.get_running_loop().create_task(self._update_positions())
-        per_node: dict[int, list[PartitionState]] = {}
+        per_node: dict[int, list[PartitionState[K, V]]] = {}
         unknown_leader = False
         cluster = self.cluster
         limit = self.partition_max_bytes
@@ -237,18 +257,18 @@ class Fetcher:
             self.in_flight_nodes.discard(node)
             self.wakeup.set()
 
-    def _send_fetch(self, conn: Any, node: int, states: list[PartitionState]) -> None:
+    def _send_fetch(self, conn: Connection, node: int, states: list[PartitionState[K, V]]) -> None:
         R = m.FetchRequest
-        topics: dict[str, list[Any]] = {}
-        sent: list[tuple[PartitionState, int, int]] = []
+        topics: dict[str, list[m.FetchRequest.FetchPartition]] = {}
+        sent: list[tuple[PartitionState[K, V], int, int]] = []
         pmb = self.partition_max_bytes
         leader_epoch = self.cluster.leader_epoch
         # fetch session (KIP-227): an incremental fetch names only the partitions whose fetch state changed
         # since the last request and forgets those no longer wanted; the broker answers only for partitions
         # with news. Every partition in ``states`` is in the session, so all of them are in flight.
         plan: FetchPlan | None = None
-        send: Any = None
-        forgotten: list[Any] = []
+        send: set[tuple[str, int]] | None = None
+        forgotten: list[m.FetchRequest.ForgottenTopic] = []
         if conn.api_version(_FETCH) >= 7:
             session = self.sessions.get(node)
             if session is None:
@@ -303,8 +323,8 @@ class Fetcher:
         self.in_flight_nodes.add(node)
         fut.add_done_callback(lambda f: self._on_fetch(node, sent, f, plan))
 
-    def _on_fetch(self, node: int, sent: list[tuple[PartitionState, int, int]], fut: asyncio.Future,
-                  plan: FetchPlan | None = None) -> None:
+    def _on_fetch(self, node: int, sent: list[tuple[PartitionState[K, V], int, int]],
+                  fut: asyncio.Future[m.FetchResponse], plan: FetchPlan | None = None) -> None:
         self.in_flight_nodes.discard(node)
         self.wakeup.set()
         for st, _e, _o in sent:
@@ -332,10 +352,10 @@ class Fetcher:
             if not FetchSessionHandler.is_session_error(code):  # a lost session: a full fetch at once
                 self.node_backoff[node] = time.monotonic() + self.retry_backoff
             return
-        by_tp: dict[tuple[str, int], Any] = {}
+        by_tp: dict[tuple[str, int], m.FetchResponse.PartitionData] = {}
         for t in resp.responses:
-            for pd in t.partitions:
-                by_tp[(t.topic, pd.partition_index)] = pd
+            for rpd in t.partitions:
+                by_tp[(t.topic, rpd.partition_index)] = rpd
         got_data = False
         for st, epoch, offset in sent:
             pd = by_tp.get((st.topic, st.partition))
@@ -433,7 +453,7 @@ class Fetcher:
             self._reset_in_flight = False
             self.wakeup.set()
 
-    async def _reset_offsets(self, states: list[PartitionState]) -> None:
+    async def _reset_offsets(self, states: list[PartitionState[K, V]]) -> None:
         by_tp = {st.tp: st for st in states}
         targets = {st.tp: (st.reset_strategy, st.epoch) for st in states if st.reset_strategy is not None}
         offsets = await self.list_offsets({tp: ts for tp, (ts, _e) in targets.items()})
@@ -470,7 +490,7 @@ class Fetcher:
             R = m.ListOffsetsRequest
             calls = []
             for node, tps in by_node.items():
-                topics: dict[str, list[Any]] = {}
+                topics: dict[str, list[m.ListOffsetsRequest.ListOffsetsPartition]] = {}
                 for tp in tps:
                     topics.setdefault(tp.topic, []).append(R.ListOffsetsPartition(
                         partition_index=tp.partition,
@@ -523,9 +543,9 @@ class Fetcher:
                 return True
         return False
 
-    def drain(self, max_records: int) -> list[ConsumerRecord]:
+    def drain(self, max_records: int) -> list[ConsumerRecord[K, V]]:
         """Up to ``max_records`` records, round-robin over partitions with buffered data."""
-        out: list[ConsumerRecord] = []
+        out: list[ConsumerRecord[K, V]] = []
         states = [st for st in self.states.values() if (st.buffer or st.error is not None) and not st.paused]
         if not states:
             return out
@@ -566,7 +586,7 @@ class Fetcher:
             self.wakeup.set()
         return out
 
-    def _take(self, cf: _CompletedFetch, out: list, max_records: int) -> bool:
+    def _take(self, cf: _CompletedFetch[K, V], out: list[ConsumerRecord[K, V]], max_records: int) -> bool:
         """Move records of ``cf`` into ``out`` (up to ``max_records`` in all); True when ``cf`` is used up.
 
         A batch is decoded (straight into ConsumerRecord tuples) when it is reached; its bytes then stop
@@ -592,10 +612,10 @@ class Fetcher:
                     attrs = h.attributes
                     if attrs & 0x20:  # control batch: transaction marker
                         if cf.aborted is not None:
-                            self._on_control(cf, cf.data, pos, h)
+                            self._on_control(cf.aborted, cf.data, pos, h)
                         position = nxt
                         continue
-                    if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf, h):
+                    if cf.aborted is not None and attrs & 0x10 and self._is_aborted(cf.aborted, h):
                         position = nxt
                         continue
                     try:
@@ -630,7 +650,8 @@ class Fetcher:
         finally:
             st.position = position
 
-    def _decode(self, cf: _CompletedFetch, pos: int, h: Any, position: int) -> list:
+    def _decode(self, cf: _CompletedFetch[K, V], pos: int, h: BatchHeader, position: int
+                ) -> list[ConsumerRecord[K, V]]:
         st = cf.state
         data = cf.data
         if self.check_crcs:
@@ -647,14 +668,14 @@ class Fetcher:
                                                  r[6] if vd is None else vd(r[6]), r[7], r[8])) for r in recs]
         return recs
 
-    def _is_aborted(self, cf: _CompletedFetch, h: Any) -> bool:
-        firsts = cf.aborted.get(h.producer_id)
+    def _is_aborted(self, aborted: dict[int, list[int]], h: BatchHeader) -> bool:
+        firsts = aborted.get(h.producer_id)
         if not firsts:
             return False
         # aborted when an aborted transaction of this producer started at or before this batch
         return firsts[0] <= h.base_offset
 
-    def _on_control(self, cf: _CompletedFetch, data: Any, pos: int, h: Any) -> None:
+    def _on_control(self, aborted: dict[int, list[int]], data: Bytes, pos: int, h: BatchHeader) -> None:
         try:
             recs = decode_batch(data, pos, header=h)
         except Exception:  # noqa: BLE001
@@ -665,7 +686,7 @@ class Fetcher:
             except Exception:  # noqa: BLE001
                 continue
             if ctype == 0:  # ABORT marker ends the aborted transaction of this producer
-                firsts = cf.aborted.get(h.producer_id)
+                firsts = aborted.get(h.producer_id)
                 if firsts:
                     firsts.pop(0)
 

@@ -16,11 +16,18 @@ import logging
 import threading
 import time
 from concurrent.futures._base import FINISHED, PENDING
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Generator, NoReturn, TypeAlias, TypeVar
 
 from .types import RecordMetadata
 
+if TYPE_CHECKING:
+    from concurrent.futures._base import _Waiter
+
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+# a done-callback of a RecordFuture: called with the future (any concurrent.futures callback fits)
+RecordCallback: TypeAlias = "Callable[[RecordFuture], object]"
 
 __all__ = ["BatchResult", "BulkResult", "RecordFuture", "record_fields", "new_record_future",
            "completed_future", "failed_future"]
@@ -42,8 +49,8 @@ class BatchResult:
         self.error: BaseException | None = None
         self.done = False
         self._event: threading.Event | None = None
-        self._aio: asyncio.Future | None = None
-        self._callbacks: list[tuple[Any, Callable[[Any], Any]]] | None = None
+        self._aio: asyncio.Future[None] | None = None
+        self._callbacks: list[tuple[RecordFuture, RecordCallback]] | None = None
         self._cf_futures: list[RecordFuture] | None = None
 
     def complete(
@@ -86,7 +93,7 @@ class BatchResult:
             event = self._event
         return event.wait(timeout)
 
-    def aio_future(self) -> asyncio.Future:
+    def aio_future(self) -> asyncio.Future[None]:
         """An asyncio future on the running loop resolved with the batch (for ``await``)."""
         fut = self._aio
         if fut is None:
@@ -95,7 +102,7 @@ class BatchResult:
                 fut.set_result(None)
         return fut
 
-    def add_callback(self, fut: Any, fn: Callable[[Any], Any]) -> bool:
+    def add_callback(self, fut: RecordFuture, fn: RecordCallback) -> bool:
         """Register fn(fut) for completion; False when already done (the caller runs it)."""
         with _LOCK:
             if self.done:
@@ -116,7 +123,7 @@ class BatchResult:
             return True
 
 
-class RecordFuture(tuple, cf.Future):
+class RecordFuture(tuple[BatchResult, int, int], cf.Future[RecordMetadata]):
     """Future of one record's RecordMetadata (also awaitable on the producer's loop).
 
     A ``concurrent.futures.Future`` whose state is a 3-tuple (batch result, index in the batch, timestamp):
@@ -131,7 +138,7 @@ class RecordFuture(tuple, cf.Future):
     def __new__(cls, batch: BatchResult, index: int, timestamp: int) -> "RecordFuture":
         return tuple.__new__(cls, (batch, index, timestamp))
 
-    def __init__(self, *args: Any) -> None:  # noqa: D107 - state is the tuple; cf.Future.__init__ not called
+    def __init__(self, *args: object) -> None:  # noqa: D107 - state is the tuple; cf.Future.__init__ not called
         pass
 
     __hash__ = object.__hash__
@@ -191,14 +198,14 @@ class RecordFuture(tuple, cf.Future):
             raise cf.TimeoutError()
         return b.error
 
-    def add_done_callback(self, fn: Callable[[Any], Any]) -> None:
+    def add_done_callback(self, fn: RecordCallback) -> None:
         if not self[0].add_callback(self, fn):
             try:
                 fn(self)
             except Exception:  # noqa: BLE001
                 log.exception("exception calling callback for %r", self)
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[object, None, RecordMetadata]:
         b = self[0]
         if not b.done:
             yield from b.aio_future().__await__()
@@ -206,7 +213,7 @@ class RecordFuture(tuple, cf.Future):
             raise b.error
         return self._metadata()
 
-    def set_result(self, result: Any) -> None:  # pragma: no cover - producer-owned
+    def set_result(self, result: RecordMetadata) -> None:  # pragma: no cover - producer-owned
         raise RuntimeError("RecordFuture is completed by the producer")
 
     def set_exception(self, exception: BaseException | None) -> None:  # pragma: no cover
@@ -240,7 +247,7 @@ class RecordFuture(tuple, cf.Future):
         return w
 
     @property
-    def _result(self) -> Any:  # type: ignore[override]
+    def _result(self) -> RecordMetadata | None:  # type: ignore[override]
         b = self[0]
         return self._metadata() if b.done and b.error is None else None
 
@@ -262,7 +269,7 @@ class RecordFuture(tuple, cf.Future):
         state = "pending" if not b.done else ("error" if b.error else "finished")
         return f"<RecordFuture {b.topic}-{b.partition} #{self[1]} {state}>"
 
-    def __reduce__(self) -> Any:  # pragma: no cover - futures are not picklable
+    def __reduce__(self) -> NoReturn:  # pragma: no cover - futures are not picklable
         raise TypeError("cannot pickle a RecordFuture")
 
 
@@ -272,7 +279,7 @@ def new_record_future(batch: BatchResult, index: int, timestamp: int) -> RecordF
     return tuple.__new__(RecordFuture, (batch, index, timestamp))
 
 
-class _WaiterList(list):
+class _WaiterList(list["_Waiter"]):
     """concurrent.futures waiters of one RecordFuture."""
 
     def __init__(self, fut: RecordFuture) -> None:
@@ -280,7 +287,7 @@ class _WaiterList(list):
         self.fut = fut
         self.immediate = False
 
-    def append(self, waiter: Any) -> None:
+    def append(self, waiter: _Waiter) -> None:
         super().append(waiter)
         if self.immediate:
             if self.fut._batch.error is not None:
@@ -290,14 +297,14 @@ class _WaiterList(list):
 
 
 
-def completed_future(value: Any) -> cf.Future:
-    f: cf.Future = cf.Future()
+def completed_future(value: _T) -> cf.Future[_T]:
+    f: cf.Future[_T] = cf.Future()
     f.set_result(value)
     return f
 
 
-def failed_future(exc: BaseException) -> cf.Future:
-    f: cf.Future = cf.Future()
+def failed_future(exc: BaseException) -> cf.Future[NoReturn]:
+    f: cf.Future[NoReturn] = cf.Future()
     f.set_exception(exc)
     return f
 
@@ -347,7 +354,7 @@ class BulkResult:
                 raise b.error
         return self.count
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[object, None, int]:
         for b in self._batches:
             if not b.done:
                 yield from asyncio.shield(b.aio_future()).__await__()
@@ -360,9 +367,11 @@ class BulkResult:
 _FIELDS = ("key", "value", "headers", "timestamp", "partition")
 
 
-def record_fields(rec: Any) -> tuple[Any, Any, Any, int | None, int | None]:
+def record_fields(rec: object) -> tuple[object, object, object, int | None, int | None]:
     """(key, value, headers, timestamp, partition) of one record given to ``send_many``: a value (bytes, str
-    or None), a tuple ``(key, value[, headers[, timestamp[, partition]]])`` or a mapping with those names."""
+    or None), a tuple ``(key, value[, headers[, timestamp[, partition]]])`` or a mapping with those names.
+    Checked here at run time; the key, value and headers are checked by the producer's serializers or its
+    encoding."""
     if isinstance(rec, (bytes, bytearray, memoryview, str)):
         return None, rec, None, None, None
     if isinstance(rec, tuple):

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, TypeVar
 
 from moldau.protocol import messages as m
 
@@ -40,7 +40,14 @@ from .errors import (
 from .subscription import RebalanceHandler, SubscriptionState
 from .types import OffsetAndMetadata, TopicPartition
 
+if TYPE_CHECKING:
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
+    from .config import ConsumerConfig
+
 log = logging.getLogger(__name__)
+
+_Resp = TypeVar("_Resp", bound="ApiMessage")
 
 __all__ = ["GroupCoordinator", "ConsumerProtocolCoordinator", "make_coordinator"]
 
@@ -61,14 +68,16 @@ _MEMBER_ERRORS = frozenset({Codes.UNKNOWN_MEMBER_ID, Codes.ILLEGAL_GENERATION, C
 
 
 class GroupCoordinator:
-    def __init__(self, config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+    def __init__(self, config: ConsumerConfig, cluster: Cluster, subscription: SubscriptionState,
                  rebalance: RebalanceHandler) -> None:
         c = config
         self.config = config
         self.cluster = cluster
         self.subscription = subscription
         self.rebalance = rebalance
-        self.group_id: str = c["group.id"]
+        group_id = c["group.id"]
+        assert group_id is not None  # the consumer makes a coordinator only when it has a group.id
+        self.group_id: str = group_id
         self.group_instance_id: str | None = c["group.instance.id"]
         self.session_timeout_ms = c["session.timeout.ms"]
         self.rebalance_timeout_ms = c["max.poll.interval.ms"]
@@ -134,7 +143,7 @@ class GroupCoordinator:
                      self.coordinator_id, why)
         self.coordinator_id = None
 
-    async def _send(self, api_key: int, req: Any, timeout_ms: int | None = None) -> Any:
+    async def _send(self, api_key: int, req: ApiRequest[_Resp], timeout_ms: int | None = None) -> _Resp:
         node = await self.ensure_coordinator()
         try:
             return await self.cluster.send(
@@ -163,7 +172,7 @@ class GroupCoordinator:
         while True:
             subscribed = self.subscription.subscribed
             generation, member_id = self._commit_identity(subscribed)
-            topics: dict[str, list[Any]] = {}
+            topics: dict[str, list[m.OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
             for tp, om in offsets.items():
                 if not isinstance(om, OffsetAndMetadata):
                     om = OffsetAndMetadata(int(om))
@@ -395,7 +404,7 @@ class GroupCoordinator:
         self.leader_id = resp.leader
         log.info("group %s: joined generation %d as %s%s (protocol %s)", self.group_id, self.generation,
                  self.member_id, " (leader)" if resp.leader == resp.member_id else "", self.protocol)
-        assignments: list[Any] = []
+        assignments: list[m.SyncGroupRequest.SyncGroupRequestAssignment] = []
         if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
             result = await self._assign(resp.members)
             assignments = [m.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid, assignment=data)
@@ -449,7 +458,7 @@ class GroupCoordinator:
             return False
         raise broker_error(code, f"{what} for group {self.group_id!r}")
 
-    async def _assign(self, members: list[Any]) -> dict[str, bytes]:
+    async def _assign(self, members: list[m.JoinGroupResponse.JoinGroupResponseMember]) -> dict[str, bytes]:
         subs: dict[str, MemberSubscription] = {}
         for mem in members:
             subs[mem.member_id] = decode_subscription(mem.member_id, mem.metadata,
@@ -585,7 +594,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
     server-side assignor.
     """
 
-    def __init__(self, config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+    def __init__(self, config: ConsumerConfig, cluster: Cluster, subscription: SubscriptionState,
                  rebalance: RebalanceHandler) -> None:
         super().__init__(config, cluster, subscription, rebalance)
         self.remote_assignor: str | None = config["group.remote.assignor"]
@@ -693,7 +702,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
     # ------------------------------------------------------------------------------------------------
     # heartbeats
 
-    def _owned_topic_partitions(self) -> list[Any]:
+    def _owned_topic_partitions(self) -> list[m.ConsumerGroupHeartbeatRequest.TopicPartitions]:
         R = m.ConsumerGroupHeartbeatRequest
         by_topic: dict[str, list[int]] = {}
         for tp in self.subscription.assignment:
@@ -717,7 +726,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         names = topics if full or topics != self._subscription_sent else None
         owned_version = self._owned_version
         if self.member_epoch == 0:
-            owned: list[Any] | None = []
+            owned: list[m.ConsumerGroupHeartbeatRequest.TopicPartitions] | None = []
         else:
             owned = self._owned_topic_partitions() if full or owned_version != self._owned_sent else None
         req = m.ConsumerGroupHeartbeatRequest.new(
@@ -896,7 +905,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
         self._target = None
 
 
-def make_coordinator(config: Mapping[str, Any], cluster: Cluster, subscription: SubscriptionState,
+def make_coordinator(config: ConsumerConfig, cluster: Cluster, subscription: SubscriptionState,
                      rebalance: RebalanceHandler) -> GroupCoordinator:
     """The membership implementation group.protocol asks for."""
     cls = ConsumerProtocolCoordinator if config["group.protocol"] == "consumer" else GroupCoordinator

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from moldau.protocol import messages as m
 
@@ -127,7 +127,7 @@ class ConsumerGroupAdmin(AdminBase):
             if g.error_code:
                 raise broker_error(g.error_code, f"group {gid!r}: {g.error_message or ''}".rstrip(": "))
 
-            def tps(a: Any) -> list[TopicPartition]:
+            def tps(a: m.ConsumerGroupDescribeResponse.Assignment) -> list[TopicPartition]:
                 return sorted(
                     TopicPartition(t.topic_name, p) for t in a.topic_partitions for p in t.partitions
                 )
@@ -206,7 +206,7 @@ class ConsumerGroupAdmin(AdminBase):
         R = m.OffsetCommitRequest
         items = {tp: (om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om)))
                  for tp, om in offsets.items()}
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.OffsetCommitRequest.OffsetCommitRequestPartition]] = {}
         for tp, om in items.items():
             by_topic.setdefault(tp.topic, []).append(
                 R.OffsetCommitRequestPartition(
@@ -254,7 +254,7 @@ class ConsumerGroupAdmin(AdminBase):
         deadline = self._deadline(timeout)
         R = m.OffsetDeleteRequest
         tps = list(dict.fromkeys(partitions))
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.OffsetDeleteRequest.OffsetDeleteRequestPartition]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(
                 R.OffsetDeleteRequestPartition(partition_index=tp.partition)

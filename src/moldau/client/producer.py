@@ -35,16 +35,17 @@ import logging
 import threading
 import time
 from time import sleep as _sleep
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Generic, Iterable, Mapping, Self
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import codec_id, encode_record, seal_batch, set_producer_state
 from moldau.protocol.records.batch import COMPRESSION_MASK, TRANSACTIONAL_FLAG
 
 from . import _send
+from ._typing import PK, PV, Bytes, Headers, HeaderValue
 from .arrow import DEFAULT_KEY
 from .cluster import Cluster
-from .config import resolve_config
+from .config import ConfigInput, ProducerConfig, resolve_config
 from .errors import (
     BufferExhaustedError,
     ClientError,
@@ -61,6 +62,13 @@ from .futures import BatchResult, BulkResult, RecordFuture
 from .partitioner import DefaultPartitioner, key_partition
 from .transactions import ProducerIds, TransactionManager
 from .types import RecordMetadata
+
+if TYPE_CHECKING:
+    import pyarrow
+
+    from .arrow import ArrowKey
+    from .transactions import GroupRef
+    from .types import Offsets
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +98,7 @@ class RecordTooLargeError(ClientError):
     """A record is larger than max.request.size or buffer.memory."""
 
 
-def _nbytes(b: Any) -> int:
+def _nbytes(b: Bytes) -> int:
     return b.nbytes if type(b) is memoryview else len(b)
 
 
@@ -98,6 +106,9 @@ def _nbytes(b: Any) -> int:
 # Records are encoded by the codec (``moldau.protocol.records``): ``encode_record`` here, its varint tables in
 # the fast path (``_send.py``).
 _NEW_RECORD_FUTURE = tuple.__new__
+
+# a record's headers as the codec takes them (names decoded, str values encoded)
+_RecordHeaders = list[tuple[str | bytes, Bytes | None]]
 
 
 _HEADER_SPACE = bytes(_BATCH_OVERHEAD)
@@ -131,7 +142,7 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.built: Any = None
+        self.built: bytearray | None = None
         self.order = -1  # drain order within the partition (retries go back in this order)
         self.in_flight = False
 
@@ -141,7 +152,7 @@ class ProducerBatch:
         built = self.built
         return self.size if built is None else len(built)
 
-    def append(self, ts: int, key: Any, value: Any, headers: Any) -> int:
+    def append(self, ts: int, key: Bytes | None, value: Bytes | None, headers: _RecordHeaders | None) -> int:
         """Append one record (the general path); returns its index in the batch."""
         count = self.records
         if count == 0:
@@ -185,7 +196,7 @@ class _PartitionState:
 class _Accumulator:
     """Open batches per partition; thread-safe (one lock), drained by the sender on the loop."""
 
-    def __init__(self, cfg: dict[str, Any], wakeup: Callable[[], None]) -> None:
+    def __init__(self, cfg: ProducerConfig, wakeup: Callable[[], None]) -> None:
         self.batch_size = cfg["batch.size"]
         self.linger = cfg["linger.ms"] / 1000.0
         self.codec = codec_id(cfg["compression.type"])
@@ -213,7 +224,8 @@ class _Accumulator:
             st = parts[partition] = _PartitionState()
         return st
 
-    def try_append(self, topic: str, partition: int, ts: int, key: Any, value: Any, headers: Any,
+    def try_append(self, topic: str, partition: int, ts: int, key: Bytes | None, value: Bytes | None,
+                   headers: _RecordHeaders | None,
                    est: int) -> tuple[RecordFuture, ProducerBatch] | None:
         """Append under the lock (the general path: any record; opens a new batch when needed); None when a
         new batch is needed but buffer.memory is short. Sets ``rolled`` when a full batch was closed."""
@@ -379,10 +391,10 @@ def _set_none(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-class _Sender:
+class _Sender(Generic[PK, PV]):
     """Drains the accumulator into Produce requests; handles responses, retries and idempotence."""
 
-    def __init__(self, producer: "AsyncProducer") -> None:
+    def __init__(self, producer: AsyncProducer[PK, PV]) -> None:
         self.p = producer
         self.cfg = producer.config
         self.acc = producer._acc
@@ -541,7 +553,7 @@ class _Sender:
         asyncio.get_running_loop().create_task(go())
 
     # -- sending --------------------------------------------------------------------------------------
-    def _prepare(self, b: ProducerBatch) -> Any:
+    def _prepare(self, b: ProducerBatch) -> bytearray:
         if b.built is None:
             if self.idempotent:
                 # first send: stamp the producer fields before the CRC is computed (no patching later)
@@ -568,7 +580,7 @@ class _Sender:
                 self._retry(b, KafkaConnectionError(f"node {node} disconnected"), None)
             return
         R = m.ProduceRequest
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[m.ProduceRequest.PartitionProduceData]] = {}
         for b in batches:
             data = self._prepare(b)
             topics.setdefault(b.topic, []).append(R.PartitionProduceData(index=b.partition, records=data))
@@ -595,7 +607,8 @@ class _Sender:
             st = self.acc.state(b.topic, b.partition)
             st.in_flight -= 1
 
-    def _on_response(self, node: int, batches: list[ProducerBatch], fut: asyncio.Future) -> None:
+    def _on_response(self, node: int, batches: list[ProducerBatch],
+                     fut: asyncio.Future[m.ProduceResponse | None]) -> None:
         self.node_in_flight[node] -= 1
         self.total_in_flight -= 1
         self.event.set()
@@ -612,7 +625,8 @@ class _Sender:
                 self._finish_attempt(b)
                 self._complete(b, -1, -1)
             return
-        by_tp: dict[tuple[str, int], Any] = {}
+        by_tp: dict[tuple[str, int], m.ProduceResponse.PartitionProduceResponse] = {}
+        pr: m.ProduceResponse.PartitionProduceResponse | None
         for t in resp.responses:
             for pr in t.partition_responses:
                 by_tp[(t.name, pr.index)] = pr
@@ -757,7 +771,7 @@ class _Sender:
             self._fail(b, exc)
 
 
-class AsyncProducer:
+class AsyncProducer(Generic[PK, PV]):
     """asyncio producer.
 
     ::
@@ -768,7 +782,7 @@ class AsyncProducer:
             md = await p.send_and_wait("topic", b"v")
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: ConfigInput | None = None, **kwargs: object) -> None:
         self.config = resolve_config("producer", config, kwargs)
         c = self.config
         self._cluster = Cluster(c, allow_auto_topic_creation=True)
@@ -795,7 +809,7 @@ class AsyncProducer:
         self._lock: threading.Lock | None = None
         self._parts = self._acc.parts
         self._topics = self._cluster.topics  # updated in place by the cluster
-        self._sender: _Sender | None = None
+        self._sender: _Sender[PK, PV] | None = None
         self._sender_task: asyncio.Task | None = None
         self._started = False
         self._closed = False
@@ -815,11 +829,11 @@ class AsyncProducer:
         self._sender_task = self._loop.create_task(self._sender.run(), name="moldau-producer-sender")
         self._started = True
 
-    async def __aenter__(self) -> "AsyncProducer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self, timeout: float | None = None) -> None:
@@ -865,8 +879,9 @@ class AsyncProducer:
             self._partitioner.on_new_batch(topic, partition, n, self._cluster.available_partitions(topic))
 
     # -- sending --------------------------------------------------------------------------------------
-    def _prepare(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
-                 headers: Any) -> tuple[Any, Any, Any, int, int]:
+    def _prepare(self, topic: str, value: object, key: object, partition: int | None, timestamp: int | None,
+                 headers: Headers | None
+                 ) -> tuple[Bytes | None, Bytes | None, _RecordHeaders | None, int, int]:
         """Serialize and size one record: (key, value, headers, est_size, timestamp)."""
         if self._closed:
             raise ProducerClosedError("producer is closed")
@@ -878,11 +893,13 @@ class AsyncProducer:
             value = self._value_ser(value)
         elif type(value) is str:
             value = value.encode()
+        # without a serializer a key or value must be bytes-like (or None): _nbytes and the codec raise a
+        # TypeError for anything else, which the type checker cannot follow (ignored below, no run-time check)
         est = _RECORD_OVERHEAD
         if key is not None:
-            est += _nbytes(key)
+            est += _nbytes(key)  # type: ignore[arg-type]
         if value is not None:
-            est += _nbytes(value)
+            est += _nbytes(value)  # type: ignore[arg-type]
         if headers:
             headers = _normalize_headers(headers)
             for hk, hv in headers:
@@ -897,9 +914,9 @@ class AsyncProducer:
                 f"record of about {est} bytes is larger than buffer.memory ({self._acc.total_memory})")
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
-        return key, value, headers, est, timestamp
+        return key, value, headers, est, timestamp  # type: ignore[return-value]
 
-    def _choose_partition(self, topic: str, key: Any, partition: int | None, n: int) -> int:
+    def _choose_partition(self, topic: str, key: Bytes | None, partition: int | None, n: int) -> int:
         if partition is not None:
             if not 0 <= partition < n:
                 raise ValueError(f"partition {partition} of {topic!r} does not exist ({n} partitions)")
@@ -915,13 +932,29 @@ class AsyncProducer:
 
     # send() and send_blocking() are generated by tools/gen_hot_paths.py (``_send.py``): the fast path
     # inline, then the general path (_send_general / _send_general_blocking).
-    send = _send.send
-    send_blocking = _send.send_blocking
-    # the bulk forms (same module): one loop over the records, no future per record
-    send_many = _send.send_many
-    send_many_blocking = _send.send_many_blocking
+    if TYPE_CHECKING:  # the generated functions' signatures
+        async def send(self, topic: str, value: PV | None = None, key: PK | None = None,
+                       partition: int | None = None, timestamp: int | None = None,
+                       headers: Headers | None = None) -> RecordFuture: ...
 
-    async def send_arrow(self, topic: str, data: Any, *, key: Any = DEFAULT_KEY, value: str | None = "value",
+        def send_blocking(self, topic: str, value: PV | None = None, key: PK | None = None,
+                          partition: int | None = None, timestamp: int | None = None,
+                          headers: Headers | None = None, block: bool | None = None) -> RecordFuture: ...
+
+        # records: values, (key, value[, headers[, timestamp[, partition]]]) tuples or dicts with those names
+        async def send_many(self, topic: str, records: Iterable[object]) -> BulkResult: ...
+
+        def send_many_blocking(self, topic: str, records: Iterable[object], block: bool | None = None
+                               ) -> BulkResult: ...
+    else:
+        send = _send.send
+        send_blocking = _send.send_blocking
+        # the bulk forms (same module): one loop over the records, no future per record
+        send_many = _send.send_many
+        send_many_blocking = _send.send_many_blocking
+
+    async def send_arrow(self, topic: str, data: pyarrow.Table | pyarrow.RecordBatch, *,
+                         key: ArrowKey = DEFAULT_KEY, value: str | None = "value",
                          headers: str | None = None, timestamp: str | None = None,
                          partition: str | None = None) -> BulkResult:
         """Queue every row of a pyarrow Table or RecordBatch as a record (columns named by ``key``, ``value``,
@@ -938,7 +971,8 @@ class AsyncProducer:
             total += r.count
         return BulkResult(results, total)
 
-    def send_arrow_blocking(self, topic: str, data: Any, *, key: Any = DEFAULT_KEY,
+    def send_arrow_blocking(self, topic: str, data: pyarrow.Table | pyarrow.RecordBatch, *,
+                            key: ArrowKey = DEFAULT_KEY,
                             value: str | None = "value", headers: str | None = None,
                             timestamp: str | None = None, partition: str | None = None,
                             block: bool | None = None) -> BulkResult:
@@ -992,8 +1026,8 @@ class AsyncProducer:
         budget = size + self._sticky_limit - st[1]
         self._keyless[topic] = (b, b.limit if b.limit < budget else budget, size)
 
-    async def _send_general(self, topic: str, value: Any, key: Any, partition: int | None,
-                            timestamp: int | None, headers: Any) -> RecordFuture:
+    async def _send_general(self, topic: str, value: object, key: object, partition: int | None,
+                            timestamp: int | None, headers: Headers | None) -> RecordFuture:
         if self._txn is not None:
             self._txn.check_send()
         if not self._started:
@@ -1025,14 +1059,16 @@ class AsyncProducer:
             await asyncio.sleep(0)
         return fut
 
-    def send_nowait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                    timestamp: int | None = None, headers: Any = None) -> RecordFuture:
+    def send_nowait(self, topic: str, value: PV | None = None, key: PK | None = None,
+                    partition: int | None = None, timestamp: int | None = None,
+                    headers: Headers | None = None) -> RecordFuture:
         """Like send() from the loop thread without awaiting: raises KafkaTimeoutError when the topic's
         metadata is not known yet and BufferExhaustedError when buffer.memory is full."""
         return self.send_blocking(topic, value, key, partition, timestamp, headers, block=False)
 
-    def _send_general_blocking(self, topic: str, value: Any, key: Any, partition: int | None,
-                               timestamp: int | None, headers: Any, block: bool | None) -> RecordFuture:
+    def _send_general_blocking(self, topic: str, value: object, key: object, partition: int | None,
+                               timestamp: int | None, headers: Headers | None,
+                               block: bool | None) -> RecordFuture:
         if block is None:
             block = threading.get_ident() != self._loop_thread
         if self._txn is not None:
@@ -1076,11 +1112,11 @@ class AsyncProducer:
     async def send_and_wait(
         self,
         topic: str,
-        value: Any = None,
-        key: Any = None,
+        value: PV | None = None,
+        key: PK | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
-        headers: Any = None,
+        headers: Headers | None = None,
     ) -> RecordMetadata:
         fut = await self.send(topic, value, key, partition, timestamp, headers)
         return await fut
@@ -1129,7 +1165,7 @@ class AsyncProducer:
     def begin_transaction(self) -> None:
         self._transactions().begin_transaction()
 
-    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group: Any,
+    async def send_offsets_to_transaction(self, offsets: Offsets, group: GroupRef,
                                           timeout: float | None = None) -> None:
         """Commit consumer offsets ({TopicPartition: offset | OffsetAndMetadata}) with the transaction;
         ``group``: a group id, a ConsumerGroupMetadata or the consumer itself."""
@@ -1147,12 +1183,12 @@ class AsyncProducer:
         return self._ids.producer_id, self._ids.producer_epoch
 
 
-class _TransactionHooks:
+class _TransactionHooks(Generic[PK, PV]):
     """The producer's side of the transaction manager (``ProducerHooks``)."""
 
     __slots__ = ("_producer",)
 
-    def __init__(self, producer: AsyncProducer) -> None:
+    def __init__(self, producer: AsyncProducer[PK, PV]) -> None:
         self._producer = producer
 
     def check_started(self) -> None:
@@ -1187,14 +1223,15 @@ class _TransactionHooks:
         self._producer._acc.resequence()
 
 
-def _normalize_headers(headers: Any) -> list[tuple[str, Any]]:
-    items: Iterable[Any] = headers.items() if isinstance(headers, Mapping) else headers
-    out: list[tuple[str, Any]] = []
+def _normalize_headers(headers: Headers) -> _RecordHeaders:
+    items: Iterable[tuple[str | bytes, HeaderValue]] = (
+        headers.items() if isinstance(headers, Mapping) else headers)
+    out: _RecordHeaders = []
     for k, v in items:
         if type(k) is bytes:
             k = k.decode()
         if type(v) is str:
             v = v.encode()
-        out.append((k, v))
+        out.append((k, v))  # type: ignore[arg-type]  # a str subclass is left to the codec, which refuses it
     return out
 

@@ -18,11 +18,9 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from .config import ConfigError
+from .config import ClientConfig, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +40,11 @@ class SaslCredentials:
         return f"SaslCredentials(mechanism={self.mechanism!r}, username={self.username!r})"
 
 
-def uses_ssl(config: Mapping[str, Any]) -> bool:
+def uses_ssl(config: ClientConfig) -> bool:
     return config["security.protocol"] in ("SSL", "SASL_SSL")
 
 
-def uses_sasl(config: Mapping[str, Any]) -> bool:
+def uses_sasl(config: ClientConfig) -> bool:
     return config["security.protocol"] in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -63,12 +61,12 @@ def parse_jaas(text: str) -> dict[str, str]:
     return out
 
 
-def sasl_credentials(config: Mapping[str, Any]) -> SaslCredentials | None:
+def sasl_credentials(config: ClientConfig) -> SaslCredentials | None:
     """The SASL mechanism and credentials to use, or None without SASL. Raises ConfigError when missing."""
     if not uses_sasl(config):
         return None
     user, pw = config["sasl.username"], config["sasl.password"]
-    jaas = config.get("sasl.jaas.config")
+    jaas = config["sasl.jaas.config"]
     if jaas and (user is None or pw is None):
         opts = parse_jaas(jaas)
         user = user if user is not None else opts.get("username")
@@ -80,11 +78,11 @@ def sasl_credentials(config: Mapping[str, Any]) -> SaslCredentials | None:
     return SaslCredentials(config["sasl.mechanism"], user, pw)
 
 
-def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
+def build_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
     """The TLS context for SSL / SASL_SSL (None otherwise); ConfigError naming the setting that is wrong."""
     if not uses_ssl(config):
         return None
-    given = config.get("ssl.context")
+    given = config["ssl.context"]
     if given is not None:
         if not isinstance(given, ssl.SSLContext):
             raise ConfigError(f"ssl.context: expected an ssl.SSLContext, got {given!r}")

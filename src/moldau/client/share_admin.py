@@ -9,12 +9,19 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, TypeVar
 
 from moldau.protocol import messages as m
 
 from .errors import Codes, broker_error
 from .types import GroupListing, TopicPartition
+
+if TYPE_CHECKING:
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
+    from .cluster import Cluster
+
+_Resp = TypeVar("_Resp", bound="ApiMessage")
 
 __all__ = ["ShareGroupAdmin", "ShareGroupDescription", "ShareMemberDescription", "ShareOffset"]
 
@@ -60,7 +67,7 @@ def _err(code: int, what: str, message: str | None) -> BaseException:
 class ShareGroupAdmin:
     """Share-group operations of ``AsyncAdmin`` (uses its cluster, coordinator lookup and deadlines)."""
 
-    _cluster: Any
+    _cluster: Cluster
     _backoff: float
 
     if TYPE_CHECKING:  # AsyncAdmin's
@@ -76,8 +83,8 @@ class ShareGroupAdmin:
         async def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
                                          raise_errors: bool = True) -> dict[str, BaseException | None]: ...
 
-    async def _share_send(self, group_id: str, api_key: int, req: Any, deadline: float,
-                          code_of: Any) -> Any:
+    async def _share_send(self, group_id: str, api_key: int, req: ApiRequest[_Resp], deadline: float,
+                          code_of: Callable[[_Resp], int]) -> _Resp:
         while True:
             node = await self._coordinator(group_id, deadline)
             resp = await self._cluster.send(node, api_key, req)
@@ -136,12 +143,12 @@ class ShareGroupAdmin:
         if g.error_code:
             raise _err(g.error_code, f"share group {group_id!r}", g.error_message)
         out: dict[TopicPartition, ShareOffset] = {}
-        for t in g.topics:
-            for p in t.partitions:
+        for rt in g.topics:
+            for p in rt.partitions:
                 if p.error_code:
-                    raise _err(p.error_code, f"share group {group_id!r} {t.topic_name}-{p.partition_index}",
+                    raise _err(p.error_code, f"share group {group_id!r} {rt.topic_name}-{p.partition_index}",
                                p.error_message)
-                out[TopicPartition(t.topic_name, p.partition_index)] = ShareOffset(
+                out[TopicPartition(rt.topic_name, p.partition_index)] = ShareOffset(
                     p.start_offset, p.leader_epoch, getattr(p, "lag", -1))
         return out
 
@@ -152,7 +159,7 @@ class ShareGroupAdmin:
         self._check()
         deadline = self._deadline(timeout)
         R = m.AlterShareGroupOffsetsRequest
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]] = {}
         for tp, off in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
                 R.AlterShareGroupOffsetsRequestPartition(partition_index=tp.partition, start_offset=off))

@@ -19,14 +19,15 @@ import enum
 import logging
 import time
 import uuid
-from typing import Any, Mapping, NamedTuple
+from typing import Generic, NamedTuple, Protocol, Self, TypeVar, cast
 
 from moldau.protocol import messages as m
 from moldau.protocol.records import split_batches
 from moldau.protocol.records.batch import decode_batch_tuples
 
+from ._typing import Deserializer, K, RecordHeaders, V
 from .cluster import Cluster
-from .config import resolve_config
+from .config import ConfigInput, resolve_config
 from .consumer import split_topics_and_config
 from .errors import (
     Codes,
@@ -58,7 +59,7 @@ class AcknowledgeType(enum.IntEnum):
     RENEW = 4
 
 
-class ShareRecord(NamedTuple):
+class ShareRecord(NamedTuple, Generic[K, V]):
     """A record delivered to a share consumer: ConsumerRecord's fields and ``delivery_count``."""
 
     topic: str
@@ -66,9 +67,9 @@ class ShareRecord(NamedTuple):
     offset: int
     timestamp: int
     timestamp_type: int
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
+    key: K
+    value: V
+    headers: RecordHeaders
     leader_epoch: int = -1
     delivery_count: int = 1
 
@@ -86,9 +87,18 @@ class _Session:
         self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
 
 
-def _ack_batches(R: Any, acks: dict[int, int]) -> list[Any]:
-    """{offset: type} -> AcknowledgementBatch entries over runs of consecutive offsets."""
-    out: list[Any] = []
+_Batch_co = TypeVar("_Batch_co", covariant=True)
+
+
+class _AckBatchClass(Protocol[_Batch_co]):
+    """The AcknowledgementBatch struct of ShareFetch or of ShareAcknowledge."""
+
+    def __call__(self, *, first_offset: int, last_offset: int, acknowledge_types: list[int]) -> _Batch_co: ...
+
+
+def _ack_batches(make: _AckBatchClass[_Batch_co], acks: dict[int, int]) -> list[_Batch_co]:
+    """{offset: type} -> AcknowledgementBatch entries (made by ``make``) over runs of consecutive offsets."""
+    out: list[_Batch_co] = []
     offs = sorted(acks)
     i = 0
     while i < len(offs):
@@ -98,21 +108,27 @@ def _ack_batches(R: Any, acks: dict[int, int]) -> list[Any]:
         types = [acks[o] for o in offs[i:j + 1]]
         if len(set(types)) == 1:
             types = types[:1]
-        out.append(R.AcknowledgementBatch(first_offset=offs[i], last_offset=offs[j], acknowledge_types=types))
+        out.append(make(first_offset=offs[i], last_offset=offs[j], acknowledge_types=types))
         i = j + 1
     return out
 
 
-class AsyncShareConsumer:
-    """A member of a share group. ``AsyncShareConsumer("topic", bootstrap_servers=..., group_id=...)``."""
+class AsyncShareConsumer(Generic[K, V]):
+    """A member of a share group. ``AsyncShareConsumer("topic", bootstrap_servers=..., group_id=...)``.
 
-    def __init__(self, *topics: Any, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    ``AsyncShareConsumer[K, V]``: K and V are what the configured deserializers return (without type
+    arguments: the stored bytes, or None)."""
+
+    def __init__(
+        self, *topics: str | ConfigInput, config: ConfigInput | None = None, **kwargs: object
+    ) -> None:
         topics, config = split_topics_and_config(topics, config)
         self.config = resolve_config("share_consumer", config, kwargs)
         c = self.config
-        if not c["group.id"]:
+        group_id = c["group.id"]
+        if not group_id:
             raise IllegalStateError("a share consumer needs group.id")
-        self.group_id: str = c["group.id"]
+        self.group_id: str = group_id
         self.explicit = c["share.acknowledgement.mode"] == "explicit"
         self._cluster = Cluster(c, allow_auto_topic_creation=c["allow.auto.create.topics"])
         self._initial_topics = topics
@@ -131,12 +147,13 @@ class AsyncShareConsumer:
         self._renews: dict[TopicPartition, dict[int, int]] = {}
         self._fatal: BaseException | None = None
         self._lock_timeout_ms = -1
-        self._iter_buffer: list[ShareRecord] = []
+        self._iter_buffer: list[ShareRecord[K, V]] = []
         self._started = False
         self._closed = False
         self._poll_lock = asyncio.Lock()
-        self._kd = c["key.deserializer"]
-        self._vd = c["value.deserializer"]
+        # they return what the application declared (AsyncShareConsumer[K, V]); the config holds them untyped
+        self._kd = cast("Deserializer[K] | None", c["key.deserializer"])
+        self._vd = cast("Deserializer[V] | None", c["value.deserializer"])
 
     # ------------------------------------------------------------------------------------------------
     # lifecycle
@@ -149,11 +166,11 @@ class AsyncShareConsumer:
         if self._initial_topics:
             self.subscribe(list(self._initial_topics))
 
-    async def __aenter__(self) -> "AsyncShareConsumer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def subscribe(self, topics: list[str]) -> None:
@@ -292,7 +309,9 @@ class AsyncShareConsumer:
     # ------------------------------------------------------------------------------------------------
     # acknowledgements
 
-    def acknowledge(self, record: Any, type: AcknowledgeType | int = AcknowledgeType.ACCEPT) -> None:
+    def acknowledge(
+        self, record: ShareRecord[K, V], type: AcknowledgeType | int = AcknowledgeType.ACCEPT
+    ) -> None:
         """Acknowledge one delivered record (sent with the next poll or commit). RENEW extends its lock and
         keeps it delivered (acknowledge it again later)."""
         self._check_open()
@@ -341,12 +360,12 @@ class AsyncShareConsumer:
         if sess is None or sess.epoch == 0:
             return {tp: IllegalStateError("no share session with the partition's leader") for tp in acks}
         epoch = -1 if close else sess.epoch
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.ShareAcknowledgeRequest.AcknowledgePartition]] = {}
         for tp, a in acks.items():
             by_topic.setdefault(tp.topic, []).append(
                 R.AcknowledgePartition(partition_index=tp.partition,
-                                       acknowledgement_batches=_ack_batches(R, a)))
-        topics = [R.AcknowledgeTopic(topic_id=self._cluster.topics[t].topic_id, partitions=ps)
+                                       acknowledgement_batches=_ack_batches(R.AcknowledgementBatch, a)))
+        topics = [R.AcknowledgeTopic(topic_id=self._topic_id(t), partitions=ps)
                   for t, ps in by_topic.items()]
         req = R.new(group_id=self.group_id, member_id=self.member_id, share_session_epoch=epoch,
                     is_renew_ack=renew, topics=topics)
@@ -392,7 +411,7 @@ class AsyncShareConsumer:
             self._accept_in_flight()
         return await asyncio.wait_for(self._acknowledge(), timeout)
 
-    def commit_async(self) -> asyncio.Task:
+    def commit_async(self) -> asyncio.Task[dict[TopicPartition, BaseException | None]]:
         """``commit_sync`` without waiting: a task whose result is the per-partition outcome."""
         self._check_open()
         if self._implicit_pending():
@@ -402,7 +421,7 @@ class AsyncShareConsumer:
     # ------------------------------------------------------------------------------------------------
     # fetching
 
-    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ShareRecord]:
+    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ShareRecord[K, V]]:
         """Records acquired for this member (each with its ``delivery_count``), waiting up to ``timeout``
         seconds for some. Implicit mode: the previous poll's records not acknowledged are accepted now."""
         self._check_open()
@@ -424,7 +443,7 @@ class AsyncShareConsumer:
                 if self._fatal is not None:
                     raise self._fatal
 
-    async def _fetch_once(self, wait: float, max_records: int) -> list[ShareRecord]:
+    async def _fetch_once(self, wait: float, max_records: int) -> list[ShareRecord[K, V]]:
         renews = self._take_acks(renew=True)
         if renews:
             self._renews = renews
@@ -448,7 +467,7 @@ class AsyncShareConsumer:
         wait_ms = int(min(wait, self.config["fetch.max.wait.ms"] / 1000.0) * 1000)
         results = await asyncio.gather(*(self._share_fetch(node, tps, acks, wait_ms, max_records)
                                          for node, tps in by_node.items()), return_exceptions=True)
-        out: list[ShareRecord] = []
+        out: list[ShareRecord[K, V]] = []
         for r in results:
             if isinstance(r, BaseException):
                 if isinstance(r, (KafkaConnectionError, RequestTimedOutError)):
@@ -461,29 +480,28 @@ class AsyncShareConsumer:
 
     async def _share_fetch(self, node: int, tps: set[TopicPartition],
                            all_acks: dict[TopicPartition, dict[int, int]], wait_ms: int,
-                           max_records: int) -> list[ShareRecord]:
+                           max_records: int) -> list[ShareRecord[K, V]]:
         sess = self._sessions.setdefault(node, _Session())
         R = m.ShareFetchRequest
         acks = {tp: a for tp, a in all_acks.items() if self._node_of(tp) == node}
         send = set(tps) if sess.epoch == 0 else (tps - sess.partitions) | set(acks)
         forgotten = sess.partitions - tps if sess.epoch else set()
         send -= forgotten
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.ShareFetchRequest.FetchPartition]] = {}
         for tp in sorted(send):
             by_topic.setdefault(tp.topic, []).append(R.FetchPartition(
                 partition_index=tp.partition, partition_max_bytes=0,
-                acknowledgement_batches=_ack_batches(R, acks.get(tp, {}))))
+                acknowledgement_batches=_ack_batches(R.AcknowledgementBatch, acks.get(tp, {}))))
         forgotten_by: dict[str, list[int]] = {}
         for tp in forgotten:
             forgotten_by.setdefault(tp.topic, []).append(tp.partition)
-        topics = self._cluster.topics
         req = R.new(group_id=self.group_id, member_id=self.member_id, share_session_epoch=sess.epoch,
                     max_wait_ms=wait_ms, min_bytes=self.config["fetch.min.bytes"],
                     max_bytes=self.config["fetch.max.bytes"], max_records=max_records, batch_size=max_records,
                     share_acquire_mode=0, is_renew_ack=False,
-                    topics=[R.FetchTopic(topic_id=topics[t].topic_id, partitions=ps)
+                    topics=[R.FetchTopic(topic_id=self._topic_id(t), partitions=ps)
                             for t, ps in by_topic.items()],
-                    forgotten_topics_data=[R.ForgottenTopic(topic_id=topics[t].topic_id, partitions=ps)
+                    forgotten_topics_data=[R.ForgottenTopic(topic_id=self._topic_id(t), partitions=ps)
                                            for t, ps in forgotten_by.items()])
         sess.partitions = set(tps)
         sess.bump()
@@ -503,7 +521,7 @@ class AsyncShareConsumer:
             raise broker_error(code, resp.error_message or error_name(code))
         if getattr(resp, "acquisition_lock_timeout_ms", 0) > 0:
             self._lock_timeout_ms = resp.acquisition_lock_timeout_ms
-        out: list[ShareRecord] = []
+        out: list[ShareRecord[K, V]] = []
         for t in resp.responses:
             name = self._cluster.topic_ids.get(t.topic_id)
             if name is None:
@@ -524,13 +542,20 @@ class AsyncShareConsumer:
                     out.extend(self._records(TopicPartition(name, p.partition_index), p))
         return out
 
-    def _records(self, tp: TopicPartition, p: Any) -> list[ShareRecord]:
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        """The id of a topic in the metadata (share requests name topics by id)."""
+        tid = self._cluster.topics[topic].topic_id
+        if tid is None:
+            raise IllegalStateError(f"no topic id for {topic!r} in the metadata (Metadata v10+ has them)")
+        return tid
+
+    def _records(self, tp: TopicPartition, p: m.ShareFetchResponse.PartitionData) -> list[ShareRecord[K, V]]:
         counts: dict[int, int] = {}
         for a in p.acquired_records:
             for o in range(a.first_offset, a.last_offset + 1):
                 counts[o] = a.delivery_count
         data = p.records
-        out: list[ShareRecord] = []
+        out: list[ShareRecord[K, V]] = []
         if data:
             kd, vd = self._kd, self._vd
             for pos, h in split_batches(data, allow_truncated=True):
@@ -557,10 +582,10 @@ class AsyncShareConsumer:
             self._in_flight.setdefault(tp, set()).update(r.offset for r in out)
         return out
 
-    def __aiter__(self) -> "AsyncShareConsumer":
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ShareRecord:
+    async def __anext__(self) -> ShareRecord[K, V]:
         """``async for record in consumer``: endless; implicit mode accepts each record at the next one's
         poll."""
         while not self._iter_buffer:

@@ -36,9 +36,8 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, TypeAlias, TypeVar
 
 from moldau.protocol import messages as m
 
@@ -52,10 +51,18 @@ from .errors import (
     broker_error,
 )
 
+if TYPE_CHECKING:
+    from moldau.protocol.messages._types import ApiMessage, ApiRequest
+
+    from .config import ProducerConfig
+    from .types import Offsets
+
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerGroupMetadata", "ProducerHooks", "ProducerIds", "TransactionAbortedError",
-           "TransactionManager", "TransactionState", "group_metadata_of"]
+_Resp = TypeVar("_Resp", bound="ApiMessage")
+
+__all__ = ["ConsumerGroupMetadata", "GroupMember", "GroupRef", "ProducerHooks", "ProducerIds",
+           "TransactionAbortedError", "TransactionManager", "TransactionState", "group_metadata_of"]
 
 _FIND_COORDINATOR = 10
 _INIT_PRODUCER_ID = 22
@@ -108,7 +115,21 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None = None
 
 
-def group_metadata_of(group: Any) -> ConsumerGroupMetadata:
+class GroupMember(Protocol):
+    """A consumer that is a member of a group (async or sync moldau consumer), as
+    ``send_offsets_to_transaction`` takes it."""
+
+    @property
+    def config(self) -> Mapping[str, object]: ...
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata: ...
+
+
+# the group of send_offsets_to_transaction: its id, its member's metadata, or the consumer
+GroupRef: TypeAlias = "str | ConsumerGroupMetadata | GroupMember"
+
+
+def group_metadata_of(group: GroupRef) -> ConsumerGroupMetadata:
     """A group id, a ConsumerGroupMetadata, or a moldau consumer (async or sync) -> ConsumerGroupMetadata."""
     if isinstance(group, ConsumerGroupMetadata):
         return group
@@ -185,11 +206,13 @@ class TransactionManager:
     """One per transactional producer; runs on the producer's event loop. Owns the producer's ``ProducerIds``
     (InitProducerId is the manager's to send) and asks the producer only through ``ProducerHooks``."""
 
-    def __init__(self, cfg: Mapping[str, Any], cluster: Cluster, producer: ProducerHooks) -> None:
+    def __init__(self, cfg: ProducerConfig, cluster: Cluster, producer: ProducerHooks) -> None:
         self.p = producer
         self.cluster = cluster
         self.ids = ProducerIds()
-        self.transactional_id: str = cfg["transactional.id"]
+        tid = cfg["transactional.id"]
+        assert tid is not None  # a producer makes its manager only when it has a transactional.id
+        self.transactional_id: str = tid
         self.timeout_ms: int = int(cfg["transaction.timeout.ms"])
         self.retry_backoff = cfg["retry.backoff.ms"] / 1000.0
         self.default_timeout = cfg["max.block.ms"] / 1000.0
@@ -246,7 +269,8 @@ class TransactionManager:
             await asyncio.sleep(self.retry_backoff)
         raise KafkaTimeoutError(f"no transaction coordinator found for {self.transactional_id!r}: {last}")
 
-    async def _coordinator_call(self, api_key: int, make: Any, deadline: float, what: str) -> Any:
+    async def _coordinator_call(self, api_key: int, make: Callable[[int], ApiRequest[_Resp]], deadline: float,
+                                what: str) -> _Resp:
         """Send ``make(version)`` to the transaction coordinator until it answers without a retriable
         error; returns the response (its error code is the caller's to judge)."""
         while True:
@@ -287,7 +311,7 @@ class TransactionManager:
         self.p.check_started()
         s = self.ids
 
-        def make(version: int) -> Any:
+        def make(version: int) -> m.InitProducerIdRequest:
             if bump and version >= 3:
                 return m.InitProducerIdRequest.new(transactional_id=self.transactional_id,
                                                    transaction_timeout_ms=self.timeout_ms,
@@ -322,7 +346,7 @@ class TransactionManager:
         self.error = None
         self.state = TransactionState.IN_TRANSACTION
 
-    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group: Any,
+    async def send_offsets_to_transaction(self, offsets: Offsets, group: GroupRef,
                                           timeout: float | None = None) -> None:
         """Commit ``offsets`` ({TopicPartition: offset | OffsetAndMetadata}) for ``group`` (group id,
         ConsumerGroupMetadata or consumer) with the transaction."""
@@ -351,11 +375,11 @@ class TransactionManager:
             self.offsets_added = True
             await self._txn_offset_commit(offsets, meta, deadline)
 
-    async def _txn_offset_commit(self, offsets: Mapping[Any, Any], meta: ConsumerGroupMetadata,
+    async def _txn_offset_commit(self, offsets: Offsets, meta: ConsumerGroupMetadata,
                                  deadline: float) -> None:
         s = self.ids
         R = m.TxnOffsetCommitRequest
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = {}
         for tp, om in offsets.items():
             topic, partition = tp[0], tp[1]
             if isinstance(om, int):
@@ -521,12 +545,12 @@ class TransactionManager:
             self.batch_failed(exc)
             return
         bad = {}
-        for t in resp.results_by_topic_v3_and_below:
-            for pr in t.results_by_partition:
+        for rt in resp.results_by_topic_v3_and_below:
+            for pr in rt.results_by_partition:
                 if pr.partition_error_code == 0:
-                    self.added.add((t.name, pr.partition_index))
+                    self.added.add((rt.name, pr.partition_index))
                 elif pr.partition_error_code != Codes.OPERATION_NOT_ATTEMPTED:
-                    bad[(t.name, pr.partition_index)] = pr.partition_error_code
+                    bad[(rt.name, pr.partition_index)] = pr.partition_error_code
         if bad:
             code = next(iter(bad.values()))
             self.batch_failed(broker_error(code, f"AddPartitionsToTxn {sorted(bad)}"))
@@ -558,7 +582,7 @@ class TransactionManager:
         )
 
 
-def _error_of(resp: Any) -> int:
+def _error_of(resp: ApiMessage) -> int:
     code = getattr(resp, "error_code", 0) or 0
     if code:
         return code
@@ -569,7 +593,7 @@ def _error_of(resp: Any) -> int:
     return 0
 
 
-async def _find_group_coordinator(cluster: Any, group_id: str, deadline: float, backoff: float) -> int:
+async def _find_group_coordinator(cluster: Cluster, group_id: str, deadline: float, backoff: float) -> int:
     last: BaseException | None = None
     while time.monotonic() < deadline:
         code, node_id = await cluster.find_coordinator(group_id)

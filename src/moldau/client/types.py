@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Generic, Mapping, NamedTuple, Protocol, TypeAlias
+
+from ._typing import K, RecordHeaders, V
 
 __all__ = [
     "TopicPartition",
@@ -25,6 +28,9 @@ __all__ = [
     "ClusterDescription",
     "TopicDescription",
     "ListOffsetsResult",
+    "Offsets",
+    "PartitionLike",
+    "PartitionRef",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
@@ -49,15 +55,18 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-class ConsumerRecord(NamedTuple):
+class ConsumerRecord(NamedTuple, Generic[K, V]):
+    """A consumed record; key and value are what the consumer's deserializers return (the stored bytes, or
+    None for a null key or value, without deserializers)."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
+    key: K
+    value: V
+    headers: RecordHeaders
     leader_epoch: int = -1
 
 
@@ -96,7 +105,7 @@ class PartitionMetadata:
 @dataclass(slots=True)
 class TopicMetadata:
     name: str
-    topic_id: Any
+    topic_id: uuid.UUID | None
     is_internal: bool
     partitions: dict[int, PartitionMetadata]
     error_code: int = 0
@@ -205,7 +214,7 @@ class ClusterDescription:
 @dataclass(slots=True)
 class TopicDescription:
     name: str
-    topic_id: Any
+    topic_id: uuid.UUID | None
     is_internal: bool
     partitions: list[PartitionMetadata]
 
@@ -214,3 +223,22 @@ class ListOffsetsResult(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+# offsets to commit: {TopicPartition: offset or OffsetAndMetadata}
+Offsets: TypeAlias = Mapping[TopicPartition, int | OffsetAndMetadata]
+
+
+class PartitionRef(Protocol):
+    """Anything naming a partition by ``topic`` and ``partition`` attributes (another client's
+    TopicPartition)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+# a partition as the consumer's methods take it: a TopicPartition, a (topic, partition) pair or a PartitionRef
+PartitionLike: TypeAlias = TopicPartition | tuple[str, int] | PartitionRef

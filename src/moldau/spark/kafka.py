@@ -23,11 +23,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from moldau.client import Consumer, TopicPartition
 from moldau.client.cluster import Cluster
-from moldau.client.config import ConfigError, resolve_config
+from moldau.client.config import ClientConfig, ConfigError, resolve_config
 from moldau.client.errors import Codes, broker_error
 from moldau.client.sync import LoopThread
 from moldau.protocol import messages as m
@@ -72,7 +72,7 @@ def data_loss(fail: bool, message: str) -> None:
     log.warning("%s. Some data may have been lost (failOnDataLoss=false: going on).", message)
 
 
-def check_client_config(client: dict[str, str], kind: str) -> dict[str, Any]:
+def check_client_config(client: dict[str, str], kind: Literal["producer", "consumer"]) -> ClientConfig:
     """The moldau client's parsed config for these kafka.* settings; OptionError naming a bad one."""
     try:
         return resolve_config(kind, client, {})
