@@ -55,8 +55,17 @@ def test_declaration_acts_as_its_class() -> None:
 def test_stub_matches_generated_classes(name: str) -> None:
     msg = m.ALL[name]
     stub = STUBS[name]
-    assert stub.bases and isinstance(stub.bases[0], ast.Name)
-    assert stub.bases[0].id == ("ApiMessage" if msg.api_key is not None else "DataMessage")
+    assert stub.bases
+    base = stub.bases[0]
+    if msg.api_key is not None and name.endswith("Request"):
+        # ApiRequest[<its response>]: what Connection.send of the request resolves to
+        assert isinstance(base, ast.Subscript) and isinstance(base.value, ast.Name), ast.dump(base)
+        assert base.value.id == "ApiRequest"
+        assert isinstance(base.slice, ast.Name) and base.slice.id == name[: -len("Request")] + "Response"
+        assert base.slice.id in m.ALL
+    else:
+        assert isinstance(base, ast.Name), ast.dump(base)
+        assert base.id == ("ApiMessage" if msg.api_key is not None else "DataMessage")
     assert _annotated(stub) == set(msg.cls._fields)
     nested = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
     assert set(nested) == set(msg.classes) - {name}
