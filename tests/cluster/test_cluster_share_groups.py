@@ -3,7 +3,8 @@ one-partition topic (RF 3) accept every record exactly once; released records co
 delivery count and rejected ones never; the state survives a restart of the share coordinator's broker and a
 kill -9 of the share-partition leader (the new leader reads it with ReadShareGroupState from the coordinator
 it finds with FindCoordinator key type 2); the delivery-count limit archives a record; a member killed with
-SIGKILL: its acquired records come back. One shared cluster for the module."""
+SIGKILL: its acquired records come back. moldau's own ShareConsumer: three members exactly once, and release /
+reject with the state surviving the same restart and kill. One shared cluster for the module."""
 
 from __future__ import annotations
 
@@ -65,11 +66,15 @@ def _produce(bs: str, topic: str, values: Any) -> None:
     assert p.flush(30) == 0
 
 
-def _consumer(bs: str, group: str, topic: str, explicit: bool = False) -> Any:
-    conf = {"logger": QUIET, "bootstrap.servers": bs, "group.id": group}
+def _consumer(bs: str, group: str, topic: str, explicit: bool = False, moldau_client: bool = False,
+              **config: Any) -> Any:
+    """confluent-kafka's ShareConsumer, or moldau's with ``moldau_client``, subscribed to ``topic``."""
+    import moldau
+
+    conf = {"bootstrap.servers": bs, "group.id": group, **config}
     if explicit:
         conf["share.acknowledgement.mode"] = "explicit"
-    c = ShareConsumer(conf)
+    c = moldau.ShareConsumer(conf) if moldau_client else ShareConsumer({"logger": QUIET, **conf})
     c.subscribe([topic])
     return c
 
@@ -244,6 +249,26 @@ def _topic_id(bs: str, topic: str) -> uuid.UUID:
                      | (tid.get_least_significant_bits() & (2**64 - 1)))
 
 
+def _restart_coordinator_and_kill_leader(c: Any, group: str, topic: str) -> tuple[int, str, int, int]:
+    """Restart (SIGTERM) the broker of the share coordinator of ``topic``-0 for ``group``, then kill -9 the
+    share-partition leader (the caller starts it again): (the killed leader, the other brokers' addresses, the
+    new leader, the share coordinator now)."""
+    bs = c.bootstrap
+    # the share coordinator of this share-partition: the leader of its __share_group_state partition
+    sp = state_partition(ShareKey(group, _topic_id(bs, topic), 0), STATE_PARTITIONS)
+    coord = partitions(bs, "__share_group_state")[sp].leader
+    c.broker(coord).stop()
+    c.broker(coord).start()
+    c.broker(coord).wait_listening()
+    wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
+    leader = partitions(bs, topic)[0].leader
+    c.broker(leader).kill()  # kill -9 of the share-partition leader
+    others = ",".join(b.address for b in c.brokers if b.node_id != leader)
+    new_leader = wait_until(
+        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
+    return leader, others, new_leader, partitions(others, "__share_group_state")[sp].leader
+
+
 def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) -> None:
     c = share_cluster
     bs = c.bootstrap
@@ -270,21 +295,7 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
         cons.close()
     assert sorted(deliveries) == list(range(10))
 
-    # the share coordinator of this share-partition: the leader of its __share_group_state partition
-    key = ShareKey(group, _topic_id(bs, topic), 0)
-    sp = state_partition(key, STATE_PARTITIONS)
-    coord = partitions(bs, "__share_group_state")[sp].leader
-    c.broker(coord).stop()
-    c.broker(coord).start()
-    c.broker(coord).wait_listening()
-    wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
-    coord = partitions(bs, "__share_group_state")[sp].leader  # the coordinator moved (or came back)
-    leader = partitions(bs, topic)[0].leader
-    c.broker(leader).kill()  # kill -9 of the share-partition leader
-    others = ",".join(b.address for b in c.brokers if b.node_id != leader)
-    new_leader = wait_until(
-        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
-    coord = partitions(others, "__share_group_state")[sp].leader
+    leader, others, new_leader, coord = _restart_coordinator_and_kill_leader(c, group, topic)
     try:
         cons = _consumer(others, group, topic, explicit=True)
         try:
@@ -300,6 +311,95 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
         if new_leader != coord:  # the new leader asked the coordinator (ReadShareGroupState)
             log = Path(c.broker(new_leader).log_path).read_text(errors="replace")
             assert f"{group}:" in log and f"state read from the share coordinator {coord}" in log
+    finally:
+        c.broker(leader).start()
+        c.broker(leader).wait_listening()
+
+
+# moldau's own ShareConsumer in the cluster: the same scenarios, smaller
+
+
+def test_three_moldau_members_accept_every_record_once(share_cluster: Any) -> None:
+    bs = share_cluster.bootstrap
+    topic, group = "mshare-three", "mg-three"
+    _setup(bs, topic, group)
+    cs = [_consumer(bs, group, topic, moldau_client=True, **{"max.poll.records": 5}) for _ in range(3)]
+    seen: list[list[tuple[int, int]]] = [[], [], []]
+    stop = threading.Event()
+
+    def member(i: int) -> None:
+        while not stop.is_set():
+            seen[i].extend((r.offset, r.delivery_count) for r in cs[i].poll(0.2))
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(2)  # all joined
+        # waves of 10 (a fetch acquires one batch, max.poll.records 5) while the members poll: at least 6,
+        # more while a member has had none (the assignment reaches a member a heartbeat or two after it joins)
+        n = 0
+        while n < 60 or (not all(seen) and n < 400):
+            _produce(bs, topic, range(n, n + 10))
+            n += 10
+            time.sleep(0.1)
+        wait_until(lambda: sum(len(v) for v in seen) >= n, 30, f"{n} records delivered")
+        time.sleep(0.5)  # a duplicate delivery would show now
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for c in cs:
+            c.commit_sync(10)  # implicit mode: the last poll's records accepted
+            c.close()
+    offsets = sorted(o for v in seen for o, _ in v)
+    assert offsets == list(range(n)), "every record delivered exactly once across the members"
+    assert all(seen), [len(v) for v in seen]
+    assert all(dc == 1 for v in seen for _, dc in v), seen
+
+
+def test_moldau_consumer_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) -> None:
+    """moldau's ShareConsumer, explicit mode: 0-4 accepted, 5 rejected, 6-9 released; after a restart of the
+    share coordinator's broker and a kill -9 of the share-partition leader, a new member gets exactly the
+    released records, each with delivery count 2."""
+    from moldau import AcknowledgeType as Ack
+
+    c = share_cluster
+    bs = c.bootstrap
+    topic, group = "mshare-failover", "mg-failover"
+    _setup(bs, topic, group)
+    _produce(bs, topic, range(10))
+    deliveries: dict[int, list[int]] = {}
+    cons = _consumer(bs, group, topic, explicit=True, moldau_client=True)
+    try:
+        end = time.time() + 30
+        while time.time() < end and len(deliveries) < 10:
+            for r in cons.poll(0.5):
+                deliveries.setdefault(r.offset, []).append(r.delivery_count)
+                kind = Ack.ACCEPT if r.offset < 5 else Ack.REJECT if r.offset == 5 else Ack.RELEASE
+                cons.acknowledge(r, kind)
+        assert all(e is None for e in cons.commit_sync(10).values())
+    finally:
+        cons.close()
+    assert deliveries == {o: [1] for o in range(10)}, deliveries
+
+    # the new share-partition leader reads the persisted state
+    leader, others, _, _ = _restart_coordinator_and_kill_leader(c, group, topic)
+    try:
+        cons = _consumer(others, group, topic, explicit=True, moldau_client=True)
+        again: dict[int, list[int]] = {}
+        try:
+            end = time.time() + 40
+            while time.time() < end and len(again) < 4:
+                for r in cons.poll(0.5):
+                    again.setdefault(r.offset, []).append(r.delivery_count)
+                    cons.acknowledge(r, Ack.ACCEPT)
+            assert all(e is None for e in cons.commit_sync(10).values())
+            for r in cons.poll(2.0):  # nothing more may come
+                again.setdefault(r.offset, []).append(r.delivery_count)
+        finally:
+            cons.close()
+        assert again == {o: [2] for o in (6, 7, 8, 9)}, "accepted (0-4) and rejected (5) never come back"
     finally:
         c.broker(leader).start()
         c.broker(leader).wait_listening()
