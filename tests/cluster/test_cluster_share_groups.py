@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,15 @@ from typing import Any
 import pytest
 
 from harness.cluster import shared_cluster
-from harness.clusterutil import QUIET, admin, create_topic, fully_replicated, partitions, wait_until
+from harness.clusterutil import (
+    QUIET,
+    admin,
+    create_topic,
+    fully_replicated,
+    partitions,
+    restart_share_coordinator_and_kill_leader,
+    wait_until,
+)
 
 ck = pytest.importorskip("confluent_kafka")
 if not hasattr(ck, "ShareConsumer"):  # pragma: no cover
@@ -26,8 +33,6 @@ if not hasattr(ck, "ShareConsumer"):  # pragma: no cover
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: E402
-
-from moldau.protocol.share_state import ShareKey, state_partition  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -239,36 +244,6 @@ def test_killed_member_records_come_back_in_the_cluster(share_cluster: Any) -> N
     assert first_all - killed_at < lock_ms / 1000 + 15
 
 
-def _topic_id(bs: str, topic: str) -> uuid.UUID:
-    from confluent_kafka import TopicCollection
-
-    a = admin(bs)  # kept alive until the result is in
-    d = a.describe_topics(TopicCollection([topic]))[topic].result(15)
-    tid = d.topic_id
-    return uuid.UUID(int=((tid.get_most_significant_bits() & (2**64 - 1)) << 64)
-                     | (tid.get_least_significant_bits() & (2**64 - 1)))
-
-
-def _restart_coordinator_and_kill_leader(c: Any, group: str, topic: str) -> tuple[int, str, int, int]:
-    """Restart (SIGTERM) the broker of the share coordinator of ``topic``-0 for ``group``, then kill -9 the
-    share-partition leader (the caller starts it again): (the killed leader, the other brokers' addresses, the
-    new leader, the share coordinator now)."""
-    bs = c.bootstrap
-    # the share coordinator of this share-partition: the leader of its __share_group_state partition
-    sp = state_partition(ShareKey(group, _topic_id(bs, topic), 0), STATE_PARTITIONS)
-    coord = partitions(bs, "__share_group_state")[sp].leader
-    c.broker(coord).stop()
-    c.broker(coord).start()
-    c.broker(coord).wait_listening()
-    wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
-    leader = partitions(bs, topic)[0].leader
-    c.broker(leader).kill()  # kill -9 of the share-partition leader
-    others = ",".join(b.address for b in c.brokers if b.node_id != leader)
-    new_leader = wait_until(
-        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
-    return leader, others, new_leader, partitions(others, "__share_group_state")[sp].leader
-
-
 def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) -> None:
     c = share_cluster
     bs = c.bootstrap
@@ -295,7 +270,8 @@ def test_state_survives_coordinator_restart_and_leader_kill(share_cluster: Any) 
         cons.close()
     assert sorted(deliveries) == list(range(10))
 
-    leader, others, new_leader, coord = _restart_coordinator_and_kill_leader(c, group, topic)
+    leader, others, new_leader, coord = restart_share_coordinator_and_kill_leader(c, group, topic,
+                                                                                  STATE_PARTITIONS)
     try:
         cons = _consumer(others, group, topic, explicit=True)
         try:
@@ -384,7 +360,7 @@ def test_moldau_consumer_state_survives_coordinator_restart_and_leader_kill(shar
     assert deliveries == {o: [1] for o in range(10)}, deliveries
 
     # the new share-partition leader reads the persisted state
-    leader, others, _, _ = _restart_coordinator_and_kill_leader(c, group, topic)
+    leader, others, _, _ = restart_share_coordinator_and_kill_leader(c, group, topic, STATE_PARTITIONS)
     try:
         cons = _consumer(others, group, topic, explicit=True, moldau_client=True)
         again: dict[int, list[int]] = {}

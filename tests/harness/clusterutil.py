@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -84,3 +85,36 @@ def read_partition(
         return out
     finally:
         c.close()
+
+
+def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    from confluent_kafka import TopicCollection
+
+    a = admin(bootstrap)  # kept alive until the result is in
+    tid = a.describe_topics(TopicCollection([topic]))[topic].result(15).topic_id
+    return uuid.UUID(int=((tid.get_most_significant_bits() & (2**64 - 1)) << 64)
+                     | (tid.get_least_significant_bits() & (2**64 - 1)))
+
+
+def restart_share_coordinator_and_kill_leader(c: Any, group: str, topic: str, state_partitions: int
+                                              ) -> tuple[int, str, int, int]:
+    """In the local cluster ``c`` (a ``LocalCluster``): restart (SIGTERM) the broker of the share coordinator
+    of ``group`` on ``topic``-0 (``__share_group_state`` has ``state_partitions`` partitions, replication
+    factor 3), then kill -9 the share-partition leader (the caller starts it again): (the killed leader, the
+    other brokers' addresses, the new leader, the share coordinator now)."""
+    from moldau.protocol.share_state import ShareKey, state_partition
+
+    bs = c.bootstrap
+    # the share coordinator of this share-partition: the leader of its __share_group_state partition
+    sp = state_partition(ShareKey(group, topic_id(bs, topic), 0), state_partitions)
+    coord = partitions(bs, "__share_group_state")[sp].leader
+    c.broker(coord).stop()
+    c.broker(coord).start()
+    c.broker(coord).wait_listening()
+    wait_until(lambda: fully_replicated(bs, "__share_group_state", 3), 40, "__share_group_state ISR of 3")
+    leader = partitions(bs, topic)[0].leader
+    c.broker(leader).kill()  # kill -9 of the share-partition leader
+    others = ",".join(b.address for b in c.brokers if b.node_id != leader)
+    new_leader = wait_until(
+        lambda: (n := partitions(others, topic)[0].leader) not in (-1, leader) and n, 30, "a new leader")
+    return leader, others, new_leader, partitions(others, "__share_group_state")[sp].leader

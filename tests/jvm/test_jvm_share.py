@@ -8,7 +8,9 @@ cluster and the Apache Kafka control broker):
 * a Java member killed with SIGKILL: its acquired records come back (when its connection closes, at the
   latest when their lock expires) to the next Java member with delivery count 2 (whole matrix only);
 * ``kafka-share-groups.sh`` (ShareGroupCommand) on the group, and the ``__share_group_state`` records decoded
-  by Kafka's own classes (whole matrix only).
+  by Kafka's own classes (whole matrix only);
+* the group's state surviving a restart: of the broker (one moldau broker, the Kafka broker), of the share
+  coordinator's broker followed by a kill -9 of the share-partition leader (the cluster) (whole matrix only).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from integration.test_share_groups import alter_group, wait_group_configs
 
-from harness.brokerproc import BrokerProcess
+from harness.brokerproc import BrokerProcess, ClusterProcess
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -34,6 +36,11 @@ LOCK_MS = 2000
 # a lock shorter than the default minimum (15 s) for the killed member's scenario
 BROKER_SETTINGS = {kind: {"group.share.min.record.lock.duration.ms": "1000"}
                    for kind in ("moldau", "cluster", "kafka")}
+# the cluster's __share_group_state replicated on all three brokers (as Kafka's default), for the restart;
+# its partition count moldau's (and Kafka's) default
+STATE_PARTITIONS = 50
+BROKER_SETTINGS["cluster"].update({"share.coordinator.state.topic.replication.factor": "3",
+                                   "share.coordinator.state.topic.min.isr": "2"})
 
 
 def _group(target: BrokerProcess, prefix: str, **configs: str) -> str:
@@ -306,3 +313,46 @@ def test_share_state_records_read_by_kafkas_classes(
     # past it are in a state batch of acknowledged ones, deliveryState 2)
     done = "firstOffset=0, lastOffset=9, deliveryState=2" if target.kind == "kafka" else "startOffset=10"
     assert any("startOffset=10" in d or done in d for d in decoded), decoded
+
+
+def _restart(target: BrokerProcess, group: str, topic: str) -> None:
+    """One broker: a restart (SIGTERM). The cluster: a restart of the share coordinator's broker, then a
+    kill -9 of the share-partition leader, started again once a new leader took over (that one reads the
+    state)."""
+    if not isinstance(target, ClusterProcess):
+        target.restart()
+        return
+    from harness.clusterutil import restart_share_coordinator_and_kill_leader
+
+    leader, _, new_leader, _ = restart_share_coordinator_and_kill_leader(target.cluster, group, topic,
+                                                                       STATE_PARTITIONS)
+    target.cluster.broker(leader).start()
+    target.cluster.broker(leader).wait_listening()
+    assert new_leader != leader
+
+
+@pytest.mark.jvm_full
+def test_java_share_state_survives_a_restart(target: BrokerProcess, jtopic: Callable[..., str],
+                                              jrun: Callable[..., Any]) -> None:
+    """A Java member accepts 0-4, rejects 5 and releases 6-9; after the restart a new Java member gets exactly
+    6-9, each with delivery count 2."""
+    topic = jtopic()
+    group = _group(target, "jrestart")
+    _produce(target.bootstrap, topic, range(10))
+    events = jrun("ShareConsume", "--topic", topic, "--group", group, "--expect", "6", "--reject", "5",
+                  "--release-always", "6,7,8,9", "--timeout-ms", "60000")
+    done = [e for e in events if e.get("event") == "done"][-1]
+    first = _deliveries(events)
+    assert done["error"] is None and done["settled"] == 6, (done, first)
+    assert {o: d[0] for o, d in first.items()} == {
+        **{o: (1, "accept") for o in range(5)}, 5: (1, "reject"), **{o: (1, "release") for o in range(6, 10)}
+    }, first
+    # released at every delivery: a member that kept polling may have had 6-9 again before it stopped
+    before = {o: len(first[o]) for o in range(6, 10)}
+    _restart(target, group, topic)
+    events = jrun("ShareConsume", "--topic", topic, "--group", group, "--expect", "4", "--linger-ms", "1500",
+                  "--timeout-ms", "90000", timeout=150)
+    done = [e for e in events if e.get("event") == "done"][-1]
+    again = _deliveries(events)
+    assert done["error"] is None and done["settled"] == 4, (done, again)
+    assert again == {o: [(before[o] + 1, "accept")] for o in range(6, 10)}, (before, again)
