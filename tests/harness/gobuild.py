@@ -91,6 +91,18 @@ def binary(program: str) -> Path:
     return exe
 
 
+def binary_or_skip(program: str) -> Path:
+    """``binary(program)`` for a test: skips it if the binary is not built and there is no Go toolchain."""
+    import pytest
+
+    try:
+        return binary(program)
+    except GoError as e:
+        if go_tool() is None:  # not built yet and no toolchain to build it
+            pytest.skip(str(e))
+        raise
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 1 and argv[0] == "warm":
         for program in argv[1:] or programs():

@@ -40,12 +40,7 @@ def share_broker(module_broker_factory: Callable[..., Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def sharegroup_bin() -> Path:
-    try:
-        return gobuild.binary("sharegroup")
-    except gobuild.GoError as e:
-        if gobuild.go_tool() is None:  # not built yet and no toolchain to build it
-            pytest.skip(str(e))
-        raise
+    return gobuild.binary_or_skip("sharegroup")
 
 
 class GoMember:
