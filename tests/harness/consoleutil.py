@@ -4,8 +4,6 @@ confirmation)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,8 +14,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
+from harness.serverthread import ServerThread
 
-class ConsoleThread:
+
+class ConsoleThread(ServerThread):
     """A console (moldau.console.ConsoleServer) on a free loopback port, in a thread with its own loop."""
 
     def __init__(self, bootstrap: str, **settings: Any) -> None:
@@ -29,25 +29,7 @@ class ConsoleThread:
         self.settings = ConsoleSettings(
             {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
         )
-        self.server = ConsoleServer(self.settings)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="console", daemon=True)
-
-    def start(self) -> ConsoleThread:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
-        return self
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def stop(self) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
+        super().__init__(ConsoleServer(self.settings), "console")
 
 
 def q(s: str) -> str:

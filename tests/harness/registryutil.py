@@ -3,13 +3,11 @@ JSON body (urllib: nothing between the test and the wire)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -17,11 +15,12 @@ import urllib.request
 from typing import Any
 
 from harness.brokerproc import free_port
+from harness.serverthread import ServerThread
 
 CT = "application/vnd.schemaregistry.v1+json"
 
 
-class RegistryThread:
+class RegistryThread(ServerThread):
     """A registry (moldau.registry.RegistryServer) on a free loopback port, in a thread with its own loop."""
 
     def __init__(self, bootstrap: str, **settings: Any) -> None:
@@ -33,25 +32,7 @@ class RegistryThread:
         self.settings = RegistrySettings(
             {"bootstrap.servers": bootstrap}, host="127.0.0.1", port=0, **settings
         )
-        self.server = RegistryServer(self.settings)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="registry", daemon=True)
-
-    def start(self) -> RegistryThread:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
-        return self
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def stop(self) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
+        super().__init__(RegistryServer(self.settings), "registry")
 
     def call(self, method: str, path: str, body: Any = None, raw: bool = False) -> tuple[int, Any]:
         return call(self.url, method, path, body, raw)
