@@ -13,6 +13,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from moldau._aio import wait_for
+
 from .compose import ModeFactory, factory_for
 from .config import BrokerConfig, Listener
 from .services import (
@@ -173,7 +175,7 @@ class Broker:
         services = self.services
         if self.registry is not None:  # first: it is a client of this broker (its group leaves cleanly)
             try:
-                await asyncio.wait_for(self.registry.stop(), drain_timeout)
+                await wait_for(self.registry.stop(), drain_timeout)
             except Exception:  # pragma: no cover
                 log.exception("error stopping the schema registry")
         await self.factory.stopping()

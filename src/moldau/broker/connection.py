@@ -40,6 +40,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from moldau._aio import wait_for
 from moldau.log.errors import StorageError
 from moldau.log.segment import FileRegion
 
@@ -629,7 +630,7 @@ class Connection(asyncio.BufferedProtocol):
             if remaining is not None and remaining <= 0:
                 return
             try:
-                await asyncio.wait_for(asyncio.shield(t), remaining)
+                await wait_for(asyncio.shield(t), remaining)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 return
             except Exception:  # pragma: no cover

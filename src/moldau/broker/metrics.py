@@ -27,6 +27,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from moldau._aio import wait_for
+
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "metrics.listener"
@@ -458,7 +460,7 @@ class BrokerMetrics:
         if self.server is not None:
             self.server.close()
             try:
-                await asyncio.wait_for(self.server.wait_closed(), 1.0)
+                await wait_for(self.server.wait_closed(), 1.0)
             except (TimeoutError, Exception):  # pragma: no cover
                 pass
             self.server = None
@@ -468,7 +470,7 @@ class BrokerMetrics:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
+            head = await wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
             first = head.split(b"\r\n", 1)[0].decode("latin-1").split()
             method, target = (first[0], first[1]) if len(first) >= 2 else ("", "")
             path = target.split("?", 1)[0]

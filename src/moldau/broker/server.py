@@ -8,6 +8,8 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any, Protocol
 
+from moldau._aio import wait_for
+
 from .connection import Connection, ConnectionHost
 from .router import Router
 
@@ -95,7 +97,7 @@ class Server:
     async def wait_closed(self) -> None:
         for srv in self.servers:
             try:
-                await asyncio.wait_for(srv.wait_closed(), 1.0)
+                await wait_for(srv.wait_closed(), 1.0)
             except (asyncio.TimeoutError, Exception):  # pragma: no cover
                 pass
 

@@ -16,6 +16,7 @@ import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
+from moldau._aio import wait_for
 from moldau.protocol import messages as m
 
 from .config import ClientConfig, parse_bootstrap
@@ -404,7 +405,7 @@ class Cluster:
         fut = self.request_update()
         t = (timeout_ms if timeout_ms is not None else self.config["default.api.timeout.ms"]) / 1000.0
         try:
-            await asyncio.wait_for(asyncio.shield(fut), t)
+            await wait_for(asyncio.shield(fut), t)
         except asyncio.TimeoutError:
             raise KafkaTimeoutError(f"metadata not refreshed within {t * 1000:.0f} ms") from None
 
@@ -423,7 +424,7 @@ class Cluster:
             if remaining <= 0:
                 break
             try:
-                await asyncio.wait_for(asyncio.shield(fut), remaining)
+                await wait_for(asyncio.shield(fut), remaining)
             except asyncio.TimeoutError:
                 break
             except KafkaConnectionError:
@@ -463,7 +464,7 @@ class Cluster:
         while not self._closed:
             timeout = max(self.last_refresh + max_age - time.monotonic(), 0)
             try:
-                await asyncio.wait_for(self._update_event.wait(), timeout)
+                await wait_for(self._update_event.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
             self._update_event.clear()

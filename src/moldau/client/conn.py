@@ -31,6 +31,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Callable, Literal, TypeAlias, TypedDict, TypeVar, Unpack, overload
 
+from moldau._aio import wait_for
 from moldau._version import __version__
 from moldau.protocol import frame
 from moldau.protocol import messages as m
@@ -236,7 +237,7 @@ class Connection(asyncio.BufferedProtocol):
         conn = cls(host, port, **options)
         ctx = conn.ssl_context
         try:
-            await asyncio.wait_for(
+            await wait_for(
                 conn._loop.create_connection(lambda: conn, host, port, ssl=ctx,
                                              server_hostname=host if ctx is not None else None),
                 connect_timeout_ms / 1000.0,

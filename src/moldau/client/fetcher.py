@@ -19,6 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Generic, Protocol, cast
 
+from moldau._aio import wait_for
 from moldau.protocol import messages as m
 from moldau.protocol.records import check_crc, decode_batch, parse_control_record, split_batches
 from moldau.protocol.records.batch import BatchHeader, decode_batch_tuples
@@ -194,7 +195,7 @@ class Fetcher(Generic[K, V]):
                 delay = self.retry_backoff
             if delay is None or delay > 0:
                 try:
-                    await asyncio.wait_for(self.wakeup.wait(), delay)
+                    await wait_for(self.wakeup.wait(), delay)
                 except asyncio.TimeoutError:
                     pass
             self.wakeup.clear()

@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Iterable, TypeVar
 
+from moldau._aio import wait_for
 from moldau.protocol import messages as m
 
 from .assignors import (
@@ -856,7 +857,7 @@ class ConsumerProtocolCoordinator(GroupCoordinator):
             if self.member_epoch == 0:
                 interval = self.retry_backoff  # joining did not complete: try again soon
             try:
-                await asyncio.wait_for(self._hb_wake.wait(), interval)
+                await wait_for(self._hb_wake.wait(), interval)
             except asyncio.TimeoutError:
                 pass
 

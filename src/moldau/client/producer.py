@@ -37,6 +37,7 @@ import time
 from time import sleep as _sleep
 from typing import TYPE_CHECKING, Callable, Generic, Iterable, Mapping, Self
 
+from moldau._aio import wait_for
 from moldau.protocol import messages as m
 from moldau.protocol.records import codec_id, encode_record, seal_batch, set_producer_state
 from moldau.protocol.records.batch import COMPRESSION_MASK, TRANSACTIONAL_FLAG
@@ -312,7 +313,7 @@ class _Accumulator:
                         f"buffer.memory ({self.total_memory} bytes) stayed full for max.block.ms"
                     )
                 try:
-                    await asyncio.wait_for(fut, remaining)
+                    await wait_for(fut, remaining)
                 except asyncio.TimeoutError:
                     pass
             finally:
@@ -1143,7 +1144,7 @@ class AsyncProducer(Generic[PK, PV]):
                 continue
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
             try:
-                await asyncio.wait_for(asyncio.shield(r.aio_future()), remaining)
+                await wait_for(asyncio.shield(r.aio_future()), remaining)
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
 

@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import Generic, NamedTuple, Protocol, Self, TypeVar, cast
 
+from moldau._aio import wait_for
 from moldau.protocol import messages as m
 from moldau.protocol.records import split_batches
 from moldau.protocol.records.batch import decode_batch_tuples
@@ -201,7 +202,7 @@ class AsyncShareConsumer(Generic[K, V]):
             if self._implicit_pending():
                 self._accept_in_flight()
             try:
-                await asyncio.wait_for(self._acknowledge(close=True), 10)
+                await wait_for(self._acknowledge(close=True), 10)
             except Exception as exc:  # noqa: BLE001 - closing goes on
                 log.info("share group %s: closing the sessions: %s", self.group_id, exc)
             if self._heartbeat_task is not None:
@@ -209,7 +210,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 await asyncio.gather(self._heartbeat_task, return_exceptions=True)
             if self.member_epoch > 0:
                 try:
-                    await asyncio.wait_for(self._heartbeat(leave=True), 5)
+                    await wait_for(self._heartbeat(leave=True), 5)
                 except Exception as exc:  # noqa: BLE001
                     log.info("share group %s: leaving: %s", self.group_id, exc)
         finally:
@@ -302,7 +303,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 wait = self._heartbeat_interval
             self._heartbeat_wake.clear()
             try:
-                await asyncio.wait_for(self._heartbeat_wake.wait(), wait)
+                await wait_for(self._heartbeat_wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
 
@@ -409,7 +410,7 @@ class AsyncShareConsumer(Generic[K, V]):
         self._check_open()
         if self._implicit_pending():
             self._accept_in_flight()
-        return await asyncio.wait_for(self._acknowledge(), timeout)
+        return await wait_for(self._acknowledge(), timeout)
 
     def commit_async(self) -> asyncio.Task[dict[TopicPartition, BaseException | None]]:
         """``commit_sync`` without waiting: a task whose result is the per-partition outcome."""

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau._aio import wait_for
 from moldau.client import AsyncAdmin, AsyncProducer
 from moldau.client.errors import ClientError, KafkaError
 from moldau.client.types import (
@@ -379,7 +380,7 @@ class ClusterView:
     ) -> Any:
         p = await self.producer()
         try:
-            return await asyncio.wait_for(
+            return await wait_for(
                 p.send_and_wait(topic, value, key=key, partition=partition, headers=headers or None), 30
             )
         finally:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from moldau._aio import wait_for
 from moldau.client import AsyncAdmin, AsyncConsumer, AsyncProducer, NewTopic, TopicPartition
 
 from .state import RegistryState
@@ -130,7 +131,7 @@ class KafkaStore:
                 await self._applied.wait_for(lambda: self.state.applied_offset >= offset)
 
         try:
-            await asyncio.wait_for(wait(), self.timeout)
+            await wait_for(wait(), self.timeout)
         except TimeoutError:
             raise StoreError(
                 f"{self.topic}: offset {offset} not read back within {self.timeout:.0f} s"
@@ -167,7 +168,7 @@ class KafkaStore:
                 await self._producer.send(self.topic, value, key=key, partition=0) for key, value in records
             ]
             for fut in futs:
-                md = await asyncio.wait_for(fut, self.timeout)
+                md = await wait_for(fut, self.timeout)
                 last = max(last, md.offset)
         except (TimeoutError, Exception) as e:
             if isinstance(e, StoreError):

@@ -10,6 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
+from moldau._aio import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
@@ -17,11 +19,7 @@ RETRY_BACKOFF_S = 0.1
 
 async def stop_task_and_connection(task: asyncio.Task[Any], conn: Any) -> None:
     """Cancel a sender's (or a fetcher's) task, wait for it, close its connection."""
-    task.cancel()
-    try:
-        await task
-    except (asyncio.CancelledError, Exception):  # noqa: BLE001, S110 - stopping: its end is of no interest
-        pass
+    await cancel_and_wait(task)  # bounded: the controller's event queue never waits for ever on a sender
     if conn is not None:
         conn.close()
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from moldau._aio import wait_for
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.share_state import ShareKey
 
@@ -472,7 +473,7 @@ async def _bounded(op: Any) -> Any:
     share-partition's error is NOT_LEADER_OR_FOLLOWER: a ShareFetch partition error the clients retry (a
     coordinator error there makes librdkafka's share consumer stop fetching the partition)."""
     try:
-        return await asyncio.wait_for(op, PERSISTER_TIMEOUT_S)
+        return await wait_for(op, PERSISTER_TIMEOUT_S)
     except asyncio.TimeoutError:
         raise KafkaError.for_code(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, "The share coordinator did not answer in time."

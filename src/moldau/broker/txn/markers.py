@@ -27,6 +27,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from moldau._aio import wait_for
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import build_control_batch
 
@@ -93,7 +94,7 @@ async def _replicated(flush: Any, what: str) -> int:
     from moldau.protocol.errors import error_code_of
 
     try:
-        await asyncio.wait_for(asyncio.shield(flush), MARKER_REPLICATION_TIMEOUT_S)
+        await wait_for(asyncio.shield(flush), MARKER_REPLICATION_TIMEOUT_S)
     except asyncio.TimeoutError:
         log.warning("%s: not replicated to the ISR within %.0f s", what, MARKER_REPLICATION_TIMEOUT_S)
         return E.REQUEST_TIMED_OUT
