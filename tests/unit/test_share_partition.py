@@ -119,6 +119,27 @@ def test_state_batches_and_reload() -> None:
     assert again.records[1].state == ACKNOWLEDGED
 
 
+def test_state_to_redeliver_waits_for_the_log_and_is_archived_only_below_its_start() -> None:
+    """A new leader loads the share state (records 3-5 to deliver again) before its high watermark
+    reaches them: its log gives nothing from 3 yet. They stay available and come with the next acquire once
+    readable; only records below the log start offset (retention) are archived. (Archiving them on the
+    first empty read lost them: the cluster failover test saw them never come back.)"""
+    log = Log([_batch(0, 6)])
+    sp = _sp()
+    sp.acquire("m", 6, 0, LOCK, MAX_LOCKS, log.read, 0)
+    sp.acknowledge("m", 0, 2, [ACCEPT], 0, LOCK, LIMIT)
+    again = _sp()
+    again.load(sp.spso, sp.state_batches(), 1)
+    nothing_yet = Log([])
+    assert again.acquire("m", 10, 0, LOCK, MAX_LOCKS, nothing_yet.read, 0).ranges == []
+    assert all(again.records[o].state != ARCHIVED for o in (3, 4, 5))
+    assert again.acquire("m", 10, 0, LOCK, MAX_LOCKS, log.read, 0).ranges == [(3, 5, 2)]
+    gone = _sp()
+    gone.load(sp.spso, sp.state_batches(), 1)
+    assert gone.acquire("m", 10, 0, LOCK, MAX_LOCKS, nothing_yet.read, 0, log_start_offset=5).ranges == []
+    assert gone.spso == 5 and gone.records[5].state != ARCHIVED  # 3-4 archived and passed, 5 waits
+
+
 def test_max_record_locks_and_start_offset() -> None:
     log = Log([_batch(100, 10)])
     sp = _sp(start=100)

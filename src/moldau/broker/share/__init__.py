@@ -341,6 +341,7 @@ class ShareService:
             self._reader(p, st.isolation_level, max_bytes),
             st.isolation_level,
             whole_batches,
+            log_start_offset=int(p.log.log_start_offset),
         )
 
     async def acknowledge(

@@ -172,11 +172,15 @@ class SharePartition:
         read: Any,
         isolation_level: int,
         whole_batches: bool = False,
+        log_start_offset: int = 0,
     ) -> Acquired:
         """Acquire up to ``max_records`` for ``member``: released records first, then new ones from the
         log. ``read(offset) -> (chunks, aborted)`` reads whole batches from ``offset``. ``whole_batches``
         (ShareFetch's batch-optimized acquire mode): a new batch is acquired to its end, past
-        ``max_records`` (Kafka: "this limit can be exceeded for alignment of batch boundaries")."""
+        ``max_records`` (Kafka: "this limit can be exceeded for alignment of batch boundaries").
+        A record to redeliver that ``read`` does not return is archived only when it is below
+        ``log_start_offset`` (retention removed it); above it, the log cannot serve it yet (a new leader
+        whose high watermark has not reached it) and it stays available for a later acquire."""
         want = max_records
         picked: list[int] = []
         for off in range(self.spso, self.speo):
@@ -199,10 +203,11 @@ class SharePartition:
                     continue
                 batches.setdefault(base, mv)
                 covered = last
-            if covered < start:  # the log no longer has it (retention): archive
-                self.records[start].state = ARCHIVED
-                picked.pop(i)
-                archived_new = True
+            if covered < start:
+                if start < log_start_offset:  # the log no longer has it (retention): archive
+                    self.records[start].state = ARCHIVED
+                    archived_new = True
+                picked.pop(i)  # else not readable yet (beyond the high watermark): stays available
                 continue
             while i < len(picked) and picked[i] <= covered:
                 i += 1
