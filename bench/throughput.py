@@ -45,7 +45,8 @@ from harness.brokerproc import BrokerProcess, KafkaProcess  # noqa: E402
 # records per run for each size when --records is not given: a few seconds per run for moldau
 DEFAULT_RECORDS = {100: 1_000_000, 1024: 250_000}
 PRODUCER_CONF = {"acks": "1", "linger.ms": 5}
-CONSUMER_CONF: dict[str, Any] = {"fetch.queue.backoff.ms": 0}  # module doc: the client's pauses not measured
+# the consumer without librdkafka's pauses (module doc); --librdkafka-defaults: {}
+UNPACED_CONSUMER: dict[str, Any] = {"fetch.queue.backoff.ms": 0}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("moldau", "tansu", "kafka")
 
@@ -103,11 +104,11 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, n: int) -> float:
+def consume(bootstrap: str, topic: str, n: int, conf: dict[str, Any]) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex[:8],
-                  "enable.auto.commit": False, **CONSUMER_CONF})
+                  "enable.auto.commit": False, **conf})
     try:
         c.list_topics(topic, timeout=10)
         got = 0
@@ -125,13 +126,13 @@ def consume(bootstrap: str, topic: str, n: int) -> float:
         c.close()
 
 
-def run_once(broker: BrokerProcess, n: int, size: int) -> dict[str, float]:
+def run_once(broker: BrokerProcess, n: int, size: int, consumer_conf: dict[str, Any]) -> dict[str, float]:
     topic = f"bench-{size}-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic)
     cpu0 = cpu_seconds(broker.pid)
     t_prod = produce(broker.bootstrap, topic, n, size)
     cpu1 = cpu_seconds(broker.pid)
-    t_cons = consume(broker.bootstrap, topic, n)
+    t_cons = consume(broker.bootstrap, topic, n, consumer_conf)
     cpu2 = cpu_seconds(broker.pid)
     mb = n * size / 1e6
     return {
@@ -164,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--librdkafka-defaults", action="store_true",
                     help="consume with librdkafka's own fetch.queue.backoff.ms (its 1 s pauses are measured)")
     args = ap.parse_args(argv)
-    if args.librdkafka_defaults:
-        CONSUMER_CONF.clear()
+    consumer_conf = {} if args.librdkafka_defaults else UNPACED_CONSUMER
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     kinds = [args.only] if args.only else [k for k in args.brokers.split(",") if k.strip()]
@@ -185,14 +185,15 @@ def main(argv: list[str] | None = None) -> int:
                 base = Path(tmp) / kind
                 brokers[kind] = start_broker(kind, base, settings if kind == "moldau" else None)
                 # not counted: a broker's first topic and, for Kafka, the JVM's JIT warm up
-                run_once(brokers[kind], min(records_for(s) for s in sizes) // 4 or 1, min(sizes))
+                warm_n = min(records_for(s) for s in sizes) // 4 or 1
+                run_once(brokers[kind], warm_n, min(sizes), consumer_conf)
             for rep in range(args.repeat):
                 for size in sizes:
                     n = records_for(size)
                     # alternate which broker goes first, so neither always runs on a cooler machine
                     order = kinds if rep % 2 == 0 else list(reversed(kinds))
                     for kind in order:
-                        r = run_once(brokers[kind], n, size)
+                        r = run_once(brokers[kind], n, size, consumer_conf)
                         results[kind][size].append(r)
                         print(f"  run {rep + 1}/{args.repeat} {kind:6s} {size:5d} B x {n}: "
                               f"produce {fmt_rate(r['produce_rps'])} rec/s, "
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "client": {"library": "confluent-kafka", "version": _confluent_version(), "producer": PRODUCER_CONF,
-                   "consumer": dict(CONSUMER_CONF),
+                   "consumer": consumer_conf,
                    "partitions": 1},
         "repeat": args.repeat,
         "moldau_settings": settings,
