@@ -22,7 +22,6 @@ tests."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import socket
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test harness: the package harness (tests/harness)
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import create_topic, produce, start_broker  # noqa: E402
+from throughput import create_topic, produce, start_broker, write_results  # noqa: E402
 
 from moldau.protocol import frame  # noqa: E402
 from moldau.protocol import messages as m  # noqa: E402
@@ -205,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                                                           for k in kinds}} for s in sizes},
         "ratios": ratios,
     }
-    out = args.out or ROOT / "bench" / "results" / f"fetch_service-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"JSON: {out}")
+    write_results(doc, "fetch_service", args.out)
     return 0
 
 

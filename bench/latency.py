@@ -30,7 +30,6 @@ JSON goes to --out or bench/results/latency-<time>.json. Figures depend on the m
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import struct
@@ -46,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import KINDS, create_topic, start_broker  # noqa: E402
+from throughput import KINDS, create_topic, start_broker, write_results  # noqa: E402
 
 SIZE = 100
 WARMUP_S = 1.0
@@ -209,10 +208,7 @@ def main(argv: list[str] | None = None) -> int:
            "load_average_at_start": load, "load_average_at_end": end_load, "cpus": os.cpu_count(),
            "median": {k: {str(r): v for r, v in by.items()} for k, by in med.items()},
            "runs": {k: {str(r): v for r, v in by.items()} for k, by in runs.items()}}
-    out = args.out or ROOT / "bench" / "results" / f"latency-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"JSON: {out}")
+    write_results(doc, "latency", args.out)
     return 0
 
 

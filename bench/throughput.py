@@ -255,11 +255,17 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes
         },
     }
-    out = args.out or ROOT / "bench" / "results" / f"throughput-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    write_results(doc, "throughput", args.out)
+    return 0
+
+
+def write_results(doc: dict[str, Any], name: str, out: Path | None) -> Path:
+    """``doc`` as JSON to ``out`` or bench/results/<name>-<time>.json (gitignored); prints the path."""
+    out = out or ROOT / "bench" / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"JSON: {out}")
-    return 0
+    return out
 
 
 def start_broker(kind: str, base: Path, settings: dict[str, str] | None = None) -> BrokerProcess:
