@@ -36,25 +36,54 @@ def producer(bs: str, **conf: Any) -> Producer:
     return Producer({"bootstrap.servers": bs, "logger": QUIET, "linger.ms": 0, **conf})
 
 
+def acks_all_times(bs: str, topic: str, n: int, pause: float = 0.0) -> list[float]:
+    """A warm-up record, then ``n`` records ``v0``... produced one at a time with acks=all: the seconds each
+    took to be acknowledged."""
+    p = producer(bs, acks="all")
+    p.produce(topic, value=b"warm-up")
+    assert p.flush(30) == 0
+    took = []
+    for i in range(n):
+        errors: list[Any] = []
+        t0 = time.monotonic()
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda e, _m: e and errors.append(e))
+        assert p.flush(30) == 0 and not errors
+        took.append(time.monotonic() - t0)
+        time.sleep(pause)
+    return took
+
+
 def test_acks_all_is_answered_by_the_followers_next_fetch_not_their_long_poll_timeout(cluster):
     bs = cluster.bootstrap
     create_topic(bs, "waiting-fetch", partitions=1, rf=3, configs={"min.insync.replicas": "3"})
     wait_until(lambda: fully_replicated(bs, "waiting-fetch", 3), 30, "waiting-fetch fully replicated")
-    p = producer(bs, acks="all")
-    p.produce("waiting-fetch", value=b"warm-up")
-    assert p.flush(30) == 0
-    took = []
-    for i in range(15):
-        errors: list[Any] = []
-        t0 = time.monotonic()
-        p.produce("waiting-fetch", value=b"v%d" % i, on_delivery=lambda e, _m: e and errors.append(e))
-        assert p.flush(30) == 0 and not errors
-        took.append(time.monotonic() - t0)
-        time.sleep(0.05)  # the followers are back in their long poll when the next record comes
+    # the followers are back in their long poll when the next record comes
+    took = acks_all_times(bs, "waiting-fetch", 15, pause=0.05)
     # both followers sat in a fetch of up to 8 s each time: the append answered it at once. Loaded shared
     # machines stall processes now and then, so the bound is on the median, far below the 8 s poll.
     assert statistics.median(took) < 1.0, took
     assert max(took) < WAIT_MS / 1000 / 2, took
+
+
+@pytest.fixture(scope="module")
+def min_bytes_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    configs = ["replica.fetch.min.bytes=1000000", "replica.fetch.wait.max.ms=300",
+               "replica.lag.time.max.ms=10000"]
+    yield from shared_cluster(tmp_path_factory.mktemp("minbytes"), configs)
+
+
+def test_followers_fetch_with_replica_fetch_min_bytes(min_bytes_cluster):
+    """``replica.fetch.min.bytes`` goes into the followers' fetches, as in Kafka's ReplicaFetcherThread: with
+    1,000,000 of them and replica.fetch.wait.max.ms=300, a follower's fetch of a small record is answered at
+    the end of the wait, so acks=all waits about 300 ms a record where the test above sees a few ms."""
+    bs = min_bytes_cluster.bootstrap
+    create_topic(bs, "min-bytes", partitions=1, rf=3, configs={"min.insync.replicas": "3"})
+    wait_until(lambda: fully_replicated(bs, "min-bytes", 3), 30, "min-bytes fully replicated")
+    took = acks_all_times(bs, "min-bytes", 6)
+    # the followers' fetches wait for bytes that never come, until their 300 ms are up
+    assert statistics.median(took) >= 0.2, took
+    assert max(took) < 5, took
+    assert [v for _o, v in read_partition(bs, "min-bytes", 0)][-6:] == [b"v%d" % i for i in range(6)]
 
 
 def _segment_bytes(data_dir: str, topic: str) -> bytes:

@@ -170,10 +170,10 @@ def test_excessive_partitions_refused_while_others_are_answered(broker_factory: 
                 assert [(t.name, t.error_code, t.error_message) for t in r.topics] == [
                     (name, POLICY_VIOLATION, EXCESSIVE), (name + "-b", POLICY_VIOLATION, EXCESSIVE)]
                 # the default partition count counts too (-1 = num.partitions = 1)
+                default_count = CT.CreatableTopic(name=name + "-c", num_partitions=-1, replication_factor=-1,
+                                                  assignments=[], configs=[])
                 r = raw.call(19, 7, CT.new(timeout_ms=5000, validate_only=False, topics=[
-                    new_topic(name, 10_000),
-                    CT.CreatableTopic(name=name + "-c", num_partitions=-1, replication_factor=-1, assignments=[],
-                                      configs=[])]))
+                    new_topic(name, 10_000), default_count]))
                 assert {t.error_code for t in r.topics} == {POLICY_VIOLATION}
         # librdkafka sees Kafka's PolicyViolationException
         a = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -187,7 +187,7 @@ def test_excessive_partitions_refused_while_others_are_answered(broker_factory: 
     finally:
         probe.stop()
     worst = probe.worst(t0, t1)
-    # a round trip every ~3 ms: about 80 in the quarter of a second; 10 shows the probe was answered throughout
+    # a round trip every ~3 ms: about 80 in the quarter of a second; 10 show the probe answered throughout
     assert probe.count(t0, t1) >= 10, f"{probe.count(t0, t1)} round trips in {rounds} rounds of refusals"
     load = os.getloadavg()[0]
     print(f"refusals: the probe's worst round trip {worst * 1000:.1f} ms; load average {load:.1f}")

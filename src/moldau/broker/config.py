@@ -281,7 +281,9 @@ _d("remote.log.storage.system.enable", "boolean", False, "")
 _d("num.replica.fetchers", "int", 1, "", True)
 _d("replica.lag.time.max.ms", "long", 30000, "")
 _d("replica.fetch.max.bytes", "int", 1048576, "", False, _at_least(0))
-_d("replica.fetch.min.bytes", "int", 1, "")
+_d("replica.fetch.min.bytes", "int", 1,
+   "Bytes a follower's fetch asks the leader to wait for (at most replica.fetch.wait.max.ms).", False,
+   _at_least(1))
 _d("replica.fetch.wait.max.ms", "int", 500, "")
 _d("replica.fetch.response.max.bytes", "int", 10485760, "", False, _at_least(0))
 _d("replica.fetch.backoff.ms", "int", 1000, "", False, _at_least(0))

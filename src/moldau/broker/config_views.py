@@ -60,6 +60,10 @@ class ReplicationView(_View):
         return self._int("replica.fetch.wait.max.ms")
 
     @property
+    def fetch_min_bytes(self) -> int:
+        return self._int("replica.fetch.min.bytes")
+
+    @property
     def fetch_max_bytes(self) -> int:
         return self._int("replica.fetch.max.bytes")
 

@@ -96,6 +96,7 @@ class ClusterReplicaManager(ReplicaManager):
         replication = services.config.replication
         self.lag_max_ms = replication.lag_time_max_ms
         self.fetch_wait_ms = replication.fetch_wait_max_ms
+        self.fetch_min_bytes = replication.fetch_min_bytes
         self.fetch_max_bytes = replication.fetch_max_bytes
         self.fetch_response_max_bytes = replication.fetch_response_max_bytes
         self.fetch_backoff_ms = replication.fetch_backoff_ms
@@ -718,7 +719,7 @@ class ReplicaFetcher:
             cluster_id=None,
             replica_id=self.rm.node_id,
             max_wait_ms=self.rm.fetch_wait_ms,
-            min_bytes=1,
+            min_bytes=self.rm.fetch_min_bytes,
             max_bytes=self.rm.fetch_response_max_bytes,
             isolation_level=0,
             session_id=0,
