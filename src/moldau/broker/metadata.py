@@ -73,6 +73,7 @@ class MetadataService(Protocol):
 
     topics: dict[str, TopicInfo]
     listeners: list[MetadataListener]
+    pending_deletions: dict[uuid.UUID, str]
 
     def get(self, name: str) -> TopicInfo | None: ...
 
@@ -107,6 +108,8 @@ class MetadataService(Protocol):
     def delete_topic(self, name: str) -> TopicInfo: ...
 
     def adopt(self, name: str, num_partitions: int, topic_id: uuid.UUID | None) -> TopicInfo: ...
+
+    def save(self) -> None: ...
 
 
 def is_valid_topic_name(name: str | None) -> bool:
@@ -201,6 +204,9 @@ class TopicIndex:
         self.by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
         self.listeners: list[MetadataListener] = []
+        # deleted topics (id -> name) whose partition directories the replica manager has not all renamed to
+        # <dir>.<id>-delete yet: a start after a crash deletes the ones left instead of adopting them
+        self.pending_deletions: dict[uuid.UUID, str] = {}
 
     def _index(self, t: TopicInfo) -> None:
         self.topics[t.name] = t
@@ -265,6 +271,7 @@ class MetadataStore(TopicIndex):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             topics = [TopicInfo.from_json(d) for d in doc.get("topics", [])]
+            deleting = {uuid.UUID(d["topic_id"]): str(d["name"]) for d in doc.get("deleting", [])}
         except FileNotFoundError:
             return
         except (ValueError, KeyError, TypeError, AttributeError) as e:  # written atomically: a corrupt disk
@@ -272,12 +279,16 @@ class MetadataStore(TopicIndex):
                                "start without its topics (restore the file from a backup)") from None
         for t in topics:
             self._index(t)
+        self.pending_deletions.update(deleting)
         log.debug("loaded metadata: %d topics", len(self.topics))
 
     def save(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
-        doc = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(),
-                                                                    key=lambda t: t.name)]}
+        doc: dict[str, Any] = {"version": 1, "topics": [t.to_json() for t in sorted(self.topics.values(),
+                                                                                    key=lambda t: t.name)]}
+        if self.pending_deletions:  # what a restart must still delete (see TopicIndex.pending_deletions)
+            doc["deleting"] = [{"name": n, "topic_id": str(i)}
+                               for i, n in sorted(self.pending_deletions.items(), key=lambda x: str(x[0]))]
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # ----------------------------------------------------------------------------------- mutations
@@ -321,6 +332,7 @@ class MetadataStore(TopicIndex):
         t = existing_topic(self.topics, name)
         check_deletion_enabled(self.broker_config)
         self._unindex(t)
+        self.pending_deletions[t.topic_id] = t.name  # till the replica manager renamed every directory
         self.save()
         log.info("deleted topic %s (id %s)", name, t.topic_id)
         for lst in self.listeners:

@@ -153,6 +153,9 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
+        # partitions of deleted topics whose directories are still to be renamed to <dir>.<id>-delete
+        # (detach_topic_for_delete, rename_detached): tracked no more, their logs still open
+        self._detached: dict[tuple[str, int], PartitionLog] = {}
         # log dirs taken offline after a storage error (dir -> reason): no more writes, checkpoints or clean-
         # shutdown marker there until a restart (which recovers them)
         self.offline_dirs: dict[str, str] = {}
@@ -357,6 +360,8 @@ class LogManager:
         """Create the partition's log (in the directory holding the fewest partitions), or return the existing
         one with ``config`` applied. ``topic_id`` (UUID or Kafka's base64 form) goes to partition.metadata."""
         key = (topic, partition)
+        if key in self._detached:  # a deleted partition's directory not renamed yet: out of the way first
+            shutil.rmtree(self.rename_detached([key])[0], ignore_errors=True)
         existing = self._logs.get(key)
         if existing is not None:
             if config is not None:
@@ -440,12 +445,34 @@ class LogManager:
             self.delete(t, p)
         return len(keys)
 
-    def rename_topic_for_delete(self, topic: str) -> list[str]:
-        """:meth:`rename_for_delete` for every partition of ``topic`` here: the renamed directories, for
-        the caller to remove (in a worker thread: removing thousands of partition directories takes
-        seconds)."""
+    def detach_topic_for_delete(self, topic: str) -> list[tuple[str, int]]:
+        """Stop tracking every partition of ``topic`` here at once (no checkpoint, retention, flush or move
+        sees them any more), without touching their files: :meth:`rename_detached` renames their directories
+        later, a few at a time (thousands of renames stalled the event loop for 200 ms). Until then a new
+        log of the same partition renames the old directory first (:meth:`create`; the replica manager does
+        it itself, see :meth:`awaits_rename`), and :meth:`close` renames what is left. The keys detached."""
         keys = [k for k in self._logs if k[0] == topic]
-        return [d for d in (self.rename_for_delete(t, p) for t, p in keys) if d is not None]
+        for t, p in keys:
+            plog = self._forget(t, p)
+            if plog is not None:
+                self._detached[(t, p)] = plog
+        return keys
+
+    def awaits_rename(self, topic: str, partition: int) -> bool:
+        """Whether the partition was detached (:meth:`detach_topic_for_delete`) and its directory is not
+        renamed yet."""
+        return (topic, partition) in self._detached
+
+    def rename_detached(self, keys: list[tuple[str, int]]) -> list[str]:
+        """Close the detached partitions ``keys`` (those not renamed yet) and rename their directories to
+        ``<dir>.<id>-delete``, as :meth:`rename_for_delete`: the renamed directories, for the caller to
+        remove (in a worker thread), or a restart."""
+        out = []
+        for key in keys:
+            plog = self._detached.pop(key, None)
+            if plog is not None:
+                out.append(plog.delete(remove=False))
+        return out
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._logs)
@@ -652,6 +679,7 @@ class LogManager:
         marker."""
         for move in list(self.moves.values()):  # unfinished: the replicas stay where they are
             self._cancel_move(move.topic, move.partition)
+        self.rename_detached(list(self._detached))  # deleted partitions: the next start removes them
         self.cleaner.shutdown()
         self.drain()
         if self._own_executor and self.flush_executor is not None:
