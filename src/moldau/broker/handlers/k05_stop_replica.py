@@ -7,9 +7,15 @@
 * ClusterAction on the cluster; no cluster: STALE_CONTROLLER_EPOCH (see k04).
 * The partition stops following or leading; its log goes with the topic (the topic's znode disappearing
   deletes it on every broker, ``ZkMetadataStore``).
+* A topic deletion names every replica of the topic on this broker in one request, and a deleted replica's
+  directory is renamed at once: the handler gives the event loop back every ``SLICE_S`` so that other
+  clients are answered meanwhile (renaming 10,000 directories takes about 200 ms).
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from moldau.protocol import messages as m
 from moldau.protocol.errors import ErrorCode
@@ -22,6 +28,7 @@ from ..security.authorizer import CLUSTER_ACTION, allowed_cluster
 RESP = m.StopReplicaResponse
 NO_EPOCH = -1  # the controller gives no epoch: stop whatever this broker's is
 EPOCH_DURING_DELETE = -2  # topic deletion: always stop
+SLICE_S = 0.002  # the longest the handler holds the event loop between two yields
 
 
 @handler(api_key=5, min_version=1, max_version=3)
@@ -41,7 +48,11 @@ async def stop_replica(ctx: RequestContext, req: m.StopReplicaRequest) -> m.Stop
             for idx in t.partition_indexes:
                 stops.append((t.name, idx, NO_EPOCH, bool(req.delete_partitions)))
     errors = []
+    until = time.monotonic() + SLICE_S
     for topic, idx, epoch, delete in stops:
+        if time.monotonic() > until:
+            await asyncio.sleep(0)
+            until = time.monotonic() + SLICE_S
         current = rm.leader_epoch_of(topic, idx)
         if epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) and current is not None and epoch <= current:
             code = int(ErrorCode.FENCED_LEADER_EPOCH)
