@@ -25,11 +25,13 @@ import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from moldau.protocol.records import RecordError, split_batches
 
 from .checkpoint import atomic_write
+from .errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -575,3 +577,88 @@ class ByteOffsetIndex:
             idx = ByteOffsetIndex(plog.dir, names=set())
             plog.byte_offsets = idx
         return idx
+
+
+class _IndexedLog(Protocol):
+    """What :class:`ByteOffsetsAccess` needs of its log (``PartitionLog``)."""
+
+    @property
+    def _lock(self) -> AbstractContextManager[Any]: ...
+
+    @property
+    def _closed(self) -> bool: ...
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def byte_offsets(self) -> ByteOffsetIndex | None: ...
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = ..., min_one: bool = ...,
+             regions: bool = ...) -> Any: ...
+
+
+class ByteOffsetsAccess:
+    """``PartitionLog``'s Kafka 0.7 byte-offset index, under the log's lock: the index is attached (made
+    empty) on first use and kept by the log (``byte_offsets``); each method takes the lock, checks that the
+    log is open and hands the index the log's reader."""
+
+    def byte_offsets_cover(self: _IndexedLog, upto: int) -> ByteOffsetIndex:
+        """The Kafka 0.7 byte-offset index (created on first use), extended to the batches below ``upto``."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            idx.cover(self.read, self.log_start_offset, upto)
+            return idx
+
+    def byte_offsets_prepare(self: _IndexedLog, upto: int, max_bytes: int, views_from: int | None = None,
+                             views_ahead: int | None = None) -> Any:
+        """The next piece of work towards a 0.7 byte-offset index covering ``upto`` (a
+        ``byte_offsets.IndexJob`` for a worker thread; with the views too near ``views_from``, the position a
+        read waits at), None when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes,
+                                                        views_from, views_ahead)
+
+    def byte_offsets_prepare_views(self: _IndexedLog, position: int, max_bytes: int) -> Any:
+        """Batches to convert into the stored 0.7 views from byte ``position`` (a
+        ``byte_offsets.ViewJob`` for a worker thread), None when there is nothing to do."""
+        with self._lock:
+            idx = self.byte_offsets
+            if self._closed or idx is None:
+                return None
+            return idx.prepare_views(self.read, self.log_start_offset, position, max_bytes)
+
+    def byte_offsets_commit_views(self: _IndexedLog, job: Any, data: bytes) -> bool:
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit_views(job, data)
+
+    def byte_offsets_commit(self: _IndexedLog, job: Any, sizes: list[int]) -> bool:
+        """Add a job's result to the index (False: the index moved meanwhile; prepare again)."""
+        with self._lock:
+            if self._closed or self.byte_offsets is None:
+                return False
+            return self.byte_offsets.commit(job, sizes)
+
+    def byte_offsets_step(self: _IndexedLog, upto: int, budget_s: float) -> bool:
+        """One incremental step of extending the 0.7 byte-offset index towards ``upto``: about ``budget_s``
+        seconds of work under the lock (the legacy listener runs steps as separate event-loop callbacks, so
+        indexing a large partition never holds the loop or the lock for long). True when it is there."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            idx = ByteOffsetIndex.attach(self)
+            if idx.scanned >= upto:
+                return True
+            return idx.cover(self.read, self.log_start_offset, upto, time.perf_counter() + budget_s)

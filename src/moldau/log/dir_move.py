@@ -27,13 +27,15 @@ import os
 import shutil
 import time
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .checkpoint import fsync_dir
 from .partition_log import parse_partition_dir_name
 
 if TYPE_CHECKING:
+    from .cleaner import LogCleaner
     from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -239,3 +241,107 @@ async def run_move(manager: Any, move: ReplicaMove, rate: Callable[[], int | Non
     except Exception:  # noqa: BLE001 - the replica stays where it was
         log.exception("moving %s-%d to %s failed", move.topic, move.partition, move.dest_dir)
         manager.abandon_move(move)
+
+
+class _MoveHost(Protocol):
+    """What :class:`ReplicaMoves` needs of its ``LogManager``."""
+
+    @property
+    def _dir_of(self) -> dict[tuple[str, int], str]: ...
+
+    @property
+    def _logs(self) -> dict[tuple[str, int], PartitionLog]: ...
+
+    @property
+    def moves(self) -> dict[tuple[str, int], ReplicaMove]: ...
+
+    @property
+    def cleaner(self) -> LogCleaner: ...
+
+    @property
+    def _checkpoint_lock(self) -> AbstractContextManager[Any]: ...
+
+    def _checkpoint_dir(self, d: str, keys: set[tuple[str, int]]) -> None: ...
+
+    def _cancel_move(self, topic: str, partition: int) -> None: ...
+
+    def abandon_move(self, move: ReplicaMove) -> None: ...
+
+
+class ReplicaMoves:
+    """``LogManager``'s replica moves between its log dirs (AlterReplicaLogDirs): start, cancel, abandon and
+    the final swap; the copy passes run in ``run_move``."""
+
+    def start_move(self: _MoveHost, topic: str, partition: int, dest: str) -> ReplicaMove | None:
+        """Begin moving the partition's replica to log dir ``dest`` (one of ``log_dirs``, online): the move
+        to run with ``dir_move.run_move``, or None when there is nothing to start (already there, or
+        already moving there). A move to another dir replaces a running one."""
+        key = (topic, partition)
+        source = self._dir_of[key]
+        running = self.moves.get(key)
+        if running is not None:
+            if running.dest_dir == dest:
+                return None
+            self._cancel_move(topic, partition)
+        if source == dest:
+            return None
+        future = os.path.join(dest, future_dir_name(topic, partition))
+        os.makedirs(future)
+        fsync_dir(dest)
+        move = ReplicaMove(topic, partition, source, dest, future)
+        self.moves[key] = move
+        self.cleaner.pause(topic, partition)
+        log.info("moving %s-%d from %s to %s", topic, partition, source, dest)
+        return move
+
+    def _cancel_move(self: _MoveHost, topic: str, partition: int) -> None:
+        move = self.moves.get((topic, partition))
+        if move is not None:
+            move.cancelled = True
+            task = move.task
+            if task is not None and not task.done():
+                try:
+                    task.cancel()
+                except RuntimeError:  # its event loop is closed: the task never runs again anyway
+                    pass
+            self.abandon_move(move)
+
+    def abandon_move(self: _MoveHost, move: ReplicaMove) -> None:
+        """Drop the future replica; the replica stays where it is."""
+        move.cancelled = True
+        if self.moves.get(move.key) is move:
+            del self.moves[move.key]
+            self.cleaner.resume(move.topic, move.partition)
+            log.info("abandoned moving %s-%d to %s", move.topic, move.partition, move.dest_dir)
+        shutil.rmtree(move.future_path, ignore_errors=True)
+
+    def finish_move(self: _MoveHost, move: ReplicaMove) -> None:
+        """The final copy pass and the swap (dir_move.py steps 1-5). Runs on the event loop: nothing reads or
+        appends meanwhile."""
+        key = move.key
+        plog = self._logs[key]
+        plog.flush()
+        src_path = plog.dir
+        final = os.path.join(move.dest_dir, os.path.basename(src_path))
+        moved = f"{src_path}.{uuid.uuid4().hex}-moved"
+
+        def swap() -> None:
+            copy_pass(move, src_path, final=True)  # under the log's lock: nothing changes any more
+            fsync_tree(move.future_path)
+            dest_keys = {k for k, dd in self._dir_of.items() if dd == move.dest_dir} | {key}
+            self._checkpoint_dir(move.dest_dir, dest_keys)
+            os.rename(src_path, moved)
+            fsync_dir(move.source_dir)
+            os.rename(move.future_path, final)
+            fsync_dir(move.dest_dir)
+
+        with self._checkpoint_lock:
+            plog.relocate(final, swap)
+            self._dir_of[key] = move.dest_dir
+            del self.moves[key]
+            self._checkpoint_dir(move.source_dir,
+                                 {k for k, dd in self._dir_of.items() if dd == move.source_dir})
+        self.cleaner.resume(move.topic, move.partition)
+        self.cleaner._write_checkpoints({move.source_dir, move.dest_dir})
+        shutil.rmtree(moved, ignore_errors=True)
+        log.info("moved %s-%d from %s to %s", move.topic, move.partition, move.source_dir, move.dest_dir)

@@ -41,7 +41,7 @@ from moldau.protocol.records.batch import INT32
 
 from . import clean_state as _cs
 from . import cleaner as _cleaner
-from .byte_offsets import ByteOffsetIndex
+from .byte_offsets import ByteOffsetIndex, ByteOffsetsAccess
 from .checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
 from .config import LONG_MAX, LogConfig
 from .errors import OffsetOutOfRangeError, StorageError
@@ -77,7 +77,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
-class PartitionLog:
+class PartitionLog(ByteOffsetsAccess):
     def __init__(
         self,
         directory: str,
@@ -574,62 +574,6 @@ class PartitionLog:
         self.producer_state.clear()
         self.aborted.clear()
         self.epochs.clear()
-
-    # ======================================================================================= 0.7 byte offsets
-    def byte_offsets_cover(self, upto: int) -> ByteOffsetIndex:
-        """The Kafka 0.7 byte-offset index (created on first use), extended to the batches below ``upto``."""
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            idx = ByteOffsetIndex.attach(self)
-            idx.cover(self.read, self.log_start_offset, upto)
-            return idx
-
-    def byte_offsets_prepare(self, upto: int, max_bytes: int, views_from: int | None = None,
-                             views_ahead: int | None = None) -> Any:
-        """The next piece of work towards a 0.7 byte-offset index covering ``upto`` (a
-        ``byte_offsets.IndexJob`` for a worker thread; with the views too near ``views_from``, the position a
-        read waits at), None when it is there."""
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            return ByteOffsetIndex.attach(self).prepare(self.read, self.log_start_offset, upto, max_bytes,
-                                                        views_from, views_ahead)
-
-    def byte_offsets_prepare_views(self, position: int, max_bytes: int) -> Any:
-        """Batches to convert into the stored 0.7 views from byte ``position`` (a
-        ``byte_offsets.ViewJob`` for a worker thread), None when there is nothing to do."""
-        with self._lock:
-            idx = self.byte_offsets
-            if self._closed or idx is None:
-                return None
-            return idx.prepare_views(self.read, self.log_start_offset, position, max_bytes)
-
-    def byte_offsets_commit_views(self, job: Any, data: bytes) -> bool:
-        with self._lock:
-            if self._closed or self.byte_offsets is None:
-                return False
-            return self.byte_offsets.commit_views(job, data)
-
-    def byte_offsets_commit(self, job: Any, sizes: list[int]) -> bool:
-        """Add a job's result to the index (False: the index moved meanwhile; prepare again)."""
-        with self._lock:
-            if self._closed or self.byte_offsets is None:
-                return False
-            return self.byte_offsets.commit(job, sizes)
-
-    def byte_offsets_step(self, upto: int, budget_s: float) -> bool:
-        """One incremental step of extending the 0.7 byte-offset index towards ``upto``: about ``budget_s``
-        seconds of work under the lock (the legacy listener runs steps as separate event-loop callbacks, so
-        indexing a large partition never holds the loop or the lock for long). True when it is there."""
-        with self._lock:
-            if self._closed:
-                raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            idx = ByteOffsetIndex.attach(self)
-            if idx.scanned >= upto:
-                return True
-            return idx.cover(self.read, self.log_start_offset, upto, time.perf_counter() + budget_s)
-
 
     # ================================================================================================ leader
     # epochs
