@@ -373,9 +373,7 @@ class ReplicaManager:
         return log_config_for(topic.configs, self.services.config)
 
     def _open_log(self, topic: "TopicInfo", index: int, config: Any) -> Any:
-        lm = self.services.log_manager
-        if lm.awaits_rename(topic.name, index):  # of a topic of this name just deleted: renamed first
-            self._remove_later(lm.rename_detached([(topic.name, index)]))
+        lm = self.services.log_manager  # a deleted topic's directory of the same name is renamed first
         return lm.get_or_create_log(topic.name, index, config, topic_id=topic.topic_id)
 
     def load(self) -> None:

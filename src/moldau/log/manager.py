@@ -29,6 +29,7 @@ one-thread executor); ``drain()`` waits for them (tests, shutdown).
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -359,8 +360,9 @@ class LogManager(ReplicaMoves):
         """Create the partition's log (in the directory holding the fewest partitions), or return the existing
         one with ``config`` applied. ``topic_id`` (UUID or Kafka's base64 form) goes to partition.metadata."""
         key = (topic, partition)
-        if key in self._detached:  # a deleted partition's directory not renamed yet: out of the way first
-            shutil.rmtree(self.rename_detached([key])[0], ignore_errors=True)
+        if key in self._detached:  # a deleted partition's directory not renamed yet: out of the way first,
+            for doomed in self.rename_detached([key]):  # and removed by the background worker
+                self._submit(functools.partial(shutil.rmtree, doomed, True))
         existing = self._logs.get(key)
         if existing is not None:
             if config is not None:
@@ -448,8 +450,8 @@ class LogManager(ReplicaMoves):
         """Stop tracking every partition of ``topic`` here at once (no checkpoint, retention, flush or move
         sees them any more), without touching their files: :meth:`rename_detached` renames their directories
         later, a few at a time (thousands of renames stalled the event loop for 200 ms). Until then a new
-        log of the same partition renames the old directory first (:meth:`create`; the replica manager does
-        it itself, see :meth:`awaits_rename`), and :meth:`close` renames what is left. The keys detached."""
+        log of the same partition renames the old directory first (:meth:`create`), and :meth:`close`
+        renames what is left. The keys detached."""
         keys = [k for k in self._logs if k[0] == topic]
         for t, p in keys:
             plog = self._forget(t, p)
